@@ -1,0 +1,5 @@
+import sys
+
+from minipulsar.cli.main import main
+
+sys.exit(main())

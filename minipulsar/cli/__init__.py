@@ -1,0 +1,1 @@
+"""The ``minipulsar`` command line: servers, standalone, client verbs."""

@@ -1,0 +1,97 @@
+"""What every server entry point shares: logging, config loading, READY line, signals.
+
+A server process prints exactly one line on stdout once it serves::
+
+    READY <role> <host>:<port> [http=<host>:<port>]
+
+and logs everything else to stderr. Tests, the standalone launcher and ``docker compose``
+wait for that line. SIGTERM and SIGINT stop the process cleanly (exit code 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from minipulsar.config import load_config
+from minipulsar.errors import ConfigError, MiniPulsarError
+from minipulsar.net.loop import run, tune_malloc
+
+log = logging.getLogger("minipulsar")
+
+T = TypeVar("T")
+
+LOG_FORMAT = "%(asctime)s %(levelname)-5s %(name)s: %(message)s"
+
+
+def setup_logging(level: str | None = None) -> None:
+    level = (level or os.environ.get("MINIPULSAR_LOG_LEVEL") or "INFO").upper()
+    logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr, force=True)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, config_name: str) -> None:
+    """Flags every server takes: its config file, generic overrides, log level."""
+    parser.add_argument("--config", metavar="FILE", help=f"a {config_name} file of key=value lines")
+    parser.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+        help="override one config key (repeatable); applied after --config and the flags",
+    )
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING, ERROR")
+
+
+def load_server_config(cls: type[T], args: argparse.Namespace, flags: dict[str, Any]) -> T:
+    """Config file, then the dedicated flags (``flags``: key → value or None), then ``--set``."""
+    overrides = {k: v for k, v in flags.items() if v is not None}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        overrides[key.strip()] = value.strip()
+    return load_config(cls, Path(args.config) if args.config else None, overrides)
+
+
+def announce_ready(role: str, host: str, port: int, http: tuple[str, int] | None = None) -> None:
+    line = f"READY {role} {host}:{port}"
+    if http is not None:
+        line += f" http={http[0]}:{http[1]}"
+    print(line, flush=True)
+    log.info("%s ready on %s:%d%s", role, host, port, f", http on {http[0]}:{http[1]}" if http else "")
+
+
+def run_server(role: str, serve: Callable[[asyncio.Event], Awaitable[None]], log_level: str | None) -> int:
+    """Run ``serve(stop_event)`` until it returns; SIGTERM/SIGINT set the event.
+
+    ``serve`` starts the server, announces READY, awaits the event, and shuts down.
+    Configuration and start-up errors end the process with exit code 2 and one clear line.
+    """
+    setup_logging(log_level)
+    tune_malloc()
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await serve(stop)
+
+    try:
+        run(main())
+    except (ConfigError, MiniPulsarError, OSError) as exc:
+        log.error("%s cannot start: %s", role, exc)
+        return 2
+    log.info("%s stopped", role)
+    return 0
+
+
+def config_error_exit(exc: ConfigError) -> int:
+    setup_logging()
+    log.error("bad configuration: %s", exc)
+    return 2

@@ -1,0 +1,239 @@
+"""Typed configuration, read from Pulsar-style ``key=value`` files and overridden by CLI flags.
+
+Each server has one frozen dataclass. A field's metadata names the key as Pulsar, BookKeeper
+or ZooKeeper spell it, so ``broker.conf`` / ``bookkeeper.conf`` / ``metastore.conf`` read
+like the originals. Loading rules:
+
+- ``#`` starts a comment line; blank lines are ignored; ``key=value`` with spaces trimmed;
+- a key minipulsar does not know is logged as a warning by name and otherwise ignored (a real
+  ``broker.conf`` holds hundreds of keys we do not use);
+- a bad value for a known key raises :class:`ConfigError` naming the key and what it accepts;
+- CLI flags are applied after the file, with the same parsing and checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from minipulsar.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def setting(
+    key: str,
+    default: Any,
+    *,
+    choices: tuple[str, ...] | None = None,
+    min_value: float | None = None,
+    max_value: float | None = None,
+) -> Any:
+    """A config field read from ``key``; ``choices`` / bounds are checked at load time."""
+    return field(
+        default=default,
+        metadata={"key": key, "choices": choices, "min": min_value, "max": max_value},
+    )
+
+
+def parse_config_text(text: str, source: str = "<config>") -> dict[str, str]:
+    """``key=value`` lines to a dict; raises ConfigError on a line with no ``=``."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{source}:{number}: expected key=value, got {raw!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> T:
+    """Build ``cls`` from the file at ``path`` (optional), then ``overrides`` (keys as in the file).
+
+    Raises:
+        ConfigError: unreadable file, malformed line, or a bad value for a known key.
+    """
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        raw.update(parse_config_text(text, str(path)))
+    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    fields_by_key = {f.metadata["key"]: f for f in dataclasses.fields(cls) if "key" in f.metadata}
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        f = fields_by_key.get(key)
+        if f is None:
+            log.warning("config key %r is not used by minipulsar; ignoring it", key)
+            continue
+        kwargs[f.name] = _convert(key, value, hints[f.name], f.metadata)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def config_keys(cls: type) -> dict[str, Any]:
+    """Key → default for every setting of ``cls`` (for docs and ``--help``)."""
+    return {f.metadata["key"]: f.default for f in dataclasses.fields(cls) if "key" in f.metadata}
+
+
+def _convert(key: str, value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
+    optional = type(None) in typing.get_args(hint)
+    if optional:
+        hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        if value is None or (isinstance(value, str) and value == ""):
+            return None
+    text = value if isinstance(value, str) else None
+    try:
+        if hint is bool:
+            converted = _to_bool(value)
+        elif hint is int:
+            converted = value if isinstance(value, int) and not isinstance(value, bool) else int(str(text).strip())
+        elif hint is float:
+            converted = float(value)
+        elif hint is str:
+            converted = str(value)
+        elif typing.get_origin(hint) in (list, tuple):
+            items = value if isinstance(value, (list, tuple)) else [s.strip() for s in str(value).split(",")]
+            converted = tuple(str(item) for item in items if str(item))
+        else:
+            raise AssertionError(f"unsupported config type {hint} for {key}")
+    except (ValueError, TypeError):
+        raise ConfigError(f"{key}={value!r}: expected {_describe(hint)}") from None
+    _check_range(key, converted, meta)
+    return converted
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    lowered = str(value).strip().lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off"):
+        return False
+    raise ValueError(value)
+
+
+def _check_range(key: str, value: Any, meta: Mapping[str, Any]) -> None:
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise ConfigError(f"{key}={value!r}: accepted values are {', '.join(choices)}")
+    low, high = meta.get("min"), meta.get("max")
+    if low is not None and value < low:
+        raise ConfigError(f"{key}={value!r}: must be >= {low}")
+    if high is not None and value > high:
+        raise ConfigError(f"{key}={value!r}: must be <= {high}")
+
+
+def _describe(hint: Any) -> str:
+    if hint is bool:
+        return "true or false"
+    if hint is int:
+        return "an integer"
+    if hint is float:
+        return "a number"
+    if typing.get_origin(hint) in (list, tuple):
+        return "a comma-separated list"
+    return getattr(hint, "__name__", str(hint))
+
+
+# ---------------------------------------------------------------------------------------------
+# The servers' configs. Defaults follow Pulsar's broker.conf / bookkeeper.conf unless noted.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetastoreConfig:
+    """The built-in metadata store; keys follow ZooKeeper's zoo.cfg where one exists."""
+
+    bind_address: str = setting("bindAddress", "127.0.0.1")
+    port: int = setting("clientPort", 6680, min_value=0, max_value=65535)
+    data_dir: str = setting("dataDir", "data/metastore")
+    snapshot_every_txns: int = setting("snapCount", 10_000, min_value=1)
+    """Write a snapshot and start a new WAL after this many logged changes (ZooKeeper: snapCount)."""
+    min_session_timeout_ms: int = setting("minSessionTimeout", 1_000, min_value=100)
+    max_session_timeout_ms: int = setting("maxSessionTimeout", 60_000, min_value=100)
+    wal_sync: bool = setting("forceSync", True)
+    """fsync the WAL before answering (ZooKeeper: forceSync). Off only for throwaway tests."""
+
+    def __post_init__(self) -> None:
+        if self.min_session_timeout_ms > self.max_session_timeout_ms:
+            raise ValueError("minSessionTimeout must not exceed maxSessionTimeout")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BookieConfig:
+    bind_address: str = setting("bindAddress", "127.0.0.1")
+    advertised_address: str | None = setting("advertisedAddress", None)
+    """Host part of the bookie id; defaults to bindAddress."""
+    port: int = setting("bookiePort", 3181, min_value=0, max_value=65535)
+    http_port: int = setting("httpServerPort", 8000, min_value=0, max_value=65535)
+    metadata_url: str = setting("metadataServiceUri", "metastore://127.0.0.1:6680")
+    session_timeout_ms: int = setting("zkTimeout", 30_000, min_value=100)
+    journal_dirs: tuple[str, ...] = setting("journalDirectories", ("data/bookkeeper/journal",))
+    ledger_dirs: tuple[str, ...] = setting("ledgerDirectories", ("data/bookkeeper/ledgers",))
+    journal_sync_data: bool = setting("journalSyncData", True)
+    journal_max_group_wait_ms: float = setting("journalMaxGroupWaitMSec", 1.0, min_value=0)
+    journal_buffered_writes_threshold: int = setting("journalBufferedWritesThreshold", 512 * 1024, min_value=1)
+    journal_buffered_entries_threshold: int = setting("journalBufferedEntriesThreshold", 0, min_value=0)
+    journal_flush_when_queue_empty: bool = setting("journalFlushWhenQueueEmpty", False)
+    journal_max_size_mb: int = setting("journalMaxSizeMB", 2048, min_value=1)
+    journal_prealloc_size_mb: int = setting("journalPreAllocSizeMB", 16, min_value=0)
+    max_frame_size: int = setting("nettyMaxFrameSizeBytes", 5 * 1024 * 1024 + 64 * 1024, min_value=1024)
+
+    def __post_init__(self) -> None:
+        if not self.journal_dirs:
+            raise ValueError("journalDirectories must name at least one directory")
+        if not self.ledger_dirs:
+            raise ValueError("ledgerDirectories must name at least one directory")
+
+    @property
+    def bookie_id(self) -> str:
+        """``host:port``, BookKeeper's default bookie id (valid once the port is known)."""
+        return f"{self.advertised_address or self.bind_address}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    bind_address: str = setting("bindAddress", "127.0.0.1")
+    advertised_address: str | None = setting("advertisedAddress", None)
+    port: int = setting("brokerServicePort", 6650, min_value=0, max_value=65535)
+    http_port: int = setting("webServicePort", 8080, min_value=0, max_value=65535)
+    metadata_url: str = setting("metadataStoreUrl", "metastore://127.0.0.1:6680")
+    cluster_name: str = setting("clusterName", "standalone")
+    session_timeout_ms: int = setting("metadataStoreSessionTimeoutMillis", 30_000, min_value=100)
+    keepalive_interval_s: int = setting("keepAliveIntervalSeconds", 30, min_value=1)
+    max_message_size: int = setting("maxMessageSize", 5 * 1024 * 1024, min_value=1024)
+    ensemble_size: int = setting("managedLedgerDefaultEnsembleSize", 2, min_value=1)
+    write_quorum: int = setting("managedLedgerDefaultWriteQuorum", 2, min_value=1)
+    ack_quorum: int = setting("managedLedgerDefaultAckQuorum", 2, min_value=1)
+    bookkeeper_timeout_s: int = setting("bookkeeperClientTimeoutInSeconds", 30, min_value=1)
+    dispatcher_max_read_batch_size: int = setting("dispatcherMaxReadBatchSize", 100, min_value=1)
+    max_pending_publish_requests_per_connection: int = setting(
+        "maxPendingPublishRequestsPerConnection", 1000, min_value=1)
+
+    def __post_init__(self) -> None:
+        if not self.ensemble_size >= self.write_quorum >= self.ack_quorum:
+            raise ValueError(
+                "managedLedgerDefaultEnsembleSize >= managedLedgerDefaultWriteQuorum >= "
+                f"managedLedgerDefaultAckQuorum must hold, got {self.ensemble_size}/"
+                f"{self.write_quorum}/{self.ack_quorum}"
+            )
+
+    @property
+    def max_frame_size(self) -> int:
+        return self.max_message_size + 64 * 1024

@@ -1,0 +1,217 @@
+"""The asyncio side of the protocol: one :class:`Connection` per TCP connection.
+
+It frames bytes with the sans-IO :class:`CommandDecoder`, answers PING, resolves responses
+through the :class:`RequestTable`, and hands every other command to
+:meth:`Connection.command_received`, synchronously: a handler resolves a future or queues
+work, it never awaits in the read path. Writes coalesce per loop iteration.
+
+Keep-alive follows Pulsar's ``keepAliveIntervalSeconds``: when nothing arrived for one
+interval we send PING; when nothing arrived for two, the peer is gone and we close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import Any, TypeVar
+
+from minipulsar.errors import (
+    ConnectionClosedError,
+    ErrorCode,
+    FrameTooLargeError,
+    InvalidCommandError,
+    MiniPulsarError,
+)
+from minipulsar.net.rpc import RequestTable
+from minipulsar.net.writer import CoalescingWriter
+from minipulsar.protocol.codec import CommandDecoder, encode
+from minipulsar.protocol.commands import Error, Ping, Pong
+from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE
+from minipulsar.protocol.schema import Command
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=Command)
+
+DEFAULT_KEEPALIVE_INTERVAL_S = 30.0  # Pulsar: keepAliveIntervalSeconds
+DEFAULT_REQUEST_TIMEOUT_S = 30.0  # Pulsar client: operationTimeoutSeconds
+
+
+class Connection(asyncio.Protocol):
+    """Framing, request correlation, keep-alive and coalesced writes for one peer.
+
+    Subclasses implement :meth:`command_received` and may override :meth:`closed`.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        keepalive_interval_s: float = DEFAULT_KEEPALIVE_INTERVAL_S,
+        request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+    ) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._decoder = CommandDecoder(max_frame_size)
+        self._requests = RequestTable(self._loop)
+        self.keepalive_interval_s = keepalive_interval_s
+        self.request_timeout_s = request_timeout_s
+        self.transport: asyncio.Transport | None = None
+        self.writer: CoalescingWriter | None = None
+        self.peer = "?"
+        self._last_received = time.monotonic()
+        self._keepalive: asyncio.TimerHandle | None = None
+        self.close_reason: MiniPulsarError | None = None
+        self.closed_future: asyncio.Future[None] = self._loop.create_future()
+
+    # -- asyncio.Protocol -----------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self.writer = CoalescingWriter(transport, self._loop)
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._requests.name = self.peer
+        self._last_received = time.monotonic()
+        if self.keepalive_interval_s > 0:
+            self._keepalive = self._loop.call_later(self.keepalive_interval_s, self._check_keepalive)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_received = time.monotonic()
+        decoder = self._decoder
+        decoder.feed(data)
+        try:
+            while True:
+                try:
+                    command = decoder.next_command()
+                except InvalidCommandError as error:
+                    self.invalid_command(error)
+                    continue
+                if command is None:
+                    break
+                self._dispatch(command)
+                if self.transport is None or self.transport.is_closing():
+                    break
+        except FrameTooLargeError as error:
+            log.warning("%s: %s; closing the connection", self.peer, error)
+            self.send(Error(code=ErrorCode.TOO_LARGE.value, message=str(error)))
+            self.close(error)
+        finally:
+            decoder.compact()
+
+    def pause_writing(self) -> None:
+        assert self.writer is not None
+        self.writer.pause()
+
+    def resume_writing(self) -> None:
+        assert self.writer is not None
+        self.writer.resume()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        reason = self.close_reason or ConnectionClosedError(
+            f"connection to {self.peer} closed" + (f": {exc}" if exc else "")
+        )
+        self.close_reason = reason
+        self._requests.fail_all(reason)
+        if self.writer is not None:
+            self.writer.close()
+        self.transport = None
+        if not self.closed_future.done():
+            self.closed_future.set_result(None)
+        try:
+            self.closed(reason)
+        except Exception:
+            log.exception("%s: error while cleaning up a closed connection", self.peer)
+
+    # -- dispatch -------------------------------------------------------------------------------
+
+    def _dispatch(self, command: Command) -> None:
+        if command.RESPONSE and getattr(command, "id", None) is not None:
+            if self._requests.complete(command):
+                return
+        cls = type(command)
+        if cls is Ping:
+            self.send(Pong())
+        elif cls is Pong:
+            pass
+        else:
+            self.command_received(command)
+
+    def command_received(self, command: Command) -> None:
+        """A command that is not a response to one of our requests. Must not block."""
+        raise NotImplementedError
+
+    def invalid_command(self, error: InvalidCommandError) -> None:
+        """A well-framed but invalid body: answer ERROR and keep serving the connection."""
+        log.warning("%s: invalid command: %s", self.peer, error)
+        self.send(Error(code=ErrorCode.INVALID_COMMAND.value, message=str(error), id=error.request_id))
+
+    def closed(self, reason: MiniPulsarError) -> None:
+        """Hook: the connection is gone and every pending request has been failed."""
+
+    # -- sending --------------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        return self.transport is not None and not self.transport.is_closing()
+
+    def send(self, command: Command) -> None:
+        """Queue ``command``; silently dropped once the connection is closing."""
+        if self.writer is None or self.transport is None or self.transport.is_closing():
+            return
+        header, body = encode(command)
+        self.writer.write(header, body)
+
+    def request(self, cls: type[Command], *, timeout_s: float | None = None, **fields: Any) -> asyncio.Future:
+        """Send ``cls(id=<new id>, **fields)``; the future resolves with the response command.
+
+        The future fails with the typed :class:`ServerError` for an ERROR answer,
+        :class:`RequestTimeoutError` after ``timeout_s``, or :class:`ConnectionClosedError`.
+        """
+        if not self.is_open:
+            future = self._loop.create_future()
+            future.set_exception(self.close_reason or ConnectionClosedError(f"connection to {self.peer} is closed"))
+            return future
+        rid, future = self._requests.register(cls.TYPE, timeout_s or self.request_timeout_s)
+        self.send(cls(id=rid, **fields))
+        return future
+
+    @property
+    def pending_requests(self) -> int:
+        return len(self._requests)
+
+    def close(self, reason: MiniPulsarError | None = None) -> None:
+        """Flush what is queued, then close."""
+        if self.close_reason is None:
+            self.close_reason = reason
+        if self.transport is not None and not self.transport.is_closing():
+            assert self.writer is not None
+            self.writer.flush()
+            self.transport.close()
+
+    def abort(self, reason: MiniPulsarError | None = None) -> None:
+        if self.close_reason is None:
+            self.close_reason = reason
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self.closed_future)
+
+    # -- keep-alive -----------------------------------------------------------------------------
+
+    def _check_keepalive(self) -> None:
+        idle_s = time.monotonic() - self._last_received
+        if idle_s >= 2 * self.keepalive_interval_s:
+            log.warning("%s: nothing received for %.1fs; closing", self.peer, idle_s)
+            self.abort(ConnectionClosedError(f"keep-alive timeout: {self.peer} silent for {idle_s:.1f}s"))
+            return
+        if idle_s >= self.keepalive_interval_s:
+            self.send(Ping())
+        self._keepalive = self._loop.call_later(self.keepalive_interval_s / 2, self._check_keepalive)

@@ -1,0 +1,84 @@
+"""Requests in flight: request id → future, with deadlines checked by one timer per connection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from minipulsar.errors import MiniPulsarError, RequestTimeoutError, error_for_code
+from minipulsar.protocol.commands import Error
+from minipulsar.protocol.schema import Command
+
+log = logging.getLogger(__name__)
+
+TIMER_INTERVAL_S = 0.1
+"""Deadline resolution: a request times out within this much of its timeout."""
+
+
+class RequestTable:
+    """Correlates responses to requests by id.
+
+    Invariant: every registered future is completed exactly once — by its response, by its
+    deadline (:class:`RequestTimeoutError`) or by :meth:`fail_all` when the connection drops.
+    """
+
+    __slots__ = ("_loop", "_pending", "_next_id", "_timer", "name")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str = "") -> None:
+        self._loop = loop
+        self._pending: dict[int, tuple[asyncio.Future[Command], float, str]] = {}
+        self._next_id = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self.name = name
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def register(self, description: str, timeout_s: float) -> tuple[int, asyncio.Future[Command]]:
+        """A fresh request id and the future its response will complete."""
+        self._next_id += 1
+        future = self._loop.create_future()
+        self._pending[self._next_id] = (future, time.monotonic() + timeout_s, description)
+        if self._timer is None:
+            self._timer = self._loop.call_later(TIMER_INTERVAL_S, self._expire)
+        return self._next_id, future
+
+    def complete(self, response: Command) -> bool:
+        """Resolve the request ``response`` answers; False when no request has that id.
+
+        An id we no longer know is usually a response that arrived after its timeout.
+        """
+        entry = self._pending.pop(response.id, None)  # type: ignore[attr-defined]
+        if entry is None:
+            return False
+        future = entry[0]
+        if not future.done():
+            if isinstance(response, Error):
+                future.set_exception(error_for_code(response.code, response.message))
+            else:
+                future.set_result(response)
+        return True
+
+    def fail_all(self, error: MiniPulsarError) -> None:
+        pending, self._pending = self._pending, {}
+        for future, _, description in pending.values():
+            if not future.done():
+                future.set_exception(type(error)(f"{error} (request: {description})"))
+        self._cancel_timer()
+
+    def _expire(self) -> None:
+        self._timer = None
+        now = time.monotonic()
+        expired = [rid for rid, (_, deadline, _) in self._pending.items() if deadline <= now]
+        for rid in expired:
+            future, _, description = self._pending.pop(rid)
+            if not future.done():
+                future.set_exception(RequestTimeoutError(f"{self.name}: no answer to {description}"))
+        if self._pending:
+            self._timer = self._loop.call_later(TIMER_INTERVAL_S, self._expire)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

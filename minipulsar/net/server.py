@@ -1,0 +1,165 @@
+"""The server side of a connection: the CONNECT handshake, then handlers by command type.
+
+A subclass marks its methods with :func:`handles`. A handler runs synchronously in the read
+path; when it returns a coroutine (rare commands that must await: lookups, producer
+creation) the connection runs it as a task. Any :class:`MiniPulsarError` a handler raises
+goes back to the peer as a typed ERROR; any other exception is logged with its traceback and
+answered ``UnknownError`` — one bad request never takes the process down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, ClassVar
+
+from minipulsar.errors import (
+    InvalidCommand,
+    MiniPulsarError,
+    UnsupportedVersionError,
+    code_for_error,
+)
+from minipulsar.net.connection import Connection
+from minipulsar.protocol.commands import PROTOCOL_VERSION, Connect, Connected, Error
+from minipulsar.protocol.schema import Command
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Any, Any], Any]
+
+
+def handles(*command_types: type[Command]) -> Callable[[Handler], Handler]:
+    """Mark a :class:`ServerConnection` method as the handler of ``command_types``."""
+
+    def mark(method: Handler) -> Handler:
+        method._handles = command_types  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+class ServerConnection(Connection):
+    """One accepted connection; subclasses add handlers with :func:`handles`."""
+
+    SERVER_VERSION: ClassVar[str] = "minipulsar"
+    _HANDLERS: ClassVar[dict[type[Command], Handler]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table: dict[type[Command], Handler] = {}
+        for klass in reversed(cls.__mro__):
+            for member in vars(klass).values():
+                for command_type in getattr(member, "_handles", ()):
+                    table[command_type] = member
+        cls._HANDLERS = table
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.handshake_done = False
+        self.client_version = ""
+        self.role = ""
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def command_received(self, command: Command) -> None:
+        if not self.handshake_done:
+            self._handshake(command)
+            return
+        handler = self._HANDLERS.get(type(command))
+        if handler is None:
+            self.reply_error(command, InvalidCommand(f"{command.TYPE} is not served here"))
+            return
+        try:
+            result = handler(self, command)
+        except Exception as error:
+            self.reply_error(command, error)
+            return
+        if inspect.iscoroutine(result):
+            self.spawn(result, command)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any], command: Command | None = None) -> None:
+        """Run a handler coroutine; its failure is reported to the peer like a sync one."""
+        task = self._loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._task_done(t, command))
+
+    def _task_done(self, task: asyncio.Task[None], command: Command | None) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            self.reply_error(command, error)
+
+    def reply_error(self, command: Command | None, error: BaseException) -> None:
+        """Answer ``command`` with a typed ERROR; unexpected exceptions are logged in full."""
+        if not isinstance(error, MiniPulsarError):
+            log.error("%s: unexpected error handling %s", self.peer,
+                      command.TYPE if command else "?", exc_info=error)
+        elif log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: %s failed: %s", self.peer, command.TYPE if command else "?", error)
+        request_id = getattr(command, "id", None)
+        message = str(error) or type(error).__name__
+        self.send(Error(code=code_for_error(error).value, message=message, id=request_id))
+
+    def _handshake(self, command: Command) -> None:
+        if not isinstance(command, Connect):
+            self.reply_error(command, InvalidCommand(f"expected CONNECT as the first command, got {command.TYPE}"))
+            self.close()
+            return
+        if command.protocol_version != PROTOCOL_VERSION:
+            self.reply_error(command, UnsupportedVersionError(
+                f"protocol version {command.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"))
+            self.close()
+            return
+        try:
+            self.authenticate(command)
+        except MiniPulsarError as error:
+            self.reply_error(command, error)
+            self.close()
+            return
+        self.handshake_done = True
+        self.client_version, self.role = command.client_version, command.role
+        self.send(Connected(id=command.id, protocol_version=PROTOCOL_VERSION,
+                            max_frame_size=self._decoder.max_frame_size, server_version=self.SERVER_VERSION))
+
+    def authenticate(self, command: Connect) -> None:
+        """Hook: raise AuthenticationError to refuse the peer. Accepts everyone by default."""
+
+    def closed(self, reason: MiniPulsarError) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+
+class Listener:
+    """A listening socket and the connections it accepted; closing it closes them all."""
+
+    def __init__(self, factory: Callable[[], ServerConnection]) -> None:
+        self._factory = factory
+        self._server: asyncio.base_events.Server | None = None
+        self.connections: set[ServerConnection] = set()
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on ``host:port`` (0: any free port); returns the bound address."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._accept, host, port, reuse_address=True, backlog=1024)
+        bound = self._server.sockets[0].getsockname()
+        return bound[0], bound[1]
+
+    def _accept(self) -> ServerConnection:
+        connection = self._factory()
+        self.connections.add(connection)
+        connection.closed_future.add_done_callback(lambda _: self.connections.discard(connection))
+        return connection
+
+    async def close(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for connection in list(self.connections):
+            connection.close()
+        await asyncio.gather(*(c.wait_closed() for c in list(self.connections)), return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+

@@ -1,0 +1,424 @@
+"""Every command on the wire, grouped by who speaks it (DESIGN §3).
+
+Requests carry ``id`` (per connection); responses (``response=True``) carry the same ``id``
+and complete the request. Payload bytes travel as msgpack ``bin`` and are handed on unchanged
+producer → broker → bookie → broker → consumer.
+
+Field names are the wire keys. Keep them short and stable: renaming one breaks old peers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import field
+from typing import Any
+
+from minipulsar.protocol.schema import Command, command
+
+PROTOCOL_VERSION = 1
+
+# --------------------------------------------------------------------------------------------
+# Every connection
+
+
+@command("CONNECT")
+class Connect(Command):
+    """First frame on every connection."""
+
+    id: int
+    protocol_version: int
+    client_version: str = ""
+    auth: dict | None = None
+    role: str = "client"
+    """What the peer is (client, broker, bookie …); for logs and stats only."""
+
+
+@command("CONNECTED", response=True)
+class Connected(Command):
+    id: int
+    protocol_version: int
+    max_frame_size: int
+    server_version: str = ""
+
+
+@command("PING")
+class Ping(Command):
+    pass
+
+
+@command("PONG")
+class Pong(Command):
+    pass
+
+
+@command("SUCCESS", response=True)
+class Success(Command):
+    id: int
+
+
+@command("ERROR", response=True)
+class Error(Command):
+    """A typed failure; ``id`` is absent when the error is about the connection itself."""
+
+    code: str
+    message: str = ""
+    id: int | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Client ↔ broker
+
+
+@command("LOOKUP")
+class Lookup(Command):
+    id: int
+    topic: str
+    authoritative: bool = False
+
+
+@command("LOOKUP_RESPONSE", response=True)
+class LookupResponse(Command):
+    id: int
+    kind: str
+    """connect | redirect | failed"""
+    broker_url: str = ""
+    authoritative: bool = False
+    message: str = ""
+
+
+@command("PARTITIONED_METADATA")
+class PartitionedMetadata(Command):
+    id: int
+    topic: str
+
+
+@command("PARTITIONED_METADATA_RESPONSE", response=True)
+class PartitionedMetadataResponse(Command):
+    id: int
+    partitions: int
+
+
+@command("PRODUCER")
+class Producer(Command):
+    id: int
+    topic: str
+    producer_id: int
+    producer_name: str | None = None
+
+
+@command("PRODUCER_SUCCESS", response=True)
+class ProducerSuccess(Command):
+    id: int
+    producer_name: str
+    last_sequence_id: int = -1
+
+
+@command("SEND")
+class Send(Command):
+    """One entry: a producer batch of ``num_messages`` messages (see :mod:`.batch`)."""
+
+    producer_id: int
+    sequence_id: int
+    payload: bytes
+    num_messages: int = 1
+
+
+@command("SEND_RECEIPT")
+class SendReceipt(Command):
+    producer_id: int
+    sequence_id: int
+    ledger_id: int
+    entry_id: int
+
+
+@command("SEND_ERROR")
+class SendError(Command):
+    producer_id: int
+    sequence_id: int
+    code: str
+    message: str = ""
+
+
+@command("SUBSCRIBE")
+class Subscribe(Command):
+    id: int
+    topic: str
+    subscription: str
+    consumer_id: int
+    sub_type: str = "Exclusive"
+    """Exclusive | Shared | Failover | Key_Shared"""
+    consumer_name: str | None = None
+    initial_position: str = "Latest"
+    """Latest | Earliest: where a new subscription starts."""
+    durable: bool = True
+
+
+@command("FLOW")
+class Flow(Command):
+    consumer_id: int
+    permits: int
+
+
+@command("MESSAGE")
+class Message(Command):
+    """Broker → consumer push of one entry (one producer batch)."""
+
+    consumer_id: int
+    ledger_id: int
+    entry_id: int
+    payload: bytes
+    redelivery_count: int = 0
+
+
+@command("ACK")
+class Ack(Command):
+    """Acknowledge entries; ``message_ids`` holds ``[ledger_id, entry_id]`` pairs.
+
+    With an ``id`` the broker answers SUCCESS once the acknowledgement is durable.
+    """
+
+    consumer_id: int
+    message_ids: list
+    ack_type: str = "individual"
+    """individual | cumulative"""
+    id: int | None = None
+
+
+@command("REDELIVER_UNACKED")
+class RedeliverUnacked(Command):
+    consumer_id: int
+
+
+@command("SEEK")
+class Seek(Command):
+    id: int
+    consumer_id: int
+    ledger_id: int
+    entry_id: int
+
+
+@command("GET_LAST_MESSAGE_ID")
+class GetLastMessageId(Command):
+    id: int
+    consumer_id: int
+
+
+@command("LAST_MESSAGE_ID", response=True)
+class LastMessageId(Command):
+    id: int
+    ledger_id: int
+    entry_id: int
+
+
+@command("UNSUBSCRIBE")
+class Unsubscribe(Command):
+    id: int
+    consumer_id: int
+
+
+@command("CLOSE_PRODUCER")
+class CloseProducer(Command):
+    """Either side: the client closing, or the broker telling the client to reconnect."""
+
+    producer_id: int
+    id: int | None = None
+
+
+@command("CLOSE_CONSUMER")
+class CloseConsumer(Command):
+    consumer_id: int
+    id: int | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Broker ↔ bookie
+
+
+@command("ADD_ENTRY")
+class AddEntry(Command):
+    id: int
+    ledger_id: int
+    entry_id: int
+    payload: bytes
+    lac: int = -1
+    """The writer's last-add-confirmed, piggybacked on every add."""
+    recovery: bool = False
+    """Recovery adds are accepted on a fenced ledger."""
+
+
+@command("ADD_ENTRY_RESPONSE", response=True)
+class AddEntryResponse(Command):
+    id: int
+    ledger_id: int
+    entry_id: int
+
+
+@command("READ_ENTRY")
+class ReadEntry(Command):
+    """Read up to ``count`` entries from ``first_entry_id``, within ``max_bytes``.
+
+    ``fence`` fences the ledger first: later non-recovery adds get LedgerFenced.
+    """
+
+    id: int
+    ledger_id: int
+    first_entry_id: int
+    count: int = 1
+    max_bytes: int = 0
+    """0 = limited by the frame size only."""
+    fence: bool = False
+
+
+@command("READ_ENTRY_RESPONSE", response=True)
+class ReadEntryResponse(Command):
+    id: int
+    ledger_id: int
+    entries: list = field(default_factory=list)
+    """``[entry_id, payload]`` pairs, consecutive from ``first_entry_id``."""
+    lac: int = -1
+
+
+@command("READ_LAC")
+class ReadLac(Command):
+    """Ask for a ledger's last-add-confirmed and last entry; ``fence`` fences it first."""
+
+    id: int
+    ledger_id: int
+    fence: bool = False
+
+
+@command("READ_LAC_RESPONSE", response=True)
+class ReadLacResponse(Command):
+    id: int
+    ledger_id: int
+    lac: int
+    last_entry_id: int
+    """The highest entry id this bookie holds for the ledger (-1: none)."""
+
+
+@command("BOOKIE_INFO")
+class BookieInfo(Command):
+    id: int
+
+
+@command("BOOKIE_INFO_RESPONSE", response=True)
+class BookieInfoResponse(Command):
+    id: int
+    free_disk_bytes: int
+    total_disk_bytes: int
+    info: dict = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# Any process ↔ metastore
+
+
+@command("MD_GET")
+class MdGet(Command):
+    id: int
+    path: str
+
+
+@command("MD_GET_RESPONSE", response=True)
+class MdGetResponse(Command):
+    """``version`` is -1 and ``value`` None when the key does not exist."""
+
+    id: int
+    version: int
+    value: bytes | None = None
+    ephemeral: bool = False
+    created_ms: int = 0
+    modified_ms: int = 0
+
+
+@command("MD_PUT")
+class MdPut(Command):
+    """``expected_version``: None = any, -1 = must not exist, n = must be at version n."""
+
+    id: int
+    path: str
+    value: bytes
+    expected_version: int | None = None
+    ephemeral: bool = False
+    session_id: int | None = None
+    """Owner of an ephemeral key; required when ``ephemeral``."""
+
+
+@command("MD_PUT_RESPONSE", response=True)
+class MdPutResponse(Command):
+    id: int
+    version: int
+
+
+@command("MD_DELETE")
+class MdDelete(Command):
+    id: int
+    path: str
+    expected_version: int | None = None
+
+
+@command("MD_CHILDREN")
+class MdChildren(Command):
+    id: int
+    path: str
+
+
+@command("MD_CHILDREN_RESPONSE", response=True)
+class MdChildrenResponse(Command):
+    id: int
+    children: list
+
+
+@command("MD_WATCH")
+class MdWatch(Command):
+    """Receive MD_NOTIFICATION for ``path`` and everything below it on this connection."""
+
+    id: int
+    path: str
+
+
+@command("MD_NOTIFICATION")
+class MdNotification(Command):
+    path: str
+    kind: str
+    """created | modified | deleted | children_changed"""
+
+
+@command("MD_SESSION_CREATE")
+class MdSessionCreate(Command):
+    id: int
+    timeout_ms: int
+
+
+@command("MD_SESSION_CREATED", response=True)
+class MdSessionCreated(Command):
+    id: int
+    session_id: int
+    timeout_ms: int
+
+
+@command("MD_SESSION_KEEPALIVE")
+class MdSessionKeepAlive(Command):
+    """Renews a session; answered SUCCESS, or SessionExpired once it has expired."""
+
+    id: int
+    session_id: int
+
+
+@command("MD_SESSION_CLOSE")
+class MdSessionClose(Command):
+    """Ends a session now, deleting its ephemeral keys."""
+
+    id: int
+    session_id: int
+
+
+def describe(cmd: Any) -> str:
+    """A short, payload-free description for logs."""
+    parts = [cmd.TYPE]
+    for name, _, _ in cmd._FIELDS:
+        value = getattr(cmd, name)
+        if isinstance(value, (bytes, bytearray)):
+            parts.append(f"{name}=<{len(value)} bytes>")
+        elif value is not None:
+            parts.append(f"{name}={value!r}")
+    return " ".join(parts)

@@ -1,0 +1,176 @@
+"""Real server processes for tests: start, wait for READY, stop (TERM, then KILL), always.
+
+Every child runs ``python -m minipulsar <role> ...`` with port 0 by default, prints
+``READY <role> host:port [http=host:port]`` once it serves, and logs to a file in the test's
+temp dir; the tail of that log is attached to failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 10.0
+
+
+@dataclass
+class ServerProcess:
+    """One ``minipulsar`` server child process."""
+
+    role: str
+    args: list[str]
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    host: str = ""
+    port: int = 0
+    http_port: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        scheme = {"broker": "pulsar", "metastore": "metastore"}.get(self.role, "tcp")
+        return f"{scheme}://{self.address}"
+
+    def start(self, ready_timeout_s: float = READY_TIMEOUT_S) -> "ServerProcess":
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_file = open(self.log_path, "ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "minipulsar", self.role, *self.args],
+            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True,
+        )
+        log_file.close()
+        self._wait_ready(ready_timeout_s)
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        stdout, buffer = self.proc.stdout, b""
+        while (remaining := deadline - time.monotonic()) > 0:
+            readable, _, _ = select.select([stdout], [], [], min(remaining, 0.5))
+            if readable:
+                chunk = os.read(stdout.fileno(), 65536)
+                buffer += chunk
+                for line in buffer.decode(errors="replace").splitlines():
+                    if line.startswith(f"READY {self.role} "):
+                        self._parse_ready(line)
+                        return
+                if chunk:
+                    continue
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.role} exited with {self.proc.returncode}\n{self.log_tail()}")
+        self.kill()
+        raise TimeoutError(f"{self.role} not ready within {timeout_s}s\n{self.log_tail()}")
+
+    def _parse_ready(self, line: str) -> None:
+        parts = line.split()
+        self.host, port = parts[2].rsplit(":", 1)
+        self.port = int(port)
+        for part in parts[3:]:
+            if part.startswith("http="):
+                self.http_port = int(part.rsplit(":", 1)[1])
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM, wait, then SIGKILL; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._close_pipes()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the process group (no clean shutdown) and reap it."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(STOP_TIMEOUT_S)
+        self._close_pipes()
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def _close_pipes(self) -> None:
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return f"(no log at {self.log_path})"
+        return f"--- last lines of {self.log_path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def running(*processes: ServerProcess) -> Iterator[Sequence[ServerProcess]]:
+    """Start ``processes`` in order and always stop them, in reverse, even on failure."""
+    started: list[ServerProcess] = []
+    try:
+        for process in processes:
+            started.append(process)
+            process.start()
+        yield processes
+    finally:
+        for process in reversed(started):
+            process.stop()
+
+
+async def wait_for(predicate, timeout_s: float = 10.0, interval_s: float = 0.05, message: str = "") -> None:
+    """Poll an (async or sync) predicate until true; fail with ``message`` at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(message or f"condition not met within {timeout_s}s")
+        await asyncio.sleep(interval_s)
+
+
+@contextlib.asynccontextmanager
+async def started(*processes: ServerProcess) -> AsyncIterator[Sequence[ServerProcess]]:
+    """Async form of :func:`running` (starts in a thread so the test loop keeps turning)."""
+    done: list[ServerProcess] = []
+    try:
+        for process in processes:
+            done.append(process)
+            await asyncio.to_thread(process.start)
+        yield processes
+    finally:
+        for process in reversed(done):
+            await asyncio.to_thread(process.stop)
