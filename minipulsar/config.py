@@ -66,9 +66,11 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Mapping
     raw: dict[str, Any] = {}
     if path is not None:
         try:
-            text = Path(path).read_text()
+            text = Path(path).read_text(encoding="utf-8")  # not the locale's: same file, same result
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"cannot read config file {path}: not UTF-8 text ({exc.reason})") from exc
         raw.update(parse_config_text(text, str(path)))
     raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
     fields_by_key = {f.metadata["key"]: f for f in dataclasses.fields(cls) if "key" in f.metadata}
@@ -193,6 +195,11 @@ class BookieConfig:
     journal_flush_when_queue_empty: bool = setting("journalFlushWhenQueueEmpty", False)
     journal_max_size_mb: int = setting("journalMaxSizeMB", 2048, min_value=1)
     journal_prealloc_size_mb: int = setting("journalPreAllocSizeMB", 16, min_value=0)
+    journal_queue_size: int = setting("journalQueueSize", 10_000, min_value=1)
+    """Records queued in one journal and not yet durable; past it adds wait (BookKeeper: 10 000)."""
+    journal_max_memory_size_mb: int = setting("journalMaxMemorySizeMb", 64, min_value=1)
+    """Bytes queued in one journal and not yet durable (BookKeeper: 5% of direct memory)."""
+    num_read_worker_threads: int = setting("numReadWorkerThreads", 8, min_value=1)
     max_frame_size: int = setting("nettyMaxFrameSizeBytes", 5 * 1024 * 1024 + 64 * 1024, min_value=1024)
 
     def __post_init__(self) -> None:
@@ -223,6 +230,8 @@ class BrokerConfig:
     ack_quorum: int = setting("managedLedgerDefaultAckQuorum", 2, min_value=1)
     bookkeeper_timeout_s: int = setting("bookkeeperClientTimeoutInSeconds", 30, min_value=1)
     dispatcher_max_read_batch_size: int = setting("dispatcherMaxReadBatchSize", 100, min_value=1)
+    managed_ledger_cache_size_mb: int = setting("managedLedgerCacheSizeMB", 64, min_value=0)
+    """Pulsar's default is 1/5 of direct memory; 64 MB suits a laptop-sized standalone."""
     max_pending_publish_requests_per_connection: int = setting(
         "maxPendingPublishRequestsPerConnection", 1000, min_value=1)
 

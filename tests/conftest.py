@@ -1,4 +1,4 @@
-"""Test-wide settings: markers by directory, uvloop when MINIPULSAR_UVLOOP=1."""
+"""Test-wide settings: markers by directory; uvloop when MINIPULSAR_UVLOOP=1."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.cluster)
 
 
-@pytest.fixture(scope="session")
-def event_loop_policy():
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item):
     if os.environ.get("MINIPULSAR_UVLOOP") == "1":
         import uvloop
 
-        return uvloop.EventLoopPolicy()
-    return asyncio.DefaultEventLoopPolicy()
+        return {"uvloop": uvloop.new_event_loop}
+    return {"asyncio": asyncio.new_event_loop}

@@ -118,7 +118,7 @@ class Connection(asyncio.Protocol):
             f"connection to {self.peer} closed" + (f": {exc}" if exc else "")
         )
         self.close_reason = reason
-        self._requests.fail_all(reason)
+        self._requests.fail_all(self._closed_error())
         if self.writer is not None:
             self.writer.close()
         self.transport = None
@@ -176,11 +176,24 @@ class Connection(asyncio.Protocol):
         """
         if not self.is_open:
             future = self._loop.create_future()
-            future.set_exception(self.close_reason or ConnectionClosedError(f"connection to {self.peer} is closed"))
+            future.set_exception(self._closed_error())
             return future
+        # Build the command before registering it: a bad field raises TypeError here instead
+        # of leaving a request that was never sent pending until its timeout.
+        command = cls(id=0, **fields)
         rid, future = self._requests.register(cls.TYPE, timeout_s or self.request_timeout_s)
-        self.send(cls(id=rid, **fields))
+        command.id = rid  # type: ignore[attr-defined]
+        self.send(command)
         return future
+
+    def _closed_error(self) -> ConnectionClosedError:
+        """What a request on a closed connection fails with: always ConnectionClosedError (a
+        retriable error, whatever closed the connection), naming the close reason."""
+        reason = self.close_reason
+        if isinstance(reason, ConnectionClosedError):
+            return ConnectionClosedError(str(reason))
+        message = f"connection to {self.peer} is closed"
+        return ConnectionClosedError(f"{message}: {reason}" if reason else message)
 
     @property
     def pending_requests(self) -> int:

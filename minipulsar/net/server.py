@@ -67,6 +67,12 @@ class ServerConnection(Connection):
             self._handshake(command)
             return
         handler = self._HANDLERS.get(type(command))
+        if handler is None and isinstance(command, Error):
+            # An ERROR that answers none of our requests (the peer refusing one of our frames,
+            # e.g. TooLarge before it hangs up). Never answer an error with an error: two
+            # peers doing so would bounce ERRORs forever.
+            log.warning("%s: peer reported %s: %s", self.peer, command.code, command.message)
+            return
         if handler is None:
             self.reply_error(command, InvalidCommand(f"{command.TYPE} is not served here"))
             return
@@ -152,6 +158,11 @@ class Listener:
         self.connections.add(connection)
         connection.closed_future.add_done_callback(lambda _: self.connections.discard(connection))
         return connection
+
+    def stop_accepting(self) -> None:
+        """Refuse new connections; the accepted ones keep running until :meth:`close`."""
+        if self._server is not None:
+            self._server.close()
 
     async def close(self) -> None:
         if self._server is None:

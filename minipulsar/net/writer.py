@@ -76,8 +76,11 @@ class CoalescingWriter:
         await asyncio.shield(self._resumed)
 
     def close(self) -> None:
-        """Connection lost: release whoever waits for the writer."""
+        """Connection lost: release whoever waits for the writer, now and later."""
         self._buffers.clear()
         self._resume_callbacks.clear()
+        # A paused writer stays paused forever once its transport is gone: without this, a
+        # drain() after the connection dropped would never return.
+        self.paused = False
         if self._resumed is not None and not self._resumed.done():
             self._resumed.set_result(None)

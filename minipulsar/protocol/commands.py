@@ -347,6 +347,9 @@ class MdPut(Command):
 class MdPutResponse(Command):
     id: int
     version: int
+    ephemeral: bool = False
+    created_ms: int = 0
+    modified_ms: int = 0
 
 
 @command("MD_DELETE")

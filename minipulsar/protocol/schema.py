@@ -97,9 +97,13 @@ def decode_command(wire: Any) -> Command:
     request_id = wire.get("id")
     if not isinstance(request_id, int) or isinstance(request_id, bool):
         request_id = None
-    cls = REGISTRY.get(wire.get("t"))  # type: ignore[arg-type]
+    type_name = wire.get("t")
+    # Check the type before the lookup: an unhashable ``t`` (a list, a map) would make the
+    # dict lookup raise TypeError instead of a ProtocolError.
+    cls = REGISTRY.get(type_name) if isinstance(type_name, str) else None
     if cls is None:
-        raise InvalidCommandError(f"unknown command {wire.get('t')!r}", request_id)
+        # Bounded: the text is logged and echoed in the ERROR, and ``t`` may be megabytes.
+        raise InvalidCommandError(f"unknown command {repr(type_name)[:80]}", request_id)
     values = []
     for name, accepted, default in cls._FIELDS:
         value = wire.get(name, _MISSING)
@@ -107,13 +111,21 @@ def decode_command(wire: Any) -> Command:
             if default is _MISSING:
                 raise InvalidCommandError(f"{cls.TYPE}: missing field {name!r}", request_id)
             value = default() if callable(default) else default
-        elif not isinstance(value, accepted) or (isinstance(value, bool) and bool not in accepted):
+        elif not _is_accepted(value, accepted):
             raise InvalidCommandError(
                 f"{cls.TYPE}.{name}: expected {_names(accepted)}, got {type(value).__name__}",
                 request_id,
             )
         values.append(value)
     return cls(*values)
+
+
+def _is_accepted(value: Any, accepted: tuple[type, ...]) -> bool:
+    # bool is an int subclass, but a peer sending true for an entry id is a bug: bool is
+    # only accepted where the schema names it (or takes Any).
+    if isinstance(value, bool):
+        return bool in accepted or object in accepted
+    return isinstance(value, accepted)
 
 
 def _names(accepted: tuple[type, ...]) -> str:

@@ -1,0 +1,94 @@
+"""Connections from the broker to bookies: one per bookie, opened on first use, reopened
+after a failure. Requests return futures; nothing here retries — the ledger handle decides
+what a failure means (fail the add, try another replica)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from minipulsar.errors import ConnectionClosedError, MiniPulsarError
+from minipulsar.net import Connection, connect, parse_address
+from minipulsar.protocol import commands as cmd
+from minipulsar.protocol.schema import Command
+
+log = logging.getLogger(__name__)
+
+
+class BookieConnection(Connection):
+    """The broker end of a bookie connection: only responses are expected."""
+
+    def command_received(self, command: Command) -> None:
+        if command.RESPONSE:  # the answer to a request that already timed out
+            log.debug("%s: late %s from bookie", self.peer, command.TYPE)
+        else:
+            log.warning("%s: unexpected %s from bookie", self.peer, command.TYPE)
+
+
+class BookieClient:
+    """Requests to bookies by bookie id (``host:port``)."""
+
+    def __init__(self, *, timeout_s: float, max_frame_size: int, keepalive_interval_s: float = 30.0) -> None:
+        self.timeout_s = timeout_s
+        self._max_frame_size = max_frame_size
+        self._keepalive_interval_s = keepalive_interval_s
+        self._connections: dict[str, BookieConnection] = {}
+        self._connecting: dict[str, asyncio.Future[BookieConnection]] = {}
+        self._closed = False
+
+    def add_entry(self, bookie: str, ledger_id: int, entry_id: int, lac: int, payload: bytes,
+                  recovery: bool = False) -> asyncio.Future:
+        return self._request(bookie, cmd.AddEntry, ledger_id=ledger_id, entry_id=entry_id,
+                             lac=lac, payload=payload, recovery=recovery)
+
+    def read_entries(self, bookie: str, ledger_id: int, first_entry_id: int, count: int,
+                     max_bytes: int = 0) -> asyncio.Future:
+        return self._request(bookie, cmd.ReadEntry, ledger_id=ledger_id, first_entry_id=first_entry_id,
+                             count=count, max_bytes=max_bytes)
+
+    def read_lac(self, bookie: str, ledger_id: int, fence: bool = False) -> asyncio.Future:
+        return self._request(bookie, cmd.ReadLac, ledger_id=ledger_id, fence=fence)
+
+    def _request(self, bookie: str, cls: type[Command], **fields) -> asyncio.Future:
+        connection = self._connections.get(bookie)
+        if connection is not None and connection.is_open:
+            return connection.request(cls, timeout_s=self.timeout_s, **fields)
+        return asyncio.ensure_future(self._request_after_connect(bookie, cls, fields))
+
+    async def _request_after_connect(self, bookie: str, cls: type[Command], fields: dict) -> Command:
+        connection = await self._connection(bookie)
+        return await connection.request(cls, timeout_s=self.timeout_s, **fields)
+
+    async def _connection(self, bookie: str) -> BookieConnection:
+        if self._closed:
+            raise ConnectionClosedError("the bookie client is closed")
+        connection = self._connections.get(bookie)
+        if connection is not None and connection.is_open:
+            return connection
+        pending = self._connecting.get(bookie)
+        if pending is None:
+            pending = asyncio.ensure_future(self._open(bookie))
+            self._connecting[bookie] = pending
+            pending.add_done_callback(lambda _: self._connecting.pop(bookie, None))
+        return await asyncio.shield(pending)
+
+    async def _open(self, bookie: str) -> BookieConnection:
+        host, port = parse_address(bookie, 3181)
+        factory: Callable[[], BookieConnection] = lambda: BookieConnection(
+            max_frame_size=self._max_frame_size, keepalive_interval_s=self._keepalive_interval_s,
+            request_timeout_s=self.timeout_s)
+        try:
+            connection = await connect(factory, host, port, role="broker", timeout_s=self.timeout_s)
+        except MiniPulsarError as error:
+            log.warning("cannot connect to bookie %s: %s", bookie, error)
+            raise
+        self._connections[bookie] = connection
+        return connection
+
+    async def close(self) -> None:
+        self._closed = True
+        for connection in self._connections.values():
+            connection.close()
+        await asyncio.gather(*(c.wait_closed() for c in self._connections.values()), return_exceptions=True)
+        self._connections.clear()

@@ -1,0 +1,244 @@
+"""The broker side of client connections: producers, consumers, lookups (DESIGN §3).
+
+SEND is the hot path: it is handled synchronously — append to the topic's managed ledger and
+answer SEND_RECEIPT from the add's completion callback. Publish throttling follows Pulsar's
+``maxPendingPublishRequestsPerConnection``: when that many sends are in flight on a
+connection we stop reading its socket (TCP pushes back on the producer) and resume at half.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+from minipulsar.errors import (
+    ConsumerNotFoundError,
+    InvalidCommand,
+    MiniPulsarError,
+    ProducerBusyError,
+    code_for_error,
+)
+from minipulsar.net import ServerConnection, handles
+from minipulsar.protocol import commands as cmd
+from minipulsar.topic_name import TopicName
+
+from broker.managed_ledger.position import Position
+from broker.topics.consumer import Consumer
+from broker.topics.persistent_topic import PersistentTopic
+from broker.topics.subscription import Subscription
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+_producer_names = itertools.count()
+
+
+class ProducerHandle:
+    __slots__ = ("producer_id", "name", "topic")
+
+    def __init__(self, producer_id: int, name: str, topic: PersistentTopic) -> None:
+        self.producer_id, self.name, self.topic = producer_id, name, topic
+
+
+class ConsumerHandle:
+    __slots__ = ("consumer", "topic", "subscription")
+
+    def __init__(self, consumer: Consumer, topic: PersistentTopic, subscription: Subscription) -> None:
+        self.consumer, self.topic, self.subscription = consumer, topic, subscription
+
+
+class BrokerConnection(ServerConnection):
+    SERVER_VERSION = "minipulsar-broker"
+
+    def __init__(self, service: "BrokerService") -> None:
+        config = service.config
+        super().__init__(max_frame_size=config.max_frame_size, keepalive_interval_s=config.keepalive_interval_s)
+        self.service = service
+        self.producers: dict[int, ProducerHandle] = {}
+        self.consumers: dict[int, ConsumerHandle] = {}
+        self._pending_sends = 0
+        self._max_pending_sends = config.max_pending_publish_requests_per_connection
+        self._reading_paused = False
+
+    @property
+    def writable(self) -> bool:
+        return self.writer is not None and not self.writer.paused
+
+    # -- lookup ---------------------------------------------------------------------------------
+
+    @handles(cmd.Lookup)
+    def lookup(self, command: cmd.Lookup) -> None:
+        _parse_topic(command.topic)
+        self.send(cmd.LookupResponse(id=command.id, kind="connect", broker_url=self.service.service_url,
+                                     authoritative=True))
+
+    @handles(cmd.PartitionedMetadata)
+    def partitioned_metadata(self, command: cmd.PartitionedMetadata) -> None:
+        _parse_topic(command.topic)
+        self.send(cmd.PartitionedMetadataResponse(id=command.id, partitions=0))
+
+    # -- producers ------------------------------------------------------------------------------
+
+    @handles(cmd.Producer)
+    async def create_producer(self, command: cmd.Producer) -> None:
+        if command.producer_id in self.producers:
+            raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
+        topic = await self.service.get_topic(_parse_topic(command.topic))
+        name = command.producer_name or f"{self.service.config.cluster_name}-{next(_producer_names)}"
+        self.producers[command.producer_id] = ProducerHandle(command.producer_id, name, topic)
+        topic.counters.producers[(id(self), command.producer_id)] = name
+        self.send(cmd.ProducerSuccess(id=command.id, producer_name=name))
+
+    @handles(cmd.Send)
+    def send_message(self, command: cmd.Send) -> None:
+        producer = self.producers.get(command.producer_id)
+        if producer is None:
+            self.send(cmd.SendError(producer_id=command.producer_id, sequence_id=command.sequence_id,
+                                    code="ProducerNotFound", message="no such producer on this connection"))
+            return
+        if command.num_messages < 1:
+            self.send(cmd.SendError(producer_id=command.producer_id, sequence_id=command.sequence_id,
+                                    code="InvalidCommand", message="num_messages must be >= 1"))
+            return
+        self._pending_sends += 1
+        if self._pending_sends >= self._max_pending_sends and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()  # type: ignore[union-attr]
+        added = producer.topic.publish(command.payload, command.num_messages)
+        added.add_done_callback(partial(self._send_completed, command.producer_id, command.sequence_id))
+
+    def _send_completed(self, producer_id: int, sequence_id: int, added: asyncio.Future[Position]) -> None:
+        self._pending_sends -= 1
+        if self._reading_paused and self._pending_sends <= self._max_pending_sends // 2:
+            self._reading_paused = False
+            if self.transport is not None:
+                self.transport.resume_reading()
+        error = added.exception()
+        if error is None:
+            position = added.result()
+            self.send(cmd.SendReceipt(producer_id=producer_id, sequence_id=sequence_id,
+                                      ledger_id=position.ledger_id, entry_id=position.entry_id))
+        else:
+            self.send(cmd.SendError(producer_id=producer_id, sequence_id=sequence_id,
+                                    code=code_for_error(error).value, message=str(error)))
+
+    @handles(cmd.CloseProducer)
+    def close_producer(self, command: cmd.CloseProducer) -> None:
+        producer = self.producers.pop(command.producer_id, None)
+        if producer is not None:
+            producer.topic.counters.producers.pop((id(self), command.producer_id), None)
+        if command.id is not None:
+            self.send(cmd.Success(id=command.id))
+
+    # -- consumers ------------------------------------------------------------------------------
+
+    @handles(cmd.Subscribe)
+    async def subscribe(self, command: cmd.Subscribe) -> None:
+        if command.consumer_id in self.consumers:
+            raise InvalidCommand(f"consumer id {command.consumer_id} is already in use on this connection")
+        if command.initial_position not in ("Latest", "Earliest"):
+            raise InvalidCommand(f"initial_position must be Latest or Earliest, got {command.initial_position!r}")
+        topic = await self.service.get_topic(_parse_topic(command.topic))
+        name = command.consumer_name or f"consumer-{command.consumer_id}"
+        consumer = Consumer(command.consumer_id, name, self, command.subscription)
+        subscription = await topic.subscribe(consumer, command.subscription, command.sub_type,
+                                             command.initial_position == "Earliest")
+        if not self.is_open:  # the client went away while we were loading
+            subscription.remove_consumer(consumer)
+            return
+        self.consumers[command.consumer_id] = ConsumerHandle(consumer, topic, subscription)
+        self.send(cmd.Success(id=command.id))
+
+    @handles(cmd.Flow)
+    def flow(self, command: cmd.Flow) -> None:
+        handle = self._consumer(command.consumer_id)
+        if command.permits < 0:
+            raise InvalidCommand("permits must be >= 0")
+        handle.subscription.dispatcher.flow(handle.consumer, command.permits)
+
+    @handles(cmd.Ack)
+    def acknowledge(self, command: cmd.Ack):
+        handle = self._consumer(command.consumer_id)
+        positions = _parse_positions(command.message_ids)
+        if command.ack_type not in ("individual", "cumulative"):
+            raise InvalidCommand(f"ack_type must be individual or cumulative, got {command.ack_type!r}")
+        return self._acknowledge(command, handle, positions)
+
+    async def _acknowledge(self, command: cmd.Ack, handle: ConsumerHandle, positions: list[Position]) -> None:
+        await handle.subscription.acknowledge(handle.consumer, positions, command.ack_type == "cumulative")
+        if command.id is not None:
+            self.send(cmd.Success(id=command.id))
+
+    @handles(cmd.RedeliverUnacked)
+    def redeliver_unacknowledged(self, command: cmd.RedeliverUnacked) -> None:
+        handle = self._consumer(command.consumer_id)
+        handle.subscription.dispatcher.redeliver_unacknowledged(handle.consumer)
+
+    @handles(cmd.GetLastMessageId)
+    def get_last_message_id(self, command: cmd.GetLastMessageId) -> None:
+        last = self._consumer(command.consumer_id).topic.ledger.last_confirmed
+        self.send(cmd.LastMessageId(id=command.id, ledger_id=last.ledger_id, entry_id=last.entry_id))
+
+    @handles(cmd.CloseConsumer)
+    def close_consumer(self, command: cmd.CloseConsumer) -> None:
+        handle = self.consumers.pop(command.consumer_id, None)
+        if handle is not None:
+            handle.subscription.remove_consumer(handle.consumer)
+        if command.id is not None:
+            self.send(cmd.Success(id=command.id))
+
+    @handles(cmd.Unsubscribe)
+    async def unsubscribe(self, command: cmd.Unsubscribe) -> None:
+        handle = self._consumer(command.consumer_id)
+        await handle.topic.unsubscribe(handle.subscription.name, handle.consumer)
+        self.consumers.pop(command.consumer_id, None)
+        self.send(cmd.Success(id=command.id))
+
+    def _consumer(self, consumer_id: int) -> ConsumerHandle:
+        handle = self.consumers.get(consumer_id)
+        if handle is None:
+            raise ConsumerNotFoundError(f"no consumer {consumer_id} on this connection")
+        return handle
+
+    # -- connection -----------------------------------------------------------------------------
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        for handle in self.consumers.values():
+            handle.subscription.dispatcher.read_more()
+
+    def closed(self, reason: MiniPulsarError) -> None:
+        super().closed(reason)
+        for producer_id, producer in self.producers.items():
+            producer.topic.counters.producers.pop((id(self), producer_id), None)
+        self.producers.clear()
+        for handle in self.consumers.values():
+            handle.subscription.remove_consumer(handle.consumer)
+        self.consumers.clear()
+
+
+def _parse_topic(topic: str) -> TopicName:
+    try:
+        name = TopicName.parse(topic)
+    except ValueError as error:
+        raise InvalidCommand(str(error)) from None
+    if not name.is_persistent:
+        raise InvalidCommand(f"{topic}: non-persistent topics are not supported yet")
+    return name
+
+
+def _parse_positions(message_ids: list) -> list[Position]:
+    positions = []
+    for item in message_ids:
+        if (not isinstance(item, list) or len(item) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)):
+            raise InvalidCommand(f"message_ids must hold [ledger_id, entry_id] pairs, got {item!r}")
+        positions.append(Position(item[0], item[1]))
+    if not positions:
+        raise InvalidCommand("message_ids is empty")
+    return positions

@@ -1,0 +1,50 @@
+"""The broker's view of one consumer: its connection, its permits, what it has not acked."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from minipulsar.protocol.commands import Message
+
+from broker.managed_ledger.position import Entry, Position
+
+
+class ConsumerConnection(Protocol):
+    def send(self, command: Message) -> None: ...
+
+    @property
+    def writable(self) -> bool: ...
+
+
+class Consumer:
+    """Permits count messages (not entries): a batch entry of n messages costs n permits."""
+
+    def __init__(self, consumer_id: int, name: str, connection: ConsumerConnection, subscription_name: str) -> None:
+        self.consumer_id = consumer_id
+        self.name = name
+        self.connection = connection
+        self.subscription_name = subscription_name
+        self.permits = 0
+        self.pending_acks: dict[Position, int] = {}
+        """Dispatched but not acknowledged: position → messages in the entry."""
+        self.messages_out = 0
+        self.bytes_out = 0
+        self.redelivery_counts: dict[Position, int] = {}
+
+    def send_entries(self, entries: list[Entry]) -> None:
+        send, consumer_id = self.connection.send, self.consumer_id
+        for entry in entries:
+            position = entry.position
+            send(Message(consumer_id=consumer_id, ledger_id=position.ledger_id, entry_id=position.entry_id,
+                         payload=entry.payload, redelivery_count=self.redelivery_counts.pop(position, 0)))
+            self.pending_acks[position] = entry.num_messages
+            self.permits -= entry.num_messages
+            self.messages_out += entry.num_messages
+            self.bytes_out += len(entry.payload)
+
+    @property
+    def unacked_messages(self) -> int:
+        return sum(self.pending_acks.values())
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits})"

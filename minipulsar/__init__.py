@@ -1,0 +1,27 @@
+"""minipulsar: a miniature Apache Pulsar / BookKeeper on asyncio.
+
+The client API is re-exported here (``from minipulsar import Client``), lazily, so the
+servers, which import ``minipulsar.*`` core modules, never load the client package.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_CLIENT_NAMES = {
+    "AlreadyClosed", "Client", "ConnectError", "Consumer", "ConsumerType", "InitialPosition",
+    "LookupError", "Message", "MessageId", "Producer", "ProducerQueueIsFull", "PulsarException", "Timeout",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_NAMES:
+        import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'minipulsar' has no attribute {name!r}")
+
+
+__all__ = sorted(_CLIENT_NAMES)
