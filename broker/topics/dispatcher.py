@@ -35,6 +35,7 @@ class Dispatcher:
         self.consumers: list[Consumer] = []
         self.replay: set[Position] = set()
         self._loop_task: asyncio.Task[None] | None = None
+        self._idle: asyncio.Future[None] | None = None
         self._closed = False
         self._round_robin = 0
 
@@ -96,7 +97,13 @@ class Dispatcher:
     # -- the read loop --------------------------------------------------------------------------
 
     def read_more(self) -> None:
-        if self._closed or (self._loop_task is not None and not self._loop_task.done()):
+        """Start the read loop, or wake it if it idles waiting for new entries (a rewind, a
+        redelivery or new permits may have given it work that is not a new entry)."""
+        if self._closed:
+            return
+        if self._loop_task is not None and not self._loop_task.done():
+            if self._idle is not None and not self._idle.done():
+                self._idle.set_result(None)
             return
         if self._available_permits() > 0:
             self._loop_task = asyncio.get_running_loop().create_task(self._read_loop())
@@ -118,7 +125,9 @@ class Dispatcher:
                 await asyncio.sleep(READ_FAILURE_BACKOFF_S)
                 continue
             if entries is None:
-                await self.cursor.ledger.wait_for_entries()
+                self._idle = self.cursor.ledger.wait_for_entries()
+                await self._idle
+                self._idle = None
                 continue
             if entries:
                 self._dispatch(entries)

@@ -37,6 +37,8 @@ R = TypeVar("R", bound=Command)
 
 DEFAULT_KEEPALIVE_INTERVAL_S = 30.0  # Pulsar: keepAliveIntervalSeconds
 DEFAULT_REQUEST_TIMEOUT_S = 30.0  # Pulsar client: operationTimeoutSeconds
+LINGER_S = 2.0
+"""How long a connection closed for a protocol error waits for the peer to close its side."""
 
 
 class Connection(asyncio.Protocol):
@@ -64,6 +66,7 @@ class Connection(asyncio.Protocol):
         self._keepalive: asyncio.TimerHandle | None = None
         self.close_reason: MiniPulsarError | None = None
         self.closed_future: asyncio.Future[None] = self._loop.create_future()
+        self._discarding = False
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
@@ -81,6 +84,8 @@ class Connection(asyncio.Protocol):
             self._keepalive = self._loop.call_later(self.keepalive_interval_s, self._check_keepalive)
 
     def data_received(self, data: bytes) -> None:
+        if self._discarding:
+            return
         self._last_received = time.monotonic()
         decoder = self._decoder
         decoder.feed(data)
@@ -99,7 +104,7 @@ class Connection(asyncio.Protocol):
         except FrameTooLargeError as error:
             log.warning("%s: %s; closing the connection", self.peer, error)
             self.send(Error(code=ErrorCode.TOO_LARGE.value, message=str(error)))
-            self.close(error)
+            self.close_after_error(error)
         finally:
             decoder.compact()
 
@@ -159,11 +164,11 @@ class Connection(asyncio.Protocol):
 
     @property
     def is_open(self) -> bool:
-        return self.transport is not None and not self.transport.is_closing()
+        return self.transport is not None and not self.transport.is_closing() and not self._discarding
 
     def send(self, command: Command) -> None:
         """Queue ``command``; silently dropped once the connection is closing."""
-        if self.writer is None or self.transport is None or self.transport.is_closing():
+        if not self.is_open:
             return
         header, body = encode(command)
         self.writer.write(header, body)
@@ -207,6 +212,27 @@ class Connection(asyncio.Protocol):
             assert self.writer is not None
             self.writer.flush()
             self.transport.close()
+
+    def close_after_error(self, reason: MiniPulsarError) -> None:
+        """Send what is queued (the ERROR), half-close, and drop any further input.
+
+        Closing outright with the peer's unread bytes in our receive buffer makes the kernel
+        answer with a reset, which can destroy the ERROR before the peer reads it. So we send
+        FIN and wait (at most ``LINGER_S``) for the peer to close its side.
+        """
+        if self.close_reason is None:
+            self.close_reason = reason
+        transport = self.transport
+        if transport is None or transport.is_closing() or self._discarding:
+            return
+        self._discarding = True
+        assert self.writer is not None
+        self.writer.flush()
+        if transport.can_write_eof():
+            transport.write_eof()
+            self._loop.call_later(LINGER_S, self.abort)
+        else:
+            transport.close()
 
     def abort(self, reason: MiniPulsarError | None = None) -> None:
         if self.close_reason is None:

@@ -111,19 +111,21 @@ class ServerConnection(Connection):
 
     def _handshake(self, command: Command) -> None:
         if not isinstance(command, Connect):
-            self.reply_error(command, InvalidCommand(f"expected CONNECT as the first command, got {command.TYPE}"))
-            self.close()
+            error = InvalidCommand(f"expected CONNECT as the first command, got {command.TYPE}")
+            self.reply_error(command, error)
+            self.close_after_error(error)
             return
         if command.protocol_version != PROTOCOL_VERSION:
-            self.reply_error(command, UnsupportedVersionError(
-                f"protocol version {command.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"))
-            self.close()
+            error = UnsupportedVersionError(
+                f"protocol version {command.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}")
+            self.reply_error(command, error)
+            self.close_after_error(error)
             return
         try:
             self.authenticate(command)
         except MiniPulsarError as error:
             self.reply_error(command, error)
-            self.close()
+            self.close_after_error(error)
             return
         self.handshake_done = True
         self.client_version, self.role = command.client_version, command.role

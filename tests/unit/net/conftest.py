@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from minipulsar.net.connection import Connection
 from minipulsar.net.server import Listener
-from net_support import TestServerConnection
+from tests.unit.net.net_support import TestServerConnection
 
 
 def pytest_asyncio_loop_factories(config, item) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:

@@ -12,7 +12,7 @@ from minipulsar.errors import ConnectionClosedError
 from minipulsar.net.client import connect
 from minipulsar.protocol.codec import CommandDecoder, encode_bytes
 from minipulsar.protocol.commands import PROTOCOL_VERSION, Connect, Connected, MdGet, Ping, Pong
-from net_support import RawPeer, TestClientConnection
+from tests.unit.net.net_support import RawPeer, TestClientConnection
 from tests.support.process import wait_for
 
 INTERVAL_S = 0.2

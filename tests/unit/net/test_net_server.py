@@ -21,7 +21,7 @@ from minipulsar.protocol.commands import (
     Pong,
 )
 from minipulsar.protocol.frames import LENGTH
-from net_support import RawPeer, TestClientConnection
+from tests.unit.net.net_support import RawPeer, TestClientConnection
 from tests.support.process import wait_for
 
 

@@ -1,0 +1,171 @@
+"""The bookie proper: journals + ledger storage, and the add / fence / read operations on them.
+
+Network-free (the request handlers in :mod:`bookie.server` call it) and owned by one event
+loop. Invariants:
+
+- an add is checked against the fence when it is admitted to the journal; once the journal
+  made it durable it goes into the ledger storage, and only then is its callback run;
+- fencing sets the flag at once (later adds are refused) and journals a FENCE record in the
+  ledger's journal, *after* every add of that ledger already admitted; the fence completes
+  when that record is durable, by which time those adds are in the storage too (the journal
+  completes records in queue order). So a fencing read sees every add that can still be
+  acknowledged, which is what ledger recovery needs;
+- replay at start applies the same records through the same storage calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bookie import metrics
+from bookie.journal import Journal, JournalSet
+from bookie.journal_format import EntryLocation, JournalRecord, RecordType
+from bookie.storage.base import LedgerStorage
+from bookie.storage.journal_storage import JournalLedgerStorage
+from bookie.storage.ledger_dirs import DiskUsage, LedgerDirs
+from bookie.storage.ledger_state import LedgerState
+from minipulsar.config import BookieConfig
+from minipulsar.errors import LedgerFencedError, NoSuchLedgerError
+
+log = logging.getLogger(__name__)
+
+AddCallback = Callable[[BaseException | None], None]
+"""Called once per add, on the loop: None when the entry is durable and stored, else the error."""
+
+
+class Bookie:
+    def __init__(self, config: BookieConfig) -> None:
+        self.config = config
+        self.journals = JournalSet.from_config(config)
+        self.ledger_dirs = LedgerDirs(config.ledger_dirs)
+        self.storage: LedgerStorage = JournalLedgerStorage(
+            self.journals.segment_path, config.num_read_worker_threads)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Replay every journal into the storage, then open the journals for appending."""
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        for journal in self.journals.journals:
+            result = await loop.run_in_executor(None, journal.replay, self._replay_record)
+            log.info("journal %s: replayed %d records from %d segments%s", journal.directory, result.records,
+                     result.segments, " (discarded a torn or corrupt tail)" if result.lost_tail else "")
+        log.info("replay done in %.2fs: %d ledgers, %d entries", time.monotonic() - started,
+                 self.storage.ledger_count, self.storage.entry_count)
+        await self.storage.start()
+        await self.journals.start()
+        self._update_counts()
+
+    async def close(self) -> None:
+        """Finish every queued journal record (their callbacks run), then release the storage."""
+        await self.journals.close()
+        # Adds were answered inside the journals' last completions; one more loop turn lets
+        # the tasks waiting on the last FENCE records send their answers too.
+        await asyncio.sleep(0)
+        await self.storage.close()
+
+    def _replay_record(self, record: JournalRecord, location: EntryLocation, payload: bytes) -> None:
+        # Runs on the replay thread before anything is served: nothing else touches the storage.
+        if record.type is RecordType.ADD_ENTRY:
+            self.storage.add_entry(record.ledger_id, record.entry_id, record.lac, payload, location)
+        elif record.type is RecordType.FENCE:
+            self.storage.fence(record.ledger_id)
+
+    # -- adds -----------------------------------------------------------------------------------
+
+    def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool,
+                      callback: AddCallback) -> bool:
+        """Admit an add to its journal; False when the journal is full (see :meth:`add_entry_when_admitted`).
+
+        Raises:
+            LedgerFencedError: the ledger is fenced and this is not a recovery add.
+        """
+        self._check_not_fenced(ledger_id, recovery)
+        return self.journals.for_ledger(ledger_id).try_add_entry(
+            ledger_id, entry_id, lac, payload, self._on_durable(ledger_id, entry_id, lac, payload, callback))
+
+    async def add_entry_when_admitted(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
+                                      recovery: bool, callback: AddCallback) -> None:
+        """Wait for room in the journal (FIFO), then admit the add; the fence is checked again."""
+        journal: Journal = self.journals.for_ledger(ledger_id)
+        await journal.wait_for_capacity()
+        self._check_not_fenced(ledger_id, recovery)
+        journal.admit_entry(ledger_id, entry_id, lac, payload, self._on_durable(ledger_id, entry_id, lac, payload, callback))
+
+    def _check_not_fenced(self, ledger_id: int, recovery: bool) -> None:
+        state = self.storage.ledger(ledger_id)
+        if state is not None and state.fenced and not recovery:
+            raise LedgerFencedError(f"ledger {ledger_id} is fenced")
+
+    def _on_durable(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, callback: AddCallback):
+        storage, totals = self.storage, metrics.TOTALS
+
+        def entry_durable(location: EntryLocation | None, error: BaseException | None) -> None:
+            if error is None:
+                storage.add_entry(ledger_id, entry_id, lac, payload, location)
+                totals.write_bytes += len(payload)
+            callback(error)
+
+        return entry_durable
+
+    # -- fencing and reads ----------------------------------------------------------------------
+
+    def fence(self, ledger_id: int) -> asyncio.Future:
+        """Fence the ledger now (creating it if unknown): adds from here on are refused. The
+        future resolves with the ledger's state once the FENCE record is durable."""
+        if self.storage.fence(ledger_id):
+            log.info("ledger %d fenced", ledger_id)
+        durable = self.journals.for_ledger(ledger_id).add_fence(ledger_id)
+        fenced: asyncio.Future = asyncio.get_running_loop().create_future()
+        durable.add_done_callback(lambda f: self._fence_durable(f, ledger_id, fenced))
+        return fenced
+
+    def _fence_durable(self, durable: asyncio.Future, ledger_id: int, fenced: asyncio.Future) -> None:
+        if fenced.done():
+            return
+        if durable.exception() is not None:
+            fenced.set_exception(durable.exception())
+            return
+        state = self.storage.ledger(ledger_id)
+        assert state is not None and state.fenced
+        fenced.set_result(state)
+
+    def ledger(self, ledger_id: int) -> LedgerState:
+        """The ledger's state.
+
+        Raises:
+            NoSuchLedgerError: this bookie never saw the ledger.
+        """
+        state = self.storage.ledger(ledger_id)
+        if state is None:
+            raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
+        return state
+
+    async def read_entries(self, ledger_id: int, first_entry_id: int, count: int,
+                           max_bytes: int) -> list[tuple[int, bytes]]:
+        entries = await self.storage.read_entries(ledger_id, first_entry_id, count, max_bytes)
+        metrics.TOTALS.read_bytes += sum(len(payload) for _, payload in entries)
+        return entries
+
+    async def disk_usage(self) -> DiskUsage:
+        return await asyncio.get_running_loop().run_in_executor(None, self.ledger_dirs.disk_usage)
+
+    def _update_counts(self) -> None:
+        metrics.LEDGERS_COUNT.set(self.storage.ledger_count)
+        metrics.ENTRIES_COUNT.set(self.storage.entry_count)
+
+    def info(self) -> dict:
+        """Figures for BOOKIE_INFO and /api/v1/bookie/info (besides disk space)."""
+        self._update_counts()
+        return {
+            "ledgers": self.storage.ledger_count,
+            "entries": self.storage.entry_count,
+            "journalQueuedEntries": self.journals.queued_entries,
+            "journalDirs": [str(Path(d)) for d in self.config.journal_dirs],
+            "ledgerDirs": [str(Path(d)) for d in self.config.ledger_dirs],
+        }

@@ -1,0 +1,126 @@
+"""The bookie's cookie: one identity file (``current/VERSION``) in every journal and ledger dir.
+
+BookKeeper writes a cookie into each of a bookie's directories so that a bookie never starts
+on a mix of directories from different bookies or from an older layout, which would serve a
+ledger with entries silently missing. The rules here:
+
+- no cookie anywhere and no journal data: a new bookie; write a fresh cookie everywhere;
+- every directory holds the same cookie (same instance id, same set of directories): start;
+- anything else (a dir without a cookie beside dirs with one, two instance ids, a changed set
+  of journal or ledger dirs) refuses to start with :class:`InvalidCookieError`.
+
+The bookie id (host:port) is recorded once the port is bound (:func:`record_bookie_id`) but
+not enforced: with ``--port 0`` it changes on each start, which only moves where brokers
+find the bookie.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from bookie.journal_segment import fsync_directory, list_segments
+from minipulsar.errors import MiniPulsarError
+
+log = logging.getLogger(__name__)
+
+COOKIE_FILE = "VERSION"
+LAYOUT_VERSION = 1
+
+
+class InvalidCookieError(MiniPulsarError):
+    """The directories do not belong together (see the module docstring)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cookie:
+    layoutVersion: int
+    instanceId: str
+    bookieHost: str
+    journalDirs: list[str]
+    ledgerDirs: list[str]
+
+    def same_bookie(self, other: Cookie) -> bool:
+        return (self.layoutVersion, self.instanceId, sorted(self.journalDirs), sorted(self.ledgerDirs)) == \
+            (other.layoutVersion, other.instanceId, sorted(other.journalDirs), sorted(other.ledgerDirs))
+
+
+def _cookie_path(directory: Path) -> Path:
+    return directory / "current" / COOKIE_FILE
+
+
+def read_cookie(directory: Path) -> Cookie | None:
+    path = _cookie_path(directory)
+    try:
+        return Cookie(**json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, TypeError) as exc:
+        raise InvalidCookieError(f"{path} is not a valid cookie: {exc}") from exc
+
+
+def write_cookie(directory: Path, cookie: Cookie) -> None:
+    """Atomically (write, fsync, rename, fsync the dir)."""
+    current = directory / "current"
+    current.mkdir(parents=True, exist_ok=True)
+    tmp = current / (COOKIE_FILE + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(asdict(cookie), f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, _cookie_path(directory))
+    fsync_directory(current)
+
+
+def check_cookies(journal_dirs: list[Path], ledger_dirs: list[Path]) -> Cookie:
+    """Verify (or, for a new bookie, write) the cookie of every directory. Blocking.
+
+    Raises:
+        InvalidCookieError: the directories do not form one bookie.
+    """
+    journal_dirs = [Path(d).resolve() for d in journal_dirs]
+    ledger_dirs = [Path(d).resolve() for d in ledger_dirs]
+    all_dirs = journal_dirs + ledger_dirs
+    expected = Cookie(LAYOUT_VERSION, "", "", [str(d) for d in journal_dirs], [str(d) for d in ledger_dirs])
+    found = {d: read_cookie(d) for d in all_dirs}
+    present = {d: c for d, c in found.items() if c is not None}
+    if not present:
+        _check_no_data(journal_dirs)
+        cookie = replace(expected, instanceId=uuid.uuid4().hex)
+        for directory in all_dirs:
+            write_cookie(directory, cookie)
+        log.info("new bookie instance %s", cookie.instanceId)
+        return cookie
+    reference_dir, reference = next(iter(present.items()))
+    for directory, cookie in found.items():
+        if cookie is None:
+            raise InvalidCookieError(
+                f"{directory} has no cookie but {reference_dir} has one: directories were added or wiped")
+        if not cookie.same_bookie(replace(expected, instanceId=reference.instanceId)):
+            raise InvalidCookieError(
+                f"the cookie in {directory} ({cookie}) does not match this bookie's directories "
+                f"(journalDirectories={expected.journalDirs}, ledgerDirectories={expected.ledgerDirs})")
+    return reference
+
+
+def record_bookie_id(cookie: Cookie, bookie_id: str) -> Cookie:
+    """Note the bookie id (known once the port is bound) in every cookie, if it changed. Blocking."""
+    if cookie.bookieHost == bookie_id:
+        return cookie
+    if cookie.bookieHost:
+        log.info("bookie id changed from %s to %s", cookie.bookieHost, bookie_id)
+    updated = replace(cookie, bookieHost=bookie_id)
+    for directory in [*cookie.journalDirs, *cookie.ledgerDirs]:
+        write_cookie(Path(directory), updated)
+    return updated
+
+
+def _check_no_data(journal_dirs: list[Path]) -> None:
+    for directory in journal_dirs:
+        current = directory / "current"
+        if current.is_dir() and list_segments(current):
+            raise InvalidCookieError(f"{directory} holds journal segments but no cookie")

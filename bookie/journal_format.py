@@ -1,0 +1,161 @@
+"""The journal's on-disk format: segment header, records, and the scan that replays them.
+
+A journal segment file (``{segment_id:016x}.txn``) is::
+
+    segment header   MAGIC "MPJL" | version u16 | reserved u16 | segment_id u64      (16 bytes)
+    record*          crc32 u32 | payload_length u32 | type u8 | ledger_id i64 | entry_id i64 | lac i64 | payload
+    zeros            the preallocated, not yet written tail
+
+Invariants:
+- ``crc32`` covers every byte of the record after the crc field (header rest + payload), so a
+  torn record, a flipped bit and the zero-filled tail all fail the check;
+- records are contiguous: the first offset that does not hold a valid record is the end of
+  the segment's data. Nothing after it is ever read, and the writer truncates there before
+  appending again (see :mod:`bookie.journal_segment`), so stale bytes can never be mistaken
+  for records by a later replay;
+- ``payload_length`` of a valid record is at most :data:`PAYLOAD_BYTES_MAX`; larger values
+  are garbage and end the scan without reading further.
+
+This module is pure: it turns bytes into records and back, and never opens a file itself.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO, NamedTuple
+
+SEGMENT_MAGIC = b"MPJL"
+SEGMENT_VERSION = 1
+SEGMENT_HEADER = struct.Struct(">4sHHQ")
+SEGMENT_HEADER_SIZE = SEGMENT_HEADER.size
+
+RECORD_HEADER = struct.Struct(">IIBqqq")
+RECORD_HEADER_SIZE = RECORD_HEADER.size
+_CRC_SIZE = 4
+
+PAYLOAD_BYTES_MAX = 64 * 1024 * 1024
+"""Far above any frame (5 MiB + 64 KiB): a larger length is garbage, not a record."""
+
+INT64_MAX = (1 << 63) - 1
+
+
+class RecordType(enum.IntEnum):
+    """What a record means. 0 is never used: it is what the zero-filled tail reads as."""
+
+    ADD_ENTRY = 1
+    FENCE = 2
+    """The ledger was fenced: later non-recovery adds are refused, across restarts."""
+
+
+class JournalRecord(NamedTuple):
+    type: RecordType
+    ledger_id: int
+    entry_id: int
+    """-1 for records that are not about one entry (FENCE)."""
+    lac: int
+    """The writer's last-add-confirmed piggybacked on the add (-1: none)."""
+
+
+class EntryLocation(NamedTuple):
+    """Where a record's payload sits: journal, segment, byte offset of the payload, length."""
+
+    journal_index: int
+    segment_id: int
+    offset: int
+    length: int
+
+
+class ScanEnd(enum.Enum):
+    """Why a segment scan stopped; only the last two mean lost bytes."""
+
+    CLEAN = "clean"
+    """End of file, or the zero-filled preallocated tail."""
+    TORN = "torn"
+    """A record cut short by the end of the file (a crash mid-write)."""
+    CORRUPT = "corrupt"
+    """A record whose CRC, type or length is wrong."""
+
+
+def segment_file_name(segment_id: int) -> str:
+    return f"{segment_id:016x}.txn"
+
+
+def parse_segment_file_name(name: str) -> int | None:
+    """The segment id of a journal file name, None for any other file."""
+    stem, dot, ext = name.partition(".")
+    if ext != "txn" or len(stem) != 16:
+        return None
+    try:
+        return int(stem, 16)
+    except ValueError:
+        return None
+
+
+def encode_segment_header(segment_id: int) -> bytes:
+    return SEGMENT_HEADER.pack(SEGMENT_MAGIC, SEGMENT_VERSION, 0, segment_id)
+
+
+def decode_segment_header(data: bytes) -> int | None:
+    """The segment id in a segment header, None when the header is missing or foreign."""
+    if len(data) < SEGMENT_HEADER_SIZE:
+        return None
+    magic, version, _, segment_id = SEGMENT_HEADER.unpack_from(data)
+    if magic != SEGMENT_MAGIC or version != SEGMENT_VERSION:
+        return None
+    return segment_id
+
+
+def encode_record(record: JournalRecord, payload: bytes = b"") -> tuple[bytes, bytes]:
+    """``(header, payload)`` of one record; write both, header first."""
+    rest = RECORD_HEADER.pack(0, len(payload), record.type, record.ledger_id, record.entry_id,
+                              record.lac)[_CRC_SIZE:]
+    crc = zlib.crc32(payload, zlib.crc32(rest))
+    return crc.to_bytes(4, "big") + rest, payload
+
+
+def record_size(payload_length: int) -> int:
+    return RECORD_HEADER_SIZE + payload_length
+
+
+class ScannedRecord(NamedTuple):
+    record: JournalRecord
+    payload_offset: int
+    """Offset of the payload in the segment file."""
+    payload: bytes
+
+
+def scan_records(stream: BinaryIO, start_offset: int) -> Iterator[ScannedRecord | ScanEnd]:
+    """Yield every valid record of ``stream`` from ``start_offset``, then one :class:`ScanEnd`.
+
+    ``stream`` must be positioned at ``start_offset``. The offset of the end of the valid data
+    is the last record's ``payload_offset + len(payload)`` (or ``start_offset`` if none).
+    """
+    offset = start_offset
+    while True:
+        header = stream.read(RECORD_HEADER_SIZE)
+        if len(header) < RECORD_HEADER_SIZE:
+            yield ScanEnd.TORN if header.strip(b"\0") else ScanEnd.CLEAN
+            return
+        crc, length, kind, ledger_id, entry_id, lac = RECORD_HEADER.unpack(header)
+        if kind == 0 and crc == 0 and length == 0:
+            yield ScanEnd.CLEAN if not header.strip(b"\0") else ScanEnd.CORRUPT
+            return
+        if kind not in _RECORD_TYPES or length > PAYLOAD_BYTES_MAX:
+            yield ScanEnd.CORRUPT
+            return
+        payload = stream.read(length)
+        if len(payload) < length:
+            yield ScanEnd.TORN
+            return
+        if zlib.crc32(payload, zlib.crc32(header[_CRC_SIZE:])) != crc:
+            yield ScanEnd.CORRUPT
+            return
+        yield ScannedRecord(JournalRecord(RecordType(kind), ledger_id, entry_id, lac),
+                            offset + RECORD_HEADER_SIZE, payload)
+        offset += RECORD_HEADER_SIZE + length
+
+
+_RECORD_TYPES = frozenset(int(t) for t in RecordType)

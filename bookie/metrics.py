@@ -1,0 +1,80 @@
+"""The bookie's Prometheus metrics, named as BookKeeper names them (reference §9).
+
+BookKeeper exports latencies as summaries in milliseconds with a ``success`` label; the
+Python client has no quantile summaries, so latencies are histograms in milliseconds (p99 via
+``histogram_quantile``) under the same names. BookKeeper's counters have no ``_total``
+suffix; prometheus-client would add one to a Counter, so the few counters whose exact name
+matters are monotonically increasing Gauges.
+
+Metric objects are process-wide (one bookie per process); in-process tests that start
+several bookies share them.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Gauge, Histogram
+
+LATENCY_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+GROUP_SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+ADD_ENTRY_REQUEST = Histogram(
+    "bookkeeper_server_ADD_ENTRY_REQUEST", "ADD_ENTRY: request received to response sent (ms)",
+    ["success"], buckets=LATENCY_BUCKETS_MS)
+READ_ENTRY_REQUEST = Histogram(
+    "bookkeeper_server_READ_ENTRY_REQUEST", "READ_ENTRY: request received to response sent (ms)",
+    ["success"], buckets=LATENCY_BUCKETS_MS)
+ADD_ENTRY_REQUEST_OK = ADD_ENTRY_REQUEST.labels(success="true")
+ADD_ENTRY_REQUEST_FAILED = ADD_ENTRY_REQUEST.labels(success="false")
+READ_ENTRY_REQUEST_OK = READ_ENTRY_REQUEST.labels(success="true")
+READ_ENTRY_REQUEST_FAILED = READ_ENTRY_REQUEST.labels(success="false")
+
+
+class Totals:
+    """Plain counters for the per-request hot path (an int add, not a locked metric update),
+    exported through the gauges below when /metrics is scraped."""
+
+    adds_in_progress = 0
+    reads_in_progress = 0
+    write_bytes = 0
+    read_bytes = 0
+    journal_queued = 0
+
+
+TOTALS = Totals()
+
+ADD_ENTRY_IN_PROGRESS = Gauge(
+    "bookkeeper_server_ADD_ENTRY_IN_PROGRESS", "Adds received and not yet answered")
+ADD_ENTRY_IN_PROGRESS.set_function(lambda: TOTALS.adds_in_progress)
+READ_ENTRY_IN_PROGRESS = Gauge(
+    "bookkeeper_server_READ_ENTRY_IN_PROGRESS", "Reads received and not yet answered")
+READ_ENTRY_IN_PROGRESS.set_function(lambda: TOTALS.reads_in_progress)
+
+JOURNAL_ADD_ENTRY = Histogram(
+    "bookie_journal_JOURNAL_ADD_ENTRY", "Journal: record queued to record durable (ms)",
+    buckets=LATENCY_BUCKETS_MS)
+JOURNAL_SYNC = Histogram(
+    "bookie_journal_JOURNAL_SYNC", "Journal: one fdatasync of a group (ms)", buckets=LATENCY_BUCKETS_MS)
+JOURNAL_CREATION_LATENCY = Histogram(
+    "bookie_journal_JOURNAL_CREATION_LATENCY", "Journal: creating (and preallocating) a segment (ms)",
+    buckets=LATENCY_BUCKETS_MS)
+JOURNAL_FORCE_WRITE_GROUPING_COUNT = Histogram(
+    "bookie_journal_JOURNAL_FORCE_WRITE_GROUPING_COUNT", "Journal: records per group commit",
+    buckets=GROUP_SIZE_BUCKETS)
+JOURNAL_QUEUE_SIZE = Gauge(
+    "bookie_journal_JOURNAL_QUEUE_SIZE", "Journal: records queued and not yet durable")
+JOURNAL_QUEUE_SIZE.set_function(lambda: TOTALS.journal_queued)
+JOURNAL_WRITE_BYTES = Gauge(
+    "bookie_journal_JOURNAL_WRITE_BYTES", "Journal: bytes written (monotonic)")
+JOURNAL_NUM_FLUSH = {
+    reason: Gauge(f"bookie_journal_JOURNAL_NUM_FLUSH_{reason.upper()}",
+                  f"Journal: group commits triggered by {reason} (monotonic)")
+    for reason in ("max_wait", "max_outstanding_bytes", "max_entries", "empty_queue", "shutdown")
+}
+
+WRITE_BYTES = Gauge("bookie_WRITE_BYTES", "Entry payload bytes added (monotonic)")
+WRITE_BYTES.set_function(lambda: TOTALS.write_bytes)
+READ_BYTES = Gauge("bookie_READ_BYTES", "Entry payload bytes read (monotonic)")
+READ_BYTES.set_function(lambda: TOTALS.read_bytes)
+SERVER_STATUS = Gauge("bookie_SERVER_STATUS", "1 while the bookie is writable, 0 when read-only or stopped")
+LEDGERS_COUNT = Gauge("bookie_ledgers_count", "Ledgers this bookie holds")
+ENTRIES_COUNT = Gauge("bookie_entries_count", "Entries this bookie holds")

@@ -1,0 +1,160 @@
+"""The bookie side of the broker ↔ bookie protocol: one :class:`BookieConnection` per peer.
+
+ADD_ENTRY is handled synchronously in the read path: admitted to the journal and answered
+from the journal's group-completion callback, without a task per add. Only when the journal
+is full does an add wait in a task; the connection then stops reading until every waiting
+add is admitted (TCP back-pressure instead of unbounded buffering). Reads, fencing and
+BOOKIE_INFO run as tasks: they wait for the disk or for a durable fence record.
+
+Requests with out-of-range numbers are refused with InvalidCommand (the schema has already
+checked the types).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from bookie import metrics
+from bookie.bookie import Bookie
+from bookie.journal_format import INT64_MAX
+from minipulsar.errors import InvalidCommand
+from minipulsar.net.server import ServerConnection, handles
+from minipulsar.protocol.commands import (
+    AddEntry,
+    AddEntryResponse,
+    BookieInfo,
+    BookieInfoResponse,
+    ReadEntry,
+    ReadEntryResponse,
+    ReadLac,
+    ReadLacResponse,
+)
+
+log = logging.getLogger(__name__)
+
+RESPONSE_OVERHEAD_BYTES = 1024
+"""Room kept in a READ_ENTRY_RESPONSE frame for everything but the payloads."""
+READ_COUNT_MAX = 10_000
+"""Entries asked for in one READ_ENTRY beyond this are not read (the response says how many came)."""
+
+
+class BookieConnection(ServerConnection):
+    SERVER_VERSION = "minipulsar-bookie"
+
+    def __init__(self, bookie: Bookie, bookie_id: str, **kwargs: Any) -> None:
+        super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
+        self.bookie = bookie
+        self.bookie_id = bookie_id
+        self._adds_waiting = 0
+
+    # -- ADD_ENTRY ------------------------------------------------------------------------------
+
+    @handles(AddEntry)
+    def add_entry(self, cmd: AddEntry) -> Any:
+        _check_id("ledger_id", cmd.ledger_id, 0)
+        _check_id("entry_id", cmd.entry_id, 0)
+        _check_id("lac", cmd.lac, -1)
+        started = time.monotonic()
+        metrics.TOTALS.adds_in_progress += 1
+        callback = lambda error: self._add_done(cmd, started, error)  # noqa: E731
+        try:
+            admitted = self.bookie.try_add_entry(cmd.ledger_id, cmd.entry_id, cmd.lac, cmd.payload,
+                                                 cmd.recovery, callback)
+        except Exception as error:
+            callback(error)
+            return None
+        if admitted:
+            return None
+        self._adds_waiting += 1
+        if self._adds_waiting == 1 and self.transport is not None:
+            self.transport.pause_reading()
+        return self._add_when_admitted(cmd, callback)
+
+    async def _add_when_admitted(self, cmd: AddEntry, callback) -> None:
+        try:
+            await self.bookie.add_entry_when_admitted(cmd.ledger_id, cmd.entry_id, cmd.lac, cmd.payload,
+                                                      cmd.recovery, callback)
+        except asyncio.CancelledError:  # the connection closed while the add waited: nobody to answer
+            metrics.TOTALS.adds_in_progress -= 1
+            raise
+        except Exception as error:
+            callback(error)
+        finally:
+            self._adds_waiting -= 1
+            if self._adds_waiting == 0 and self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
+
+    def _add_done(self, cmd: AddEntry, started: float, error: BaseException | None) -> None:
+        metrics.TOTALS.adds_in_progress -= 1
+        if error is None:
+            metrics.ADD_ENTRY_REQUEST_OK.observe((time.monotonic() - started) * 1000)
+            self.send(AddEntryResponse(id=cmd.id, ledger_id=cmd.ledger_id, entry_id=cmd.entry_id))
+        else:
+            metrics.ADD_ENTRY_REQUEST_FAILED.observe((time.monotonic() - started) * 1000)
+            self.reply_error(cmd, error)
+
+    # -- READ_ENTRY / READ_LAC ------------------------------------------------------------------
+
+    @handles(ReadEntry)
+    def read_entry(self, cmd: ReadEntry) -> Any:
+        _check_id("ledger_id", cmd.ledger_id, 0)
+        _check_id("first_entry_id", cmd.first_entry_id, 0)
+        if cmd.count < 1 or cmd.max_bytes < 0:
+            raise InvalidCommand(f"READ_ENTRY: count must be >= 1 and max_bytes >= 0, "
+                                 f"got count={cmd.count} max_bytes={cmd.max_bytes}")
+        # Fence here, in the read path: commands behind this one on the connection see it.
+        fenced = self.bookie.fence(cmd.ledger_id) if cmd.fence else None
+        return self._read_entry(cmd, fenced)
+
+    async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None) -> None:
+        started = time.monotonic()
+        metrics.TOTALS.reads_in_progress += 1
+        success = False
+        try:
+            if fenced is not None:
+                await fenced
+            frame_budget = self.bookie.config.max_frame_size - RESPONSE_OVERHEAD_BYTES
+            max_bytes = min(cmd.max_bytes, frame_budget) if cmd.max_bytes else frame_budget
+            entries = await self.bookie.read_entries(cmd.ledger_id, cmd.first_entry_id,
+                                                     min(cmd.count, READ_COUNT_MAX), max_bytes)
+            lac = self.bookie.ledger(cmd.ledger_id).lac
+            self.send(ReadEntryResponse(id=cmd.id, ledger_id=cmd.ledger_id,
+                                        entries=[[e, p] for e, p in entries], lac=lac))
+            success = True
+        finally:
+            metrics.TOTALS.reads_in_progress -= 1
+            latency = metrics.READ_ENTRY_REQUEST_OK if success else metrics.READ_ENTRY_REQUEST_FAILED
+            latency.observe((time.monotonic() - started) * 1000)
+
+    @handles(ReadLac)
+    def read_lac(self, cmd: ReadLac) -> Any:
+        _check_id("ledger_id", cmd.ledger_id, 0)
+        if not cmd.fence:
+            state = self.bookie.ledger(cmd.ledger_id)
+            self.send(ReadLacResponse(id=cmd.id, ledger_id=cmd.ledger_id, lac=state.lac,
+                                      last_entry_id=state.last_entry_id))
+            return None
+        return self._fence_and_read_lac(cmd, self.bookie.fence(cmd.ledger_id))
+
+    async def _fence_and_read_lac(self, cmd: ReadLac, fenced: asyncio.Future) -> None:
+        state = await fenced
+        self.send(ReadLacResponse(id=cmd.id, ledger_id=cmd.ledger_id, lac=state.lac,
+                                  last_entry_id=state.last_entry_id))
+
+    # -- BOOKIE_INFO ----------------------------------------------------------------------------
+
+    @handles(BookieInfo)
+    async def bookie_info(self, cmd: BookieInfo) -> None:
+        usage = await self.bookie.disk_usage()
+        self.send(BookieInfoResponse(id=cmd.id, free_disk_bytes=usage.free_bytes,
+                                     total_disk_bytes=usage.total_bytes,
+                                     info={"bookieId": self.bookie_id, **self.bookie.info()}))
+
+
+def _check_id(name: str, value: int, minimum: int) -> None:
+    if not minimum <= value <= INT64_MAX:
+        raise InvalidCommand(f"{name} must be in [{minimum}, 2^63-1], got {value}")
+

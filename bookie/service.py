@@ -1,0 +1,129 @@
+"""A whole bookie process: the bookie, its listener, its HTTP server and its registration.
+
+Start: check the cookies, replay the journals, open them, listen, serve HTTP, then register
+under ``/ledgers/available`` (so brokers only see a bookie that already serves).
+Stop: first stop taking work (stop accepting connections and reading requests), let every
+journal group in flight be written, synced and answered, close the journals, then delete
+the registration and close the metadata session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+
+from aiohttp import web
+
+from bookie import metrics
+from bookie.bookie import Bookie
+from bookie.cookie import check_cookies, record_bookie_id
+from bookie.dir_lock import DirectoryLocks
+from bookie.registration import DEFAULT_RACK, BookieRegistration
+from bookie.server import BookieConnection
+from minipulsar.config import BookieConfig
+from minipulsar.metadata import MetadataStore, open_metadata_store
+from minipulsar.metrics import HttpServer
+from minipulsar.net.server import Listener
+
+log = logging.getLogger(__name__)
+
+_WILDCARD_ADDRESSES = ("", "0.0.0.0", "::")
+METADATA_CLOSE_TIMEOUT_S = 5.0
+
+
+class BookieService:
+    def __init__(self, config: BookieConfig, store: MetadataStore | None = None) -> None:
+        """``store``: an already open metadata store (tests); else one is opened from the config."""
+        self.config = config
+        self.bookie = Bookie(config)
+        self.store = store
+        self._owns_store = store is None
+        self.listener = Listener(self._new_connection)
+        self.http = HttpServer([web.get("/api/v1/bookie/info", self._http_info)])
+        self.registration: BookieRegistration | None = None
+        self.host = ""
+        self.port = 0
+        self.http_port = 0
+        self._stopped = False
+        self._locks = DirectoryLocks()
+
+    @property
+    def bookie_id(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def _new_connection(self) -> BookieConnection:
+        return BookieConnection(self.bookie, self.bookie_id)
+
+    async def start(self) -> None:
+        config, loop = self.config, asyncio.get_running_loop()
+        journal_dirs = [Path(d) for d in config.journal_dirs]
+        cookie = await loop.run_in_executor(None, self._prepare_dirs, journal_dirs)
+        await self.bookie.start()
+        bound_host, self.port = await self.listener.start(config.bind_address, config.port)
+        self.host = config.advertised_address or _advertised_host(bound_host)
+        await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
+        self.http_port = await self.http.start(config.bind_address, config.http_port)
+        if self.store is None:
+            self.store = await open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms)
+        self.registration = BookieRegistration(self.store, self.bookie_id, {
+            "httpPort": self.http_port,
+            "journalDirs": [str(Path(d).resolve()) for d in config.journal_dirs],
+            "ledgerDirs": [str(Path(d).resolve()) for d in config.ledger_dirs],
+            "rack": DEFAULT_RACK,
+            "instanceId": cookie.instanceId,
+        }, config.session_timeout_ms)
+        await self.registration.register()
+        metrics.SERVER_STATUS.set(1)
+        log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
+                 ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
+
+    def _prepare_dirs(self, journal_dirs: list[Path]):
+        self.bookie.ledger_dirs.create()
+        for directory in journal_dirs:
+            (directory / "current").mkdir(parents=True, exist_ok=True)
+        self._locks.acquire([d / "current" for d in [*journal_dirs, *self.bookie.ledger_dirs.dirs]])
+        return check_cookies(journal_dirs, self.bookie.ledger_dirs.dirs)
+
+    async def stop(self) -> None:
+        """Finish what was accepted, then leave: see the module docstring for the order."""
+        if self._stopped:
+            return
+        self._stopped = True
+        metrics.SERVER_STATUS.set(0)
+        self.listener.stop_accepting()
+        for connection in list(self.listener.connections):
+            if connection.transport is not None and not connection.transport.is_closing():
+                connection.transport.pause_reading()
+        await self.bookie.close()
+        await self.listener.close()
+        await self.http.close()
+        # The metadata store may be down: leave anyway (the session then expires on its own).
+        try:
+            if self.registration is not None:
+                await asyncio.wait_for(self.registration.unregister(), METADATA_CLOSE_TIMEOUT_S)
+            if self.store is not None and self._owns_store:
+                await asyncio.wait_for(self.store.close(), METADATA_CLOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            log.warning("the metadata store did not answer within %.0fs; the registration will "
+                        "expire with the session", METADATA_CLOSE_TIMEOUT_S)
+        self._locks.release()
+        log.info("bookie %s stopped", self.bookie_id)
+
+    async def _http_info(self, request: web.Request) -> web.Response:
+        usage = await self.bookie.disk_usage()
+        return web.json_response({
+            "bookieId": self.bookie_id,
+            "freeSpace": usage.free_bytes,
+            "totalSpace": usage.total_bytes,
+            "state": "writable",
+            **self.bookie.info(),
+        })
+
+
+def _advertised_host(bound_host: str) -> str:
+    """The host part of the bookie id when bound to a wildcard address: this host's name."""
+    if bound_host in _WILDCARD_ADDRESSES:
+        return socket.gethostname()
+    return bound_host

@@ -1,0 +1,248 @@
+"""The standalone cluster's layout: directories, ports, quorums, and what is kept across restarts.
+
+::
+
+    DATA_DIR/
+      standalone.json      bookie identities chosen on earlier runs (see below)
+      standalone.lock      held (flock) by the running launcher
+      logs/<name>.log      each child's stderr: metastore.log, bookie-0.log, ..., broker.log
+      metastore/           the metastore's WAL and snapshots
+    JOURNAL_ROOT/bookie-<i>/   default DATA_DIR/journal; put it on the fast (fsync) disk
+    LEDGER_ROOT/bookie-<i>/    default DATA_DIR/ledgers; put it on the big disk
+
+Invariant: a bookie's identity is ``advertised-host:port``, and the metadata of every ledger it
+stores names it. Bookie i therefore keeps its port and advertised host on every run on one data
+dir: ports picked at random (port 0) are recorded in standalone.json once the bookie is ready and
+reused later; only an explicit non-zero ``--bookie-port`` (or ``--advertised-address``) changes them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minipulsar.errors import ConfigError
+
+log = logging.getLogger("minipulsar.standalone")
+
+STATE_FORMAT = 1
+
+DEFAULT_BROKER_PORT = 6650      # Pulsar brokerServicePort
+DEFAULT_WEB_PORT = 8080         # Pulsar webServicePort
+DEFAULT_METASTORE_PORT = 6680   # DESIGN §1
+DEFAULT_BOOKIE_PORT = 3181      # BookKeeper bookiePort
+DEFAULT_BOOKIE_HTTP_PORT = 8000  # BookKeeper httpServerPort
+
+_WILDCARDS = ("0.0.0.0", "::", "")
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    """The broker's managedLedgerDefault{EnsembleSize,WriteQuorum,AckQuorum}."""
+
+    ensemble_size: int
+    write_quorum: int
+    ack_quorum: int
+
+
+def quorum_for(bookie_count: int) -> Quorum:
+    """1/1/1 with one bookie; 2/2/2 with more: each entry on two bookies, both acknowledging.
+
+    Pulsar's standalone runs 1/1/1 on its single bookie; with two or more, 2/2/2 means losing any
+    one bookie's disk loses no acknowledged entry.
+    """
+    assert bookie_count >= 1, bookie_count
+    return Quorum(1, 1, 1) if bookie_count == 1 else Quorum(2, 2, 2)
+
+
+@dataclass(slots=True)
+class StandaloneState:
+    """What standalone.json remembers between runs: the bookies' identities."""
+
+    advertised_address: str | None = None
+    bookie_ports: dict[str, int] = field(default_factory=dict)
+    """Bookie name (``bookie-0``) → the port it registered with."""
+
+    def to_json(self) -> str:
+        return json.dumps({"format": STATE_FORMAT, "advertised_address": self.advertised_address,
+                           "bookie_ports": self.bookie_ports}, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str) -> StandaloneState:
+        """Raises ConfigError on anything but a well-formed state document."""
+        try:
+            raw = json.loads(text)
+            ports = raw["bookie_ports"]
+            ok = (raw.get("format") == STATE_FORMAT and isinstance(ports, dict)
+                  and all(isinstance(p, int) and 0 < p < 65536 for p in ports.values()))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            ok = False
+        if not ok:
+            raise ConfigError(f"{source} is not a minipulsar standalone state file (format {STATE_FORMAT}); "
+                              "fix or remove it (bookies will then pick new ports, and ledgers written "
+                              "under the old bookie ids become unreadable)")
+        return cls(raw.get("advertised_address"), {str(k): int(v) for k, v in ports.items()})
+
+
+def load_state(path: Path) -> StandaloneState:
+    """The saved state, or an empty one when there is none yet (a fresh data dir)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return StandaloneState()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+    return StandaloneState.from_json(text, str(path))
+
+
+def save_state(path: Path, state: StandaloneState) -> None:
+    """Write atomically (temp file, fsync, rename): a crash leaves the old or the new file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(state.to_json())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True, slots=True)
+class BookieSlot:
+    """Bookie i of the standalone cluster."""
+
+    index: int
+    port: int
+    """0: pick a free port (and record it once the bookie is ready)."""
+    http_port: int
+    journal_dir: Path
+    ledger_dir: Path
+
+    @property
+    def name(self) -> str:
+        return f"bookie-{self.index}"
+
+
+@dataclass(frozen=True, slots=True)
+class StandalonePlan:
+    data_dir: Path
+    bind_address: str
+    advertised_address: str
+    metastore_port: int
+    broker_port: int
+    web_port: int
+    bookies: tuple[BookieSlot, ...]
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    @property
+    def metastore_dir(self) -> Path:
+        return self.data_dir / "metastore"
+
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / "standalone.json"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.data_dir / "standalone.lock"
+
+    @property
+    def quorum(self) -> Quorum:
+        return quorum_for(len(self.bookies))
+
+    def fixed_ports(self) -> list[tuple[str, int]]:
+        """(owner, port) for every non-zero port the children will bind."""
+        owners = [("metastore", self.metastore_port), ("broker", self.broker_port),
+                  ("broker web service", self.web_port)]
+        for b in self.bookies:
+            owners += [(b.name, b.port), (f"{b.name} http", b.http_port)]
+        return [(owner, port) for owner, port in owners if port]
+
+
+def default_advertised_address(bind_address: str) -> str:
+    """The bind address, or loopback when binding every interface (a wildcard is no address)."""
+    return "127.0.0.1" if bind_address in _WILDCARDS else bind_address
+
+
+def bookie_ports(count: int, explicit_base: int | None, saved: Mapping[str, int]) -> list[int]:
+    """Bookie i's port: explicit non-zero base + i, else the saved port, else default base + i.
+
+    An explicit 0 means "any free port", so it keeps a saved port: a restart with the same
+    command line must not change a bookie's identity.
+    """
+    ports = []
+    for i in range(count):
+        name = f"bookie-{i}"
+        if explicit_base:
+            port = explicit_base + i
+            if name in saved and saved[name] != port:
+                log.warning("%s moves from port %d to %d: ledgers it stored name its old id and become "
+                            "unreadable through it", name, saved[name], port)
+        elif name in saved:
+            port = saved[name]
+        else:
+            port = DEFAULT_BOOKIE_PORT + i if explicit_base is None else 0
+        ports.append(port)
+    return ports
+
+
+def make_plan(
+    *,
+    data_dir: Path,
+    bookie_count: int,
+    journal_root: Path | None = None,
+    ledger_root: Path | None = None,
+    bind_address: str = "127.0.0.1",
+    advertised_address: str | None = None,
+    metastore_port: int = DEFAULT_METASTORE_PORT,
+    broker_port: int = DEFAULT_BROKER_PORT,
+    web_port: int = DEFAULT_WEB_PORT,
+    bookie_port: int | None = None,
+    bookie_http_port: int = DEFAULT_BOOKIE_HTTP_PORT,
+    state: StandaloneState | None = None,
+) -> StandalonePlan:
+    """Resolve the command line against the saved state.
+
+    Raises:
+        ConfigError: no bookies, a port out of range, or one port given to two servers.
+    """
+    if bookie_count < 1:
+        raise ConfigError(f"--bookies must be at least 1, got {bookie_count}")
+    state = state or StandaloneState()
+    advertised = _advertised_address(advertised_address, bind_address, state)
+    ports = bookie_ports(bookie_count, bookie_port, state.bookie_ports)
+    journal_root = journal_root or data_dir / "journal"
+    ledger_root = ledger_root or data_dir / "ledgers"
+    bookies = tuple(
+        BookieSlot(i, ports[i], bookie_http_port + i if bookie_http_port else 0,
+                   journal_root / f"bookie-{i}", ledger_root / f"bookie-{i}")
+        for i in range(bookie_count)
+    )
+    plan = StandalonePlan(data_dir, bind_address, advertised, metastore_port, broker_port, web_port, bookies)
+    _check_ports(plan.fixed_ports())
+    return plan
+
+
+def _advertised_address(explicit: str | None, bind_address: str, state: StandaloneState) -> str:
+    chosen = explicit or state.advertised_address or default_advertised_address(bind_address)
+    if chosen in _WILDCARDS:
+        raise ConfigError(f"--advertised-address must be an address clients can reach, not {chosen!r}")
+    if state.advertised_address and chosen != state.advertised_address and state.bookie_ports:
+        log.warning("bookies were advertised as %s and now as %s: ledgers they stored name the old "
+                    "ids and become unreadable through them", state.advertised_address, chosen)
+    return chosen
+
+
+def _check_ports(owned: list[tuple[str, int]]) -> None:
+    seen: dict[int, str] = {}
+    for owner, port in owned:
+        if not 0 < port < 65536:
+            raise ConfigError(f"{owner} port {port} is out of range (1-65535, or 0 for any free port)")
+        if port in seen:
+            raise ConfigError(f"port {port} is given to both {seen[port]} and {owner}")
+        seen[port] = owner

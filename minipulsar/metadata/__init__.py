@@ -1,0 +1,53 @@
+"""Metadata stores: the ZooKeeper model behind one async interface (see :mod:`.store`).
+
+``await open_metadata_store(url)`` picks the backend from the URL:
+
+- ``memory://<name>``: in-process (:mod:`.memory`); stores opened with the same name in one
+  process share one tree, each with its own session;
+- ``metastore://host:port``: the built-in ``minipulsar metastore`` server (:mod:`.client`).
+"""
+
+from __future__ import annotations
+
+from minipulsar.metadata.client import DEFAULT_PORT, MetastoreClient
+from minipulsar.metadata.memory import MemoryMetadataStore, shared_tree
+from minipulsar.metadata.store import (
+    NOT_EXISTS,
+    GetResult,
+    Listener,
+    MetadataStore,
+    Notification,
+    NotificationType,
+    SessionEvent,
+    SessionListener,
+    Stat,
+    is_under,
+    parent_of,
+    validate_path,
+)
+from minipulsar.net.client import parse_address
+
+__all__ = [
+    "NOT_EXISTS", "GetResult", "Listener", "MemoryMetadataStore", "MetadataStore", "MetastoreClient",
+    "Notification", "NotificationType", "SessionEvent", "SessionListener", "Stat", "is_under",
+    "open_metadata_store", "parent_of", "validate_path",
+]
+
+
+async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> MetadataStore:
+    """A started store for ``url``, with a session of ``session_timeout_ms``.
+
+    Raises:
+        ValueError: ``url`` is not ``memory://<name>`` or ``metastore://host:port``.
+        ConnectionClosedError, RequestTimeoutError: the metastore server is unreachable.
+    """
+    scheme, separator, rest = url.partition("://")
+    if separator and scheme == "memory":
+        return MemoryMetadataStore(shared_tree(rest), session_timeout_ms=session_timeout_ms)
+    if separator and scheme == "metastore" and rest.strip("/"):
+        host, port = parse_address(url, DEFAULT_PORT)
+        client = MetastoreClient(host, port, session_timeout_ms=session_timeout_ms)
+        await client.start()
+        return client
+    raise ValueError(
+        f"unsupported metadata store URL {url!r}: expected memory://<name> or metastore://host:port")

@@ -1,0 +1,260 @@
+"""One bookie in-process on 127.0.0.1:0 with a memory:// metadata store, driven by a raw
+client connection: adds, range reads, fencing, LAC, info, registration, HTTP, restart."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from bookie.registration import registration_path
+from bookie.service import BookieService
+from minipulsar.config import BookieConfig, load_config
+from minipulsar.errors import InvalidCommand, LedgerFencedError, NoSuchEntryError, NoSuchLedgerError
+from minipulsar.metadata import open_metadata_store
+from minipulsar.net import Connection, connect
+from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry, ReadLac
+from tests.support.process import wait_for
+
+_store_names = itertools.count()
+
+
+class RawClient(Connection):
+    """A bare client connection: requests and their responses, nothing else."""
+
+    def command_received(self, command) -> None:  # noqa: ANN001
+        pass
+
+
+def bookie_config(root: Path, store_url: str, **overrides: str) -> BookieConfig:
+    return load_config(BookieConfig, overrides={
+        "bookiePort": 0, "httpServerPort": 0, "metadataServiceUri": store_url,
+        "journalDirectories": str(root / "journal"), "ledgerDirectories": str(root / "ledgers"),
+        "journalPreAllocSizeMB": 1, "zkTimeout": 2000, **overrides,
+    })
+
+
+@pytest_asyncio.fixture
+async def store_url() -> str:
+    return f"memory://bookie-component-{next(_store_names)}"
+
+
+@pytest_asyncio.fixture
+async def service(tmp_path: Path, store_url: str) -> AsyncIterator[BookieService]:
+    service = BookieService(bookie_config(tmp_path, store_url))
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop()
+
+
+@pytest_asyncio.fixture
+async def client(service: BookieService) -> AsyncIterator[RawClient]:
+    conn = await connect(RawClient, service.host, service.port, role="test")
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+async def add(client: RawClient, ledger_id: int, entry_id: int, payload: bytes, lac: int = -1, **kw):
+    return await client.request(AddEntry, ledger_id=ledger_id, entry_id=entry_id, payload=payload, lac=lac, **kw)
+
+
+async def read(client: RawClient, ledger_id: int, first: int, count: int = 1, **kw) -> list[tuple[int, bytes]]:
+    response = await client.request(ReadEntry, ledger_id=ledger_id, first_entry_id=first, count=count, **kw)
+    return [(e, p) for e, p in response.entries]
+
+
+def payload(ledger_id: int, entry_id: int, size: int = 100) -> bytes:
+    return f"{ledger_id}:{entry_id}:".encode().ljust(size, b".")
+
+
+async def test_adds_are_acknowledged_and_ranges_read_back(client: RawClient) -> None:
+    responses = await asyncio.gather(*(add(client, 1, i, payload(1, i), lac=i - 1) for i in range(20)))
+    assert [(r.ledger_id, r.entry_id) for r in responses] == [(1, i) for i in range(20)]
+    assert await read(client, 1, 0, 20) == [(i, payload(1, i)) for i in range(20)]
+    assert await read(client, 1, 5, 3) == [(i, payload(1, i)) for i in range(5, 8)]
+    assert await read(client, 1, 18, 10) == [(18, payload(1, 18)), (19, payload(1, 19))]  # stops at the end
+    response = await client.request(ReadEntry, ledger_id=1, first_entry_id=0, count=1)
+    assert response.lac == 18
+
+
+async def test_a_range_stops_at_a_gap(client: RawClient) -> None:
+    for entry_id in (0, 1, 3):
+        await add(client, 2, entry_id, payload(2, entry_id))
+    assert [e for e, _ in await read(client, 2, 0, 10)] == [0, 1]
+
+
+async def test_missing_entries_and_ledgers_are_typed_errors(client: RawClient) -> None:
+    await add(client, 3, 0, b"x")
+    with pytest.raises(NoSuchEntryError):
+        await read(client, 3, 1)
+    with pytest.raises(NoSuchLedgerError):
+        await read(client, 404, 0)
+    with pytest.raises(NoSuchLedgerError):
+        await client.request(ReadLac, ledger_id=404)
+
+
+async def test_max_bytes_limits_a_read_but_returns_at_least_one_entry(client: RawClient) -> None:
+    for entry_id in range(10):
+        await add(client, 4, entry_id, payload(4, entry_id, 1000))
+    assert len(await read(client, 4, 0, 10, max_bytes=2500)) == 2
+    assert len(await read(client, 4, 0, 10, max_bytes=1)) == 1
+    assert len(await read(client, 4, 0, 10, max_bytes=0)) == 10
+
+
+async def test_duplicate_adds_are_idempotent(client: RawClient) -> None:
+    await add(client, 5, 0, b"same")
+    await add(client, 5, 0, b"same")
+    assert await read(client, 5, 0, 5) == [(0, b"same")]
+
+
+async def test_read_lac_reports_the_highest_piggybacked_lac_and_last_entry(client: RawClient) -> None:
+    for entry_id, lac in [(0, -1), (1, 0), (2, 1), (3, 1)]:
+        await add(client, 6, entry_id, b"e", lac=lac)
+    response = await client.request(ReadLac, ledger_id=6)
+    assert (response.lac, response.last_entry_id) == (1, 3)
+
+
+async def test_fencing_refuses_adds_but_not_recovery_adds(client: RawClient) -> None:
+    await add(client, 7, 0, b"a")
+    await add(client, 7, 1, b"b", lac=0)
+    response = await client.request(ReadLac, ledger_id=7, fence=True)
+    assert (response.lac, response.last_entry_id) == (0, 1)
+    with pytest.raises(LedgerFencedError):
+        await add(client, 7, 2, b"c", lac=1)
+    await add(client, 7, 2, b"c", lac=1, recovery=True)
+    assert [e for e, _ in await read(client, 7, 0, 10)] == [0, 1, 2]
+
+
+async def test_a_fencing_read_fences_the_ledger(client: RawClient) -> None:
+    await add(client, 8, 0, b"a")
+    assert await read(client, 8, 0, 1, fence=True) == [(0, b"a")]
+    with pytest.raises(LedgerFencedError):
+        await add(client, 8, 1, b"b")
+
+
+async def test_fencing_an_unknown_ledger_creates_it_fenced(client: RawClient) -> None:
+    response = await client.request(ReadLac, ledger_id=9, fence=True)
+    assert (response.lac, response.last_entry_id) == (-1, -1)
+    with pytest.raises(LedgerFencedError):
+        await add(client, 9, 0, b"a")
+    with pytest.raises(NoSuchEntryError):
+        await read(client, 9, 0, fence=True)
+
+
+async def test_a_fence_waits_for_the_adds_admitted_before_it(client: RawClient) -> None:
+    """Goal: a fencing READ_LAC sent right behind pipelined adds reports every one of them, and
+    an add sent right after it is refused. Method: send all three kinds without waiting."""
+    adds = [client.request(AddEntry, ledger_id=10, entry_id=i, payload=b"p", lac=i - 1) for i in range(50)]
+    fence = client.request(ReadLac, ledger_id=10, fence=True)
+    late = client.request(AddEntry, ledger_id=10, entry_id=50, payload=b"p", lac=49)
+    response = await fence
+    assert response.last_entry_id == 49 and response.lac == 48
+    assert [r.entry_id for r in await asyncio.gather(*adds)] == list(range(50))
+    with pytest.raises(LedgerFencedError):
+        await late
+
+
+async def test_out_of_range_ids_are_invalid_commands(client: RawClient) -> None:
+    with pytest.raises(InvalidCommand):
+        await add(client, -1, 0, b"x")
+    with pytest.raises(InvalidCommand):
+        await add(client, 1, 1 << 63, b"x")
+    with pytest.raises(InvalidCommand):
+        await read(client, 1, 0, count=0)
+
+
+async def test_bookie_info_reports_disk_space(client: RawClient, service: BookieService) -> None:
+    await add(client, 11, 0, b"x")
+    response = await client.request(BookieInfo)
+    assert 0 < response.free_disk_bytes <= response.total_disk_bytes
+    assert response.info["bookieId"] == service.bookie_id
+    assert response.info["entries"] >= 1
+
+
+async def test_registration_is_an_ephemeral_key_with_the_bookie_info(service: BookieService, store_url: str) -> None:
+    observer = await open_metadata_store(store_url)
+    try:
+        assert service.bookie_id in await observer.children("/ledgers/available")
+        got = await observer.get(registration_path(service.bookie_id))
+        info = json.loads(got.value)
+        assert info["httpPort"] == service.http_port and info["rack"] == "/default-rack"
+        assert got.stat.ephemeral
+        await service.stop()
+        assert service.bookie_id not in await observer.children("/ledgers/available")
+    finally:
+        await observer.close()
+
+
+async def test_registration_comes_back_after_the_session_is_lost(service: BookieService, store_url: str) -> None:
+    observer = await open_metadata_store(store_url)
+    path = registration_path(service.bookie_id)
+    try:
+        service.store.expire_session()
+        await wait_for(lambda: observer.exists(path), 10, message="registration not re-created")
+    finally:
+        await observer.close()
+
+
+async def test_http_serves_metrics_and_bookie_info(client: RawClient, service: BookieService) -> None:
+    await add(client, 12, 0, b"x" * 10)
+    await read(client, 12, 0)
+    base = f"http://{service.host}:{service.http_port}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/metrics") as response:
+            text = await response.text()
+        async with http.get(f"{base}/api/v1/bookie/info") as response:
+            info = await response.json()
+    for name in ("bookkeeper_server_ADD_ENTRY_REQUEST_count", "bookkeeper_server_READ_ENTRY_REQUEST_count",
+                 "bookie_journal_JOURNAL_SYNC_count", "bookie_journal_JOURNAL_ADD_ENTRY_count",
+                 "bookie_WRITE_BYTES", "bookie_READ_BYTES", "bookie_SERVER_STATUS 1.0"):
+        assert name in text, name
+    assert info["bookieId"] == service.bookie_id and 0 < info["freeSpace"] <= info["totalSpace"]
+
+
+async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: str) -> None:
+    config = bookie_config(tmp_path, store_url)
+    service = BookieService(config)
+    await service.start()
+    conn = await connect(RawClient, service.host, service.port)
+    await asyncio.gather(*(add(conn, 13, i, payload(13, i), lac=i - 1) for i in range(30)))
+    await conn.request(ReadLac, ledger_id=13, fence=True)
+    conn.close()
+    await service.stop()
+
+    service = BookieService(config)
+    await service.start()
+    conn = await connect(RawClient, service.host, service.port)
+    try:
+        assert await read(conn, 13, 0, 30) == [(i, payload(13, i)) for i in range(30)]
+        response = await conn.request(ReadLac, ledger_id=13)
+        assert (response.lac, response.last_entry_id) == (28, 29)
+        with pytest.raises(LedgerFencedError):
+            await add(conn, 13, 30, b"late")
+    finally:
+        conn.close()
+        await service.stop()
+
+
+async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, store_url: str) -> None:
+    """Goal: past journalQueueSize the bookie stops reading and answers every add eventually."""
+    service = BookieService(bookie_config(tmp_path, store_url, journalQueueSize="3",
+                                          journalMaxGroupWaitMSec="2"))
+    await service.start()
+    conn = await connect(RawClient, service.host, service.port)
+    try:
+        responses = await asyncio.gather(*(add(conn, 14, i, payload(14, i)) for i in range(300)))
+        assert sorted(r.entry_id for r in responses) == list(range(300))
+        assert len(await read(conn, 14, 0, 300)) == 300
+    finally:
+        conn.close()
+        await service.stop()
