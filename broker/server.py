@@ -145,7 +145,7 @@ class BrokerConnection(ServerConnection):
             raise InvalidCommand(f"initial_position must be Latest or Earliest, got {command.initial_position!r}")
         topic = await self.service.get_topic(_parse_topic(command.topic))
         name = command.consumer_name or f"consumer-{command.consumer_id}"
-        consumer = Consumer(command.consumer_id, name, self, command.subscription)
+        consumer = Consumer(command.consumer_id, name, self, command.subscription, topic.counters)
         subscription = await topic.subscribe(consumer, command.subscription, command.sub_type,
                                              command.initial_position == "Earliest")
         if not self.is_open:  # the client went away while we were loading

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from minipulsar.config import BrokerConfig
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
-from minipulsar.metadata import MetadataStore, open_metadata_store
+from minipulsar.metadata import MetadataStore, SessionEvent, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net import Listener
 from minipulsar.topic_name import TopicName
@@ -59,9 +59,15 @@ class BrokerService:
         self.http_port = await self._http.start(config.bind_address, config.http_port)
         self._collector = BrokerCollector(self)
         await self._register()
+        self.store.add_session_listener(self._session_event)
+
+    def _session_event(self, event: SessionEvent) -> None:
+        if event is SessionEvent.SESSION_REESTABLISHED and not self._closing:
+            asyncio.get_running_loop().create_task(self._register())
 
     async def _register(self) -> None:
-        """Announce this broker (ephemeral), as Pulsar does under /loadbalance/brokers."""
+        """Announce this broker (ephemeral), as Pulsar does under /loadbalance/brokers; again
+        after a lost session was replaced, since its ephemeral keys went with it."""
         assert self.store is not None
         info = {"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_service_url,
                 "cluster": self.config.cluster_name}

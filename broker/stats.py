@@ -43,8 +43,8 @@ class BrokerCollector:
             consumers = [c for s in topic.subscriptions.values() for c in s.consumers]
             families["in_messages"].add_metric(labels, topic.counters.messages_in)
             families["in_bytes"].add_metric(labels, topic.counters.bytes_in)
-            families["out_messages"].add_metric(labels, sum(c.messages_out for c in consumers))
-            families["out_bytes"].add_metric(labels, sum(c.bytes_out for c in consumers))
+            families["out_messages"].add_metric(labels, topic.counters.messages_out)
+            families["out_bytes"].add_metric(labels, topic.counters.bytes_out)
             families["producers"].add_metric(labels, len(topic.counters.producers))
             families["subscriptions"].add_metric(labels, len(topic.subscriptions))
             families["consumers"].add_metric(labels, len(consumers))

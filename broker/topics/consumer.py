@@ -16,10 +16,16 @@ class ConsumerConnection(Protocol):
     def writable(self) -> bool: ...
 
 
+class OutCounters(Protocol):
+    messages_out: int
+    bytes_out: int
+
+
 class Consumer:
     """Permits count messages (not entries): a batch entry of n messages costs n permits."""
 
-    def __init__(self, consumer_id: int, name: str, connection: ConsumerConnection, subscription_name: str) -> None:
+    def __init__(self, consumer_id: int, name: str, connection: ConsumerConnection, subscription_name: str,
+                 topic_counters: "OutCounters") -> None:
         self.consumer_id = consumer_id
         self.name = name
         self.connection = connection
@@ -29,18 +35,23 @@ class Consumer:
         """Dispatched but not acknowledged: position → messages in the entry."""
         self.messages_out = 0
         self.bytes_out = 0
-        self.redelivery_counts: dict[Position, int] = {}
+        self._topic_counters = topic_counters
 
     def send_entries(self, entries: list[Entry]) -> None:
-        send, consumer_id = self.connection.send, self.consumer_id
+        send, consumer_id, pending_acks = self.connection.send, self.consumer_id, self.pending_acks
+        messages = size = 0
         for entry in entries:
             position = entry.position
             send(Message(consumer_id=consumer_id, ledger_id=position.ledger_id, entry_id=position.entry_id,
-                         payload=entry.payload, redelivery_count=self.redelivery_counts.pop(position, 0)))
-            self.pending_acks[position] = entry.num_messages
-            self.permits -= entry.num_messages
-            self.messages_out += entry.num_messages
-            self.bytes_out += len(entry.payload)
+                         payload=entry.payload))
+            pending_acks[position] = entry.num_messages
+            messages += entry.num_messages
+            size += len(entry.payload)
+        self.permits -= messages
+        self.messages_out += messages
+        self.bytes_out += size
+        self._topic_counters.messages_out += messages
+        self._topic_counters.bytes_out += size
 
     @property
     def unacked_messages(self) -> int:

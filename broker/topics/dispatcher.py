@@ -109,11 +109,14 @@ class Dispatcher:
             self._loop_task = asyncio.get_running_loop().create_task(self._read_loop())
 
     def _available_permits(self) -> int:
+        """Permits of consumers whose socket accepts writes: a consumer whose kernel buffer is
+        full gets nothing more until it drains (its connection calls ``read_more`` then)."""
         if not self.consumers:
             return 0
         if self.single_active:
-            return max(0, self.consumers[0].permits)
-        return sum(max(0, c.permits) for c in self.consumers)
+            active = self.consumers[0]
+            return max(0, active.permits) if active.connection.writable else 0
+        return sum(max(0, c.permits) for c in self.consumers if c.connection.writable)
 
     async def _read_loop(self) -> None:
         while not self._closed and (permits := self._available_permits()) > 0:
@@ -163,7 +166,7 @@ class Dispatcher:
             for _ in range(count):
                 consumer = self.consumers[self._round_robin % count]
                 self._round_robin += 1
-                if consumer.permits > 0:
+                if consumer.permits > 0 and consumer.connection.writable:
                     consumer.send_entries([entry])
                     break
             else:

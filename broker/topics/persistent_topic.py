@@ -25,7 +25,8 @@ class TopicCounters:
 
     messages_in: int = 0
     bytes_in: int = 0
-    publish_errors: int = 0
+    messages_out: int = 0
+    bytes_out: int = 0
     producers: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
@@ -106,7 +107,8 @@ class PersistentTopic:
         return {
             "msgInCounter": self.counters.messages_in,
             "bytesInCounter": self.counters.bytes_in,
-            "msgOutCounter": sum(c.messages_out for s in self.subscriptions.values() for c in s.consumers),
+            "msgOutCounter": self.counters.messages_out,
+            "bytesOutCounter": self.counters.bytes_out,
             "publishers": [{"producerId": pid, "producerName": name}
                            for (_, pid), name in self.counters.producers.items()],
             "subscriptions": {

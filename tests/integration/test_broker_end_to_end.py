@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -134,3 +136,31 @@ async def test_acknowledged_messages_survive_a_broker_crash(replicated_cluster: 
         assert (await consumer.receive(timeout_millis=10_000)).data() == b"after restart"
         ledgers = topic_stats(cluster, "durable")["ledgers"]
         assert len(ledgers) == 2, "the restarted broker rolled to a new ledger"
+
+
+async def test_broker_serves_pulsar_metrics(cluster: ProcessCluster) -> None:
+    async with Client(cluster.service_url) as client:
+        producer = await client.create_producer("metered")
+        consumer = await client.subscribe("metered", "sub", initial_position=InitialPosition.Earliest)
+        for _ in range(3):
+            await producer.send(b"abc")
+        for _ in range(3):
+            await consumer.acknowledge(await consumer.receive(timeout_millis=10_000))
+    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    labels = '{cluster="standalone",namespace="public/default",topic="persistent://public/default/metered"}'
+    assert f"pulsar_in_messages_total{labels} 3.0" in text
+    assert f"pulsar_out_messages_total{labels} 3.0" in text, "counted after the consumer left"
+    assert f"pulsar_in_bytes_total{labels}" in text
+
+
+def test_a_bad_config_value_stops_the_broker_naming_the_key(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("# a real broker.conf holds many keys we do not use\nloadBalancerEnabled=true\n"
+                    "managedLedgerDefaultAckQuorum=two\n")
+    result = subprocess.run([sys.executable, "-m", "minipulsar", "broker", "--config", str(conf)],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "'loadBalancerEnabled' is not used by minipulsar" in result.stderr
+    assert "managedLedgerDefaultAckQuorum='two': expected an integer" in result.stderr
