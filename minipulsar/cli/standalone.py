@@ -87,8 +87,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def main(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
-    # Plain asyncio rather than uvloop: the launcher only waits on a few pipes, and the stdlib loop
-    # spawns children with preexec_fn and process_group exactly as subprocess.Popen documents.
+    # Plain asyncio rather than uvloop: the launcher only waits on a few pipes.
     return asyncio.run(run_standalone(args))
 
 

@@ -108,20 +108,24 @@ def _load_prctl() -> Callable[..., int] | None:
 _PRCTL = _load_prctl()
 
 
-def die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` asking the kernel to SIGTERM the child when this process dies.
+def die_with_parent(own_process_group: bool = False) -> Callable[[], None]:
+    """A ``preexec_fn`` asking the kernel to SIGTERM the child when this process dies, and
+    (``own_process_group``) making the child lead a process group of its own.
 
     The death signal follows the *thread* that forked, so children must be spawned from the
     thread that lives as long as the launcher (the event loop's, which is the main thread).
+    The group is set here rather than with ``process_group=`` because uvloop's subprocess
+    support lacks that argument.
     """
-    if _PRCTL is None:
-        return None
     prctl, parent_pid = _PRCTL, os.getpid()
 
     def preexec() -> None:
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        if os.getppid() != parent_pid:  # the launcher died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
+        if own_process_group:
+            os.setpgid(0, 0)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+            if os.getppid() != parent_pid:  # the launcher died before prctl took effect
+                os.kill(os.getpid(), signal.SIGTERM)
 
     return preexec
 
@@ -167,7 +171,7 @@ class Child:
                 *self.program, self.role, *self.args,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                preexec_fn=die_with_parent(), process_group=0 if self.own_process_group else None,
+                preexec_fn=die_with_parent(self.own_process_group),
             )
         finally:
             log_file.close()
