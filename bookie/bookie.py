@@ -3,14 +3,22 @@
 Network-free (the request handlers in :mod:`bookie.server` call it) and owned by one event
 loop. Invariants:
 
-- an add is checked against the fence when it is admitted to the journal; once the journal
-  made it durable it goes into the ledger storage, and only then is its callback run;
+- an add is checked against the fence and admitted twice before it reaches the journal: the
+  ledger storage reserves room for it in the write cache (adds wait while there is none:
+  ``bookie_throttled_write_requests``), then the journal queue takes it. Once the journal made
+  it durable it goes into the ledger storage, and only then is its callback run — so a
+  durable add always fits, and a checkpoint that captures a journal's applied mark knows that
+  every record before it is in the storage;
 - fencing sets the flag at once (later adds are refused) and journals a FENCE record in the
   ledger's journal, *after* every add of that ledger already admitted; the fence completes
   when that record is durable, by which time those adds are in the storage too (the journal
   completes records in queue order). So a fencing read sees every add that can still be
-  acknowledged, which is what ledger recovery needs;
-- replay at start applies the same records through the same storage calls.
+  acknowledged, which is what ledger recovery needs. The flag is also persisted by the next
+  checkpoint, so it outlives the journal segment holding the record;
+- start-up replays each journal from the storage's checkpoint through the same storage calls,
+  then checkpoints the replayed records before serving;
+- every read runs on ``read_executor`` (:mod:`bookie.storage.read_executor`), never on the
+  loop — write-cache hits too, as in BookKeeper, so that the read pool's bound covers them.
 """
 
 from __future__ import annotations
@@ -22,12 +30,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bookie import metrics
-from bookie.journal import Journal, JournalSet
+from bookie.journal import Journal, JournalSet, ReplayResult
 from bookie.journal_format import EntryLocation, JournalRecord, RecordType
 from bookie.storage.base import LedgerStorage
-from bookie.storage.journal_storage import JournalLedgerStorage
+from bookie.storage.db_ledger_storage import DbLedgerStorage
 from bookie.storage.ledger_dirs import DiskUsage, LedgerDirs
 from bookie.storage.ledger_state import LedgerState
+from bookie.storage.read_executor import ReadExecutor, ThreadPoolReadExecutor
 from minipulsar.config import BookieConfig
 from minipulsar.errors import LedgerFencedError, NoSuchLedgerError
 
@@ -38,23 +47,36 @@ AddCallback = Callable[[BaseException | None], None]
 
 
 class Bookie:
-    def __init__(self, config: BookieConfig) -> None:
+    def __init__(self, config: BookieConfig, read_executor: ReadExecutor | None = None) -> None:
+        """``read_executor``: where blocking reads run (the process passes its bounded read
+        thread pool); by default a plain pool of ``numReadWorkerThreads`` threads, owned here."""
         self.config = config
         self.journals = JournalSet.from_config(config)
         self.ledger_dirs = LedgerDirs(config.ledger_dirs)
-        self.storage: LedgerStorage = JournalLedgerStorage(
-            self.journals.segment_path, config.num_read_worker_threads)
+        self.storage: LedgerStorage = DbLedgerStorage(config, self.journals)
+        self._own_read_executor: ThreadPoolReadExecutor | None = None
+        if read_executor is None:
+            read_executor = self._own_read_executor = ThreadPoolReadExecutor(config.num_read_worker_threads)
+        self.read_executor: ReadExecutor = read_executor
+        self.replay_results: list[ReplayResult] = []
+        """What each journal's replay at the last start found (diagnostics and tests)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Replay every journal into the storage, then open the journals for appending."""
+        """Open the storage, replay every journal from its checkpoint, checkpoint the replay,
+        then open the journals for appending."""
         loop = asyncio.get_running_loop()
         started = time.monotonic()
+        checkpoint = await loop.run_in_executor(None, self.storage.open)
         for journal in self.journals.journals:
-            result = await loop.run_in_executor(None, journal.replay, self._replay_record)
-            log.info("journal %s: replayed %d records from %d segments%s", journal.directory, result.records,
-                     result.segments, " (discarded a torn or corrupt tail)" if result.lost_tail else "")
+            mark = checkpoint.mark(journal.index)
+            result = await loop.run_in_executor(None, journal.replay, self._replay_record, mark)
+            self.replay_results.append(result)
+            log.info("journal %s: replayed %d records from %d segments after checkpoint %s%s", journal.directory,
+                     result.records, result.segments, mark or "-",
+                     " (discarded a torn or corrupt tail)" if result.lost_tail else "")
+        await loop.run_in_executor(None, self.storage.replay_completed, self.journals.new_checkpoint())
         log.info("replay done in %.2fs: %d ledgers, %d entries", time.monotonic() - started,
                  self.storage.ledger_count, self.storage.entry_count)
         await self.storage.start()
@@ -62,17 +84,20 @@ class Bookie:
         self._update_counts()
 
     async def close(self) -> None:
-        """Finish every queued journal record (their callbacks run), then release the storage."""
+        """Finish every queued journal record (their callbacks run), then checkpoint and
+        release the storage."""
         await self.journals.close()
         # Adds were answered inside the journals' last completions; one more loop turn lets
         # the tasks waiting on the last FENCE records send their answers too.
         await asyncio.sleep(0)
         await self.storage.close()
+        if self._own_read_executor is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._own_read_executor.close)
 
     def _replay_record(self, record: JournalRecord, location: EntryLocation, payload: bytes) -> None:
         # Runs on the replay thread before anything is served: nothing else touches the storage.
         if record.type is RecordType.ADD_ENTRY:
-            self.storage.add_entry(record.ledger_id, record.entry_id, record.lac, payload, location)
+            self.storage.replay_entry(record.ledger_id, record.entry_id, record.lac, payload)
         elif record.type is RecordType.FENCE:
             self.storage.fence(record.ledger_id)
 
@@ -80,22 +105,40 @@ class Bookie:
 
     def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool,
                       callback: AddCallback) -> bool:
-        """Admit an add to its journal; False when the journal is full (see :meth:`add_entry_when_admitted`).
+        """Admit an add to the write cache and its journal; False when either is full (then
+        see :meth:`add_entry_when_admitted`).
 
         Raises:
             LedgerFencedError: the ledger is fenced and this is not a recovery add.
         """
         self._check_not_fenced(ledger_id, recovery)
-        return self.journals.for_ledger(ledger_id).try_add_entry(
-            ledger_id, entry_id, lac, payload, self._on_durable(ledger_id, entry_id, lac, payload, callback))
+        storage = self.storage
+        if not storage.try_admit(ledger_id, len(payload)):
+            return False
+        if self.journals.for_ledger(ledger_id).try_add_entry(
+                ledger_id, entry_id, lac, payload, self._on_durable(ledger_id, entry_id, lac, payload, callback)):
+            return True
+        storage.cancel_admission(ledger_id, len(payload))
+        return False
 
     async def add_entry_when_admitted(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
                                       recovery: bool, callback: AddCallback) -> None:
-        """Wait for room in the journal (FIFO), then admit the add; the fence is checked again."""
+        """Wait for room in the write cache, then in the journal (both FIFO), then admit the
+        add; the fence is checked again."""
+        storage = self.storage
+        await storage.admit(ledger_id, len(payload))
         journal: Journal = self.journals.for_ledger(ledger_id)
-        await journal.wait_for_capacity()
-        self._check_not_fenced(ledger_id, recovery)
-        journal.admit_entry(ledger_id, entry_id, lac, payload, self._on_durable(ledger_id, entry_id, lac, payload, callback))
+        try:
+            self._check_not_fenced(ledger_id, recovery)  # fenced while this add waited?
+            on_durable = self._on_durable(ledger_id, entry_id, lac, payload, callback)
+            if journal.try_add_entry(ledger_id, entry_id, lac, payload, on_durable):
+                return
+            await journal.wait_for_capacity()
+            self._check_not_fenced(ledger_id, recovery)
+        except BaseException:
+            storage.cancel_admission(ledger_id, len(payload))
+            raise
+        journal.admit_entry(ledger_id, entry_id, lac, payload, on_durable)
 
     def _check_not_fenced(self, ledger_id: int, recovery: bool) -> None:
         state = self.storage.ledger(ledger_id)
@@ -107,8 +150,10 @@ class Bookie:
 
         def entry_durable(location: EntryLocation | None, error: BaseException | None) -> None:
             if error is None:
-                storage.add_entry(ledger_id, entry_id, lac, payload, location)
+                storage.add_entry(ledger_id, entry_id, lac, payload)
                 totals.write_bytes += len(payload)
+            else:
+                storage.cancel_admission(ledger_id, len(payload))
             callback(error)
 
         return entry_durable
@@ -148,7 +193,16 @@ class Bookie:
 
     async def read_entries(self, ledger_id: int, first_entry_id: int, count: int,
                            max_bytes: int) -> list[tuple[int, bytes]]:
-        entries = await self.storage.read_entries(ledger_id, first_entry_id, count, max_bytes)
+        """Up to ``count`` consecutive entries from ``first_entry_id`` within ``max_bytes``.
+
+        Raises:
+            NoSuchLedgerError / NoSuchEntryError: unknown ledger / first entry not here.
+            TooManyRequestsError: the read executor refused the read (its queue is full).
+        """
+        self.ledger(ledger_id)
+        storage = self.storage
+        entries = await self.read_executor.submit(
+            ledger_id, lambda: storage.read_entries(ledger_id, first_entry_id, count, max_bytes))
         metrics.TOTALS.read_bytes += sum(len(payload) for _, payload in entries)
         return entries
 

@@ -11,6 +11,15 @@ and is counted per reason, as BookKeeper's ``JOURNAL_NUM_FLUSH_*`` counters do):
 
 Whatever arrives while a group is being written and synced forms the next group, so under
 load groups grow by themselves even with a zero wait.
+
+``journalAdaptiveGroupWrites`` (BookKeeper's "group force writes", default true) decides how
+far a group may grow past those limits. True: once a flush is due, the writer sweeps in
+everything already queued, so one write and one fsync cover whatever piled up meanwhile (the
+group adapts to the load; BookKeeper's force-write thread likewise drains every pending
+request into one fsync). False: a group is closed as soon as it reaches
+``journalBufferedWritesThreshold`` or ``journalBufferedEntriesThreshold``
+(:meth:`GroupCommitPolicy.group_full`); what is left in the queue forms the next groups, each
+with its own write and fsync: smaller, more regular groups, more fsyncs.
 """
 
 from __future__ import annotations
@@ -41,6 +50,8 @@ class GroupCommitPolicy:
     """journalBufferedEntriesThreshold (0 = off, as in BookKeeper)."""
     flush_when_queue_empty: bool = False
     """journalFlushWhenQueueEmpty (false in BookKeeper and Pulsar)."""
+    adaptive_group_writes: bool = True
+    """journalAdaptiveGroupWrites (true in BookKeeper and Pulsar): see the module docstring."""
 
     def __post_init__(self) -> None:
         if self.max_group_wait_s < 0:
@@ -62,6 +73,14 @@ class GroupCommitPolicy:
         if queue_empty and self.flush_when_queue_empty:
             return FlushReason.EMPTY_QUEUE
         return None
+
+    def group_full(self, entries: int, pending_bytes: int) -> bool:
+        """True when a group must take no more records: only without adaptive group writes,
+        once a size threshold is reached."""
+        if self.adaptive_group_writes:
+            return False
+        return pending_bytes >= self.buffered_writes_threshold_bytes or \
+            (self.buffered_entries_threshold > 0 and entries >= self.buffered_entries_threshold)
 
     def wait_s(self, oldest_wait_s: float) -> float:
         """How long the thread may block for more records before the oldest one is due."""

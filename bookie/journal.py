@@ -15,7 +15,11 @@ Invariants:
   :meth:`wait_for_capacity` (FIFO) — adds are slowed down, never dropped;
 - a failed write or sync fails the group and every later add: the file position is no
   longer trustworthy, so the journal stops accepting instead of guessing;
-- segments roll at ``journalMaxSizeMB`` after a group, never inside one.
+- segments roll at ``journalMaxSizeMB`` after a group, never inside one;
+- :attr:`Journal.applied_mark` is the end of the last group whose records were all completed
+  on the loop (for adds: put into the ledger storage). It is what a checkpoint captures; the
+  segments wholly before a persisted checkpoint are deleted (:meth:`Journal.trim`), and a
+  restart replays only from it (:meth:`Journal.replay`).
 """
 
 from __future__ import annotations
@@ -39,12 +43,22 @@ from bookie.journal_format import (
     RECORD_HEADER_SIZE,
     EntryLocation,
     JournalRecord,
+    LogMark,
     RecordType,
-    ScannedRecord,
     ScanEnd,
+    ScannedRecord,
     encode_record,
 )
-from bookie.journal_segment import SegmentScan, SegmentWriter, list_segments, replay_directory, scan_segment, segment_path
+from bookie.journal_segment import (
+    SegmentScan,
+    SegmentWriter,
+    delete_segments_before,
+    list_segments,
+    replay_directory,
+    scan_segment,
+    segment_path,
+)
+from bookie.storage.checkpoint import Checkpoint
 from minipulsar.config import BookieConfig
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError, UnknownServerError
 
@@ -78,6 +92,7 @@ class JournalSettings:
                 buffered_writes_threshold_bytes=config.journal_buffered_writes_threshold,
                 buffered_entries_threshold=config.journal_buffered_entries_threshold,
                 flush_when_queue_empty=config.journal_flush_when_queue_empty,
+                adaptive_group_writes=config.journal_adaptive_group_writes,
             ),
             sync_data=config.journal_sync_data,
             max_segment_bytes=config.journal_max_size_mb * MIB,
@@ -107,6 +122,8 @@ class ReplayResult:
     records: int = 0
     lost_tail: bool = False
     """The last segment ended with a torn or corrupt record (discarded)."""
+    end_mark: LogMark | None = None
+    """The end of the last valid record replayed (or the start mark when nothing followed it)."""
 
 
 OnDurable = Callable[[EntryLocation | None, BaseException | None], None] | asyncio.Future
@@ -162,11 +179,15 @@ class Journal:
         self._last_scan: SegmentScan | None = None
         self._failure: MiniPulsarError | None = None
         self._closing = False
+        self.applied_mark: LogMark | None = None
+        """End of the last group completed on the loop (see the module docstring)."""
 
     # -- start: replay, then open the segment to append to -------------------------------------
 
-    def replay(self, visit: ReplayVisitor) -> ReplayResult:
-        """Replay every valid record, oldest first. Blocking: run it on a worker thread."""
+    def replay(self, visit: ReplayVisitor, start: LogMark | None = None) -> ReplayResult:
+        """Replay every valid record from ``start`` (a checkpoint's mark; None: from the first
+        segment), oldest first, and set :attr:`applied_mark` to where the replay ended.
+        Blocking: run it on a worker thread, before :meth:`start`."""
         self.directory.mkdir(parents=True, exist_ok=True)
         index = self.index
 
@@ -174,10 +195,27 @@ class Journal:
             visit(item.record, EntryLocation(index, segment_id, item.payload_offset, len(item.payload)),
                   item.payload)
 
-        scans = replay_directory(self.directory, on_record)
+        scans = replay_directory(self.directory, on_record, start)
         self._last_scan = scans[-1] if scans else None
         lost_tail = bool(scans) and scans[-1].end is not ScanEnd.CLEAN
-        return ReplayResult(len(scans), sum(s.records for s in scans), lost_tail)
+        end_mark = start
+        for scan in scans:
+            if scan.header_ok:
+                end_mark = LogMark(scan.segment_id, scan.end_offset)
+        self.applied_mark = end_mark
+        return ReplayResult(len(scans), sum(s.records for s in scans), lost_tail, end_mark)
+
+    def trim(self, mark: LogMark | None) -> list[int]:
+        """Delete the segments wholly before ``mark`` (a persisted checkpoint's); blocking.
+
+        Safe beside the writer thread: it only ever appends to the newest segment, which is
+        at or after any mark."""
+        if mark is None:
+            return []
+        deleted = delete_segments_before(self.directory, mark.segment_id)
+        if deleted:
+            log.info("journal %s: deleted %d segment(s) before checkpoint %s", self.directory, len(deleted), mark)
+        return deleted
 
     async def start(self) -> None:
         """Open (or create) the segment to append to and start the writer thread."""
@@ -194,8 +232,12 @@ class Journal:
         self.directory.mkdir(parents=True, exist_ok=True)
         settings = self.settings
         segment_ids = list_segments(self.directory)
-        if not segment_ids:
-            return self._create_segment(1)
+        # Never append below the replay's end: records there would sit before a checkpoint
+        # mark and be skipped by the next replay (only reachable if segments were removed
+        # by hand, but then new ones start after the mark).
+        floor = self.applied_mark.segment_id if self.applied_mark is not None else 0
+        if not segment_ids or segment_ids[-1] < floor:
+            return self._create_segment(max(floor, segment_ids[-1] if segment_ids else 0) + 1)
         last = segment_ids[-1]
         scan = self._last_scan
         if scan is None or scan.segment_id != last:
@@ -272,6 +314,7 @@ class Journal:
             return
         waiter = self._loop.create_future()
         self._waiters.append(waiter)
+        self._wake_waiters()  # the queue may have room already (the caller waited for something else)
         try:
             await waiter
         finally:
@@ -302,8 +345,9 @@ class Journal:
         self._queue.put(item)
 
     def _group_done(self, group: list[_Pending], locations: list[EntryLocation] | None,
-                    error: MiniPulsarError | None) -> None:
-        """On the loop, once per group: complete every record, in queue order, then admit waiters."""
+                    error: MiniPulsarError | None, end_mark: LogMark | None = None) -> None:
+        """On the loop, once per group: complete every record, in queue order, then move
+        :attr:`applied_mark` past the group and admit waiters."""
         if error is not None and self._failure is None:
             self._failure = error
         if locations is None:
@@ -313,6 +357,8 @@ class Journal:
             self._queued_bytes -= item.size
             _complete(item.on_durable, None if locations is None else locations[i], error)
         metrics.TOTALS.journal_queued -= len(group)
+        if end_mark is not None:
+            self.applied_mark = end_mark
         self._wake_waiters()
 
     async def close(self) -> None:
@@ -355,12 +401,14 @@ class Journal:
         group_bytes, stopping = 0, False
         while True:
             item = self._next_item(group)
-            while item is not None:  # drain whatever is queued: it all joins this group
+            while item is not None:  # drain whatever is queued: it joins this group (see group_full)
                 if item is _STOP:
                     stopping = True
                 else:
                     group.append(item)
                     group_bytes += item.size
+                    if policy.group_full(len(group), group_bytes):
+                        break
                 item = _get_nowait(q)
             if not group:
                 if stopping:
@@ -419,7 +467,7 @@ class Journal:
             self._call_on_loop(self._group_done, group, None, failure)
             return
         self._account(group, offset - (locations[0].offset - RECORD_HEADER_SIZE), reason)
-        self._call_on_loop(self._group_done, group, locations, None)
+        self._call_on_loop(self._group_done, group, locations, None, LogMark(segment_id, offset))
         if writer.position >= self.settings.max_segment_bytes:
             self._roll()
 
@@ -444,12 +492,17 @@ class Journal:
         """Close the full segment (synced) and start the next one."""
         writer = self._writer
         assert writer is not None
+        started = time.monotonic()
+        log.info("journal %s: rolling over from segment %x at %d bytes", self.directory, writer.segment_id,
+                 writer.position)
         try:
             if not self.settings.sync_data:
                 writer.sync()
             writer.close()
             self._writer = self._create_segment(writer.segment_id + 1)
             self.stats.rolls += 1
+            log.info("journal %s: rolled over to segment %x in %.1f ms", self.directory, self._writer.segment_id,
+                     (time.monotonic() - started) * 1000)
         except OSError as exc:
             log.error("journal %s: cannot roll to a new segment, refusing further adds: %s", self.directory, exc)
             self._failure = UnknownServerError(f"journal roll failed: {exc}")
@@ -486,6 +539,17 @@ class JournalSet:
     @property
     def queued_entries(self) -> int:
         return sum(j.queued_entries for j in self.journals)
+
+    # -- the checkpoint source of the ledger storage ---------------------------------------------
+
+    def new_checkpoint(self) -> Checkpoint:
+        """On the loop: each journal's :attr:`Journal.applied_mark`."""
+        return Checkpoint(tuple(journal.applied_mark for journal in self.journals))
+
+    def checkpoint_complete(self, checkpoint: Checkpoint) -> None:
+        """Blocking: ``checkpoint`` is persisted; each journal deletes its segments wholly before it."""
+        for journal in self.journals:
+            journal.trim(checkpoint.mark(journal.index))
 
 
 def _get_nowait(q: queue.SimpleQueue) -> Any:

@@ -68,6 +68,17 @@ class EntryLocation(NamedTuple):
     length: int
 
 
+class LogMark(NamedTuple):
+    """A position in one journal: every byte before ``offset`` of segment ``segment_id``, and
+    every earlier segment. Marks order as tuples (BookKeeper: ``LogMark(logFileId, logFileOffset)``)."""
+
+    segment_id: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.segment_id:x}:{self.offset}"
+
+
 class ScanEnd(enum.Enum):
     """Why a segment scan stopped; only the last two mean lost bytes."""
 

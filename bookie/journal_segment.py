@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bookie.journal_format import (
     SEGMENT_HEADER_SIZE,
+    LogMark,
     ScanEnd,
     ScannedRecord,
     decode_segment_header,
@@ -58,13 +59,16 @@ class SegmentScan:
     header_ok: bool
 
 
-def scan_segment(path: Path, segment_id: int, visit) -> SegmentScan:
-    """Call ``visit(scanned_record)`` for each valid record of one segment, in order."""
+def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT_HEADER_SIZE) -> SegmentScan:
+    """Call ``visit(scanned_record)`` for each valid record of one segment from ``start_offset``
+    (a record boundary: the header's end, or a checkpoint mark), in order."""
     with open(path, "rb", buffering=_READ_BUFFER_BYTES) as stream:
         if decode_segment_header(stream.read(SEGMENT_HEADER_SIZE)) != segment_id:
             return SegmentScan(segment_id, 0, ScanEnd.CORRUPT, 0, header_ok=False)
-        offset, records = SEGMENT_HEADER_SIZE, 0
-        for item in scan_records(stream, SEGMENT_HEADER_SIZE):
+        start_offset = max(start_offset, SEGMENT_HEADER_SIZE)
+        stream.seek(start_offset)
+        offset, records = start_offset, 0
+        for item in scan_records(stream, start_offset):
             if isinstance(item, ScannedRecord):
                 visit(item)
                 offset = item.payload_offset + len(item.payload)
@@ -158,21 +162,24 @@ class SegmentWriter:
             self._fd = -1
 
 
-def replay_directory(directory: Path, visit) -> list[SegmentScan]:
-    """Scan every segment of ``directory`` in order; ``visit(segment_id, scanned_record)``.
+def replay_directory(directory: Path, visit, start: LogMark | None = None) -> list[SegmentScan]:
+    """Scan the segments of ``directory`` in order from ``start``; ``visit(segment_id, scanned_record)``.
 
-    A segment whose data ends torn or corrupt is reported and the scan goes on with the next
-    segment: only the very last segment can legitimately end torn (a crash mid-write);
-    anything else is logged as lost data.
+    ``start`` (a checkpoint's mark) skips every segment before ``start.segment_id`` and the
+    bytes of that segment before ``start.offset``: what they hold is already in the ledger
+    storage. A segment whose data ends torn or corrupt is reported and the scan goes on with
+    the next segment: only the very last segment can legitimately end torn (a crash
+    mid-write); anything else is logged as lost data.
     """
     scans = []
-    segment_ids = list_segments(directory)
+    segment_ids = [s for s in list_segments(directory) if start is None or s >= start.segment_id]
     for segment_id in segment_ids:
+        offset = start.offset if start is not None and segment_id == start.segment_id else SEGMENT_HEADER_SIZE
         scan = scan_segment(segment_path(directory, segment_id), segment_id,
-                            lambda item, sid=segment_id: visit(sid, item))
+                            lambda item, sid=segment_id: visit(sid, item), offset)
         scans.append(scan)
         if not scan.header_ok:
-            log.warning("journal %s: segment %s has no valid header; skipped", directory, segment_id)
+            log.warning("journal %s: segment %x has no valid header; skipped", directory, segment_id)
         elif scan.end is not ScanEnd.CLEAN:
             is_last = segment_id == segment_ids[-1]
             (log.info if is_last else log.warning)(
@@ -180,3 +187,22 @@ def replay_directory(directory: Path, visit) -> list[SegmentScan]:
                 scan.end.value, scan.end_offset, scan.records,
                 " (a crash mid-write; the tail is discarded)" if is_last else "")
     return scans
+
+
+def delete_segments_before(directory: Path, segment_id: int) -> list[int]:
+    """Delete every segment file whose id is below ``segment_id``; returns the ids deleted.
+
+    Used once a checkpoint made everything before a mark durable in the ledger storage: those
+    segments lie wholly before the mark. The segment holding the mark (and any later one,
+    including the one being appended to) is never touched.
+    """
+    deleted = []
+    for old in list_segments(directory):
+        if old >= segment_id:
+            break
+        try:
+            os.unlink(segment_path(directory, old))
+        except FileNotFoundError:
+            continue
+        deleted.append(old)
+    return deleted

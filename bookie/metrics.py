@@ -12,7 +12,10 @@ several bookies share them.
 
 from __future__ import annotations
 
-from prometheus_client import Gauge, Histogram
+import weakref
+
+from prometheus_client import REGISTRY, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
 
 LATENCY_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 GROUP_SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
@@ -78,3 +81,43 @@ READ_BYTES.set_function(lambda: TOTALS.read_bytes)
 SERVER_STATUS = Gauge("bookie_SERVER_STATUS", "1 while the bookie is writable, 0 when read-only or stopped")
 LEDGERS_COUNT = Gauge("bookie_ledgers_count", "Ledgers this bookie holds")
 ENTRIES_COUNT = Gauge("bookie_entries_count", "Entries this bookie holds")
+
+LEDGER_WRITABLE_DIRS = Gauge("bookie_ledger_writable_dirs", "Ledger dirs below diskUsageThreshold (writable)")
+
+# -- the read thread pool (bookie/read_pool.py) ----------------------------------------------------
+
+READ_ENTRY_REJECTED = Gauge(
+    "bookkeeper_server_READ_ENTRY_REJECTED",
+    "Reads refused with TooManyRequests: their read thread's queue was full (monotonic)")
+READ_POOL_TASK_QUEUED = Histogram(
+    "bookkeeper_server_BookieReadThreadPool_task_queued",
+    "Read thread pool: task submitted to task started (ms)", buckets=LATENCY_BUCKETS_MS)
+READ_POOL_TASK_EXECUTION = Histogram(
+    "bookkeeper_server_BookieReadThreadPool_task_execution",
+    "Read thread pool: task run time (ms)", buckets=LATENCY_BUCKETS_MS)
+READ_POOLS: weakref.WeakSet = weakref.WeakSet()
+"""Open :class:`bookie.read_pool.ReadThreadPool` objects (one per bookie; tests may hold several)."""
+
+
+class _ReadPoolQueues:
+    """``bookkeeper_server_BookieReadThreadPool_queue_<i>``: tasks pending on read thread i (the
+    per-thread names of BookKeeper's OrderedExecutor), and the configured bound per thread."""
+
+    def describe(self) -> list:
+        return []  # names depend on the thread count: do not reserve them at registration
+
+    def collect(self):
+        pools = list(READ_POOLS)
+        threads = max((len(pool.pending) for pool in pools), default=0)
+        for index in range(threads):
+            family = GaugeMetricFamily(f"bookkeeper_server_BookieReadThreadPool_queue_{index}",
+                                       f"Reads queued or running on read thread {index}")
+            family.add_metric([], sum(pool.pending[index] for pool in pools if index < len(pool.pending)))
+            yield family
+        family = GaugeMetricFamily("bookkeeper_server_BookieReadThreadPool_max_queue_size",
+                                   "maxPendingReadRequestsPerThread: reads past it are rejected")
+        family.add_metric([], max((pool.pending_per_thread_max for pool in pools), default=0))
+        yield family
+
+
+REGISTRY.register(_ReadPoolQueues())

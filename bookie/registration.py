@@ -2,7 +2,9 @@
 
 Brokers pick ensembles among the children of ``/ledgers/available`` (DESIGN §4). The key is
 ephemeral, so it disappears when the bookie's session ends — cleanly (unregister, close) or
-because the bookie died and stopped heart-beating.
+because the bookie died and stopped heart-beating. A read-only bookie (every ledger dir full)
+is registered under ``/ledgers/available/readonly/{bookie_id}`` instead: brokers skip the
+``readonly`` child when they place new ledgers, and still read from it.
 
 Invariants:
 - the key is created create-only. A key that carries this bookie's own instance id was left
@@ -12,7 +14,11 @@ Invariants:
   plus a margin; a key that stays means another live bookie has this id;
 - while registered, the key is re-created whenever it goes away: on a session event (lost,
   re-established, reconnected) or a ``deleted`` notification for the key, retrying with
-  back-off until it succeeds or the bookie stops.
+  back-off until it succeeds or the bookie stops;
+- a move between the writable and the read-only path (:meth:`set_read_only`) goes through the
+  same retrying task: create the key at the new path first, then delete this bookie's key at
+  the old one (as BookKeeper does), so the bookie is never missing from both. A key at the old
+  path is deleted only if it carries this bookie's instance id.
 """
 
 from __future__ import annotations
@@ -22,12 +28,13 @@ import json
 import logging
 import time
 
-from minipulsar.errors import AlreadyExistsError, MiniPulsarError, NotFoundError
+from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError, NotFoundError
 from minipulsar.metadata.store import MetadataStore, Notification, NotificationType, SessionEvent, NOT_EXISTS
 
 log = logging.getLogger(__name__)
 
 AVAILABLE_PATH = "/ledgers/available"
+READONLY_PATH = f"{AVAILABLE_PATH}/readonly"
 DEFAULT_RACK = "/default-rack"
 RETRY_DELAY_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 POLL_INTERVAL_S = 0.1
@@ -37,20 +44,31 @@ class BookieIdInUseError(MiniPulsarError):
     """Another live bookie holds this bookie id's registration."""
 
 
-def registration_path(bookie_id: str) -> str:
-    return f"{AVAILABLE_PATH}/{bookie_id}"
+def registration_path(bookie_id: str, read_only: bool = False) -> str:
+    return f"{READONLY_PATH if read_only else AVAILABLE_PATH}/{bookie_id}"
 
 
 class BookieRegistration:
-    def __init__(self, store: MetadataStore, bookie_id: str, info: dict, session_timeout_ms: int) -> None:
+    def __init__(self, store: MetadataStore, bookie_id: str, info: dict, session_timeout_ms: int,
+                 read_only: bool = False) -> None:
         self.store = store
         self.bookie_id = bookie_id
-        self.path = registration_path(bookie_id)
+        self.read_only = read_only
         self.value = json.dumps(info, sort_keys=True).encode()
+        self._instance_id = info.get("instanceId")
         self._session_timeout_s = session_timeout_ms / 1000
         self._registered = False
         self._task: asyncio.Task[None] | None = None
         self._again = False
+
+    @property
+    def path(self) -> str:
+        """Where the key belongs now (the writable or the read-only path)."""
+        return registration_path(self.bookie_id, self.read_only)
+
+    @property
+    def other_path(self) -> str:
+        return registration_path(self.bookie_id, not self.read_only)
 
     async def register(self) -> None:
         """Create the key, waiting out a stale one; then keep it alive.
@@ -59,6 +77,7 @@ class BookieRegistration:
             BookieIdInUseError: the key stayed beyond the session timeout.
         """
         self.store.watch(self.path, self._on_notification)
+        self.store.watch(self.other_path, self._on_notification)
         self.store.add_session_listener(self._on_session_event)
         deadline = time.monotonic() + self._session_timeout_s * 1.5 + 2.0
         waited = False
@@ -76,17 +95,25 @@ class BookieRegistration:
             await asyncio.sleep(POLL_INTERVAL_S)
         self._registered = True
         log.info("registered as %s", self.path)
+        try:
+            await self._delete_own_key(self.other_path)  # a previous run's, if it was in the other mode
+        except MiniPulsarError as exc:  # it expires with that run's session anyway
+            log.warning("could not check %s for a key of a previous run: %s", self.other_path, exc)
+
+    def set_read_only(self, read_only: bool) -> None:
+        """Move the key to the read-only path (True) or back (False), in the background."""
+        if read_only == self.read_only:
+            return
+        self.read_only = read_only
+        log.info("moving the registration to %s", self.path)
+        self._ensure_registered()
 
     async def _replace_own_stale_key(self) -> bool:
         """Delete the existing key if a previous run of this bookie left it; True if deleted."""
         existing = await self.store.get(self.path)
         if existing is None:
             return True
-        try:
-            owner = json.loads(existing.value).get("instanceId")
-        except (ValueError, AttributeError):
-            return False
-        if owner is None or owner != json.loads(self.value).get("instanceId"):
+        if not self._is_own(existing.value):
             return False
         log.info("%s was left by a previous run of this bookie; replacing it", self.path)
         try:
@@ -94,6 +121,25 @@ class BookieRegistration:
         except (NotFoundError, MiniPulsarError):
             pass
         return True
+
+    def _is_own(self, value: bytes) -> bool:
+        """The key was written by this bookie (this run or an earlier one: same instance id)."""
+        try:
+            owner = json.loads(value).get("instanceId")
+        except (ValueError, AttributeError):
+            return False
+        return owner is not None and owner == self._instance_id
+
+    async def _delete_own_key(self, path: str) -> None:
+        """Delete the key at ``path`` if this bookie wrote it."""
+        existing = await self.store.get(path)
+        if existing is None or not self._is_own(existing.value):
+            return
+        try:
+            await self.store.delete(path, existing.version)
+            log.info("deleted %s", path)
+        except (NotFoundError, BadVersionError):
+            pass  # gone already, or rewritten since we read it (then no longer ours to judge)
 
     async def _create(self) -> bool:
         """True when the key is created by us now; False when a key is already there."""
@@ -108,12 +154,16 @@ class BookieRegistration:
         self._registered = False
         if self._task is not None:
             self._task.cancel()
-        try:
-            await self.store.delete(self.path)
-        except NotFoundError:
-            pass
-        except MiniPulsarError as exc:
-            log.warning("could not delete %s: %s", self.path, exc)
+        for path in (self.path, self.other_path):  # both, in case a move was half done
+            try:
+                if path == self.path:
+                    await self.store.delete(path)
+                else:
+                    await self._delete_own_key(path)
+            except NotFoundError:
+                pass
+            except MiniPulsarError as exc:
+                log.warning("could not delete %s: %s", path, exc)
 
     # -- keeping the key alive ------------------------------------------------------------------
 
@@ -140,8 +190,9 @@ class BookieRegistration:
             self._again = False
             try:
                 if await self._create():
-                    log.info("re-registered as %s", self.path)
+                    log.info("registered as %s", self.path)
                 # else: the key is there — ours, or a stale one whose deletion will notify us.
+                await self._delete_own_key(self.other_path)
                 if not self._again:
                     return
             except MiniPulsarError as exc:

@@ -3,8 +3,14 @@
 ADD_ENTRY is handled synchronously in the read path: admitted to the journal and answered
 from the journal's group-completion callback, without a task per add. Only when the journal
 is full does an add wait in a task; the connection then stops reading until every waiting
-add is admitted (TCP back-pressure instead of unbounded buffering). Reads, fencing and
-BOOKIE_INFO run as tasks: they wait for the disk or for a durable fence record.
+add is admitted (TCP back-pressure instead of unbounded buffering). Reads and fencing run as
+tasks: they wait for the disk or for a durable fence record.
+
+While the bookie is read-only (every ledger dir full, see :mod:`bookie.disk_monitor`) adds are
+refused with BookieReadOnly before they reach the journal — except recovery adds, which ledger
+recovery needs to close a ledger — and reads are served as usual. Reads beyond the read
+thread pool's bound are refused with TooManyRequests (:mod:`bookie.read_pool`). BOOKIE_INFO
+answers from memory (:mod:`bookie.load`).
 
 Requests with out-of-range numbers are refused with InvalidCommand (the schema has already
 checked the types).
@@ -19,8 +25,10 @@ from typing import Any
 
 from bookie import metrics
 from bookie.bookie import Bookie
+from bookie.disk_monitor import LedgerDirsMonitor
 from bookie.journal_format import INT64_MAX
-from minipulsar.errors import InvalidCommand
+from bookie.load import BookieLoad
+from minipulsar.errors import BookieReadOnlyError, InvalidCommand
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.commands import (
     AddEntry,
@@ -44,10 +52,13 @@ READ_COUNT_MAX = 10_000
 class BookieConnection(ServerConnection):
     SERVER_VERSION = "minipulsar-bookie"
 
-    def __init__(self, bookie: Bookie, bookie_id: str, **kwargs: Any) -> None:
+    def __init__(self, bookie: Bookie, bookie_id: str, *, disk_monitor: LedgerDirsMonitor, load: BookieLoad,
+                 **kwargs: Any) -> None:
         super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
         self.bookie = bookie
         self.bookie_id = bookie_id
+        self.disk_monitor = disk_monitor
+        self.load = load
         self._adds_waiting = 0
 
     # -- ADD_ENTRY ------------------------------------------------------------------------------
@@ -61,6 +72,8 @@ class BookieConnection(ServerConnection):
         metrics.TOTALS.adds_in_progress += 1
         callback = lambda error: self._add_done(cmd, started, error)  # noqa: E731
         try:
+            if self.disk_monitor.read_only and not cmd.recovery:
+                raise BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: its ledger dirs are full")
             admitted = self.bookie.try_add_entry(cmd.ledger_id, cmd.entry_id, cmd.lac, cmd.payload,
                                                  cmd.recovery, callback)
         except Exception as error:
@@ -147,11 +160,10 @@ class BookieConnection(ServerConnection):
     # -- BOOKIE_INFO ----------------------------------------------------------------------------
 
     @handles(BookieInfo)
-    async def bookie_info(self, cmd: BookieInfo) -> None:
-        usage = await self.bookie.disk_usage()
-        self.send(BookieInfoResponse(id=cmd.id, free_disk_bytes=usage.free_bytes,
-                                     total_disk_bytes=usage.total_bytes,
-                                     info={"bookieId": self.bookie_id, **self.bookie.info()}))
+    def bookie_info(self, cmd: BookieInfo) -> None:
+        free, total = self.load.disk_space()
+        self.send(BookieInfoResponse(id=cmd.id, free_disk_bytes=free, total_disk_bytes=total,
+                                     info={"bookieId": self.bookie_id, **self.bookie.info(), **self.load.report()}))
 
 
 def _check_id(name: str, value: int, minimum: int) -> None:

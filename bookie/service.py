@@ -1,10 +1,18 @@
-"""A whole bookie process: the bookie, its listener, its HTTP server and its registration.
+"""A whole bookie process: the bookie, its read thread pool, its disk monitor and load report,
+its listener, its HTTP server and its registration.
 
-Start: check the cookies, replay the journals, open them, listen, serve HTTP, then register
-under ``/ledgers/available`` (so brokers only see a bookie that already serves).
-Stop: first stop taking work (stop accepting connections and reading requests), let every
-journal group in flight be written, synced and answered, close the journals, then delete
-the registration and close the metadata session.
+Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
+listen, serve HTTP, then register under ``/ledgers/available`` — or, when every ledger dir is
+already full, under ``/ledgers/available/readonly`` (so brokers only see a bookie that already
+serves, in the state it serves in).
+While serving: the disk monitor turns the bookie read-only when no ledger dir is writable
+(adds refused with BookieReadOnly, the registration moved to the read-only path) and back once
+usage falls below ``diskUsageLwmThreshold``; with ``readOnlyModeEnabled=false`` it stops the
+bookie instead, as BookKeeper does.
+Stop: first stop taking work (stop accepting connections and reading requests), answer the
+reads already queued and stop the read pool, let every journal group in flight be written,
+synced and answered, close the journals and the storage, then delete the registration and
+close the metadata session.
 """
 
 from __future__ import annotations
@@ -20,6 +28,9 @@ from bookie import metrics
 from bookie.bookie import Bookie
 from bookie.cookie import check_cookies, record_bookie_id
 from bookie.dir_lock import DirectoryLocks
+from bookie.disk_monitor import LedgerDirsMonitor
+from bookie.load import BookieLoad
+from bookie.read_pool import ReadThreadPool
 from bookie.registration import DEFAULT_RACK, BookieRegistration
 from bookie.server import BookieConnection
 from minipulsar.config import BookieConfig
@@ -34,10 +45,17 @@ METADATA_CLOSE_TIMEOUT_S = 5.0
 
 
 class BookieService:
-    def __init__(self, config: BookieConfig, store: MetadataStore | None = None) -> None:
-        """``store``: an already open metadata store (tests); else one is opened from the config."""
+    def __init__(self, config: BookieConfig, store: MetadataStore | None = None,
+                 stop: asyncio.Event | None = None) -> None:
+        """``store``: an already open metadata store (tests); else one is opened from the config.
+        ``stop``: set when the bookie must shut down by itself (every ledger dir full and
+        read-only mode disabled); the process then stops it as on SIGTERM."""
         self.config = config
-        self.bookie = Bookie(config)
+        self.read_pool = ReadThreadPool(config.num_read_worker_threads, config.max_pending_read_requests_per_thread)
+        self.bookie = Bookie(config, read_executor=self.read_pool)
+        self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed)
+        self.load = BookieLoad(config.journal_dirs, config.ledger_dirs, self.disk_monitor, self.read_pool)
+        self._stop_event = stop
         self.store = store
         self._owns_store = store is None
         self.listener = Listener(self._new_connection)
@@ -54,13 +72,15 @@ class BookieService:
         return f"{self.host}:{self.port}"
 
     def _new_connection(self) -> BookieConnection:
-        return BookieConnection(self.bookie, self.bookie_id)
+        return BookieConnection(self.bookie, self.bookie_id, disk_monitor=self.disk_monitor, load=self.load)
 
     async def start(self) -> None:
         config, loop = self.config, asyncio.get_running_loop()
         journal_dirs = [Path(d) for d in config.journal_dirs]
         cookie = await loop.run_in_executor(None, self._prepare_dirs, journal_dirs)
         await self.bookie.start()
+        await self.disk_monitor.start()
+        await self.load.start()
         bound_host, self.port = await self.listener.start(config.bind_address, config.port)
         self.host = config.advertised_address or _advertised_host(bound_host)
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
@@ -73,9 +93,9 @@ class BookieService:
             "ledgerDirs": [str(Path(d).resolve()) for d in config.ledger_dirs],
             "rack": DEFAULT_RACK,
             "instanceId": cookie.instanceId,
-        }, config.session_timeout_ms)
+        }, config.session_timeout_ms, read_only=self.disk_monitor.read_only)
         await self.registration.register()
-        metrics.SERVER_STATUS.set(1)
+        metrics.SERVER_STATUS.set(0 if self.disk_monitor.read_only else 1)
         log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
                  ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
 
@@ -85,6 +105,21 @@ class BookieService:
             (directory / "current").mkdir(parents=True, exist_ok=True)
         self._locks.acquire([d / "current" for d in [*journal_dirs, *self.bookie.ledger_dirs.dirs]])
         return check_cookies(journal_dirs, self.bookie.ledger_dirs.dirs)
+
+    def _writable_changed(self, writable: bool) -> None:
+        """The disk monitor found the first writable ledger dir again, or lost the last one."""
+        if not writable and not self.config.read_only_mode_enabled:
+            log.error("every ledger dir is full and readOnlyModeEnabled=false: shutting the bookie down")
+            if self._stop_event is not None:
+                self._stop_event.set()
+            return
+        log.warning("bookie %s is now %s", self.bookie_id, "writable" if writable else
+                    "read-only: every ledger dir is above diskUsageThreshold; adds are refused")
+        if self._stopped:
+            return
+        if self.registration is not None:
+            self.registration.set_read_only(not writable)
+            metrics.SERVER_STATUS.set(1 if writable else 0)
 
     async def stop(self) -> None:
         """Finish what was accepted, then leave: see the module docstring for the order."""
@@ -96,6 +131,11 @@ class BookieService:
         for connection in list(self.listener.connections):
             if connection.transport is not None and not connection.transport.is_closing():
                 connection.transport.pause_reading()
+        await self.disk_monitor.close()
+        await self.load.close()
+        # Reads already queued run against the still-open storage and are answered; a fencing
+        # read still waiting for its journal record is then refused with ServiceNotReady.
+        await asyncio.to_thread(self.read_pool.close)
         await self.bookie.close()
         await self.listener.close()
         await self.http.close()
@@ -112,13 +152,13 @@ class BookieService:
         log.info("bookie %s stopped", self.bookie_id)
 
     async def _http_info(self, request: web.Request) -> web.Response:
-        usage = await self.bookie.disk_usage()
+        free, total = self.load.disk_space()
         return web.json_response({
             "bookieId": self.bookie_id,
-            "freeSpace": usage.free_bytes,
-            "totalSpace": usage.total_bytes,
-            "state": "writable",
+            "freeSpace": free,
+            "totalSpace": total,
             **self.bookie.info(),
+            **self.load.report(),
         })
 
 

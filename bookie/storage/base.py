@@ -1,36 +1,71 @@
-"""The ledger-storage interface: what the request handlers need from wherever entries live.
+"""The ledger-storage interface: what the bookie needs from wherever entries live.
 
-The journal makes a record durable first; the bookie then hands it to the storage
-(:meth:`LedgerStorage.add_entry`, :meth:`LedgerStorage.fence`) on the event loop, and the
-same calls rebuild the storage from a journal replay at start. The first cut
-(:mod:`bookie.storage.journal_storage`) keeps entries in the journal segments; the storage
-engine of issue 3 (write cache, entry logs, index, checkpoints) implements the same interface.
+The order of an add, which every implementation relies on:
+
+1. admission, on the loop: :meth:`LedgerStorage.try_admit` (or ``await admit``) reserves room
+   in the write cache *before* the journal write — an add the journal made durable must
+   never find the storage full;
+2. the journal makes the record durable;
+3. the journal's group completion, on the loop, calls :meth:`LedgerStorage.add_entry`, and
+   only then is the add acknowledged. (:meth:`LedgerStorage.cancel_admission` gives the room
+   back when step 2 fails or the add is refused.)
+
+Checkpoints (see :mod:`bookie.storage.checkpoint`) rely on step 3 running in journal order on
+the loop. At start, :meth:`LedgerStorage.open` returns the checkpoint to replay the journals
+from, replayed records go in through :meth:`replay_entry` / :meth:`fence`, and
+:meth:`replay_completed` checkpoints them before the bookie serves.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from bookie.journal_format import EntryLocation
+from bookie.storage.checkpoint import Checkpoint
 from bookie.storage.ledger_state import LedgerState
 
 
 class LedgerStorage(ABC):
-    """Entries and per-ledger state. Every method except ``start``/``close``/``read_entries``
-    runs synchronously on the event loop (or on the replay thread before serving)."""
+    """Entries and per-ledger state. Methods run on the event loop unless they say otherwise."""
+
+    # -- start-up and shutdown ----------------------------------------------------------------
+
+    @abstractmethod
+    def open(self) -> Checkpoint:
+        """Blocking, before the replay: open files; returns the checkpoint to replay from."""
+
+    @abstractmethod
+    def replay_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
+        """Blocking (replay thread): a journal record replayed from after the checkpoint."""
+
+    @abstractmethod
+    def replay_completed(self, checkpoint: Checkpoint) -> None:
+        """Blocking: the journals were replayed up to ``checkpoint``; make it the new checkpoint."""
 
     @abstractmethod
     async def start(self) -> None:
-        """Ready to serve (after the journal replay)."""
+        """Ready to serve (after the replay): periodic checkpoints start."""
 
     @abstractmethod
     async def close(self) -> None:
-        """Release files and threads; nothing is served afterwards."""
+        """Checkpoint what is cached, release files and threads; nothing is served afterwards."""
+
+    # -- adds and fences ------------------------------------------------------------------------
 
     @abstractmethod
-    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
-                  location: EntryLocation) -> None:
-        """Store one durable entry (``location``: where the journal holds it).
+    def try_admit(self, ledger_id: int, payload_length: int) -> bool:
+        """Reserve write-cache room for an add; False when there is none now (then ``await admit``)."""
+
+    @abstractmethod
+    async def admit(self, ledger_id: int, payload_length: int) -> None:
+        """Wait (first come, first served) for room, and reserve it."""
+
+    @abstractmethod
+    def cancel_admission(self, ledger_id: int, payload_length: int) -> None:
+        """Give back the room of an admitted add that will not reach :meth:`add_entry`."""
+
+    @abstractmethod
+    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
+        """Store one admitted entry that the journal made durable.
 
         Adding an entry that exists replaces it (an idempotent retry, or ledger recovery
         re-writing the same bytes).
@@ -44,13 +79,15 @@ class LedgerStorage(ABC):
     def ledger(self, ledger_id: int) -> LedgerState | None:
         """The ledger's state, None for a ledger this bookie never saw."""
 
+    # -- reads ----------------------------------------------------------------------------------
+
     @abstractmethod
-    async def read_entries(self, ledger_id: int, first_entry_id: int, count: int,
-                           max_bytes: int) -> list[tuple[int, bytes]]:
-        """Up to ``count`` consecutive entries from ``first_entry_id`` as ``(entry_id, payload)``.
+    def read_entries(self, ledger_id: int, first_entry_id: int, count: int, max_bytes: int) -> list:
+        """Blocking and thread-safe: up to ``count`` consecutive entries from ``first_entry_id``
+        as ``(entry_id, payload)``.
 
         Stops at the first missing entry and before the payloads pass ``max_bytes`` (the first
-        entry is always returned). Runs the file reads off the event loop.
+        entry is always returned).
 
         Raises:
             NoSuchLedgerError: the ledger is unknown here.

@@ -1,7 +1,8 @@
 """What a bookie knows about each ledger besides its entries: last entry, LAC, fenced.
 
 Every update is a max or a one-way flag, so applying the same adds and fences in any order
-(replay of several journals, duplicate adds) gives the same state.
+(replay of several journals, duplicate adds, a state loaded from the index and then the
+journal replayed over it) gives the same state.
 """
 
 from __future__ import annotations
@@ -10,29 +11,26 @@ from __future__ import annotations
 class LedgerState:
     """One ledger on this bookie."""
 
-    __slots__ = ("ledger_id", "last_entry_id", "lac", "fenced", "entries")
+    __slots__ = ("ledger_id", "last_entry_id", "lac", "fenced")
 
-    def __init__(self, ledger_id: int) -> None:
+    def __init__(self, ledger_id: int, last_entry_id: int = -1, lac: int = -1, fenced: bool = False) -> None:
         self.ledger_id = ledger_id
-        self.last_entry_id = -1
+        self.last_entry_id = last_entry_id
         """The highest entry id stored here (-1: none)."""
-        self.lac = -1
+        self.lac = lac
         """The highest last-add-confirmed piggybacked by the adds received (-1: none)."""
-        self.fenced = False
+        self.fenced = fenced
         """Set by a fencing read; refuses later non-recovery adds. Never cleared."""
-        self.entries = 0
 
-    def entry_added(self, entry_id: int, lac: int, is_new: bool) -> None:
+    def entry_added(self, entry_id: int, lac: int) -> None:
         if entry_id > self.last_entry_id:
             self.last_entry_id = entry_id
         if lac > self.lac:
             self.lac = lac
-        if is_new:
-            self.entries += 1
 
     def __repr__(self) -> str:
         return (f"LedgerState(ledger_id={self.ledger_id}, last_entry_id={self.last_entry_id}, "
-                f"lac={self.lac}, fenced={self.fenced}, entries={self.entries})")
+                f"lac={self.lac}, fenced={self.fenced})")
 
 
 class LedgerStates:
@@ -51,6 +49,9 @@ class LedgerStates:
         if state is None:
             state = self._ledgers[ledger_id] = LedgerState(ledger_id)
         return state
+
+    def put(self, state: LedgerState) -> None:
+        self._ledgers[state.ledger_id] = state
 
     def __len__(self) -> int:
         return len(self._ledgers)

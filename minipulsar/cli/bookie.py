@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 async def serve(config: BookieConfig, stop: asyncio.Event) -> None:
     from bookie.service import BookieService  # the CLI is the only place that imports bookie code
 
-    service = BookieService(config)
+    service = BookieService(config, stop=stop)
     try:
         await service.start()
         announce_ready("bookie", service.host, service.port, (service.host, service.http_port))

@@ -10,8 +10,8 @@ answered ``UnknownError`` — one bad request never takes the process down.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
+import types
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar
 
@@ -81,7 +81,7 @@ class ServerConnection(Connection):
         except Exception as error:
             self.reply_error(command, error)
             return
-        if inspect.iscoroutine(result):
+        if result is not None and isinstance(result, types.CoroutineType):  # inspect.iscoroutine
             self.spawn(result, command)
 
     def spawn(self, coroutine: Coroutine[Any, Any, Any], command: Command | None = None) -> None:

@@ -11,16 +11,18 @@ from __future__ import annotations
 import msgpack
 
 from minipulsar.errors import InvalidCommandError
-from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, frame_header
+from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, FrameDecoder
 from minipulsar.protocol.schema import Command, decode_command
 
 _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+_unpackb = msgpack.unpackb
+_pack_length = LENGTH.pack
 
 
 def encode(command: Command) -> tuple[bytes, bytes]:
     """``(length prefix, body)`` for ``command``: write both with one ``writelines``."""
     body = _packb(command.to_wire())
-    return frame_header(len(body)), body
+    return _pack_length(len(body)), body
 
 
 def encode_bytes(command: Command) -> bytes:
@@ -36,19 +38,26 @@ def decode_body(body: bytes) -> Command:
         InvalidCommandError: the body is not msgpack, or not a valid command.
     """
     try:
-        wire = msgpack.unpackb(body, raw=False)
+        wire = _unpackb(body, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise InvalidCommandError(f"frame body is not valid msgpack: {exc}") from exc
     return decode_command(wire)
 
 
 class CommandDecoder:
-    """Bytes in, commands out."""
+    """Bytes in, commands out.
 
-    __slots__ = ("_frames",)
+    Bodies are unpacked straight from the frame decoder's buffer (a memoryview slice): the
+    only copy of a payload is the ``bytes`` msgpack makes of it.
+    """
+
+    __slots__ = ("_frames", "get_buffer", "buffer_updated")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._frames = FrameDecoder(max_frame_size)
+        # Read straight into the frame buffer (asyncio.BufferedProtocol); bound once.
+        self.get_buffer = self._frames.get_buffer
+        self.buffer_updated = self._frames.buffer_updated
 
     @property
     def max_frame_size(self) -> int:
@@ -64,10 +73,23 @@ class CommandDecoder:
             FrameTooLargeError: fatal; close the connection.
             InvalidCommandError: this frame was skipped; the decoder stays usable.
         """
-        body = self._frames.next_frame()
-        if body is None:
+        frames = self._frames
+        span = frames.next_span()
+        if span is None:
             return None
-        return decode_body(body)
+        try:
+            wire = _unpackb(frames.view[span[0] : span[1]], raw=False)
+        except Exception as exc:  # msgpack raises several unrelated types on garbage
+            raise InvalidCommandError(f"frame body is not valid msgpack: {exc}") from exc
+        return decode_command(wire)
 
     def compact(self) -> None:
         self._frames.compact()
+
+    def discard(self) -> None:
+        """Drop everything buffered (a connection that stopped reading its peer)."""
+        self._frames.discard()
+
+    @property
+    def buffered_bytes(self) -> int:
+        return self._frames.buffered_bytes

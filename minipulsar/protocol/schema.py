@@ -5,6 +5,13 @@ decorator :func:`command` turns it into a slotted dataclass, records which Pytho
 field accepts, and registers it by ``TYPE``. Decoding checks that required fields are present
 and that every field has an accepted type, so a handler never sees a ``str`` where it expects
 an ``int``; unknown extra keys are ignored, so a newer peer can add optional fields.
+
+Speed: each class also gets two functions generated from its fields (as ``dataclasses``
+generates ``__init__``): ``_decode_exact(wire)`` builds the command when every field is
+present or defaulted and has *exactly* an accepted type (what msgpack produces), and returns
+``None`` otherwise, so that the general path below decides — with the same error as before.
+``to_wire`` is generated the same way. Both only unroll the loops over ``_FIELDS``: what is
+accepted and what is sent do not change.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ class Command:
     RESPONSE: ClassVar[bool] = False
     """True when the command answers a request carrying the same ``id``."""
     _FIELDS: ClassVar[tuple[tuple[str, tuple[type, ...], Any], ...]] = ()
+    _decode_exact: ClassVar[Any] = None
+    """Generated per class: the fast path of :func:`decode_command` (see the module doc)."""
 
     def to_wire(self) -> dict[str, Any]:
         """The msgpack map for this command; ``None`` fields are left out."""
@@ -54,6 +63,8 @@ def command(type_name: str, *, response: bool = False):
         cls._FIELDS = tuple(
             (f.name, _accepted_types(hints[f.name]), _default_of(f)) for f in dataclasses.fields(cls)
         )
+        cls._decode_exact = staticmethod(_exact_decoder(cls))
+        cls.to_wire = _wire_encoder(cls)
         assert type_name not in REGISTRY, f"duplicate command {type_name}"
         REGISTRY[type_name] = cls
         return cls
@@ -86,12 +97,69 @@ def _accepted_types(hint: Any) -> tuple[type, ...]:
     return (origin or hint,)
 
 
+def _exact_decoder(cls: type[Command]):
+    """``decode(wire) -> cls | None``: the unrolled, exact-type-only form of the general loop.
+
+    A field passes when its value's type is one of the accepted types exactly (no subclass:
+    bool never passes for int), or when it is absent and has a default (computed as the
+    general path does). Anything else returns None and the general path decides.
+    """
+    namespace: dict[str, Any] = {"cls": cls, "MISSING": _MISSING}
+    lines = ["def decode(wire):", "    get = wire.get"]
+    for i, (name, accepted, default) in enumerate(cls._FIELDS):
+        value, types_name, default_name = f"v{i}", f"T{i}", f"D{i}"
+        namespace[types_name], namespace[default_name] = accepted, default
+        lines.append(f"    {value} = get({name!r}, MISSING)")
+        checked = object not in accepted
+        if default is _MISSING:
+            if checked:
+                lines.append(f"    if {value}.__class__ not in {types_name}: return None")
+            else:
+                lines.append(f"    if {value} is MISSING: return None")
+            continue
+        computed = f"{default_name}() if callable({default_name}) else {default_name}"
+        lines.append(f"    if {value} is MISSING: {value} = {computed}")
+        if checked:
+            lines.append(f"    elif {value}.__class__ not in {types_name}: return None")
+    lines.append(f"    return cls({', '.join(f'v{i}' for i in range(len(cls._FIELDS)))})")
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the class's own fields
+    return namespace["decode"]
+
+
+def _wire_encoder(cls: type[Command]):
+    """``to_wire(self) -> dict``: :meth:`Command.to_wire` unrolled for ``cls``'s fields."""
+    lines = ["def to_wire(self):", "    wire = {'t': self.TYPE}"]
+    for name, _, _ in cls._FIELDS:
+        lines.append(f"    value = self.{name}")
+        lines.append(f"    if value is not None: wire[{name!r}] = value")
+    lines.append("    return wire")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the class's own fields
+    to_wire = namespace["to_wire"]
+    to_wire.__doc__ = Command.to_wire.__doc__
+    to_wire.__qualname__ = f"{cls.__qualname__}.to_wire"
+    return to_wire
+
+
 def decode_command(wire: Any) -> Command:
     """Build the command described by a decoded msgpack map.
 
     Raises:
         InvalidCommandError: not a map, unknown ``t``, a missing field or a wrong type.
     """
+    if wire.__class__ is dict:
+        type_name = wire.get("t")
+        if type_name.__class__ is str:
+            cls = REGISTRY.get(type_name)
+            if cls is not None:
+                command = cls._decode_exact(wire)
+                if command is not None:
+                    return command
+    return _decode_checked(wire)
+
+
+def _decode_checked(wire: Any) -> Command:
+    """The general path: accepts subclasses of the accepted types, and names what is wrong."""
     if not isinstance(wire, dict):
         raise InvalidCommandError(f"a frame must hold a map, got {type(wire).__name__}")
     request_id = wire.get("id")

@@ -45,3 +45,12 @@ def test_wait_is_what_remains_of_the_group_wait() -> None:
 def test_negative_wait_is_refused() -> None:
     with pytest.raises(ValueError):
         GroupCommitPolicy(max_group_wait_s=-1)
+
+
+def test_group_full_only_caps_groups_without_adaptive_group_writes() -> None:
+    adaptive = GroupCommitPolicy(buffered_writes_threshold_bytes=1000, buffered_entries_threshold=4)
+    fixed = GroupCommitPolicy(buffered_writes_threshold_bytes=1000, buffered_entries_threshold=4,
+                              adaptive_group_writes=False)
+    assert not adaptive.group_full(100, 10**6)
+    assert fixed.group_full(4, 10) and fixed.group_full(1, 1000)
+    assert not fixed.group_full(3, 999)

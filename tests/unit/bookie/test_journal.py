@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,77 @@ async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path
     await journal.close()
     _, seen, _ = replay(tmp_path)
     assert adds(seen) == [(1, 0, b"before")]
+
+
+@pytest.mark.parametrize("adaptive", [True, False])
+async def test_adaptive_group_writes_decide_whether_a_group_takes_the_whole_queue(
+        tmp_path: Path, monkeypatch, adaptive: bool) -> None:
+    """Goal: journalAdaptiveGroupWrites=true puts everything queued into one group (one fsync);
+    false caps each group at journalBufferedEntriesThreshold. Method: hold the writer in the
+    fsync of a first add while 10 more are queued (threshold 4), then release it."""
+    import threading
+
+    from bookie import journal_segment
+
+    in_sync, release = threading.Event(), threading.Event()
+    real_sync = journal_segment.SegmentWriter.sync
+
+    def held_sync(self) -> None:
+        in_sync.set()
+        release.wait(10)
+        real_sync(self)
+
+    monkeypatch.setattr(journal_segment.SegmentWriter, "sync", held_sync)
+    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(
+        max_group_wait_s=0, buffered_entries_threshold=4, adaptive_group_writes=adaptive)))
+    await journal.start()
+    first = submit(journal, 1, 0, b"x")
+    assert await asyncio.to_thread(in_sync.wait, 10)
+    queued = [submit(journal, 1, i, b"x") for i in range(1, 11)]
+    release.set()
+    await asyncio.gather(first, *queued)
+    assert journal.stats.group_sizes == ([1, 10] if adaptive else [1, 4, 4, 2])
+    await journal.close()
+
+
+async def test_applied_mark_moves_past_each_completed_group_and_replay_starts_there(tmp_path: Path) -> None:
+    journal = Journal(tmp_path, 0, settings())
+    await journal.start()
+    first = await journal.add_entry(1, 0, -1, b"a" * 10)
+    mark = journal.applied_mark
+    assert mark is not None and mark.offset == first.offset + first.length
+    await journal.add_entry(1, 1, -1, b"b" * 10)
+    await journal.close()
+    seen = []
+    result = Journal(tmp_path, 0, settings()).replay(lambda r, loc, p: seen.append((r.entry_id, bytes(p))), mark)
+    assert seen == [(1, b"b" * 10)] and result.records == 1
+
+
+async def test_applied_mark_waits_for_the_loop_not_for_the_fsync(tmp_path: Path, monkeypatch) -> None:
+    """Goal: a checkpoint never captures a group that is durable but whose completions (the
+    storage adds) have not run on the loop yet — else its entries would be neither in the
+    flushed write-cache half nor replayed. Method: block the loop until the writer thread has
+    synced the group; the mark must not have moved; it moves once the loop ran the group."""
+    import threading
+
+    from bookie import journal_segment
+
+    synced = threading.Event()
+    real_sync = journal_segment.SegmentWriter.sync
+
+    def sync_and_tell(self) -> None:
+        real_sync(self)
+        synced.set()
+
+    journal = Journal(tmp_path, 0, settings())
+    await journal.start()
+    await journal.add_entry(1, 0, -1, b"first")
+    before = journal.applied_mark
+    monkeypatch.setattr(journal_segment.SegmentWriter, "sync", sync_and_tell)
+    future = submit(journal, 1, 1, b"second")
+    assert synced.wait(10)  # blocking the loop on purpose: the group's completion cannot run
+    time.sleep(0.01)
+    assert journal.applied_mark == before
+    await future
+    assert journal.applied_mark > before
+    await journal.close()

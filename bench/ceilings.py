@@ -1,0 +1,119 @@
+"""The two ceilings a bookie's add rate is measured against, on the journal's own disk.
+
+- :func:`fsync_append_ceiling`: the fsync'd append rate a plain Python loop gets (one
+  ``pwrite`` + one ``fdatasync`` per group of records, on a preallocated file, in a thread);
+- :func:`hop_ceiling`: ``../shared/tools/hop_ceiling.py``'s bare asyncio group-commit server,
+  run as a subprocess, its table row parsed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import MB, ROOT
+
+
+def fsync_append_ceiling(directory: Path, record_bytes: int, group_bytes: int, secs: float,
+                         file_bytes: int) -> dict[str, Any]:
+    """Append groups of records with one ``pwrite`` + one ``fdatasync`` each, for ``secs``.
+
+    The file is zero-filled and synced first (BookKeeper's ``journalPreAllocSizeMB``: syncing
+    preallocated space only flushes data); the writes wrap around inside it. Blocking: run it
+    in a thread, as the journal does.
+    """
+    records = max(1, group_bytes // record_bytes)
+    group = os.urandom(record_bytes) * records
+    file_bytes = max(file_bytes, 4 * len(group))
+    path = directory / f"fsync-ceiling-{os.getpid()}.bin"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        zeros = bytes(1024 * 1024)
+        for offset in range(0, file_bytes, len(zeros)):
+            os.pwrite(fd, zeros, offset)
+        os.fsync(fd)
+        groups, offset, sync_s = 0, 0, 0.0
+        started = time.perf_counter()
+        deadline = started + secs
+        while (now := time.perf_counter()) < deadline:
+            if offset + len(group) > file_bytes:
+                offset = 0
+            os.pwrite(fd, group, offset)
+            before_sync = time.perf_counter()
+            os.fdatasync(fd)
+            sync_s += time.perf_counter() - before_sync
+            offset += len(group)
+            groups += 1
+        elapsed_s = time.perf_counter() - started
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    return {
+        "record_bytes": record_bytes,
+        "records_per_group": records,
+        "records_per_s": groups * records / elapsed_s,
+        "mb_per_s": groups * len(group) / elapsed_s / MB,
+        "groups_per_s": groups / elapsed_s,
+        "fdatasync_ms_avg": sync_s / groups * 1000 if groups else None,
+    }
+
+
+def run_in_thread(function: Any, *args: Any) -> Any:
+    """Run ``function(*args)`` on its own thread and return its result (or raise its error)."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as exc:  # re-raised on the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="fsync-ceiling")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+HOP_COLUMNS = {"frames/s": "frames_per_s", "msgs/s": "msgs_per_s", "MB/s": "mb_per_s", "p50ms": "p50_ms",
+               "p99ms": "p99_ms", "srvCPU%": "server_cpu_pct", "cliCPU%": "client_cpu_pct",
+               "msg/grp": "msgs_per_group", "flush/s": "device_flushes_per_s"}
+
+
+def hop_ceiling(tool: Path, directory: Path, window: int, secs: float, warmup: float) -> dict[str, Any]:
+    """Run ``hop_ceiling.py run --server journal`` and parse its table row."""
+    command = [sys.executable, str(tool), "run", "--server", "journal", "--mode", "single",
+               "--window", str(window), "--dir", str(directory), "--secs", str(secs), "--warmup", str(warmup)]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=secs + warmup + 120, cwd=ROOT)
+    if completed.returncode != 0:
+        raise RuntimeError(f"hop_ceiling.py failed ({completed.returncode}): {completed.stderr.strip()[-500:]}")
+    return parse_hop_table(completed.stdout) | {"command": " ".join(command)}
+
+
+def parse_hop_table(text: str) -> dict[str, Any]:
+    """The figures of the row under ``hop_ceiling.py``'s header line (``loop malloc ...``)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    for index, line in enumerate(lines[:-1]):
+        header = line.split()
+        if header[:2] == ["loop", "malloc"]:
+            row = lines[index + 1].split()
+            if len(row) != len(header):
+                break
+            values = dict(zip(header, row))
+            return {key: _number(values[column]) for column, key in HOP_COLUMNS.items() if column in values}
+    raise ValueError(f"no result row in hop_ceiling.py output:\n{text[-1000:]}")
+
+
+def _number(text: str) -> float | None:
+    try:
+        value = float(text.replace(",", ""))
+    except ValueError:
+        return None
+    return None if math.isnan(value) else value

@@ -1,0 +1,182 @@
+"""Disk space of the ledger dirs, and the bookie's writable / read-only state that follows from it.
+
+BookKeeper's ``LedgerDirsMonitor``: every ``diskCheckInterval`` the used fraction of each ledger
+dir is read (``statvfs``: 1 - available / total, as Java's ``getUsableSpace`` counts it). The
+rules (:func:`check_dirs`, pure):
+
+- a writable dir above ``diskUsageThreshold`` becomes *full* (above ``diskUsageWarnThreshold``
+  it is only logged as almost full);
+- while at least one dir is writable, a full dir comes back as soon as its own usage is at or
+  below ``diskUsageThreshold``;
+- once every dir is full, none comes back until the *total* usage (each filesystem counted
+  once) is below ``diskUsageLwmThreshold``. That gap is the hysteresis: a read-only bookie
+  does not flap back to writable (and move its registration) on every small deletion.
+
+No writable dir left means the bookie is read-only (``readOnlyModeEnabled``; otherwise the
+owner shuts the bookie down). The monitor only reports: its listener is told when the
+writable state changes, and the service moves the registration and refuses adds.
+
+Tests drive a real process through ``minipulsarDiskUsageOverrideFile`` (TEST ONLY): when set
+and readable, that file's number is every dir's used fraction; free bytes are derived from it
+and the filesystem's real size, so load reports stay consistent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bookie import metrics
+from minipulsar.config import BookieConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DirUsage:
+    directory: Path
+    used_fraction: float
+    """1 - free_bytes / total_bytes, in [0, 1]."""
+    free_bytes: int
+    """Bytes available to the bookie (``f_bavail``, not counting root's reserve)."""
+    total_bytes: int
+    device: int
+    """``st_dev`` of the filesystem: dirs on one filesystem are counted once in totals."""
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    full: float
+    """diskUsageThreshold"""
+    warn: float
+    """diskUsageWarnThreshold"""
+    lwm: float
+    """diskUsageLwmThreshold"""
+
+    @classmethod
+    def from_config(cls, config: BookieConfig) -> Thresholds:
+        return cls(config.disk_usage_threshold, config.disk_usage_warn_threshold, config.disk_usage_lwm_threshold)
+
+
+def filesystem_space(usages: Sequence[DirUsage]) -> tuple[int, int]:
+    """(free, total) bytes over the filesystems holding the dirs, each counted once."""
+    by_device = {usage.device: usage for usage in usages}
+    return (sum(usage.free_bytes for usage in by_device.values()),
+            sum(usage.total_bytes for usage in by_device.values()))
+
+
+def total_used_fraction(usages: Sequence[DirUsage]) -> float:
+    """Used fraction over every filesystem holding a ledger dir, each counted once."""
+    free, total = filesystem_space(usages)
+    if total == 0:
+        return max((usage.used_fraction for usage in usages), default=0.0)
+    return 1 - free / total
+
+
+def check_dirs(usages: Sequence[DirUsage], full: frozenset[Path], thresholds: Thresholds) -> frozenset[Path]:
+    """The full dirs after one check (see the module docstring for the rules)."""
+    now_full = set(full)
+    for usage in usages:
+        if usage.directory not in full and usage.used_fraction > thresholds.full:
+            now_full.add(usage.directory)
+    if len(now_full) < len(usages) or total_used_fraction(usages) < thresholds.lwm:
+        now_full -= {usage.directory for usage in usages if usage.used_fraction <= thresholds.full}
+    return frozenset(now_full)
+
+
+def read_usages(dirs: Sequence[Path], override_file: str | None = None) -> list[DirUsage]:
+    """Each dir's usage from ``statvfs`` (or the test override). Blocking: call off the loop.
+
+    Raises:
+        OSError: a dir cannot be examined.
+    """
+    override = _read_override(override_file) if override_file else None
+    usages = []
+    for directory in dirs:
+        stat = os.statvfs(directory)
+        total = stat.f_blocks * stat.f_frsize
+        free = stat.f_bavail * stat.f_frsize
+        if override is not None:
+            free = int(total * (1 - override))
+        used = override if override is not None else (1 - free / total if total else 0.0)
+        usages.append(DirUsage(directory, used, free, total, os.stat(directory).st_dev))
+    return usages
+
+
+def _read_override(path: str) -> float | None:
+    try:
+        value = float(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None  # absent or half-written: fall back to statvfs for this round
+    return min(max(value, 0.0), 1.0)
+
+
+WritableListener = Callable[[bool], None]
+"""Told ``True`` / ``False`` on the loop when the bookie gains its first / loses its last writable dir."""
+
+
+class LedgerDirsMonitor:
+    def __init__(self, config: BookieConfig, listener: WritableListener | None = None) -> None:
+        self.dirs = [Path(d) for d in config.ledger_dirs]
+        self.thresholds = Thresholds.from_config(config)
+        self.interval_s = config.disk_check_interval_ms / 1000
+        self.read_only_mode_enabled = config.read_only_mode_enabled
+        self.override_file = config.disk_usage_override_file
+        self.listener = listener
+        self.usages: list[DirUsage] = []
+        """The last reading, one per ledger dir (empty before the first check)."""
+        self.full_dirs: frozenset[Path] = frozenset()
+        self.writable = True
+        """At least one ledger dir can take new entries."""
+        self.read_only = False
+        """Adds are refused: every dir is full and readOnlyModeEnabled. A plain attribute, read
+        by every add."""
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Check once now (the bookie registers in the state this finds), then every interval."""
+        await self.check()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="ledger-dirs-monitor")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.check()
+            except OSError as exc:  # a dir vanished or its disk failed: keep the last state
+                log.error("checking the ledger dirs failed: %s", exc)
+
+    async def check(self) -> None:
+        """Read the usage of every dir, apply the thresholds, and tell the listener of a change."""
+        usages = await asyncio.to_thread(read_usages, self.dirs, self.override_file)
+        was_writable = self.writable
+        full = check_dirs(usages, self.full_dirs, self.thresholds)
+        self._log_changes(usages, full)
+        self.usages, self.full_dirs = usages, full
+        self.writable = len(full) < len(self.dirs)
+        self.read_only = not self.writable and self.read_only_mode_enabled
+        metrics.LEDGER_WRITABLE_DIRS.set(len(self.dirs) - len(full))
+        if self.writable != was_writable and self.listener is not None:
+            self.listener(self.writable)
+
+    def _log_changes(self, usages: list[DirUsage], full: frozenset[Path]) -> None:
+        previous = {usage.directory: usage.used_fraction for usage in self.usages}
+        for usage in usages:
+            if usage.directory in full and usage.directory not in self.full_dirs:
+                log.error("ledger dir %s is full: usage %.3f > diskUsageThreshold %.2f",
+                          usage.directory, usage.used_fraction, self.thresholds.full)
+            elif usage.directory in self.full_dirs and usage.directory not in full:
+                log.info("ledger dir %s is writable again: usage %.3f", usage.directory, usage.used_fraction)
+            elif (usage.directory not in full and usage.used_fraction > self.thresholds.warn
+                  and previous.get(usage.directory, 0.0) <= self.thresholds.warn):
+                log.warning("ledger dir %s is almost full: usage %.3f > diskUsageWarnThreshold %.2f",
+                            usage.directory, usage.used_fraction, self.thresholds.warn)

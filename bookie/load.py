@@ -1,0 +1,222 @@
+"""The bookie's load report: what BOOKIE_INFO and ``GET /api/v1/bookie/info`` say about how busy it is.
+
+Load-aware ensemble placement (BookKeeper BP-65, reference §7.8) polls every bookie for this and
+skips the hot ones, so the figures describe the last few seconds, not the process lifetime:
+
+- ``journalWriteBytesPerSecond``: journal bytes written (BP-65's ``writeBytePerSecond``);
+- ``journalSyncLatencyMsAvg`` / ``journalSyncLatencyMsP99``: fsyncs of journal groups in the
+  window (None when there were none, e.g. with ``journalSyncData=false``); the p99 is the
+  upper bound of the histogram bucket it falls in;
+- ``journalIoUtil`` / ``ledgerIoUtil``: percent of the window the busiest journal / ledger
+  disk was doing I/O (``io_ticks`` of ``/sys/dev/block/M:m/stat``, as ``iostat``'s %util);
+  -1 when unknown (not Linux, or a filesystem with no block device), as in BP-65;
+- ``cpuUsedRate``: this process's CPU time over wall time, percent of one core;
+- ``ledgerDirsUsedFraction``, ``ledgerDirsFreeBytes``, ``ledgerDirsTotalBytes``, per-dir
+  ``ledgerDirsUsage`` and ``writableLedgerDirs``: from the disk monitor's last check;
+- ``pendingAdds``, ``pendingReads``, ``readPoolPending``: requests in the bookie right now;
+- ``readOnly`` and ``state`` (``writable`` / ``readonly``).
+
+Invariant: :meth:`BookieLoad.report` does no I/O (it runs on the loop for every BOOKIE_INFO);
+a sampler task takes one :class:`LoadSample` per ``SAMPLE_INTERVAL_S`` in a thread, keeps the
+last ``WINDOW_S`` of them, and rates are differences between the newest and the oldest (so the
+report lags by up to one interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import Histogram
+
+from bookie import metrics
+from bookie.disk_monitor import LedgerDirsMonitor, filesystem_space, total_used_fraction
+from bookie.read_pool import ReadThreadPool
+
+log = logging.getLogger(__name__)
+
+SAMPLE_INTERVAL_S = 1.0
+WINDOW_S = 5.0
+"""Rates cover about this long: long enough to smooth group-commit bursts, short enough to
+show a bookie that just became hot (BP-65 polls every few seconds)."""
+IO_TICKS_FIELD = 9
+"""``io_ticks`` (ms spent doing I/O) is the 10th field of a block device's ``stat`` file."""
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramSnapshot:
+    count: float
+    sum: float
+    buckets: tuple[tuple[float, float], ...]
+    """(upper bound, cumulative count), ascending."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSample:
+    at_s: float
+    journal_write_bytes: float
+    journal_sync: HistogramSnapshot
+    cpu_s: float
+    io_ticks_ms: dict[int, float]
+    """``st_dev`` → io_ticks, for the devices whose counters could be read."""
+
+
+def snapshot(histogram: Histogram) -> HistogramSnapshot:
+    count = total = 0.0
+    buckets = []
+    for family in histogram.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_bucket"):
+                buckets.append((float(sample.labels["le"]), sample.value))
+            elif sample.name.endswith("_count"):
+                count = sample.value
+            elif sample.name.endswith("_sum"):
+                total = sample.value
+    return HistogramSnapshot(count, total, tuple(sorted(buckets)))
+
+
+def latency_in_window(old: HistogramSnapshot, new: HistogramSnapshot) -> tuple[float | None, float | None]:
+    """(average, p99) of the observations made between two snapshots; (None, None) if none."""
+    count = new.count - old.count
+    if count <= 0:
+        return None, None
+    old_buckets = dict(old.buckets)
+    finite = [bound for bound, _ in new.buckets if bound != math.inf]
+    p99 = None
+    for bound, cumulative in new.buckets:
+        if cumulative - old_buckets.get(bound, 0.0) >= 0.99 * count:
+            # Past the last finite bucket: report that bound (JSON has no infinity).
+            p99 = bound if bound != math.inf or not finite else finite[-1]
+            break
+    return (new.sum - old.sum) / count, p99
+
+
+def device_of(directory: str | Path) -> int | None:
+    try:
+        return os.stat(directory).st_dev
+    except OSError:
+        return None
+
+
+def read_io_ticks(devices: set[int]) -> dict[int, float]:
+    """io_ticks (ms) of each device's block device, leaving out those with no counters. Blocking."""
+    ticks = {}
+    for device in devices:
+        try:
+            text = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/stat").read_text()
+            ticks[device] = float(text.split()[IO_TICKS_FIELD])
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks
+
+
+def io_util_percent(old: LoadSample, new: LoadSample, devices: Sequence[int | None]) -> float:
+    """The busiest of ``devices`` between the two samples, in percent; -1 when unknown."""
+    elapsed_ms = (new.at_s - old.at_s) * 1000
+    utils = [min(100.0, (new.io_ticks_ms[d] - old.io_ticks_ms[d]) / elapsed_ms * 100)
+             for d in devices if d in new.io_ticks_ms and d in old.io_ticks_ms]
+    return round(max(utils), 1) if utils and elapsed_ms > 0 else -1.0
+
+
+class BookieLoad:
+    def __init__(self, journal_dirs: Sequence[str], ledger_dirs: Sequence[str],
+                 disk_monitor: LedgerDirsMonitor, read_pool: ReadThreadPool | None,
+                 sample_interval_s: float = SAMPLE_INTERVAL_S, window_s: float = WINDOW_S) -> None:
+        self.disk_monitor = disk_monitor
+        self.read_pool = read_pool
+        self.sample_interval_s = sample_interval_s
+        self._journal_dirs, self._ledger_dirs = list(journal_dirs), list(ledger_dirs)
+        self._journal_devices: list[int | None] = []
+        self._ledger_devices: list[int | None] = []
+        self._samples: deque[LoadSample] = deque(maxlen=round(window_s / sample_interval_s) + 1)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Take the first sample now (the dirs exist by then), then one per interval."""
+        self._samples.append(await asyncio.to_thread(self._first_sample))
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="bookie-load-sampler")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _first_sample(self) -> LoadSample:
+        self._journal_devices = [device_of(d) for d in self._journal_dirs]
+        self._ledger_devices = [device_of(d) for d in self._ledger_dirs]
+        return self.sample()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.sample_interval_s)
+            try:
+                self._samples.append(await asyncio.to_thread(self.sample))
+            except Exception:  # a bug here must not end the sampling (the report would freeze)
+                log.exception("sampling the bookie's load failed")
+
+    def sample(self) -> LoadSample:
+        """Read the counters now (blocking: the io_ticks files)."""
+        devices = {d for d in (*self._journal_devices, *self._ledger_devices) if d is not None}
+        return LoadSample(
+            at_s=time.monotonic(),
+            journal_write_bytes=metrics.JOURNAL_WRITE_BYTES.collect()[0].samples[0].value,
+            journal_sync=snapshot(metrics.JOURNAL_SYNC),
+            cpu_s=time.process_time(),
+            io_ticks_ms=read_io_ticks(devices),
+        )
+
+    def report(self) -> dict:
+        """The load report (see the module docstring for each key). No I/O."""
+        return {**self._rates(), **self._disk(), **self._pending()}
+
+    def _rates(self) -> dict:
+        if len(self._samples) < 2:
+            return {"journalWriteBytesPerSecond": 0.0, "journalSyncLatencyMsAvg": None,
+                    "journalSyncLatencyMsP99": None, "journalIoUtil": -1.0, "ledgerIoUtil": -1.0,
+                    "cpuUsedRate": 0.0, "loadWindowSeconds": 0.0}
+        old, new = self._samples[0], self._samples[-1]
+        elapsed_s = new.at_s - old.at_s
+        sync_avg, sync_p99 = latency_in_window(old.journal_sync, new.journal_sync)
+        return {
+            "journalWriteBytesPerSecond": round((new.journal_write_bytes - old.journal_write_bytes) / elapsed_s, 1),
+            "journalSyncLatencyMsAvg": None if sync_avg is None else round(sync_avg, 3),
+            "journalSyncLatencyMsP99": sync_p99,
+            "journalIoUtil": io_util_percent(old, new, self._journal_devices),
+            "ledgerIoUtil": io_util_percent(old, new, self._ledger_devices),
+            "cpuUsedRate": round((new.cpu_s - old.cpu_s) / elapsed_s * 100, 1),
+            "loadWindowSeconds": round(elapsed_s, 3),
+        }
+
+    def _disk(self) -> dict:
+        usages = self.disk_monitor.usages
+        free, total = filesystem_space(usages)
+        return {
+            "ledgerDirsUsedFraction": round(total_used_fraction(usages), 4),
+            "ledgerDirsFreeBytes": free,
+            "ledgerDirsTotalBytes": total,
+            "ledgerDirsUsage": [
+                {"dir": str(usage.directory), "usedFraction": round(usage.used_fraction, 4),
+                 "freeBytes": usage.free_bytes, "full": usage.directory in self.disk_monitor.full_dirs}
+                for usage in usages],
+            "writableLedgerDirs": len(usages) - len(self.disk_monitor.full_dirs),
+            "readOnly": self.disk_monitor.read_only,
+            "state": "readonly" if self.disk_monitor.read_only else "writable",
+        }
+
+    def _pending(self) -> dict:
+        return {
+            "pendingAdds": metrics.TOTALS.adds_in_progress,
+            "pendingReads": metrics.TOTALS.reads_in_progress,
+            "readPoolPending": 0 if self.read_pool is None else self.read_pool.pending_total,
+        }
+
+    def disk_space(self) -> tuple[int, int]:
+        """(free, total) bytes over the ledger dirs' filesystems, from the last disk check."""
+        return filesystem_space(self.disk_monitor.usages)

@@ -1,0 +1,283 @@
+"""DbLedgerStorage: the bookie's ledger storage over one or more ledger dirs (reference §8.3).
+
+Ledger ``L`` lives in dir ``L mod #dirs`` (:class:`SingleDirectoryDbLedgerStorage`: write cache,
+entry logs, index, read-ahead cache). This module runs the checkpoints, BookKeeper's
+``SyncThread``: every ``flushInterval``, and whenever a dir's active write-cache half is full
+or adds wait for room:
+
+1. on the loop, in one callback: capture the checkpoint (each journal's applied mark) and swap
+   every dir's halves — so every record before a mark is in a half being flushed, or earlier;
+2. on the flush thread: each dir writes its half sorted into entry logs, fsyncs them, and
+   commits the locations in one index transaction; then ``lastMark`` is written atomically in
+   every dir, and the journals delete their segments wholly before it;
+3. on the loop: the flushed halves are dropped; if more is due, the next checkpoint starts.
+
+Invariants:
+- at most one checkpoint in flight; a failed one keeps its halves (still readable, still in
+  the journal) and is retried, whole, after :data:`RETRY_DELAY_S`;
+- blocking work (flush, replay, open, close) never runs on the event loop;
+- the replay at start puts entries into the write cache; a full half is flushed on the spot
+  *without* moving the mark (a crash then replays those records again: harmless, an entry
+  re-added replaces itself), and :meth:`replay_completed` checkpoints the end of the replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from bookie.storage import metrics
+from bookie.storage.base import LedgerStorage
+from bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, CheckpointSource
+from bookie.storage.ledger_dirs import LedgerDirs
+from bookie.storage.ledger_state import LedgerState
+from bookie.storage.single_directory import FlushBatch, SingleDirectoryDbLedgerStorage, StorageSettings
+from minipulsar.config import BookieConfig
+
+log = logging.getLogger(__name__)
+
+MB = 1024 * 1024
+RETRY_DELAY_S = 1.0
+
+
+def settings_from_config(config: BookieConfig) -> StorageSettings:
+    """Cache sizes are per bookie in the config and split across the ledger dirs (as BookKeeper)."""
+    dirs = len(config.ledger_dirs)
+    return StorageSettings(
+        write_cache_max_bytes=config.db_storage_write_cache_max_size_mb * MB // dirs,
+        read_cache_max_bytes=config.db_storage_read_ahead_cache_max_size_mb * MB // dirs,
+        read_ahead_batch_entries=config.db_storage_read_ahead_cache_batch_size,
+        read_ahead_batch_bytes=config.db_storage_read_ahead_cache_batch_bytes_size,
+        log_size_limit=config.log_size_limit,
+        flush_entry_log_bytes=config.flush_entrylog_bytes,
+    )
+
+
+@dataclass(slots=True)
+class _Checkpointing:
+    sequence: int
+    checkpoint: Checkpoint
+    batches: list[FlushBatch]
+
+
+class DbLedgerStorage(LedgerStorage):
+    def __init__(self, config: BookieConfig, checkpoint_source: CheckpointSource,
+                 settings: StorageSettings | None = None) -> None:
+        settings = settings or settings_from_config(config)
+        self._dirs = [SingleDirectoryDbLedgerStorage(d, settings, self.request_flush)
+                      for d in LedgerDirs(config.ledger_dirs).current_dirs]
+        self._n = len(self._dirs)
+        self._source = checkpoint_source
+        self._flush_interval_s = config.flush_interval_ms / 1000
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db-storage-flush")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._running: _Checkpointing | None = None
+        self._idle: asyncio.Future[None] | None = None
+        self._retry: _Checkpointing | None = None
+        self._flush_requested = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._last_checkpoint = EMPTY_CHECKPOINT
+        """The latest checkpoint completed (loop side)."""
+        self._persisted = EMPTY_CHECKPOINT
+        """The checkpoint in the lastMark files (flush thread side)."""
+        self._sequence = 0
+        self._closing = False
+
+    @property
+    def dirs(self) -> list[SingleDirectoryDbLedgerStorage]:
+        return self._dirs
+
+    def _dir(self, ledger_id: int) -> SingleDirectoryDbLedgerStorage:
+        return self._dirs[ledger_id % self._n]
+
+    # -- start-up and shutdown ------------------------------------------------------------------
+
+    def open(self) -> Checkpoint:
+        checkpoint = EMPTY_CHECKPOINT
+        for directory in self._dirs:
+            checkpoint = checkpoint.max(directory.open())
+        self._persisted = self._last_checkpoint = checkpoint
+        log.info("ledger storage open: %d ledgers, %d entries indexed, checkpoint %s",
+                 self.ledger_count, self.entry_count, checkpoint)
+        return checkpoint
+
+    def replay_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
+        directory = self._dir(ledger_id)
+        if directory.replay_entry(ledger_id, entry_id, lac, payload):
+            batch = directory.swap()  # nothing else runs during the replay: no loop involved
+            directory.flush(batch)
+            directory.flush_completed(batch)
+
+    def replay_completed(self, checkpoint: Checkpoint) -> None:
+        job = _Checkpointing(0, checkpoint, [directory.swap() for directory in self._dirs])
+        self._flush_blocking(job)
+        self._completed(job)
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(self._flush_interval_s, self._on_timer)
+
+    async def close(self) -> None:
+        """Finish the checkpoint in flight, checkpoint what is left, then release everything."""
+        loop = asyncio.get_running_loop()
+        self._closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._loop is not None:
+            await self._wait_idle()
+            if self._has_work():
+                self._start_checkpoint()
+                await self._wait_idle()
+        await loop.run_in_executor(None, self._close_blocking)
+
+    async def _wait_idle(self) -> None:
+        while self._idle is not None:
+            await asyncio.shield(self._idle)
+
+    def _close_blocking(self) -> None:
+        self._executor.shutdown(wait=True)
+        for directory in self._dirs:
+            directory.close()
+
+    # -- checkpoints (loop side) -----------------------------------------------------------------
+
+    async def checkpoint(self) -> Checkpoint:
+        """Checkpoint now (after the one in flight) and return the checkpoint completed.
+
+        Raises:
+            Exception: the checkpoint failed (it is retried in the background).
+        """
+        assert self._loop is not None and not self._closing, "storage not serving"
+        await self._wait_idle()
+        self._start_checkpoint()
+        job = self._running
+        await self._wait_idle()
+        if self._retry is job:
+            raise RuntimeError(f"checkpoint {job.sequence} failed")
+        return job.checkpoint
+
+    @property
+    def last_checkpoint(self) -> Checkpoint:
+        return self._last_checkpoint
+
+    def request_flush(self) -> None:
+        """A dir's active half is full or adds wait for room: checkpoint now, or right after
+        the one in flight."""
+        if self._loop is None or self._closing:
+            return  # replay (flushes inline) or shutdown (close() does the last checkpoint)
+        if self._running is not None or self._retry is not None:
+            self._flush_requested = True
+            return
+        self._start_checkpoint()
+
+    def _on_timer(self) -> None:
+        assert self._loop is not None
+        self._timer = self._loop.call_later(self._flush_interval_s, self._on_timer)
+        if self._running is None and self._has_work():
+            self._start_checkpoint()
+
+    def _has_work(self) -> bool:
+        return (self._retry is not None or any(d.has_unflushed_changes for d in self._dirs)
+                or self._source.new_checkpoint() != self._last_checkpoint)
+
+    def _start_checkpoint(self) -> None:
+        assert self._loop is not None and self._running is None
+        job = self._retry or self._capture()
+        self._retry = None
+        self._running = job
+        self._idle = self._loop.create_future()
+        future = self._loop.run_in_executor(self._executor, self._flush_blocking, job)
+        future.add_done_callback(functools.partial(self._checkpoint_done, job))
+
+    def _capture(self) -> _Checkpointing:
+        """The checkpoint, and the halves holding everything before it: one loop callback."""
+        checkpoint = self._source.new_checkpoint()
+        batches = [directory.swap() for directory in self._dirs]
+        self._sequence += 1
+        return _Checkpointing(self._sequence, checkpoint, batches)
+
+    def _checkpoint_done(self, job: _Checkpointing, future: asyncio.Future) -> None:
+        assert self._running is job
+        self._running = None
+        error = future.exception() if not future.cancelled() else asyncio.CancelledError()
+        if error is None:
+            self._completed(job)
+        else:
+            log.error("checkpoint %d failed, retrying in %.1fs: %r", job.sequence, RETRY_DELAY_S, error)
+            self._retry = job
+            if self._loop is not None and not self._closing:
+                self._loop.call_later(RETRY_DELAY_S, self._retry_now)
+        idle, self._idle = self._idle, None
+        if idle is not None and not idle.done():
+            idle.set_result(None)
+        if error is None and not self._closing and (
+                self._flush_requested or any(d.wants_flush for d in self._dirs)):
+            self._flush_requested = False
+            self._start_checkpoint()
+
+    def _retry_now(self) -> None:
+        if self._running is None and self._retry is not None and not self._closing:
+            self._start_checkpoint()
+
+    def _completed(self, job: _Checkpointing) -> None:
+        for directory, batch in zip(self._dirs, job.batches):
+            directory.flush_completed(batch)
+        self._last_checkpoint = job.checkpoint
+        metrics.CHECKPOINTS.inc()
+
+    # -- checkpoints (flush thread) ----------------------------------------------------------------
+
+    def _flush_blocking(self, job: _Checkpointing) -> None:
+        started = time.monotonic()
+        entries = sum(len(batch.cache) for batch in job.batches)
+        size = sum(batch.cache.size_bytes for batch in job.batches)
+        log.debug("checkpoint %d started: %d entries, %d bytes, mark %s", job.sequence, entries, size,
+                  job.checkpoint)
+        for directory, batch in zip(self._dirs, job.batches):
+            if batch.cache or batch.ledgers:
+                directory.flush(batch)
+        if job.checkpoint != self._persisted:
+            for directory in self._dirs:
+                directory.write_last_mark(job.checkpoint)
+            self._persisted = job.checkpoint
+            self._source.checkpoint_complete(job.checkpoint)
+        metrics.FLUSH.observe((time.monotonic() - started) * 1000)
+        log.debug("checkpoint %d done in %.1f ms: entry logs %s, mark %s", job.sequence,
+                  (time.monotonic() - started) * 1000, sorted({i for b in job.batches for i in b.logs}),
+                  job.checkpoint)
+
+    # -- adds, fences, reads: routed to the ledger's dir --------------------------------------------
+
+    def try_admit(self, ledger_id: int, payload_length: int) -> bool:
+        return self._dirs[ledger_id % self._n].try_admit(payload_length)
+
+    async def admit(self, ledger_id: int, payload_length: int) -> None:
+        await self._dirs[ledger_id % self._n].admit(payload_length)
+
+    def cancel_admission(self, ledger_id: int, payload_length: int) -> None:
+        self._dirs[ledger_id % self._n].cancel_admission(payload_length)
+
+    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
+        self._dirs[ledger_id % self._n].add_entry(ledger_id, entry_id, lac, payload)
+
+    def fence(self, ledger_id: int) -> bool:
+        return self._dir(ledger_id).fence(ledger_id)
+
+    def ledger(self, ledger_id: int) -> LedgerState | None:
+        return self._dirs[ledger_id % self._n].ledger(ledger_id)
+
+    def read_entries(self, ledger_id: int, first_entry_id: int, count: int, max_bytes: int) -> list:
+        return self._dir(ledger_id).read_entries(ledger_id, first_entry_id, count, max_bytes)
+
+    @property
+    def ledger_count(self) -> int:
+        return sum(d.ledger_count for d in self._dirs)
+
+    @property
+    def entry_count(self) -> int:
+        return sum(d.entry_count for d in self._dirs)

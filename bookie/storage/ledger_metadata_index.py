@@ -1,0 +1,80 @@
+"""The ledgers of one ledger dir: fenced flag, LAC and last entry, in memory and in ``index.db``.
+
+As BookKeeper's ``LedgerMetadataIndex`` does, every ledger's state is held in memory (loaded
+at start): the add path checks the fence and moves the LAC without any I/O, and READ_LAC is
+answered at once. That memory grows with the number of ledgers (a few dozen bytes each),
+never with entries; deleting a ledger (GC) removes its state.
+
+Invariants:
+- the in-memory state changes only on the event loop (or on the replay thread before the
+  bookie serves);
+- a flush persists a snapshot taken on the loop when the write-cache halves are swapped: every
+  ledger with entries in the half being flushed, and every ledger fenced since the previous
+  snapshot. So once a checkpoint is written, the fence of every FENCE record before its mark
+  is in the ``ledgers`` table, and the journal segments holding those records may go;
+- rows are merged with ``max`` (and ``fenced`` is sticky), so persisting an older snapshot after
+  a newer one, or replaying the journal over a loaded state, never moves anything backwards.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from bookie.storage.index_db import IndexDb
+from bookie.storage.ledger_state import LedgerState, LedgerStates
+
+LedgerRow = tuple[int, int, int, int]
+"""``(ledger_id, fenced, lac, last_entry_id)`` as persisted."""
+
+
+class LedgerMetadataIndex:
+    def __init__(self, db: IndexDb) -> None:
+        self.db = db
+        self.states = LedgerStates()
+        self._fenced_since_snapshot: set[int] = set()
+
+    def load(self) -> None:
+        """Read every ledger's persisted state (blocking, at start)."""
+        rows = self.db.writer.execute("SELECT ledger_id, fenced, lac, last_entry_id FROM ledgers")
+        for ledger_id, fenced, lac, last_entry_id in rows:
+            self.states.put(LedgerState(ledger_id, last_entry_id, lac, bool(fenced)))
+
+    def get(self, ledger_id: int) -> LedgerState | None:
+        return self.states.get(ledger_id)
+
+    def fence(self, ledger_id: int) -> bool:
+        """Fence the ledger (creating it if unknown); True if it was not fenced before."""
+        state = self.states.get_or_create(ledger_id)
+        if state.fenced:
+            return False
+        state.fenced = True
+        self._fenced_since_snapshot.add(ledger_id)
+        return True
+
+    @property
+    def has_unpersisted_fences(self) -> bool:
+        return bool(self._fenced_since_snapshot)
+
+    def snapshot(self, ledgers_with_entries: Iterable[int]) -> list[LedgerRow]:
+        """On the loop, at a swap: the rows the coming flush must persist."""
+        ids = set(ledgers_with_entries)
+        ids |= self._fenced_since_snapshot
+        self._fenced_since_snapshot = set()
+        rows = []
+        for ledger_id in ids:
+            state = self.states.get(ledger_id)
+            if state is not None:
+                rows.append((ledger_id, int(state.fenced), state.lac, state.last_entry_id))
+        return rows
+
+    @staticmethod
+    def persist(cursor: sqlite3.Cursor, rows: list[LedgerRow]) -> None:
+        """Merge ``rows`` into the ``ledgers`` table, inside the flush transaction."""
+        cursor.executemany(
+            "INSERT INTO ledgers (ledger_id, fenced, lac, last_entry_id) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(ledger_id) DO UPDATE SET fenced = max(fenced, excluded.fenced), "
+            "lac = max(lac, excluded.lac), last_entry_id = max(last_entry_id, excluded.last_entry_id)", rows)
+
+    def __len__(self) -> int:
+        return len(self.states)

@@ -1,0 +1,41 @@
+"""Where the bookie runs the blocking part of a read: the :class:`ReadExecutor` contract.
+
+:meth:`bookie.bookie.Bookie.read_entries` hands ``storage.read_entries`` (a thread-safe,
+blocking function) to ``read_executor.submit(ledger_id, fn)``. The process wiring passes
+BookKeeper's ordered, bounded read thread pool (:class:`bookie.read_pool.ReadThreadPool`);
+:class:`ThreadPoolReadExecutor` is the plain default for everything else (tests, tools).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class ReadExecutor(Protocol):
+    def submit(self, key: int, fn: Callable[[], T]) -> asyncio.Future[T]:
+        """Run ``fn()`` off the loop; called on the loop, the future completes on the loop.
+
+        ``key`` (the ledger id) lets an ordered executor keep one ledger's reads in order.
+
+        Raises:
+            TooManyRequestsError: the executor's queue for ``key`` is full (the read is refused).
+        """
+
+
+class ThreadPoolReadExecutor:
+    """``numReadWorkerThreads`` threads, one shared unbounded queue, no ordering by key."""
+
+    def __init__(self, threads: int) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="bookie-read")
+
+    def submit(self, key: int, fn: Callable[[], T]) -> asyncio.Future[T]:
+        return asyncio.get_running_loop().run_in_executor(self._pool, fn)
+
+    def close(self) -> None:
+        """Blocking: waits for the reads in flight."""
+        self._pool.shutdown(wait=True)

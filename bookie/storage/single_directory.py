@@ -1,0 +1,383 @@
+"""One ledger directory of the DbLedgerStorage (BookKeeper's ``SingleDirectoryDbLedgerStorage``).
+
+Holds the double-buffered write cache, the entry logs, ``index.db`` (locations, ledgers,
+entry-log usage), the read-ahead cache and this dir's ``lastMark``. Who calls what:
+
+- the event loop: admission (:meth:`try_admit`, :meth:`admit`), :meth:`add_entry`,
+  :meth:`fence`, :meth:`ledger`, and the flush hand-over
+  (:meth:`swap`, :meth:`flush_completed`);
+- the flush thread: :meth:`flush` and :meth:`write_last_mark`;
+- read threads: :meth:`read_entries` (blocking, thread-safe);
+- start-up (a worker thread, before serving): :meth:`open`, :meth:`replay_entry`.
+
+Invariants:
+- admission reserves the entry's room in the active half *before* the journal write, so the
+  put that follows the journal's completion always fits: an entry the journal made durable
+  is never refused. ``active.size_bytes + reserved <= half_max_bytes``, except that one entry
+  is always admitted into an empty half (so an entry larger than a half is not stuck);
+- a swap happens only when the previous flush has completed (``flushing`` is empty);
+- the flush makes the entry logs durable (fsync) before it commits their locations, and the
+  half being flushed is dropped only after that commit, so a reader always finds an entry
+  in one of the halves, the read-ahead cache or the index;
+- readers look at ``active`` before ``flushing``, and :meth:`swap` assigns ``flushing`` before
+  ``active``: an entry moving from one half to the other is seen in at least one of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bookie.storage import metrics
+from bookie.storage.checkpoint import Checkpoint, LastMarkFile
+from bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
+from bookie.storage.entry_log import RECORD_HEADER_SIZE
+from bookie.storage.entry_log_metadata import EntryLogMetadataIndex
+from bookie.storage.entry_logger import EntryLogReader, EntryLogWriter, list_entry_logs
+from bookie.storage.index_db import IndexDb
+from bookie.storage.ledger_metadata_index import LedgerMetadataIndex, LedgerRow
+from bookie.storage.ledger_state import LedgerState
+from bookie.storage.read_cache import ReadCache
+from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
+from minipulsar.errors import NoSuchEntryError, NoSuchLedgerError, ServiceNotReadyError
+
+log = logging.getLogger(__name__)
+
+RESPONSE_ENTRY_OVERHEAD_BYTES = 16
+"""What one ``[entry_id, payload]`` pair costs in a READ_ENTRY_RESPONSE beyond its payload."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StorageSettings:
+    """Per ledger dir (the configured cache sizes are split across the dirs, as BookKeeper does)."""
+
+    write_cache_max_bytes: int = 64 << 20
+    """Both halves (dbStorage_writeCacheMaxSizeMb / #dirs)."""
+    read_cache_max_bytes: int = 32 << 20
+    """dbStorage_readAheadCacheMaxSizeMb / #dirs."""
+    read_ahead_batch_entries: int = 100
+    """dbStorage_readAheadCacheBatchSize."""
+    read_ahead_batch_bytes: int = -1
+    """dbStorage_readAheadCacheBatchBytesSize (-1: no cap)."""
+    log_size_limit: int = 256 << 20
+    """logSizeLimit."""
+    flush_entry_log_bytes: int = 8 << 20
+    """flushEntrylogBytes (0: sync only at the end of a flush)."""
+
+    @property
+    def half_max_bytes(self) -> int:
+        return max(1, self.write_cache_max_bytes // 2)
+
+
+@dataclass(slots=True)
+class FlushBatch:
+    """What one flush of one dir writes: the half taken out of service and the ledgers' state."""
+
+    cache: WriteCache
+    ledgers: list[LedgerRow]
+    entries_new: int = 0
+    """Set by :meth:`SingleDirectoryDbLedgerStorage.flush`: entries not indexed before."""
+    logs: list[int] = field(default_factory=list)
+    """Entry logs the flush appended to."""
+
+
+class SingleDirectoryDbLedgerStorage:
+    def __init__(self, directory: Path, settings: StorageSettings,
+                 request_flush: Callable[[], None] = lambda: None) -> None:
+        """``directory``: the ledger dir's ``current/``; ``request_flush``: called on the loop
+        when the active half is full or adds wait for room."""
+        self.directory = directory
+        self.settings = settings
+        self._half_max = settings.half_max_bytes
+        self._request_flush = request_flush
+        self._db = IndexDb(directory)
+        self._locations = EntryLocationIndex(self._db)
+        self._ledgers = LedgerMetadataIndex(self._db)
+        self._log_metadata = EntryLogMetadataIndex(self._db)
+        self._writer: EntryLogWriter | None = None
+        self._reader = EntryLogReader(directory)
+        self.read_cache = ReadCache(settings.read_cache_max_bytes)
+        self._active = WriteCache()
+        self._flushing = WriteCache()
+        self._reserved = 0
+        """Bytes admitted (journal write pending) and not yet put into the active half."""
+        self._waiters: collections.deque[tuple[asyncio.Future[None], int]] = collections.deque()
+        self._indexed_entries = 0
+        self._read_gate = threading.Condition()
+        self._reads_in_flight = 0
+        self._closed = False
+
+    # -- start-up and shutdown (blocking) ------------------------------------------------------
+
+    def open(self) -> Checkpoint:
+        """Open the index and the entry logs; returns this dir's persisted checkpoint."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._db.open()
+        self._ledgers.load()
+        self._indexed_entries = self._locations.count()
+        existing = list_entry_logs(self.directory)
+        last_log_id = max(existing[-1] if existing else 0, self._log_metadata.last_log_id())
+        self._writer = EntryLogWriter(self.directory, self.settings.log_size_limit, last_log_id + 1,
+                                      self.settings.flush_entry_log_bytes)
+        metrics.STORAGES.add(self)
+        return LastMarkFile(self.directory).read()
+
+    def close(self) -> None:
+        """Wait for the reads in flight, then release files (the flush thread must be idle)."""
+        with self._read_gate:
+            self._closed = True
+            self._read_gate.wait_for(lambda: self._reads_in_flight == 0, timeout=30)
+        metrics.STORAGES.discard(self)
+        if self._writer is not None:
+            self._writer.close()
+        self._reader.close()
+        self._db.close()
+
+    # -- admission (loop) ---------------------------------------------------------------------
+
+    def _fits(self, size: int) -> bool:
+        used = self._active.size_bytes + self._reserved
+        return used + size <= self._half_max or used == 0
+
+    def try_admit(self, payload_length: int) -> bool:
+        """Reserve room for an entry of ``payload_length`` bytes; False when the active half is
+        full (or earlier adds already wait): await :meth:`admit` instead."""
+        size = payload_length + ENTRY_OVERHEAD_BYTES
+        if self._waiters or not self._fits(size):
+            if self._active:  # else a swap frees nothing: add_entry asks once entries arrive
+                self._request_flush()
+            return False
+        self._reserved += size
+        return True
+
+    async def admit(self, payload_length: int) -> None:
+        """Wait (FIFO) until the entry fits, and reserve its room; counted as a throttled write."""
+        if self.try_admit(payload_length):
+            return
+        metrics.THROTTLED_WRITE_REQUESTS.inc()
+        started = time.monotonic()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        item = (waiter, payload_length + ENTRY_OVERHEAD_BYTES)
+        self._waiters.append(item)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._reserved -= item[1]  # reserved for us just before the cancellation
+            else:
+                self._waiters.remove(item)
+            self._wake_waiters()
+            raise
+        finally:
+            metrics.THROTTLED_WRITE.observe((time.monotonic() - started) * 1000)
+
+    def cancel_admission(self, payload_length: int) -> None:
+        """Give back a reservation whose add will not reach the storage (refused, journal failure)."""
+        self._reserved -= payload_length + ENTRY_OVERHEAD_BYTES
+        assert self._reserved >= 0, self._reserved
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        waiters = self._waiters
+        while waiters and self._fits(waiters[0][1]):
+            waiter, size = waiters.popleft()
+            if not waiter.done():
+                self._reserved += size
+                waiter.set_result(None)
+
+    @property
+    def wants_flush(self) -> bool:
+        """The active half is full, or adds wait for room that a swap would give them."""
+        size = self._active.size_bytes
+        return size >= self._half_max or (bool(self._waiters) and size > 0)
+
+    @property
+    def has_unflushed_changes(self) -> bool:
+        return bool(self._active) or self._ledgers.has_unpersisted_fences
+
+    # -- adds and fences (loop) -----------------------------------------------------------------
+
+    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
+        """Put an admitted entry that the journal made durable into the active half."""
+        self._reserved -= len(payload) + ENTRY_OVERHEAD_BYTES
+        self._active.put(ledger_id, entry_id, payload)
+        self._ledgers.states.get_or_create(ledger_id).entry_added(entry_id, lac)
+        if self._active.size_bytes >= self._half_max or self._waiters:
+            self._request_flush()
+
+    def replay_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bool:
+        """Put a replayed entry (no admission at start-up); True when the active half is full."""
+        self._active.put(ledger_id, entry_id, payload)
+        self._ledgers.states.get_or_create(ledger_id).entry_added(entry_id, lac)
+        return self._active.size_bytes >= self._half_max
+
+    def fence(self, ledger_id: int) -> bool:
+        return self._ledgers.fence(ledger_id)
+
+    def ledger(self, ledger_id: int) -> LedgerState | None:
+        return self._ledgers.get(ledger_id)
+
+    @property
+    def ledger_count(self) -> int:
+        return len(self._ledgers)
+
+    @property
+    def entry_count(self) -> int:
+        """Indexed entries plus those still in the write cache (an entry re-added before its
+        first flush was checkpointed may be counted twice until the next flush)."""
+        return self._indexed_entries + self._active.count + self._flushing.count
+
+    @property
+    def write_cache_size_bytes(self) -> int:
+        return self._active.size_bytes + self._flushing.size_bytes
+
+    @property
+    def write_cache_count(self) -> int:
+        return self._active.count + self._flushing.count
+
+    # -- the flush hand-over (loop) -------------------------------------------------------------
+
+    def swap(self) -> FlushBatch:
+        """Take the active half out of service for a flush (with the ledgers' state to persist)."""
+        assert not self._flushing, "swap while the previous flush has not completed"
+        active = self._active
+        batch = FlushBatch(active, self._ledgers.snapshot(active.ledger_ids()))
+        self._flushing = active  # before _active: see the module docstring
+        self._active = WriteCache()
+        self._wake_waiters()
+        return batch
+
+    def flush_completed(self, batch: FlushBatch) -> None:
+        """The batch is durable and indexed: drop the half that held it."""
+        assert self._flushing is batch.cache
+        self._flushing = WriteCache()
+        self._indexed_entries += batch.entries_new
+
+    # -- the flush itself (flush thread) ---------------------------------------------------------
+
+    def flush(self, batch: FlushBatch) -> None:
+        """Write the batch sorted by (ledger, entry) into entry logs, fsync them, then commit the
+        locations, the ledgers' state and the entry-log usage in one index transaction."""
+        writer = self._writer
+        assert writer is not None, "storage not open"
+        started = time.monotonic()
+        by_ledger: list[tuple[int, list[tuple[int, int]]]] = []
+        usage: dict[tuple[int, int], int] = collections.defaultdict(int)
+        flushed_bytes = 0
+        current_ledger, current = -1, []
+        try:
+            for ledger_id, entry_id, payload in batch.cache.sorted_entries():
+                location = writer.append(ledger_id, entry_id, payload)
+                if ledger_id != current_ledger:
+                    current_ledger, current = ledger_id, []
+                    by_ledger.append((ledger_id, current))
+                current.append((entry_id, location))
+                usage[(location >> 32, ledger_id)] += RECORD_HEADER_SIZE + len(payload)
+                flushed_bytes += len(payload)
+            writer.flush()
+        except BaseException:
+            writer.abandon()  # its position is no longer known: the retry starts a new log
+            raise
+        entry_log_done = time.monotonic()
+        inserted = 0
+        with self._db.transaction() as cursor:
+            for ledger_id, locations in by_ledger:
+                inserted += self._locations.add_ledger_locations(cursor, ledger_id, locations)
+            ledgers_started = time.monotonic()
+            self._ledgers.persist(cursor, batch.ledgers)
+            metrics.FLUSH_LEDGER_INDEX.observe((time.monotonic() - ledgers_started) * 1000)
+            self._log_metadata.add_usage(cursor, usage)
+            IndexDb.add_meta(cursor, ENTRIES_KEY, inserted)
+        batch.entries_new = inserted
+        batch.logs = sorted({log_id for log_id, _ in usage})
+        metrics.FLUSH_ENTRYLOG.observe((entry_log_done - started) * 1000)
+        metrics.FLUSH_LOCATIONS_INDEX.observe((time.monotonic() - entry_log_done) * 1000)
+        metrics.FLUSH_SIZE.observe(flushed_bytes)
+
+    def write_last_mark(self, checkpoint: Checkpoint) -> None:
+        LastMarkFile(self.directory).write(checkpoint)
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def read_entries(self, ledger_id: int, first_entry_id: int, count: int, max_bytes: int) -> list:
+        """Up to ``count`` consecutive entries from ``first_entry_id`` as ``(entry_id, payload)``,
+        within ``max_bytes`` (the first entry always). Blocking and thread-safe.
+
+        Raises:
+            NoSuchLedgerError / NoSuchEntryError: unknown ledger / first entry not here.
+            CorruptEntryError: an entry log does not hold what the index says.
+        """
+        with self._read_gate:
+            if self._closed:
+                raise ServiceNotReadyError("the bookie's storage is closed")
+            self._reads_in_flight += 1
+        try:
+            started = time.monotonic()
+            found = self._read_range(ledger_id, first_entry_id, count, max_bytes)
+            metrics.READ_ENTRY.observe((time.monotonic() - started) * 1000)
+            return found
+        finally:
+            with self._read_gate:
+                self._reads_in_flight -= 1
+                if self._closed:
+                    self._read_gate.notify_all()
+
+    def _read_range(self, ledger_id: int, first_entry_id: int, count: int, max_bytes: int) -> list:
+        state = self._ledgers.get(ledger_id)
+        if state is None:
+            raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
+        found: list[tuple[int, bytes]] = []
+        total = 0
+        for entry_id in range(first_entry_id, min(first_entry_id + count, state.last_entry_id + 1)):
+            payload = self._read_one(ledger_id, entry_id)
+            if payload is None:
+                break
+            total += len(payload) + RESPONSE_ENTRY_OVERHEAD_BYTES
+            if found and total > max_bytes:
+                break
+            found.append((entry_id, payload))
+        if not found:
+            raise NoSuchEntryError(f"entry {ledger_id}:{first_entry_id} is not on this bookie")
+        return found
+
+    def _read_one(self, ledger_id: int, entry_id: int) -> bytes | None:
+        payload = self._active.get(ledger_id, entry_id)  # active first: see the module docstring
+        if payload is None:
+            payload = self._flushing.get(ledger_id, entry_id)
+        if payload is not None:
+            metrics.WRITE_CACHE_HITS.inc()
+            return payload
+        metrics.WRITE_CACHE_MISSES.inc()
+        payload = self.read_cache.get(ledger_id, entry_id)
+        if payload is not None:
+            metrics.READ_CACHE_HITS.inc()
+            return payload
+        metrics.READ_CACHE_MISSES.inc()
+        return self._read_from_entry_log(ledger_id, entry_id)
+
+    def _read_from_entry_log(self, ledger_id: int, entry_id: int) -> bytes | None:
+        started = time.monotonic()
+        location = self._locations.get(ledger_id, entry_id)
+        looked_up = time.monotonic()
+        metrics.READ_LOCATIONS_INDEX_TIME.observe((looked_up - started) * 1000)
+        if location is None:
+            return None
+        payload, next_location = self._reader.read(location, ledger_id, entry_id)
+        read_done = time.monotonic()
+        metrics.READ_ENTRYLOG_TIME.observe((read_done - looked_up) * 1000)
+        settings = self.settings
+        if settings.read_ahead_batch_entries > 0:
+            ahead = self._reader.read_ahead(next_location, ledger_id, entry_id + 1,
+                                            settings.read_ahead_batch_entries, settings.read_ahead_batch_bytes)
+            if ahead:
+                self.read_cache.put_all(ledger_id, ahead)
+                metrics.READAHEAD_BATCH_COUNT.observe(len(ahead))
+                metrics.READAHEAD_BATCH_SIZE.observe(sum(len(p) for _, p in ahead))
+            metrics.READAHEAD_TIME.observe((time.monotonic() - read_done) * 1000)
+        return payload

@@ -1,0 +1,121 @@
+"""A real bookie process under load: its load report on the binary port (BOOKIE_INFO) and over
+HTTP (``GET /api/v1/bookie/info``), the read thread pool pushing back a heavy reader, and the
+non-storage metrics on ``/metrics``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest_asyncio
+
+from minipulsar.errors import TooManyRequestsError
+from minipulsar.net import Connection, connect
+from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry
+from tests.support.process import ServerProcess, started, wait_for
+
+LOAD_KEYS = {
+    "journalWriteBytesPerSecond", "journalSyncLatencyMsAvg", "journalSyncLatencyMsP99", "journalIoUtil",
+    "ledgerIoUtil", "cpuUsedRate", "loadWindowSeconds", "ledgerDirsUsedFraction", "ledgerDirsFreeBytes",
+    "ledgerDirsTotalBytes", "ledgerDirsUsage", "writableLedgerDirs", "pendingAdds", "pendingReads",
+    "readPoolPending", "readOnly", "state",
+}
+METRIC_NAMES = (
+    "bookkeeper_server_ADD_ENTRY_REQUEST_bucket", "bookkeeper_server_READ_ENTRY_REQUEST_bucket",
+    "bookkeeper_server_BookieReadThreadPool_queue_0", "bookkeeper_server_BookieReadThreadPool_max_queue_size",
+    "bookkeeper_server_BookieReadThreadPool_task_queued_bucket", "bookkeeper_server_READ_ENTRY_REJECTED",
+    "bookie_SERVER_STATUS", "bookie_ledger_writable_dirs",
+)
+
+
+class RawClient(Connection):
+    def command_received(self, command) -> None:  # noqa: ANN001
+        pass
+
+
+@pytest_asyncio.fixture
+async def bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+    metastore = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
+                              tmp_path / "logs" / "metastore.log")
+    async with started(metastore):
+        bookie = ServerProcess("bookie", [
+            "--port", "0", "--http-port", "0", "--journal-dir", str(tmp_path / "journal"),
+            "--ledger-dirs", str(tmp_path / "ledgers"), "--metadata-url", f"metastore://{metastore.address}",
+            "--set", "zkTimeout=2000", "--set", "journalPreAllocSizeMB=1",
+            "--set", "numReadWorkerThreads=2", "--set", "maxPendingReadRequestsPerThread=100",
+        ], tmp_path / "logs" / "bookie.log")
+        async with started(bookie):
+            yield bookie
+
+
+async def test_bookie_info_reports_journal_throughput_fsync_latency_disk_and_state(bookie: ServerProcess) -> None:
+    """Goal: the figures load-aware placement needs, over the last seconds, on both endpoints.
+    Method: keep adding 64 KiB entries (journalSyncData on) until BOOKIE_INFO shows a write
+    rate and an fsync latency; then compare with the HTTP report."""
+    conn = await connect(RawClient, bookie.host, bookie.port)
+    payload = bytes(64 * 1024)
+    entry_ids = iter(range(1_000_000))
+
+    async def busy_report() -> bool:
+        await asyncio.gather(*(conn.request(AddEntry, ledger_id=7, entry_id=next(entry_ids), payload=payload)
+                               for _ in range(20)))
+        info = (await conn.request(BookieInfo)).info
+        return info["journalWriteBytesPerSecond"] > 0 and info["journalSyncLatencyMsAvg"] is not None
+
+    await wait_for(busy_report, timeout_s=20, interval_s=0.05)
+    response = await conn.request(BookieInfo)
+    info = response.info
+    assert LOAD_KEYS <= info.keys()
+    assert info["journalSyncLatencyMsP99"] >= info["journalSyncLatencyMsAvg"] > 0
+    assert 0 <= info["ledgerDirsUsedFraction"] <= 1 and info["readOnly"] is False and info["state"] == "writable"
+    assert 0 < response.free_disk_bytes == info["ledgerDirsFreeBytes"] <= response.total_disk_bytes
+    assert info["pendingAdds"] >= 0 and info["readPoolPending"] == 0
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://{bookie.host}:{bookie.http_port}/api/v1/bookie/info") as got:
+            over_http = await got.json()
+    assert LOAD_KEYS <= over_http.keys() and over_http["bookieId"] == info["bookieId"]
+    assert over_http["freeSpace"] == over_http["ledgerDirsFreeBytes"] and over_http["state"] == "writable"
+    conn.close()
+
+
+async def metric(bookie: ServerProcess, name: str) -> float:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as got:
+            text = await got.text()
+    return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
+
+
+async def test_a_heavy_reader_gets_too_many_requests_while_adds_complete(bookie: ServerProcess) -> None:
+    """Goal: a catch-up reader that floods one read thread is refused at the door
+    (maxPendingReadRequestsPerThread=100), and adds on another connection are not held up.
+    Method: pipeline 400 range reads of one ledger (all on one read thread) beside 300 adds
+    to another ledger; some reads fail with TooManyRequests, the rest return entries, every
+    add is acknowledged, and READ_ENTRY_REJECTED counts the refusals."""
+    writer = await connect(RawClient, bookie.host, bookie.port)
+    reader = await connect(RawClient, bookie.host, bookie.port)
+    await asyncio.gather(*(writer.request(AddEntry, ledger_id=1, entry_id=i, payload=bytes(100)) for i in range(50)))
+    rejected_before = await metric(bookie, "bookkeeper_server_READ_ENTRY_REJECTED")
+    reads = [reader.request(ReadEntry, ledger_id=1, first_entry_id=i % 50, count=10) for i in range(400)]
+    adds = [writer.request(AddEntry, ledger_id=2, entry_id=i, payload=bytes(1000)) for i in range(300)]
+    read_results, add_results = await asyncio.gather(asyncio.gather(*reads, return_exceptions=True),
+                                                     asyncio.gather(*adds, return_exceptions=True))
+    refused = [r for r in read_results if isinstance(r, TooManyRequestsError)]
+    served = [r for r in read_results if not isinstance(r, BaseException)]
+    assert refused and served and len(refused) + len(served) == 400, {type(r) for r in read_results}
+    assert all(r.entries and r.entries[0][1] == bytes(100) for r in served)
+    assert [r.entry_id for r in add_results] == list(range(300)), "every add is acknowledged"
+    assert await metric(bookie, "bookkeeper_server_READ_ENTRY_REJECTED") == rejected_before + len(refused)
+    writer.close()
+    reader.close()
+
+
+async def test_metrics_use_bookkeepers_names(bookie: ServerProcess) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as got:
+            text = await got.text()
+    names = {line.split("{")[0].split()[0] for line in text.splitlines() if line and not line.startswith("#")}
+    missing = [name for name in METRIC_NAMES if name not in names]
+    assert not missing, f"missing on /metrics: {missing}"
+    assert "bookkeeper_server_BookieReadThreadPool_max_queue_size 100.0" in text

@@ -1,0 +1,156 @@
+"""Read-only mode with a real bookie and a real metastore: at the disk thresholds the
+registration moves between ``/ledgers/available`` and ``/ledgers/available/readonly``, adds are
+refused with BookieReadOnly, reads keep working. The disk usage is injected through the
+test-only ``minipulsarDiskUsageOverrideFile``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from minipulsar.errors import BookieReadOnlyError
+from minipulsar.metadata import MetadataStore, open_metadata_store
+from minipulsar.net import Connection, connect
+from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry
+from tests.support.process import ServerProcess, started, wait_for
+
+SESSION_TIMEOUT_MS = 2000
+AVAILABLE, READONLY = "/ledgers/available", "/ledgers/available/readonly"
+
+
+class RawClient(Connection):
+    def command_received(self, command) -> None:  # noqa: ANN001
+        pass
+
+
+def bookie_process(root: Path, metadata_url: str, *extra: str, port: int = 0) -> ServerProcess:
+    return ServerProcess("bookie", [
+        "--port", str(port), "--http-port", "0",
+        "--journal-dir", str(root / "journal"), "--ledger-dirs", f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
+        "--metadata-url", metadata_url,
+        "--set", f"zkTimeout={SESSION_TIMEOUT_MS}", "--set", "journalPreAllocSizeMB=1",
+        "--set", "diskCheckInterval=50", "--set", f"minipulsarDiskUsageOverrideFile={root / 'usage'}",
+        *extra,
+    ], root / "logs" / "bookie.log")
+
+
+@pytest_asyncio.fixture
+async def metastore(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+    process = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
+                            tmp_path / "logs" / "metastore.log")
+    async with started(process):
+        yield process
+
+
+@pytest_asyncio.fixture
+async def observer(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
+    store = await open_metadata_store(f"metastore://{metastore.address}", session_timeout_ms=SESSION_TIMEOUT_MS)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def registered_under(store: MetadataStore, bookie: ServerProcess) -> set[str]:
+    """The registration paths (writable, read-only) that list the bookie now."""
+    paths = set()
+    for path in (AVAILABLE, READONLY):
+        if bookie.address in await store.children(path):
+            paths.add(path)
+    return paths
+
+
+async def wait_registered_only_under(store: MetadataStore, bookie: ServerProcess, path: str) -> None:
+    async def only_there() -> bool:
+        return await registered_under(store, bookie) == {path}
+    await wait_for(only_there, timeout_s=10, message=f"{bookie.address} not registered only under {path}")
+
+
+async def server_status(bookie: ServerProcess) -> float:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as response:
+            text = await response.text()
+    return float(next(line.split()[1] for line in text.splitlines() if line.startswith("bookie_SERVER_STATUS ")))
+
+
+async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_writable(
+        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    """Goal: the whole read-only round trip in a real process.
+    Method: usage 0.5 → adds work; 0.97 → registration under readonly/, ADD gets
+    BookieReadOnly (a recovery add still goes in), READ serves the entries, SERVER_STATUS 0;
+    0.5 → back under /ledgers/available, ADD works, SERVER_STATUS 1."""
+    usage = tmp_path / "usage"
+    usage.write_text("0.5")
+    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}")
+    async with started(bookie):
+        conn = await connect(RawClient, bookie.host, bookie.port)
+        assert await registered_under(observer, bookie) == {AVAILABLE}
+        for entry_id in range(5):
+            await conn.request(AddEntry, ledger_id=1, entry_id=entry_id, payload=b"e%d" % entry_id)
+
+        usage.write_text("0.97")
+        await wait_registered_only_under(observer, bookie, READONLY)
+        with pytest.raises(BookieReadOnlyError):
+            await conn.request(AddEntry, ledger_id=1, entry_id=5, payload=b"refused")
+        await conn.request(AddEntry, ledger_id=1, entry_id=5, payload=b"e5", recovery=True)
+        response = await conn.request(ReadEntry, ledger_id=1, first_entry_id=0, count=10)
+        assert [p for _, p in response.entries] == [b"e%d" % i for i in range(6)]
+        info = await conn.request(BookieInfo)
+        assert info.info["readOnly"] is True and info.info["writableLedgerDirs"] == 0
+        assert await server_status(bookie) == 0
+
+        usage.write_text("0.5")
+        await wait_registered_only_under(observer, bookie, AVAILABLE)
+        await conn.request(AddEntry, ledger_id=1, entry_id=6, payload=b"e6")
+        assert (await conn.request(BookieInfo)).info["readOnly"] is False
+        assert await server_status(bookie) == 1
+        conn.close()
+    assert await registered_under(observer, bookie) == set()
+
+
+async def test_a_bookie_started_on_full_disks_registers_read_only(
+        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    (tmp_path / "usage").write_text("0.99")
+    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}")
+    async with started(bookie):
+        assert await registered_under(observer, bookie) == {READONLY}
+        conn = await connect(RawClient, bookie.host, bookie.port)
+        with pytest.raises(BookieReadOnlyError):
+            await conn.request(AddEntry, ledger_id=1, entry_id=0, payload=b"refused")
+        conn.close()
+
+
+async def test_a_restarted_bookie_removes_the_read_only_key_its_killed_run_left(
+        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    """Goal: a bookie SIGKILLed while read-only, restarted with free space, is listed only as
+    writable at once — not also as read-only until the dead run's session expires."""
+    usage = tmp_path / "usage"
+    usage.write_text("0.99")
+    url = f"metastore://{metastore.address}"
+    first = bookie_process(tmp_path, url)
+    async with started(first):
+        assert await registered_under(observer, first) == {READONLY}
+        first.kill()
+    usage.write_text("0.5")
+    second = bookie_process(tmp_path, url, port=first.port)
+    async with started(second):
+        assert await registered_under(observer, second) == {AVAILABLE}
+
+
+async def test_with_read_only_mode_disabled_full_disks_stop_the_bookie(
+        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    """BookKeeper's readOnlyModeEnabled=false: no writable ledger dir left shuts the bookie
+    down (cleanly: its registration goes with it)."""
+    usage = tmp_path / "usage"
+    usage.write_text("0.5")
+    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", "--set", "readOnlyModeEnabled=false")
+    async with started(bookie):
+        usage.write_text("0.99")
+        assert await asyncio.to_thread(bookie.proc.wait, 10) == 0
+        assert await registered_under(observer, bookie) == set()
+        assert "readOnlyModeEnabled=false" in bookie.log_tail()

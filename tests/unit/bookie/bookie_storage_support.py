@@ -1,0 +1,75 @@
+"""Helpers for the storage-engine tests: an in-process Bookie on tmp dirs, adds that await
+their acknowledgement, and crash images (a copy of every dir while the bookie runs)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import shutil
+from pathlib import Path
+
+from bookie.bookie import Bookie
+from bookie.storage.db_ledger_storage import DbLedgerStorage
+from minipulsar.config import BookieConfig, load_config
+
+_images = itertools.count()
+
+
+def bookie_config(root: Path, **overrides) -> BookieConfig:
+    return load_config(BookieConfig, overrides={
+        "journalDirectories": f"{root}/journal-a,{root}/journal-b",
+        "ledgerDirectories": f"{root}/ledgers-a,{root}/ledgers-b",
+        "journalPreAllocSizeMB": 1, "journalMaxGroupWaitMSec": 0,
+        "flushInterval": 3_600_000,  # checkpoints only when a test asks (or a cache half fills)
+        **{k: str(v) for k, v in overrides.items()},
+    })
+
+
+async def started_bookie(root: Path, **overrides) -> Bookie:
+    bookie = Bookie(bookie_config(root, **overrides))
+    await bookie.start()
+    return bookie
+
+
+def storage(bookie: Bookie) -> DbLedgerStorage:
+    assert isinstance(bookie.storage, DbLedgerStorage)
+    return bookie.storage
+
+
+async def add(bookie: Bookie, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> None:
+    """One add, through admission and the journal, returning once it is acknowledged."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def callback(error: BaseException | None) -> None:
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    lac = entry_id - 1
+    if not bookie.try_add_entry(ledger_id, entry_id, lac, payload, recovery, callback):
+        await bookie.add_entry_when_admitted(ledger_id, entry_id, lac, payload, recovery, callback)
+    await done
+
+
+def payload_for(ledger_id: int, entry_id: int, size: int = 1000) -> bytes:
+    return random.Random(ledger_id * 1_000_003 + entry_id).randbytes(size)
+
+
+async def add_many(bookie: Bookie, ledgers: range | list[int], entries: range, size: int = 1000) -> None:
+    """Pipelined adds of ``payload_for(l, e, size)`` for every ledger and entry."""
+    await asyncio.gather(*(add(bookie, ledger_id, entry_id, payload_for(ledger_id, entry_id, size))
+                           for entry_id in entries for ledger_id in ledgers))
+
+
+async def read_all(bookie: Bookie, ledger_id: int, first: int, count: int) -> list[tuple[int, bytes]]:
+    return await bookie.read_entries(ledger_id, first, count, 1 << 40)
+
+
+def crash_image(root: Path) -> Path:
+    """Copy every dir of a running, idle bookie: what a SIGKILL at this instant leaves on disk
+    (everything written is in the page cache, which a process crash does not lose)."""
+    image = root.parent / f"{root.name}-image-{next(_images)}"
+    shutil.copytree(root, image)
+    return image

@@ -1,0 +1,98 @@
+"""The read thread pool: ordered per ledger, bounded per thread, results handed back on the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from prometheus_client import REGISTRY
+
+from bookie.read_pool import ReadThreadPool
+from minipulsar.errors import ServiceNotReadyError, TooManyRequestsError
+
+GATE_TIMEOUT_S = 10.0
+
+
+@pytest.fixture
+def pool():
+    pool = ReadThreadPool(threads=2, pending_per_thread_max=3)
+    yield pool
+    pool.close()
+
+
+def blocked_on(gate: threading.Event):
+    return lambda: gate.wait(GATE_TIMEOUT_S)
+
+
+async def test_a_task_runs_off_the_loop_and_its_result_comes_back(pool: ReadThreadPool) -> None:
+    loop_thread = threading.current_thread()
+    assert await pool.submit(7, lambda: threading.current_thread()) is not loop_thread
+    assert await pool.submit(7, lambda: 42) == 42
+
+
+async def test_an_exception_in_a_task_fails_only_its_future(pool: ReadThreadPool) -> None:
+    def fail() -> None:
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        await pool.submit(1, fail)
+    assert await pool.submit(1, lambda: "still serving") == "still serving"
+    assert pool.pending == [0, 0]
+
+
+async def test_tasks_of_one_ledger_run_on_one_thread_in_submit_order() -> None:
+    pool = ReadThreadPool(threads=3, pending_per_thread_max=100)
+    try:
+        ran: list[tuple[int, int, str]] = []
+        futures = [pool.submit(ledger, lambda ledger=ledger, i=i: ran.append((ledger, i, threading.current_thread().name)))
+                   for i in range(30) for ledger in (4, 5, 7)]
+        await asyncio.gather(*futures)
+        for ledger in (4, 5, 7):
+            mine = [(i, name) for l, i, name in ran if l == ledger]
+            assert [i for i, _ in mine] == list(range(30))
+            assert {name for _, name in mine} == {f"BookieReadThreadPool-{ledger % 3}"}
+    finally:
+        pool.close()
+
+
+async def test_a_full_thread_queue_rejects_at_submit_and_other_threads_still_accept(pool: ReadThreadPool) -> None:
+    """Goal: the bound is per thread and checked at submit (TooManyRequests), counted in
+    READ_ENTRY_REJECTED; it frees up as tasks finish.
+    Method: block thread 0 on a gate, fill its 3 slots, submit a 4th."""
+    gate = threading.Event()
+    rejected_before = REGISTRY.get_sample_value("bookkeeper_server_READ_ENTRY_REJECTED")
+    held = [pool.submit(0, blocked_on(gate)), pool.submit(2, lambda: 2), pool.submit(4, lambda: 4)]
+    assert pool.pending == [3, 0]
+    with pytest.raises(TooManyRequestsError, match="maxPendingReadRequestsPerThread=3"):
+        pool.submit(6, lambda: 6)
+    assert REGISTRY.get_sample_value("bookkeeper_server_READ_ENTRY_REJECTED") == rejected_before + 1
+    assert await pool.submit(1, lambda: "thread 1 is free") == "thread 1 is free"
+    gate.set()
+    assert await asyncio.gather(*held) == [True, 2, 4]
+    assert await pool.submit(6, lambda: 6) == 6
+
+
+async def test_queue_sizes_and_wait_times_are_on_metrics(pool: ReadThreadPool) -> None:
+    gate = threading.Event()
+    queued_before = REGISTRY.get_sample_value("bookkeeper_server_BookieReadThreadPool_task_queued_count")
+    held = [pool.submit(1, blocked_on(gate)), pool.submit(3, lambda: None)]
+    assert REGISTRY.get_sample_value("bookkeeper_server_BookieReadThreadPool_queue_1") >= 2
+    assert REGISTRY.get_sample_value("bookkeeper_server_BookieReadThreadPool_max_queue_size") >= 3
+    gate.set()
+    await asyncio.gather(*held)
+    assert REGISTRY.get_sample_value("bookkeeper_server_BookieReadThreadPool_task_queued_count") == queued_before + 2
+
+
+async def test_close_runs_the_queued_tasks_then_refuses_new_ones() -> None:
+    pool = ReadThreadPool(threads=1, pending_per_thread_max=10)
+    gate = threading.Event()
+    futures = [pool.submit(0, blocked_on(gate)), pool.submit(0, lambda: "queued behind")]
+    closing = asyncio.create_task(asyncio.to_thread(pool.close))
+    await asyncio.sleep(0)
+    gate.set()
+    await closing
+    assert await asyncio.gather(*futures) == [True, "queued behind"]
+    with pytest.raises(ServiceNotReadyError):
+        pool.submit(0, lambda: None)
+    pool.close()  # idempotent

@@ -1,0 +1,138 @@
+"""Entry logs on real files: append and read back, roll at logSizeLimit, CRC checks, read-ahead,
+and a writer that never appends to a log of an earlier run."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE, make_location, split_location
+from bookie.storage.entry_logger import (
+    CorruptEntryError,
+    EntryLogReader,
+    EntryLogWriter,
+    entry_log_path,
+    list_entry_logs,
+)
+
+KIB = 1024
+
+
+def _write(tmp_path: Path, entries: list[tuple[int, int, bytes]], limit: int = 1 << 30,
+           first_log_id: int = 1) -> list[int]:
+    writer = EntryLogWriter(tmp_path, limit, first_log_id)
+    locations = [writer.append(ledger_id, entry_id, payload) for ledger_id, entry_id, payload in entries]
+    writer.flush()
+    writer.close()
+    return locations
+
+
+def test_location_packs_the_log_id_and_the_offset() -> None:
+    assert split_location(make_location(0x1234, 0xFFFF_FFF0)) == (0x1234, 0xFFFF_FFF0)
+    assert make_location(1, LOG_HEADER_SIZE) == (1 << 32) | LOG_HEADER_SIZE
+
+
+def test_entries_read_back_byte_identical(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    entries = [(ledger_id, entry_id, rng.randbytes(rng.choice([0, 1, 100, 5000, 70_000])))
+               for ledger_id in (1, 2) for entry_id in range(20)]
+    locations = _write(tmp_path, entries)
+    reader = EntryLogReader(tmp_path)
+    for (ledger_id, entry_id, payload), location in zip(entries, locations):
+        got, after = reader.read(location, ledger_id, entry_id)
+        assert got == payload
+        assert after == location + RECORD_HEADER_SIZE + len(payload)
+    reader.close()
+
+
+def test_logs_roll_before_passing_the_size_limit(tmp_path: Path) -> None:
+    """Goal: no log grows past logSizeLimit, except a single record bigger than the limit."""
+    limit = 16 * KIB
+    entries = [(1, i, bytes([i]) * 3000) for i in range(20)] + [(2, 0, bytes(40 * KIB)), (2, 1, b"x")]
+    locations = _write(tmp_path, entries, limit)
+    logs = list_entry_logs(tmp_path)
+    assert len(logs) >= 5 and logs == sorted({split_location(loc)[0] for loc in locations})
+    big_log = split_location(locations[20])[0]
+    for log_id in logs:
+        size = os.path.getsize(entry_log_path(tmp_path, log_id))
+        assert size <= limit or log_id == big_log
+    assert split_location(locations[21])[0] == big_log + 1, "the record after the big one starts a new log"
+    reader = EntryLogReader(tmp_path)
+    assert all(reader.read(loc, l, e)[0] == p for (l, e, p), loc in zip(entries, locations))
+    reader.close()
+
+
+@pytest.mark.parametrize("damage", ["payload", "ids"])
+def test_a_damaged_record_is_refused(tmp_path: Path, damage: str) -> None:
+    locations = _write(tmp_path, [(1, 0, b"a" * 100), (1, 1, b"b" * 100)])
+    log_id, offset = split_location(locations[0])
+    with open(entry_log_path(tmp_path, log_id), "r+b") as f:
+        f.seek(offset + (RECORD_HEADER_SIZE + 10 if damage == "payload" else 8))
+        f.write(b"\xff")
+    reader = EntryLogReader(tmp_path)
+    with pytest.raises(CorruptEntryError):
+        reader.read(locations[0], 1, 0)
+    assert reader.read(locations[1], 1, 1)[0] == b"b" * 100
+    with pytest.raises(CorruptEntryError):
+        reader.read(locations[1], 1, 2)  # not the entry asked for
+    reader.close()
+
+
+def test_read_ahead_follows_one_ledger_and_stops_at_a_gap_another_ledger_or_the_end(tmp_path: Path) -> None:
+    entries = [(1, i, bytes([i]) * 50) for i in range(10)] + [(1, 11, b"gap")] + \
+              [(2, i, b"two") for i in range(3)]
+    locations = _write(tmp_path, entries)
+    reader = EntryLogReader(tmp_path)
+    _, after_first = reader.read(locations[0], 1, 0)
+    ahead = reader.read_ahead(after_first, 1, 1, 100, -1)
+    assert [e for e, _ in ahead] == list(range(1, 10)), "stops before the gap (entry 10 missing)"
+    assert reader.read_ahead(after_first, 1, 1, 4, -1) == [(i, bytes([i]) * 50) for i in range(1, 5)]
+    assert len(reader.read_ahead(after_first, 1, 1, 100, 120)) == 3, "the byte cap stops it once reached"
+    _, after_two = reader.read(locations[11], 2, 0)
+    assert [e for e, _ in reader.read_ahead(after_two, 2, 1, 100, -1)] == [1, 2], "then the end of the log"
+    reader.close()
+
+
+def test_read_ahead_stops_at_a_torn_tail(tmp_path: Path) -> None:
+    entries = [(1, i, bytes(1000)) for i in range(5)]
+    locations = _write(tmp_path, entries)
+    path = entry_log_path(tmp_path, 1)
+    os.truncate(path, split_location(locations[3])[1] + 500)  # record 3 cut mid-payload
+    reader = EntryLogReader(tmp_path)
+    _, after = reader.read(locations[0], 1, 0)
+    assert [e for e, _ in reader.read_ahead(after, 1, 1, 100, -1)] == [1, 2]
+    reader.close()
+
+
+def test_a_new_writer_starts_a_new_log_and_so_does_one_after_a_failure(tmp_path: Path) -> None:
+    _write(tmp_path, [(1, 0, b"first run")])
+    second = _write(tmp_path, [(1, 1, b"second run")], first_log_id=max(list_entry_logs(tmp_path)) + 1)
+    assert split_location(second[0])[0] == 2
+    writer = EntryLogWriter(tmp_path, 1 << 30, 3)
+    writer.append(1, 2, b"lost in a failed flush")
+    writer.abandon()
+    location = writer.append(1, 2, b"retried")
+    writer.flush()
+    writer.close()
+    assert split_location(location) == (4, LOG_HEADER_SIZE)
+    reader = EntryLogReader(tmp_path)
+    assert reader.read(location, 1, 2)[0] == b"retried"
+    reader.close()
+
+
+def test_flush_entrylog_bytes_syncs_along_the_way(tmp_path: Path, monkeypatch) -> None:
+    """Goal: a big flush fdatasyncs every flushEntrylogBytes, not only at its end."""
+    from bookie.storage import entry_logger
+
+    syncs: list[int] = []
+    real = os.fdatasync
+    monkeypatch.setattr(entry_logger.os, "fdatasync", lambda fd: (syncs.append(fd), real(fd)))
+    writer = EntryLogWriter(tmp_path, 1 << 30, 1, sync_every_bytes=1024 * KIB)
+    for entry_id in range(60):
+        writer.append(1, entry_id, bytes(100 * KIB))  # 6 MB
+    assert len(syncs) >= 4
+    writer.flush()
+    writer.close()

@@ -1,0 +1,124 @@
+"""The write cache: one half's accounting and order, and the double buffer of a ledger dir —
+bounded admission, waiting for room (throttling), swaps, and the sorted flush."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bookie.storage import metrics
+from bookie.storage.entry_log import split_location
+from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
+from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
+
+KIB = 1024
+
+
+def test_put_get_and_a_replacing_put_keep_the_size_exact() -> None:
+    cache = WriteCache()
+    cache.put(1, 0, b"a" * 100)
+    cache.put(1, 1, b"b" * 50)
+    assert (cache.count, cache.size_bytes) == (2, 150 + 2 * ENTRY_OVERHEAD_BYTES)
+    cache.put(1, 0, b"c" * 10)
+    assert cache.get(1, 0) == b"c" * 10 and cache.get(1, 2) is None and cache.get(9, 0) is None
+    assert (cache.count, cache.size_bytes) == (2, 60 + 2 * ENTRY_OVERHEAD_BYTES)
+    cache.clear()
+    assert (cache.count, cache.size_bytes, cache.get(1, 1)) == (0, 0, None)
+
+
+def test_sorted_entries_come_by_ledger_then_entry() -> None:
+    cache = WriteCache()
+    for ledger_id, entry_id in [(9, 3), (2, 7), (9, 0), (2, 1), (5, 0), (2, 4)]:
+        cache.put(ledger_id, entry_id, bytes([ledger_id, entry_id]))
+    assert [(l, e) for l, e, _ in cache.sorted_entries()] == [(2, 1), (2, 4), (2, 7), (5, 0), (9, 0), (9, 3)]
+
+
+def _directory(tmp_path: Path, half_bytes: int, flushes: list | None = None) -> SingleDirectoryDbLedgerStorage:
+    requested = flushes if flushes is not None else []
+    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=2 * half_bytes),
+                                               request_flush=lambda: requested.append(1))
+    directory.open()
+    return directory
+
+
+def test_admission_is_bounded_by_the_active_half(tmp_path: Path) -> None:
+    """Goal: reservations plus the active half never exceed half of dbStorage_writeCacheMaxSizeMb;
+    a full half asks for a flush."""
+    flushes: list = []
+    directory = _directory(tmp_path, 10 * KIB, flushes)
+    entry = 1000
+    admitted = 0
+    while directory.try_admit(entry):
+        admitted += 1
+    assert admitted == 10 * KIB // (entry + ENTRY_OVERHEAD_BYTES)
+    assert not flushes, "nothing to flush yet: the room is reserved, not filled"
+    for entry_id in range(admitted):
+        directory.add_entry(1, entry_id, entry_id - 1, bytes(entry))
+    assert not directory.try_admit(entry)
+    assert flushes, "an add refused by a filled active half asks for a flush"
+    directory.swap()
+    assert directory.try_admit(entry), "a swap gives the active half's room back"
+    directory.close()
+
+
+def test_an_entry_larger_than_a_half_is_admitted_into_an_empty_half(tmp_path: Path) -> None:
+    directory = _directory(tmp_path, 4 * KIB)
+    assert directory.try_admit(100 * KIB)
+    assert not directory.try_admit(1)
+    directory.close()
+
+
+async def test_an_add_waits_for_room_until_a_swap_and_is_counted_as_throttled(tmp_path: Path) -> None:
+    directory = _directory(tmp_path, 4 * KIB)
+    assert directory.try_admit(3 * KIB)
+    directory.add_entry(1, 0, -1, bytes(3 * KIB))
+    throttled_before = metrics.THROTTLED_WRITE_REQUESTS._value.get()
+    waiting = asyncio.ensure_future(directory.admit(3 * KIB))
+    later = asyncio.ensure_future(directory.admit(10))
+    await asyncio.sleep(0.01)
+    assert not waiting.done() and not later.done(), "no room until the active half is swapped out"
+    assert not directory.try_admit(10), "first come, first served: a newcomer may not overtake"
+    directory.swap()
+    await asyncio.wait_for(asyncio.gather(waiting, later), 5)
+    assert metrics.THROTTLED_WRITE_REQUESTS._value.get() == throttled_before + 2
+    directory.close()
+
+
+async def test_a_cancelled_admission_gives_its_room_to_the_next_waiter(tmp_path: Path) -> None:
+    directory = _directory(tmp_path, 4 * KIB)
+    assert directory.try_admit(3 * KIB)
+    waiting = asyncio.ensure_future(directory.admit(2 * KIB))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    directory.cancel_admission(3 * KIB)  # e.g. the journal refused the first add
+    await asyncio.wait_for(waiting, 5)
+    directory.close()
+
+
+def test_reads_see_entries_in_both_halves_and_after_the_flush(tmp_path: Path) -> None:
+    directory = _directory(tmp_path, 64 * KIB)
+    for entry_id in range(6):
+        assert directory.try_admit(10)
+        directory.add_entry(3, entry_id, entry_id - 1, bytes([entry_id]) * 10)
+        if entry_id == 2:
+            batch = directory.swap()
+    assert [e for e, _ in directory.read_entries(3, 0, 10, 1 << 20)] == list(range(6))
+    directory.flush(batch)
+    directory.flush_completed(batch)
+    assert directory.read_entries(3, 0, 10, 1 << 20) == [(i, bytes([i]) * 10) for i in range(6)]
+    assert directory.entry_count == 6
+    directory.close()
+
+
+def test_a_flush_writes_the_entries_sorted_by_ledger_then_entry(tmp_path: Path) -> None:
+    directory = _directory(tmp_path, 64 * KIB)
+    order = [(7, 2), (3, 1), (7, 0), (3, 0), (7, 1), (5, 0)]
+    for ledger_id, entry_id in order:
+        directory.try_admit(100)
+        directory.add_entry(ledger_id, entry_id, -1, bytes(100))
+    batch = directory.swap()
+    directory.flush(batch)
+    directory.flush_completed(batch)
+    offsets = {key: split_location(directory._locations.get(*key))[1] for key in order}
+    assert sorted(offsets, key=offsets.get) == sorted(order)
+    directory.close()

@@ -1,0 +1,64 @@
+"""Goal: ``bench/bookie_bench.py`` runs end to end — real metastore and bookie processes, both
+ceilings, both modes — with tiny settings, and writes every figure the issue names.
+
+Method: run the bench as a user would (a subprocess from the project root) for a fraction of a
+second per run; check the JSON file, the last stdout line, and that the ratios are the ratios
+of the figures. No timing assertions: the figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "bench" / "bookie_bench.py"
+HOP_CEILING = ROOT.parent / "shared" / "tools" / "hop_ceiling.py"
+ISSUE_KEYS = ("adds_per_s_1k", "hop_ceiling_per_s_1k", "ratio_1k", "mb_per_s_64k", "disk_fsync_mb_per_s_64k",
+              "ratio_64k")
+TINY = ["--secs", "0.3", "--warmup", "0.1", "--progress-interval", "0.1", "--window", "20"]
+
+
+def run_bench(tmp_path: Path, *args: str) -> dict:
+    result_path = tmp_path / "result.json"
+    completed = subprocess.run(
+        [sys.executable, str(BENCH), *TINY, "--journal-dir", str(tmp_path / "journal"),
+         "--ledger-dir", str(tmp_path / "ledgers"), "--json", str(result_path), *args],
+        capture_output=True, text=True, timeout=100, cwd=ROOT, stdin=subprocess.DEVNULL,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    result = json.loads(result_path.read_text())
+    assert json.loads(completed.stdout.strip().splitlines()[-1]) == result, "stdout must end with the JSON line"
+    assert "adds/s" in completed.stderr, "progress lines go to stderr"
+    return result
+
+
+def test_throughput_mode_writes_every_figure_and_ratio(tmp_path: Path) -> None:
+    result = run_bench(tmp_path, "--disk-file-mb", "4", "--disk-group-bytes", "65536")
+    assert all(key in result for key in ISSUE_KEYS)
+    assert {(run["entry_bytes"], run["sync"]) for run in result["runs"]} == {
+        (1024, True), (65536, True), (1024, False), (65536, False)}
+    assert all(run["errors"] == 0 and run["adds"] > 0 for run in result["runs"])
+    assert all(run["p99_ms"] is not None for run in result["runs"])
+    assert result["disk_fsync_mb_per_s_64k"] > 0
+    assert result["ratio_64k"] == pytest.approx(result["mb_per_s_64k"] / result["disk_fsync_mb_per_s_64k"])
+    if HOP_CEILING.exists():
+        assert result["hop_ceiling_per_s_1k"] > 0
+        assert result["ratio_1k"] == pytest.approx(result["adds_per_s_1k"] / result["hop_ceiling_per_s_1k"])
+    else:  # ../shared is not beside the project: the bench says so and leaves the ratio out
+        assert result["hop_ceiling_per_s_1k"] is None and result["ratio_1k"] is None
+    assert not list((tmp_path / "journal").iterdir()), "the bench removes its own dirs"
+
+
+def test_catch_up_reader_mode_reports_add_p99_with_and_without_the_reader(tmp_path: Path) -> None:
+    result = run_bench(tmp_path, "--catch-up-reader", "--reader-entries", "300", "--read-batch", "25",
+                       "--read-window", "2")
+    assert result["mode"] == "catch-up-reader"
+    assert result["add_p99_ms_alone"] > 0 and result["add_p99_ms_with_reader"] > 0
+    assert result["add_p99_ratio"] == pytest.approx(result["add_p99_ms_with_reader"] / result["add_p99_ms_alone"])
+    assert result["read_entries_per_s"] > 0 and result["read_errors"] == 0
+    assert [run["label"] for run in result["runs"]] == ["writer alone", "writer + catch-up reader"]
