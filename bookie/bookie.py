@@ -18,7 +18,9 @@ loop. Invariants:
 - start-up replays each journal from the storage's checkpoint through the same storage calls,
   then checkpoints the replayed records before serving;
 - every read runs on ``read_executor`` (:mod:`bookie.storage.read_executor`), never on the
-  loop — write-cache hits too, as in BookKeeper, so that the read pool's bound covers them.
+  loop — write-cache hits too, as in BookKeeper, so that the read pool's bound covers them;
+- garbage collection (:mod:`bookie.storage.gc`) runs once :meth:`start_gc` gave it the
+  metadata store, and stops first on :meth:`close`, before the storage closes.
 """
 
 from __future__ import annotations
@@ -28,12 +30,14 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from bookie import metrics
-from bookie.journal import Journal, JournalSet, ReplayResult
+from bookie.journal import AddSink, Journal, JournalSet, ReplayResult
 from bookie.journal_format import EntryLocation, JournalRecord, RecordType
 from bookie.storage.base import LedgerStorage
 from bookie.storage.db_ledger_storage import DbLedgerStorage
+from bookie.storage.gc import NO_PRESSURE, DiskPressure, GarbageCollector, LedgerMetadataSource
 from bookie.storage.ledger_dirs import DiskUsage, LedgerDirs
 from bookie.storage.ledger_state import LedgerState
 from bookie.storage.read_executor import ReadExecutor, ThreadPoolReadExecutor
@@ -46,6 +50,31 @@ AddCallback = Callable[[BaseException | None], None]
 """Called once per add, on the loop: None when the entry is durable and stored, else the error."""
 
 
+class AddRequest(Protocol):
+    """An add as :meth:`Bookie.try_add` takes it (the ADD_ENTRY command satisfies it)."""
+
+    ledger_id: int
+    entry_id: int
+    lac: int
+    payload: bytes
+    recovery: bool
+
+
+class CallbackAdd:
+    """An add that is its own sink: its completion calls ``callback(error)``."""
+
+    __slots__ = ("ledger_id", "entry_id", "lac", "payload", "recovery", "callback")
+
+    def __init__(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool,
+                 callback: AddCallback) -> None:
+        self.ledger_id, self.entry_id, self.lac, self.payload = ledger_id, entry_id, lac, payload
+        self.recovery, self.callback = recovery, callback
+
+    def adds_done(self, requests: list, started: float, error: BaseException | None) -> None:
+        for request in requests:
+            request.callback(error)
+
+
 class Bookie:
     def __init__(self, config: BookieConfig, read_executor: ReadExecutor | None = None) -> None:
         """``read_executor``: where blocking reads run (the process passes its bounded read
@@ -54,12 +83,14 @@ class Bookie:
         self.journals = JournalSet.from_config(config)
         self.ledger_dirs = LedgerDirs(config.ledger_dirs)
         self.storage: LedgerStorage = DbLedgerStorage(config, self.journals)
+        self.journals.attach_storage(self.storage)
         self._own_read_executor: ThreadPoolReadExecutor | None = None
         if read_executor is None:
             read_executor = self._own_read_executor = ThreadPoolReadExecutor(config.num_read_worker_threads)
         self.read_executor: ReadExecutor = read_executor
         self.replay_results: list[ReplayResult] = []
         """What each journal's replay at the last start found (diagnostics and tests)."""
+        self.gc: GarbageCollector | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -83,9 +114,20 @@ class Bookie:
         await self.journals.start()
         self._update_counts()
 
+    def start_gc(self, metadata: LedgerMetadataSource,
+                 disk_pressure: Callable[[], DiskPressure] = lambda: NO_PRESSURE) -> GarbageCollector:
+        """Start garbage collection (after :meth:`start`): ``metadata`` tells which ledgers
+        still exist, ``disk_pressure`` whether compaction must wait for space."""
+        assert isinstance(self.storage, DbLedgerStorage) and self.gc is None
+        self.gc = GarbageCollector(self.storage, self.config, metadata, disk_pressure)
+        self.gc.start()
+        return self.gc
+
     async def close(self) -> None:
-        """Finish every queued journal record (their callbacks run), then checkpoint and
-        release the storage."""
+        """Stop garbage collection, finish every queued journal record (their callbacks run),
+        then checkpoint and release the storage."""
+        if self.gc is not None:
+            await self.gc.close()
         await self.journals.close()
         # Adds were answered inside the journals' last completions; one more loop turn lets
         # the tasks waiting on the last FENCE records send their answers too.
@@ -103,60 +145,61 @@ class Bookie:
 
     # -- adds -----------------------------------------------------------------------------------
 
-    def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool,
-                      callback: AddCallback) -> bool:
+    def try_add(self, request: AddRequest, sink: AddSink, started: float = 0.0) -> bool:
         """Admit an add to the write cache and its journal; False when either is full (then
-        see :meth:`add_entry_when_admitted`).
+        see :meth:`add_when_admitted`). ``request`` is the ADD_ENTRY command (or anything with
+        its ``ledger_id``, ``entry_id``, ``lac``, ``payload`` and ``recovery``); once the entry
+        is durable and in the storage — or could not be — ``sink.adds_done([..., request, ...],
+        started, error)`` runs on the loop (see :class:`bookie.journal.AddSink`). The hot path: no closure, no future per add.
 
         Raises:
             LedgerFencedError: the ledger is fenced and this is not a recovery add.
         """
-        self._check_not_fenced(ledger_id, recovery)
-        storage = self.storage
-        if not storage.try_admit(ledger_id, len(payload)):
+        ledger_id, storage = request.ledger_id, self.storage
+        state = storage.ledger(ledger_id)
+        if state is not None and state.fenced and not request.recovery:
+            raise LedgerFencedError(f"ledger {ledger_id} is fenced")
+        size = len(request.payload)
+        if not storage.try_admit(ledger_id, size):
             return False
-        if self.journals.for_ledger(ledger_id).try_add_entry(
-                ledger_id, entry_id, lac, payload, self._on_durable(ledger_id, entry_id, lac, payload, callback)):
+        if self.journals.for_ledger(ledger_id).try_add(request, sink, started):
             return True
-        storage.cancel_admission(ledger_id, len(payload))
+        storage.cancel_admission(ledger_id, size)
         return False
 
-    async def add_entry_when_admitted(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
-                                      recovery: bool, callback: AddCallback) -> None:
+    async def add_when_admitted(self, request: AddRequest, sink: AddSink, started: float = 0.0) -> None:
         """Wait for room in the write cache, then in the journal (both FIFO), then admit the
         add; the fence is checked again."""
-        storage = self.storage
-        await storage.admit(ledger_id, len(payload))
+        ledger_id, recovery, size, storage = request.ledger_id, request.recovery, len(request.payload), self.storage
+        await storage.admit(ledger_id, size)
         journal: Journal = self.journals.for_ledger(ledger_id)
         try:
             self._check_not_fenced(ledger_id, recovery)  # fenced while this add waited?
-            on_durable = self._on_durable(ledger_id, entry_id, lac, payload, callback)
-            if journal.try_add_entry(ledger_id, entry_id, lac, payload, on_durable):
+            if journal.try_add(request, sink, started):
                 return
             await journal.wait_for_capacity()
             self._check_not_fenced(ledger_id, recovery)
         except BaseException:
-            storage.cancel_admission(ledger_id, len(payload))
+            storage.cancel_admission(ledger_id, size)
             raise
-        journal.admit_entry(ledger_id, entry_id, lac, payload, on_durable)
+        journal.admit(request, sink, started)
+
+    def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool,
+                      callback: AddCallback) -> bool:
+        """:meth:`try_add` answered through ``callback(error)`` (tests and tools)."""
+        request = CallbackAdd(ledger_id, entry_id, lac, payload, recovery, callback)
+        return self.try_add(request, request)
+
+    async def add_entry_when_admitted(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
+                                      recovery: bool, callback: AddCallback) -> None:
+        """:meth:`add_when_admitted` answered through ``callback(error)``."""
+        request = CallbackAdd(ledger_id, entry_id, lac, payload, recovery, callback)
+        await self.add_when_admitted(request, request)
 
     def _check_not_fenced(self, ledger_id: int, recovery: bool) -> None:
         state = self.storage.ledger(ledger_id)
         if state is not None and state.fenced and not recovery:
             raise LedgerFencedError(f"ledger {ledger_id} is fenced")
-
-    def _on_durable(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, callback: AddCallback):
-        storage, totals = self.storage, metrics.TOTALS
-
-        def entry_durable(location: EntryLocation | None, error: BaseException | None) -> None:
-            if error is None:
-                storage.add_entry(ledger_id, entry_id, lac, payload)
-                totals.write_bytes += len(payload)
-            else:
-                storage.cancel_admission(ledger_id, len(payload))
-            callback(error)
-
-        return entry_durable
 
     # -- fencing and reads ----------------------------------------------------------------------
 

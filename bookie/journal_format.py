@@ -3,11 +3,17 @@
 A journal segment file (``{segment_id:016x}.txn``) is::
 
     segment header   MAGIC "MPJL" | version u16 | reserved u16 | segment_id u64      (16 bytes)
-    record*          crc32 u32 | payload_length u32 | type u8 | ledger_id i64 | entry_id i64 | lac i64 | payload
+    record*          crc u32 | payload_length u32 | type u8 | ledger_id i64 | entry_id i64 | lac i64 | payload
     zeros            the preallocated, not yet written tail
 
+Versions: 2 (written since) checksums records with CRC32C (Castagnoli, as BookKeeper does;
+hardware-accelerated by the ``crc32c`` package: ~2.5 µs per 64 KiB where zlib's CRC32 takes
+~12 µs); 1 used zlib's CRC32. Both are read — a segment's header says which — and a segment
+is only ever appended to with its own version's checksum (a version-1 segment left by an
+older bookie is not reopened for appending: the journal starts a new segment after it).
+
 Invariants:
-- ``crc32`` covers every byte of the record after the crc field (header rest + payload), so a
+- the crc covers every byte of the record after the crc field (header rest + payload), so a
   torn record, a flipped bit and the zero-filled tail all fail the check;
 - records are contiguous: the first offset that does not hold a valid record is the end of
   the segment's data. Nothing after it is ever read, and the writer truncates there before
@@ -24,17 +30,29 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO, NamedTuple
 
+from crc32c import crc32c
+
 SEGMENT_MAGIC = b"MPJL"
-SEGMENT_VERSION = 1
+SEGMENT_VERSION = 2
+"""What new segments are written with (CRC32C records)."""
 SEGMENT_HEADER = struct.Struct(">4sHHQ")
 SEGMENT_HEADER_SIZE = SEGMENT_HEADER.size
 
 RECORD_HEADER = struct.Struct(">IIBqqq")
 RECORD_HEADER_SIZE = RECORD_HEADER.size
 _CRC_SIZE = 4
+_HEADER_REST = struct.Struct(">IBqqq")
+"""The header after the crc field: payload_length, type, ledger_id, entry_id, lac."""
+_pack_rest = _HEADER_REST.pack
+_pack_crc = struct.Struct(">I").pack
+
+Crc = Callable[[bytes | memoryview, int], int]
+"""``crc(data, running_value) -> value``: a record checksum, chained over the header rest, then the payload."""
+RECORD_CRC_BY_VERSION: dict[int, Crc] = {1: zlib.crc32, 2: crc32c}
+record_crc: Crc = RECORD_CRC_BY_VERSION[SEGMENT_VERSION]
 
 PAYLOAD_BYTES_MAX = 64 * 1024 * 1024
 """Far above any frame (5 MiB + 64 KiB): a larger length is garbage, not a record."""
@@ -105,26 +123,44 @@ def parse_segment_file_name(name: str) -> int | None:
         return None
 
 
-def encode_segment_header(segment_id: int) -> bytes:
-    return SEGMENT_HEADER.pack(SEGMENT_MAGIC, SEGMENT_VERSION, 0, segment_id)
+def encode_segment_header(segment_id: int, version: int = SEGMENT_VERSION) -> bytes:
+    return SEGMENT_HEADER.pack(SEGMENT_MAGIC, version, 0, segment_id)
 
 
-def decode_segment_header(data: bytes) -> int | None:
-    """The segment id in a segment header, None when the header is missing or foreign."""
+class SegmentHeader(NamedTuple):
+    segment_id: int
+    version: int
+
+
+def read_segment_header(data: bytes) -> SegmentHeader | None:
+    """The header of a segment we can read (any version in :data:`RECORD_CRC_BY_VERSION`),
+    None when it is missing, foreign or of an unknown version."""
     if len(data) < SEGMENT_HEADER_SIZE:
         return None
     magic, version, _, segment_id = SEGMENT_HEADER.unpack_from(data)
-    if magic != SEGMENT_MAGIC or version != SEGMENT_VERSION:
+    if magic != SEGMENT_MAGIC or version not in RECORD_CRC_BY_VERSION:
         return None
-    return segment_id
+    return SegmentHeader(segment_id, version)
+
+
+def decode_segment_header(data: bytes) -> int | None:
+    """The segment id in a readable segment header, None when the header is missing or foreign."""
+    header = read_segment_header(data)
+    return None if header is None else header.segment_id
+
+
+def encode_header(kind: int, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
+    """The record header (with its checksum) to write before ``payload``, current version.
+
+    The hot path: called on the event loop once per add at admission, so that the journal
+    thread only writes and syncs."""
+    rest = _pack_rest(len(payload), kind, ledger_id, entry_id, lac)
+    return _pack_crc(crc32c(payload, crc32c(rest))) + rest
 
 
 def encode_record(record: JournalRecord, payload: bytes = b"") -> tuple[bytes, bytes]:
     """``(header, payload)`` of one record; write both, header first."""
-    rest = RECORD_HEADER.pack(0, len(payload), record.type, record.ledger_id, record.entry_id,
-                              record.lac)[_CRC_SIZE:]
-    crc = zlib.crc32(payload, zlib.crc32(rest))
-    return crc.to_bytes(4, "big") + rest, payload
+    return encode_header(record.type, record.ledger_id, record.entry_id, record.lac, payload), payload
 
 
 def record_size(payload_length: int) -> int:
@@ -138,20 +174,21 @@ class ScannedRecord(NamedTuple):
     payload: bytes
 
 
-def scan_records(stream: BinaryIO, start_offset: int) -> Iterator[ScannedRecord | ScanEnd]:
+def scan_records(stream: BinaryIO, start_offset: int, crc: Crc = record_crc) -> Iterator[ScannedRecord | ScanEnd]:
     """Yield every valid record of ``stream`` from ``start_offset``, then one :class:`ScanEnd`.
 
-    ``stream`` must be positioned at ``start_offset``. The offset of the end of the valid data
+    ``stream`` must be positioned at ``start_offset``; ``crc`` is the checksum of the
+    segment's version (:data:`RECORD_CRC_BY_VERSION`). The offset of the end of the valid data
     is the last record's ``payload_offset + len(payload)`` (or ``start_offset`` if none).
     """
-    offset = start_offset
+    offset, checksum = start_offset, crc
     while True:
         header = stream.read(RECORD_HEADER_SIZE)
         if len(header) < RECORD_HEADER_SIZE:
             yield ScanEnd.TORN if header.strip(b"\0") else ScanEnd.CLEAN
             return
-        crc, length, kind, ledger_id, entry_id, lac = RECORD_HEADER.unpack(header)
-        if kind == 0 and crc == 0 and length == 0:
+        expected, length, kind, ledger_id, entry_id, lac = RECORD_HEADER.unpack(header)
+        if kind == 0 and expected == 0 and length == 0:
             yield ScanEnd.CLEAN if not header.strip(b"\0") else ScanEnd.CORRUPT
             return
         if kind not in _RECORD_TYPES or length > PAYLOAD_BYTES_MAX:
@@ -161,7 +198,7 @@ def scan_records(stream: BinaryIO, start_offset: int) -> Iterator[ScannedRecord 
         if len(payload) < length:
             yield ScanEnd.TORN
             return
-        if zlib.crc32(payload, zlib.crc32(header[_CRC_SIZE:])) != crc:
+        if checksum(payload, checksum(header[_CRC_SIZE:], 0)) != expected:
             yield ScanEnd.CORRUPT
             return
         yield ScannedRecord(JournalRecord(RecordType(kind), ledger_id, entry_id, lac),

@@ -5,28 +5,41 @@ on a worker thread, never on the event loop.
 
 Invariants of :class:`SegmentWriter`:
 - ``position`` is the end of the valid records; every byte from ``position`` to the end of
-  the file is zero (fresh preallocation, or truncated and re-zeroed when the segment is
-  reopened after a crash), so a replay stops exactly at ``position``;
-- the file is zero-filled ahead of ``position`` in ``prealloc_bytes`` chunks: an fdatasync
-  then only flushes data, not a growing file size (~2x faster here than a growing file);
-- a new segment file and its directory entry are fsynced before the first record goes in.
+  the file reads as zero (preallocated, or truncated and preallocated again when the segment
+  is reopened after a crash), so a replay stops exactly at ``position``;
+- the file is preallocated (and synced) ahead of ``position`` in ``prealloc_bytes`` steps
+  (journalPreAllocSizeMB), so that an fdatasync of a group never has to change the file's
+  size. Preallocation runs on a background thread (:class:`Preallocator`) while the writer
+  still has at least half a step ahead: inline, it stalled the group that crossed a step.
+  The writer never writes past ``allocated`` (what the background thread has finished), and
+  the background thread never touches bytes below it; the writer waits for an extension only
+  when it catches up with it;
+- a new segment file and its directory entry are fsynced before the first record goes in
+  (the next segment is created ahead of time on the background thread: it is then a valid,
+  empty segment on disk, which a replay reads as such).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import errno
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bookie.journal_format import (
+    RECORD_CRC_BY_VERSION,
     SEGMENT_HEADER_SIZE,
+    SEGMENT_VERSION,
     LogMark,
     ScanEnd,
     ScannedRecord,
-    decode_segment_header,
     encode_segment_header,
     parse_segment_file_name,
+    read_segment_header,
     scan_records,
     segment_file_name,
 )
@@ -35,6 +48,11 @@ log = logging.getLogger(__name__)
 
 _ZEROS = bytes(1024 * 1024)
 _READ_BUFFER_BYTES = 1024 * 1024
+IOV_MAX = 1024
+"""Linux's limit on the buffers of one ``pwritev``."""
+_RWF_DSYNC = getattr(os, "RWF_DSYNC", 0)
+"""Per-write O_DSYNC (Linux >= 4.7): the write returns once its data is durable, as write +
+fdatasync would."""
 
 
 def list_segments(directory: Path) -> list[int]:
@@ -57,24 +75,32 @@ class SegmentScan:
     end: ScanEnd
     records: int
     header_ok: bool
+    version: int = SEGMENT_VERSION
+    """The segment's format version (its records' checksum)."""
+
+    @property
+    def empty(self) -> bool:
+        """A valid segment without any record (created ahead of time, or never written)."""
+        return self.header_ok and self.end is ScanEnd.CLEAN and self.end_offset <= SEGMENT_HEADER_SIZE
 
 
 def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT_HEADER_SIZE) -> SegmentScan:
     """Call ``visit(scanned_record)`` for each valid record of one segment from ``start_offset``
     (a record boundary: the header's end, or a checkpoint mark), in order."""
     with open(path, "rb", buffering=_READ_BUFFER_BYTES) as stream:
-        if decode_segment_header(stream.read(SEGMENT_HEADER_SIZE)) != segment_id:
+        header = read_segment_header(stream.read(SEGMENT_HEADER_SIZE))
+        if header is None or header.segment_id != segment_id:
             return SegmentScan(segment_id, 0, ScanEnd.CORRUPT, 0, header_ok=False)
         start_offset = max(start_offset, SEGMENT_HEADER_SIZE)
         stream.seek(start_offset)
         offset, records = start_offset, 0
-        for item in scan_records(stream, start_offset):
+        for item in scan_records(stream, start_offset, RECORD_CRC_BY_VERSION[header.version]):
             if isinstance(item, ScannedRecord):
                 visit(item)
                 offset = item.payload_offset + len(item.payload)
                 records += 1
             else:
-                return SegmentScan(segment_id, offset, item, records, header_ok=True)
+                return SegmentScan(segment_id, offset, item, records, header_ok=True, version=header.version)
     raise AssertionError("scan_records always ends with a ScanEnd")
 
 
@@ -86,80 +112,219 @@ def fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-class SegmentWriter:
-    """The segment currently appended to. Owned by one thread."""
+class Preallocator:
+    """The journal's background thread for file preparation: zero-filling ahead of the writer
+    and creating the next segment. One job at a time, in order."""
 
-    def __init__(self, directory: Path, segment_id: int, fd: int, position: int, prealloc_bytes: int) -> None:
+    def __init__(self, name: str) -> None:
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        return self._executor.submit(fn, *args)
+
+    def close(self) -> None:
+        """Wait for the job in progress (its file is then complete) and stop the thread."""
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+class SegmentWriter:
+    """The segment currently appended to. Owned by one thread (the journal's writer); its
+    zero-filling may run on the :class:`Preallocator`'s."""
+
+    def __init__(self, directory: Path, segment_id: int, fd: int, position: int, prealloc_bytes: int,
+                 preallocator: Preallocator | None = None, limit_bytes: int = 0) -> None:
+        """``limit_bytes``: the segment rolls past this size (journalMaxSizeMB): zeros are not
+        prepared beyond it in the background (only for a last group that crosses it)."""
         self.directory = directory
         self.segment_id = segment_id
         self._fd = fd
         self.position = position
         self._prealloc_bytes = prealloc_bytes
+        self._preallocator = preallocator
         self._allocated = os.fstat(fd).st_size
+        """Zero-filled and synced up to here (only grows; set when an extension completed)."""
+        self._allocated_cap = -(-limit_bytes // prealloc_bytes) * prealloc_bytes if prealloc_bytes and limit_bytes else 0
+        self._extension: concurrent.futures.Future | None = None
+        self._extension_target = self._allocated
 
     @classmethod
-    def create(cls, directory: Path, segment_id: int, prealloc_bytes: int) -> SegmentWriter:
+    def create(cls, directory: Path, segment_id: int, prealloc_bytes: int,
+               preallocator: Preallocator | None = None, limit_bytes: int = 0) -> SegmentWriter:
         """A new, empty segment, durable (file and directory entry) before it is used."""
         path = segment_path(directory, segment_id)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        os.write(fd, encode_segment_header(segment_id))
-        writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes)
-        writer._preallocate(SEGMENT_HEADER_SIZE + 1)
-        os.fsync(fd)
-        fsync_directory(directory)
+        try:
+            os.write(fd, encode_segment_header(segment_id))
+            writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes)
+            writer._preallocate(writer._target_for(SEGMENT_HEADER_SIZE + 1))
+            writer._extension_target = writer._allocated
+            os.fsync(fd)
+            fsync_directory(directory)
+        except BaseException:
+            os.close(fd)
+            raise
         return writer
 
     @classmethod
-    def reopen(cls, directory: Path, scan: SegmentScan, prealloc_bytes: int) -> SegmentWriter:
-        """Append to an existing segment after its last valid record.
+    def reopen(cls, directory: Path, scan: SegmentScan, prealloc_bytes: int,
+               preallocator: Preallocator | None = None, limit_bytes: int = 0) -> SegmentWriter:
+        """Append to an existing segment (of the current version) after its last valid record.
 
         Whatever follows that record (a torn record, garbage, stale zeros) is cut off and the
         tail zero-filled again, so the next replay cannot read past our own records.
         """
-        assert scan.header_ok
+        assert scan.header_ok and scan.version == SEGMENT_VERSION
         fd = os.open(segment_path(directory, scan.segment_id), os.O_RDWR)
-        os.ftruncate(fd, scan.end_offset)
-        writer = cls(directory, scan.segment_id, fd, scan.end_offset, prealloc_bytes)
-        writer._preallocate(scan.end_offset + 1)
-        os.fsync(fd)
+        try:
+            os.ftruncate(fd, scan.end_offset)
+            writer = cls(directory, scan.segment_id, fd, scan.end_offset, prealloc_bytes, preallocator, limit_bytes)
+            writer._preallocate(writer._target_for(scan.end_offset + 1))
+            writer._extension_target = writer._allocated
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            raise
         return writer
 
-    def _preallocate(self, needed_end: int) -> None:
-        """Zero-fill the file up to at least ``needed_end``, in ``prealloc_bytes`` steps."""
-        if not self._prealloc_bytes or self._allocated >= needed_end:
-            return
+    def _target_for(self, needed_end: int) -> int:
+        """The allocation to reach for a write ending at ``needed_end``: whole steps."""
         step = self._prealloc_bytes
-        target = -(-needed_end // step) * step  # file sizes stay multiples of the step
+        if not step:  # journalPreAllocSizeMB=0: no preallocation, the file grows with the writes
+            return needed_end
+        return -(-needed_end // step) * step  # file sizes stay multiples of the step
+
+    def _preallocate(self, target: int) -> None:
+        """Extend the file to ``target`` with allocated blocks that read as zeros, and sync that
+        (any thread, one at a time).
+
+        ``posix_fallocate``: extents only — no page-cache pages, no zeros written. Zero-filling
+        with ``pwrite`` instead cost the journal ~40% of its 64 KiB throughput here (every byte
+        went through the page cache and to the disk twice) for a ~1.4x cheaper fdatasync. A
+        file system without fallocate gets zeros written (glibc emulates it, or we do)."""
+        if not self._prealloc_bytes or self._allocated >= target:
+            return
+        try:
+            os.posix_fallocate(self._fd, self._allocated, target - self._allocated)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+            self._write_zeros(target)
+        os.fdatasync(self._fd)  # the new size and extents: what reading the data back needs
+        self._allocated = target
+
+    def _write_zeros(self, target: int) -> None:
         offset = self._allocated
         while offset < target:
             offset += os.pwrite(self._fd, _ZEROS[: min(len(_ZEROS), target - offset)], offset)
-        self._allocated = target
 
-    def append(self, buffers: list[bytes]) -> int:
+    def _ensure_allocated(self, end: int) -> None:
+        """On the writer thread, before a write ending at ``end``: start extending the zeros in
+        the background once less than half a step would be left after ``end``; wait for the
+        extension (or zero-fill inline) only when ``end`` itself is not covered yet.
+
+        Raises:
+            OSError: the zero-filling failed (a full disk): the write must not happen.
+        """
+        step = self._prealloc_bytes
+        extension = self._extension
+        if extension is not None and extension.done():
+            self._extension, self._extension_target = None, self._allocated
+            if extension.exception() is not None:  # retried below (inline) if still needed
+                log.warning("journal %s: preallocating segment %x failed: %s", self.directory, self.segment_id,
+                            extension.exception())
+            extension = None
+        if extension is None:
+            if end + step // 2 <= self._allocated:
+                return
+            target = self._target_for(end + step)
+            if self._allocated_cap:
+                target = max(min(target, self._allocated_cap), self._target_for(end))
+            if self._preallocator is None or end > self._allocated:
+                self._preallocate(target)
+                self._extension_target = self._allocated
+            elif target > self._allocated:
+                self._extension_target = target
+                self._extension = self._preallocator.submit(self._preallocate, target)
+            return
+        if end > self._allocated:  # caught up with the extension in progress
+            try:
+                extension.result()
+            except OSError:
+                self._preallocate(self._target_for(end))  # once more, inline: raises if the disk is full
+            finally:
+                self._extension, self._extension_target = None, self._allocated
+
+    def append(self, buffers: list[bytes], size: int = -1) -> int:
         """Write ``buffers`` at ``position`` (no sync); returns the offset they start at.
 
-        Growing the preallocation is itself fsynced here when it happens, so that a later
-        fdatasync only has data to flush.
+        ``size``: their total length, when the caller knows it. One ``pwritev`` per
+        :data:`IOV_MAX` buffers: no joined copy of the group.
         """
-        size = sum(len(b) for b in buffers)
+        if size < 0:
+            size = sum(map(len, buffers))
         start = self.position
-        if self._prealloc_bytes and self._allocated < start + size:
-            self._preallocate(start + size)
-            os.fsync(self._fd)
-        data = buffers[0] if len(buffers) == 1 else b"".join(buffers)
-        view, written = memoryview(data), 0
-        while written < size:
-            written += os.pwrite(self._fd, view[written:], start + written)
+        if self._prealloc_bytes and start + size + self._prealloc_bytes // 2 > self._extension_target:
+            self._ensure_allocated(start + size)
+        _pwritev_all(self._fd, buffers, size, start)
         self.position = start + size
+        return start
+
+    def append_synced(self, buffers: list[bytes], size: int = -1) -> int:
+        """:meth:`append` then :meth:`sync`, as ONE ``pwritev(RWF_DSYNC)`` when the group fits
+        in one call: the journal thread then releases and re-takes the GIL once per group
+        instead of twice (each re-take can wait for the busy event loop)."""
+        if size < 0:
+            size = sum(map(len, buffers))
+        if not _RWF_DSYNC or len(buffers) > IOV_MAX:
+            start = self.append(buffers, size)
+            self.sync()
+            return start
+        start = self.position
+        if self._prealloc_bytes and start + size + self._prealloc_bytes // 2 > self._extension_target:
+            self._ensure_allocated(start + size)
+        written = os.pwritev(self._fd, buffers, start, _RWF_DSYNC)
+        self.position = start + size
+        if written < size:  # a short write (rare): the rest, then a sync of everything
+            _pwrite_rest(self._fd, buffers, written, start)
+            self.sync()
         return start
 
     def sync(self) -> None:
         os.fdatasync(self._fd)
 
     def close(self) -> None:
+        """Close the file, after any zero-filling in progress (it writes to this fd)."""
+        extension, self._extension = self._extension, None
+        if extension is not None:
+            concurrent.futures.wait([extension])
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _pwritev_all(fd: int, buffers: list[bytes], size: int, offset: int) -> None:
+    """Write every buffer at ``offset``: ``pwritev`` in :data:`IOV_MAX` slices, finishing any
+    short write (rare on a regular file) with plain ``pwrite``."""
+    if len(buffers) <= IOV_MAX:
+        written = os.pwritev(fd, buffers, offset)
+        if written < size:
+            _pwrite_rest(fd, buffers, written, offset)
+        return
+    for first in range(0, len(buffers), IOV_MAX):
+        chunk = buffers[first:first + IOV_MAX]
+        chunk_size = sum(map(len, chunk))
+        written = os.pwritev(fd, chunk, offset)
+        if written < chunk_size:
+            _pwrite_rest(fd, chunk, written, offset)
+        offset += chunk_size
+
+
+def _pwrite_rest(fd: int, buffers: list[bytes], written: int, offset: int) -> None:
+    view = memoryview(b"".join(buffers))[written:]
+    offset += written
+    while view:
+        done = os.pwrite(fd, view, offset)
+        view, offset = view[done:], offset + done
 
 
 def replay_directory(directory: Path, visit, start: LogMark | None = None) -> list[SegmentScan]:
@@ -168,8 +333,8 @@ def replay_directory(directory: Path, visit, start: LogMark | None = None) -> li
     ``start`` (a checkpoint's mark) skips every segment before ``start.segment_id`` and the
     bytes of that segment before ``start.offset``: what they hold is already in the ledger
     storage. A segment whose data ends torn or corrupt is reported and the scan goes on with
-    the next segment: only the very last segment can legitimately end torn (a crash
-    mid-write); anything else is logged as lost data.
+    the next segment: only the last segment written to (:func:`tail_scan`) can legitimately
+    end torn (a crash mid-write); anything else is logged as lost data.
     """
     scans = []
     segment_ids = [s for s in list_segments(directory) if start is None or s >= start.segment_id]
@@ -178,15 +343,26 @@ def replay_directory(directory: Path, visit, start: LogMark | None = None) -> li
         scan = scan_segment(segment_path(directory, segment_id), segment_id,
                             lambda item, sid=segment_id: visit(sid, item), offset)
         scans.append(scan)
+    tail = tail_scan(scans)
+    for scan in scans:
         if not scan.header_ok:
-            log.warning("journal %s: segment %x has no valid header; skipped", directory, segment_id)
+            log.warning("journal %s: segment %x has no valid header; skipped", directory, scan.segment_id)
         elif scan.end is not ScanEnd.CLEAN:
-            is_last = segment_id == segment_ids[-1]
-            (log.info if is_last else log.warning)(
-                "journal %s: segment %x ends %s at offset %d after %d records%s", directory, segment_id,
+            is_tail = scan is tail
+            (log.info if is_tail else log.warning)(
+                "journal %s: segment %x ends %s at offset %d after %d records%s", directory, scan.segment_id,
                 scan.end.value, scan.end_offset, scan.records,
-                " (a crash mid-write; the tail is discarded)" if is_last else "")
+                " (a crash mid-write; the tail is discarded)" if is_tail else "")
     return scans
+
+
+def tail_scan(scans: list[SegmentScan]) -> SegmentScan | None:
+    """The last segment written to: the last one that is not merely an empty segment created
+    ahead of time (or a file without a header, never made durable)."""
+    for scan in reversed(scans):
+        if scan.header_ok and not scan.empty:
+            return scan
+    return None
 
 
 def delete_segments_before(directory: Path, segment_id: int) -> list[int]:

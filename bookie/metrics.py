@@ -12,22 +12,95 @@ several bookies share them.
 
 from __future__ import annotations
 
+import bisect
 import weakref
 
 from prometheus_client import REGISTRY, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 
 LATENCY_BUCKETS_MS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 GROUP_SIZE_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
 
-ADD_ENTRY_REQUEST = Histogram(
-    "bookkeeper_server_ADD_ENTRY_REQUEST", "ADD_ENTRY: request received to response sent (ms)",
-    ["success"], buckets=LATENCY_BUCKETS_MS)
+
+class LatencyCounts:
+    """Histogram buckets as plain counters, for a per-add hot path (~0.15 µs a record, where a
+    prometheus ``Histogram.observe`` takes ~1 µs and a lock). Exported by :class:`FastHistogram`
+    when /metrics is scraped.
+
+    Invariant: written by ONE thread only (the event loop, or one journal thread): ``+=`` on a
+    list item is not atomic across threads. Readers (the scrape) take a snapshot, which may be
+    one record behind — fine for a metric.
+    """
+
+    __slots__ = ("bounds_s", "counts", "sum_s")
+
+    def __init__(self, bounds_ms: tuple[float, ...]) -> None:
+        self.bounds_s = tuple(bound / 1000 for bound in bounds_ms)
+        """Upper bounds in seconds (what ``time.monotonic()`` differences are): no ×1000 per record."""
+        self.counts = [0] * (len(bounds_ms) + 1)
+        """Per bucket, NOT cumulative; the last one is +Inf."""
+        self.sum_s = 0.0
+
+    def record(self, latency_s: float, times: int = 1) -> None:
+        """Count ``times`` records that each took ``latency_s`` seconds."""
+        self.counts[bisect.bisect_left(self.bounds_s, latency_s)] += times
+        self.sum_s += latency_s * times
+
+
+class FastHistogram:
+    """A histogram in milliseconds (prometheus ``_bucket``/``_count``/``_sum``, so p99 is derivable
+    with ``histogram_quantile``) fed by :class:`LatencyCounts` objects: one per label set, or one
+    per writer thread (:meth:`counts` with ``shared=False``), summed at scrape time."""
+
+    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = (),
+                 bounds_ms: tuple[float, ...] = LATENCY_BUCKETS_MS) -> None:
+        self.name, self.documentation, self.labelnames, self.bounds_ms = name, documentation, labelnames, bounds_ms
+        self._counts: list[tuple[tuple[str, ...], LatencyCounts]] = []
+        self._shared: dict[tuple[str, ...], LatencyCounts] = {}
+        REGISTRY.register(self)
+
+    def counts(self, *labelvalues: str, shared: bool = True) -> LatencyCounts:
+        """The counters to record into for these label values: the one shared object (for the
+        loop), or a new one that only its caller's thread writes (``shared=False``)."""
+        assert len(labelvalues) == len(self.labelnames)
+        if shared and labelvalues in self._shared:
+            return self._shared[labelvalues]
+        counts = LatencyCounts(self.bounds_ms)
+        self._counts.append((labelvalues, counts))
+        if shared:
+            self._shared[labelvalues] = counts
+        return counts
+
+    def describe(self) -> list:
+        return [HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)]
+
+    def collect(self):
+        merged: dict[tuple[str, ...], tuple[list[int], float]] = {}
+        for labelvalues, counts in list(self._counts):
+            snapshot, sum_s = list(counts.counts), counts.sum_s
+            total, total_sum = merged.get(labelvalues, ([0] * len(snapshot), 0.0))
+            merged[labelvalues] = ([a + b for a, b in zip(total, snapshot)], total_sum + sum_s)
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        for labelvalues, (per_bucket, sum_s) in merged.items():
+            cumulative, buckets = 0, []
+            for bound, count in zip((*(_le(b) for b in self.bounds_ms), "+Inf"), per_bucket):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            family.add_metric(list(labelvalues), buckets, sum_s * 1000)
+        yield family
+
+
+def _le(bound_ms: float) -> str:
+    return str(float(bound_ms))
+
+
+ADD_ENTRY_REQUEST = FastHistogram(
+    "bookkeeper_server_ADD_ENTRY_REQUEST", "ADD_ENTRY: request received to response sent (ms)", ("success",))
 READ_ENTRY_REQUEST = Histogram(
     "bookkeeper_server_READ_ENTRY_REQUEST", "READ_ENTRY: request received to response sent (ms)",
     ["success"], buckets=LATENCY_BUCKETS_MS)
-ADD_ENTRY_REQUEST_OK = ADD_ENTRY_REQUEST.labels(success="true")
-ADD_ENTRY_REQUEST_FAILED = ADD_ENTRY_REQUEST.labels(success="false")
+ADD_ENTRY_REQUEST_OK = ADD_ENTRY_REQUEST.counts("true")
+ADD_ENTRY_REQUEST_FAILED = ADD_ENTRY_REQUEST.counts("false")
 READ_ENTRY_REQUEST_OK = READ_ENTRY_REQUEST.labels(success="true")
 READ_ENTRY_REQUEST_FAILED = READ_ENTRY_REQUEST.labels(success="false")
 
@@ -52,9 +125,9 @@ READ_ENTRY_IN_PROGRESS = Gauge(
     "bookkeeper_server_READ_ENTRY_IN_PROGRESS", "Reads received and not yet answered")
 READ_ENTRY_IN_PROGRESS.set_function(lambda: TOTALS.reads_in_progress)
 
-JOURNAL_ADD_ENTRY = Histogram(
-    "bookie_journal_JOURNAL_ADD_ENTRY", "Journal: record queued to record durable (ms)",
-    buckets=LATENCY_BUCKETS_MS)
+JOURNAL_ADD_ENTRY = FastHistogram(
+    "bookie_journal_JOURNAL_ADD_ENTRY", "Journal: record queued to record durable (ms); each journal "
+    "thread records into its own counts (JOURNAL_ADD_ENTRY.counts(shared=False))")
 JOURNAL_SYNC = Histogram(
     "bookie_journal_JOURNAL_SYNC", "Journal: one fdatasync of a group (ms)", buckets=LATENCY_BUCKETS_MS)
 JOURNAL_CREATION_LATENCY = Histogram(

@@ -1,9 +1,11 @@
 """The bookie side of the broker ↔ bookie protocol: one :class:`BookieConnection` per peer.
 
 ADD_ENTRY is handled synchronously in the read path: admitted to the journal and answered
-from the journal's group-completion callback, without a task per add. Only when the journal
-is full does an add wait in a task; the connection then stops reading until every waiting
-add is admitted (TCP back-pressure instead of unbounded buffering). Reads and fencing run as
+from the journal's group completion — the connection is the add's sink
+(:meth:`BookieConnection.adds_done`, once per run of adds from one read, answered with one
+buffer of pre-laid-out frames) — without a task, a closure or a future per add. Only when
+the journal is full does an add wait in a task; the connection then stops reading until
+every waiting add is admitted (TCP back-pressure instead of unbounded buffering). Reads and fencing run as
 tasks: they wait for the disk or for a durable fence record.
 
 While the bookie is read-only (every ledger dir full, see :mod:`bookie.disk_monitor`) adds are
@@ -30,9 +32,9 @@ from bookie.journal_format import INT64_MAX
 from bookie.load import BookieLoad
 from minipulsar.errors import BookieReadOnlyError, InvalidCommand
 from minipulsar.net.server import ServerConnection, handles
+from minipulsar.protocol.codec import encode_add_entry_responses
 from minipulsar.protocol.commands import (
     AddEntry,
-    AddEntryResponse,
     BookieInfo,
     BookieInfoResponse,
     ReadEntry,
@@ -42,6 +44,8 @@ from minipulsar.protocol.commands import (
 )
 
 log = logging.getLogger(__name__)
+
+_ADD_OK, _ADD_FAILED = metrics.ADD_ENTRY_REQUEST_OK, metrics.ADD_ENTRY_REQUEST_FAILED
 
 RESPONSE_OVERHEAD_BYTES = 1024
 """Room kept in a READ_ENTRY_RESPONSE frame for everything but the payloads."""
@@ -65,48 +69,52 @@ class BookieConnection(ServerConnection):
 
     @handles(AddEntry)
     def add_entry(self, cmd: AddEntry) -> Any:
-        _check_id("ledger_id", cmd.ledger_id, 0)
-        _check_id("entry_id", cmd.entry_id, 0)
-        _check_id("lac", cmd.lac, -1)
-        started = time.monotonic()
+        if not (0 <= cmd.ledger_id <= INT64_MAX and 0 <= cmd.entry_id <= INT64_MAX and -1 <= cmd.lac <= INT64_MAX):
+            _check_id("ledger_id", cmd.ledger_id, 0)  # one of them raises, naming the field
+            _check_id("entry_id", cmd.entry_id, 0)
+            _check_id("lac", cmd.lac, -1)
+        started = self._last_received  # when the read that brought this request was handled
         metrics.TOTALS.adds_in_progress += 1
-        callback = lambda error: self._add_done(cmd, started, error)  # noqa: E731
         try:
             if self.disk_monitor.read_only and not cmd.recovery:
                 raise BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: its ledger dirs are full")
-            admitted = self.bookie.try_add_entry(cmd.ledger_id, cmd.entry_id, cmd.lac, cmd.payload,
-                                                 cmd.recovery, callback)
+            if self.bookie.try_add(cmd, self, started):
+                return None
         except Exception as error:
-            callback(error)
-            return None
-        if admitted:
+            self.add_done(cmd, started, error)
             return None
         self._adds_waiting += 1
         if self._adds_waiting == 1 and self.transport is not None:
             self.transport.pause_reading()
-        return self._add_when_admitted(cmd, callback)
+        return self._add_when_admitted(cmd, started)
 
-    async def _add_when_admitted(self, cmd: AddEntry, callback) -> None:
+    async def _add_when_admitted(self, cmd: AddEntry, started: float) -> None:
         try:
-            await self.bookie.add_entry_when_admitted(cmd.ledger_id, cmd.entry_id, cmd.lac, cmd.payload,
-                                                      cmd.recovery, callback)
+            await self.bookie.add_when_admitted(cmd, self, started)
         except asyncio.CancelledError:  # the connection closed while the add waited: nobody to answer
             metrics.TOTALS.adds_in_progress -= 1
             raise
         except Exception as error:
-            callback(error)
+            self.add_done(cmd, started, error)
         finally:
             self._adds_waiting -= 1
             if self._adds_waiting == 0 and self.transport is not None and not self.transport.is_closing():
                 self.transport.resume_reading()
 
-    def _add_done(self, cmd: AddEntry, started: float, error: BaseException | None) -> None:
-        metrics.TOTALS.adds_in_progress -= 1
+    def add_done(self, cmd: AddEntry, started: float, error: BaseException | None) -> None:
+        self.adds_done([cmd], started, error)
+
+    def adds_done(self, cmds: list[AddEntry], started: float, error: BaseException | None) -> None:
+        """The outcome of adds that arrived together (the journal's sink callback): answer them
+        — all successes in one joined buffer — and count their latency."""
+        metrics.TOTALS.adds_in_progress -= len(cmds)
+        latency_s = time.monotonic() - started
         if error is None:
-            metrics.ADD_ENTRY_REQUEST_OK.observe((time.monotonic() - started) * 1000)
-            self.send(AddEntryResponse(id=cmd.id, ledger_id=cmd.ledger_id, entry_id=cmd.entry_id))
-        else:
-            metrics.ADD_ENTRY_REQUEST_FAILED.observe((time.monotonic() - started) * 1000)
+            _ADD_OK.record(latency_s, len(cmds))
+            self.send_frame(encode_add_entry_responses(cmds))
+            return
+        _ADD_FAILED.record(latency_s, len(cmds))
+        for cmd in cmds:
             self.reply_error(cmd, error)
 
     # -- READ_ENTRY / READ_LAC ------------------------------------------------------------------

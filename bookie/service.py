@@ -5,10 +5,12 @@ Start: check the cookies, replay the journals, open them, check the ledger dirs'
 listen, serve HTTP, then register under ``/ledgers/available`` — or, when every ledger dir is
 already full, under ``/ledgers/available/readonly`` (so brokers only see a bookie that already
 serves, in the state it serves in).
-While serving: the disk monitor turns the bookie read-only when no ledger dir is writable
-(adds refused with BookieReadOnly, the registration moved to the read-only path) and back once
-usage falls below ``diskUsageLwmThreshold``; with ``readOnlyModeEnabled=false`` it stops the
-bookie instead, as BookKeeper does.
+While serving: garbage collection drops the ledgers deleted from the metadata store and
+compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round and answers when it is done;
+``GET`` tells whether a forced round is running); the disk monitor turns the bookie read-only
+when no ledger dir is writable (adds refused with BookieReadOnly, the registration moved to
+the read-only path) and back once usage falls below ``diskUsageLwmThreshold``; with
+``readOnlyModeEnabled=false`` it stops the bookie instead, as BookKeeper does.
 Stop: first stop taking work (stop accepting connections and reading requests), answer the
 reads already queued and stop the read pool, let every journal group in flight be written,
 synced and answered, close the journals and the storage, then delete the registration and
@@ -33,7 +35,9 @@ from bookie.load import BookieLoad
 from bookie.read_pool import ReadThreadPool
 from bookie.registration import DEFAULT_RACK, BookieRegistration
 from bookie.server import BookieConnection
+from bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
+from minipulsar.errors import ServiceNotReadyError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net.server import Listener
@@ -59,7 +63,11 @@ class BookieService:
         self.store = store
         self._owns_store = store is None
         self.listener = Listener(self._new_connection)
-        self.http = HttpServer([web.get("/api/v1/bookie/info", self._http_info)])
+        self.http = HttpServer([
+            web.get("/api/v1/bookie/info", self._http_info),
+            web.put("/api/v1/bookie/gc", self._http_force_gc),
+            web.get("/api/v1/bookie/gc", self._http_gc_status),
+        ])
         self.registration: BookieRegistration | None = None
         self.host = ""
         self.port = 0
@@ -95,6 +103,7 @@ class BookieService:
             "instanceId": cookie.instanceId,
         }, config.session_timeout_ms, read_only=self.disk_monitor.read_only)
         await self.registration.register()
+        self.bookie.start_gc(MetadataStoreLedgers(self.store), self._disk_pressure)
         metrics.SERVER_STATUS.set(0 if self.disk_monitor.read_only else 1)
         log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
                  ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
@@ -150,6 +159,37 @@ class BookieService:
                         "expire with the session", METADATA_CLOSE_TIMEOUT_S)
         self._locks.release()
         log.info("bookie %s stopped", self.bookie_id)
+
+    def _disk_pressure(self) -> DiskPressure:
+        """For compaction: a dir above diskUsageWarnThreshold is almost full, a full dir full."""
+        monitor = self.disk_monitor
+        full = bool(monitor.full_dirs)
+        almost_full = full or any(usage.used_fraction > monitor.thresholds.warn for usage in monitor.usages)
+        return DiskPressure(almost_full=almost_full, full=full)
+
+    async def _http_force_gc(self, request: web.Request) -> web.Response:
+        """BookKeeper's ``PUT /api/v1/bookie/gc``: one GC round now, compaction forced (an
+        optional JSON body ``{"forceMajor": bool, "forceMinor": bool}``); answers when done."""
+        gc = self.bookie.gc
+        if gc is None or self._stopped:
+            return web.json_response({"error": "the bookie is not serving"}, status=503)
+        body: dict = {}
+        if request.can_read_body:
+            try:
+                body = await request.json()
+            except ValueError:
+                body = None
+            if not isinstance(body, dict):
+                return web.json_response({"error": "the body must be a JSON object"}, status=400)
+        try:
+            result = await gc.force(bool(body.get("forceMajor", True)), bool(body.get("forceMinor", True)))
+        except ServiceNotReadyError as exc:
+            return web.json_response({"error": str(exc)}, status=503)
+        return web.json_response(result.to_json())
+
+    async def _http_gc_status(self, request: web.Request) -> web.Response:
+        gc = self.bookie.gc
+        return web.json_response({"is_in_force_gc": gc is not None and gc.forcing})
 
     async def _http_info(self, request: web.Request) -> web.Response:
         free, total = self.load.disk_space()

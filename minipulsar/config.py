@@ -247,6 +247,34 @@ class BookieConfig:
     """TEST ONLY (not a BookKeeper key): when set, the disk monitor reads every ledger dir's used
     fraction (a number in [0, 1]) from this file instead of from statvfs; a missing or unreadable
     file falls back to statvfs."""
+    # -- garbage collection and compaction (bookie/storage/gc.py) --
+    gc_wait_time_ms: int = setting("gcWaitTime", 900_000, min_value=1)
+    """A GC round every this many ms: drop the ledgers deleted from metadata, delete the entry
+    logs left without live data, compact when an interval is due (BookKeeper code: 600 000;
+    Pulsar's bookkeeper.conf: 900 000)."""
+    minor_compaction_threshold: float = setting("minorCompactionThreshold", 0.2, min_value=0.0, max_value=1.0)
+    """Minor compaction rewrites entry logs whose live fraction is below this (0: minor off)."""
+    minor_compaction_interval_s: int = setting("minorCompactionInterval", 3600, min_value=0)
+    """Seconds between minor compactions (0: minor off)."""
+    major_compaction_threshold: float = setting("majorCompactionThreshold", 0.5, min_value=0.0, max_value=1.0)
+    """Major compaction rewrites entry logs whose live fraction is below this (0: major off;
+    BookKeeper code: 0.8, Pulsar's bookkeeper.conf: 0.5)."""
+    major_compaction_interval_s: int = setting("majorCompactionInterval", 86_400, min_value=0)
+    """Seconds between major compactions (0: major off)."""
+    minor_compaction_max_time_ms: int = setting("minorCompactionMaxTimeMillis", -1, min_value=-1)
+    """A minor compaction stops starting new work after this long (-1: no bound)."""
+    major_compaction_max_time_ms: int = setting("majorCompactionMaxTimeMillis", -1, min_value=-1)
+    """A major compaction stops starting new work after this long (-1: no bound)."""
+    is_throttle_by_bytes: bool = setting("isThrottleByBytes", False)
+    """Throttle compaction by compactionRateByBytes instead of compactionRateByEntries."""
+    compaction_rate_by_entries: int = setting("compactionRateByEntries", 1000, min_value=1)
+    """Entries per second compaction may copy."""
+    compaction_rate_by_bytes: int = setting("compactionRateByBytes", 1_000_000, min_value=1)
+    """Bytes per second compaction may copy (with isThrottleByBytes)."""
+    is_force_gc_allow_when_no_space: bool = setting("isForceGCAllowWhenNoSpace", False)
+    """Ledger dirs almost full or full: run compaction at once to win space back (true), or
+    suspend it so that copying does not fill the disk further (false: major above
+    diskUsageWarnThreshold, minor as well above diskUsageThreshold)."""
     max_frame_size: int = setting("nettyMaxFrameSizeBytes", 5 * 1024 * 1024 + 64 * 1024, min_value=1024)
 
     def __post_init__(self) -> None:
@@ -254,6 +282,9 @@ class BookieConfig:
             raise ValueError("journalDirectories must name at least one directory")
         if not self.ledger_dirs:
             raise ValueError("ledgerDirectories must name at least one directory")
+        if self.minor_compaction_threshold > self.major_compaction_threshold:
+            raise ValueError(f"minorCompactionThreshold ({self.minor_compaction_threshold}) must not exceed "
+                             f"majorCompactionThreshold ({self.major_compaction_threshold})")
         if not self.disk_usage_lwm_threshold <= self.disk_usage_threshold:
             raise ValueError(f"diskUsageLwmThreshold ({self.disk_usage_lwm_threshold}) must not exceed "
                              f"diskUsageThreshold ({self.disk_usage_threshold}); lowering "

@@ -11,7 +11,9 @@ DbLedgerStorage does, one :mod:`~bookie.storage.single_directory` storage per le
   and :mod:`~bookie.storage.entry_log_metadata` (per-log usage, for GC);
 - :mod:`~bookie.storage.read_cache`: the read-ahead cache;
 - :mod:`~bookie.storage.checkpoint`: the journal marks (``lastMark``) that let journals be trimmed;
-- :mod:`~bookie.storage.read_executor`: where blocking reads run.
+- :mod:`~bookie.storage.read_executor`: where blocking reads run;
+- :mod:`~bookie.storage.gc` / :mod:`~bookie.storage.compaction`: garbage collection of deleted
+  ledgers and dead entry logs, and compaction of sparse ones.
 """
 
 from bookie.storage.base import LedgerStorage

@@ -27,8 +27,10 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from bookie.storage import metrics
 from bookie.storage.base import LedgerStorage
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 RETRY_DELAY_S = 1.0
+T = TypeVar("T")
 
 
 def settings_from_config(config: BookieConfig) -> StorageSettings:
@@ -160,6 +163,13 @@ class DbLedgerStorage(LedgerStorage):
         if self._retry is job:
             raise RuntimeError(f"checkpoint {job.sequence} failed")
         return job.checkpoint
+
+    async def run_exclusive(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run blocking ``fn(*args)`` on the flush thread: garbage collection's index and
+        entry-log writes run there, so they never interleave with a flush (one writer for
+        ``index.db`` and for the entry logs, and FIFO with the checkpoints)."""
+        assert self._loop is not None and not self._closing, "storage not serving"
+        return await self._loop.run_in_executor(self._executor, functools.partial(fn, *args))
 
     @property
     def last_checkpoint(self) -> Checkpoint:

@@ -91,6 +91,12 @@ class IndexDb:
             self._local.connection = connection
         return connection
 
+    def checkpoint_wal(self) -> tuple[int, int, int]:
+        """Copy the WAL into the database and truncate it (writer thread; garbage collection
+        after deleting rows: without it the WAL file keeps its largest size). Returns sqlite's
+        (busy, WAL frames, frames checkpointed); busy=1 when readers kept it from finishing."""
+        return tuple(self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone())
+
     def get_meta(self, key: str, default: int = 0) -> int:
         row = self.writer.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return default if row is None else int(row[0])

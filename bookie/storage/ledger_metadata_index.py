@@ -78,3 +78,18 @@ class LedgerMetadataIndex:
 
     def __len__(self) -> int:
         return len(self.states)
+
+    # -- garbage collection ---------------------------------------------------------------------
+
+    def forget(self, ledger_id: int) -> None:
+        """On the loop: the ledger was deleted; its persisted rows go with :meth:`delete`."""
+        self.states.remove(ledger_id)
+        self._fenced_since_snapshot.discard(ledger_id)
+
+    @staticmethod
+    def delete(cursor: sqlite3.Cursor, ledger_ids: Iterable[int]) -> None:
+        cursor.executemany("DELETE FROM ledgers WHERE ledger_id = ?", [(i,) for i in ledger_ids])
+
+    def persisted_ids(self) -> list[int]:
+        """Every ledger id in the ``ledgers`` table (blocking; any thread)."""
+        return [row[0] for row in self.db.reader().execute("SELECT ledger_id FROM ledgers")]

@@ -53,6 +53,9 @@ class LedgerStates:
     def put(self, state: LedgerState) -> None:
         self._ledgers[state.ledger_id] = state
 
+    def remove(self, ledger_id: int) -> None:
+        self._ledgers.pop(ledger_id, None)
+
     def __len__(self) -> int:
         return len(self._ledgers)
 

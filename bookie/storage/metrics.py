@@ -67,3 +67,23 @@ READ_CACHE_HITS = Gauge("bookie_read_cache_hits", "Entries served from the read-
 READ_CACHE_MISSES = Gauge("bookie_read_cache_misses", "Entries not in the read-ahead cache (monotonic)")
 WRITE_CACHE_HITS = Gauge("bookie_write_cache_hits", "Entries served from the write cache (monotonic)")
 WRITE_CACHE_MISSES = Gauge("bookie_write_cache_misses", "Entries not in the write cache (monotonic)")
+
+# -- garbage collection and compaction (bookie/storage/gc.py) -------------------------------------
+# BookKeeper's GarbageCollectorStats under the ``bookie_gc_`` scope (reference §9).
+MAJOR_COMPACTION_TOTAL = Gauge("bookie_gc_MAJOR_COMPACTION_TOTAL", "Major compactions run (monotonic)")
+MINOR_COMPACTION_TOTAL = Gauge("bookie_gc_MINOR_COMPACTION_TOTAL", "Minor compactions run (monotonic)")
+RECLAIMED_COMPACTION_SPACE_BYTES = Gauge(
+    "bookie_gc_RECLAIMED_COMPACTION_SPACE_BYTES",
+    "Bytes freed by compaction: compacted logs' sizes minus what was copied out of them (monotonic)")
+RECLAIMED_DELETION_SPACE_BYTES = Gauge(
+    "bookie_gc_RECLAIMED_DELETION_SPACE_BYTES", "Bytes freed by deleting entry logs without live data (monotonic)")
+DELETED_LEDGER_TOTAL = Gauge("bookie_gc_DELETED_LEDGER_TOTAL",
+                             "Ledgers removed because their metadata was deleted (monotonic)")
+COMPACTED_ENTRY_TOTAL = Gauge("bookie_gc_COMPACTED_ENTRY_TOTAL",
+                              "Live entries copied by compaction into new entry logs (monotonic; minipulsar)")
+ACTIVE_LEDGER_COUNT = Gauge("bookie_gc_ACTIVE_LEDGER_COUNT", "Ledgers on this bookie at the last GC round")
+ACTIVE_ENTRY_LOG_COUNT = Gauge("bookie_gc_ACTIVE_ENTRY_LOG_COUNT", "Entry logs after the last GC round")
+ACTIVE_ENTRY_LOG_SPACE_BYTES = Gauge("bookie_gc_ACTIVE_ENTRY_LOG_SPACE_BYTES",
+                                     "Bytes of the entry logs after the last GC round")
+GC_THREAD_RUNTIME = Histogram("bookie_gc_GC_THREAD_RUNTIME", "One GC round, compaction included (ms)",
+                              buckets=LATENCY_BUCKETS_MS + (30_000, 120_000, 600_000))

@@ -44,5 +44,11 @@ class ReadCache:
                 _, evicted = cache.popitem(last=False)
                 self.size_bytes -= len(evicted) + ENTRY_OVERHEAD_BYTES
 
+    def delete_ledgers(self, ledger_ids: set[int]) -> None:
+        """Drop these ledgers' entries (garbage collection: they were deleted). One pass."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] in ledger_ids]:
+                self.size_bytes -= len(self._entries.pop(key)) + ENTRY_OVERHEAD_BYTES
+
     def __len__(self) -> int:
         return len(self._entries)

@@ -8,7 +8,10 @@ entry-log usage), the read-ahead cache and this dir's ``lastMark``. Who calls wh
   (:meth:`swap`, :meth:`flush_completed`);
 - the flush thread: :meth:`flush` and :meth:`write_last_mark`;
 - read threads: :meth:`read_entries` (blocking, thread-safe);
-- start-up (a worker thread, before serving): :meth:`open`, :meth:`replay_entry`.
+- start-up (a worker thread, before serving): :meth:`open`, :meth:`replay_entry`;
+- garbage collection (:mod:`bookie.storage.gc`): its loop-side calls on the loop, its index
+  and entry-log writes on the flush thread (so they never interleave with a flush), its
+  scans on its own thread.
 
 Invariants:
 - admission reserves the entry's room in the active half *before* the journal write, so the
@@ -20,7 +23,10 @@ Invariants:
   half being flushed is dropped only after that commit, so a reader always finds an entry
   in one of the halves, the read-ahead cache or the index;
 - readers look at ``active`` before ``flushing``, and :meth:`swap` assigns ``flushing`` before
-  ``active``: an entry moving from one half to the other is seen in at least one of them.
+  ``active``: an entry moving from one half to the other is seen in at least one of them;
+- an entry moved by compaction is readable at every instant: the copy is fsynced before the
+  index points at it, and the old log is deleted only after; a read that looked up the old
+  location and finds the log gone looks the entry up again (:meth:`_read_from_entry_log`).
 """
 
 from __future__ import annotations
@@ -37,9 +43,16 @@ from pathlib import Path
 from bookie.storage import metrics
 from bookie.storage.checkpoint import Checkpoint, LastMarkFile
 from bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
-from bookie.storage.entry_log import RECORD_HEADER_SIZE
+from bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE
 from bookie.storage.entry_log_metadata import EntryLogMetadataIndex
-from bookie.storage.entry_logger import EntryLogReader, EntryLogWriter, list_entry_logs
+from bookie.storage.entry_logger import (
+    EntryLogMissingError,
+    EntryLogReader,
+    EntryLogWriter,
+    delete_entry_log,
+    entry_log_path,
+    list_entry_logs,
+)
 from bookie.storage.index_db import IndexDb
 from bookie.storage.ledger_metadata_index import LedgerMetadataIndex, LedgerRow
 from bookie.storage.ledger_state import LedgerState
@@ -51,6 +64,30 @@ log = logging.getLogger(__name__)
 
 RESPONSE_ENTRY_OVERHEAD_BYTES = 16
 """What one ``[entry_id, payload]`` pair costs in a READ_ENTRY_RESPONSE beyond its payload."""
+MOVED_ENTRY_LOOKUPS_MAX = 3
+"""A read finding its entry log deleted looks the entry up again this many times (each miss
+means a whole compaction moved the entry meanwhile)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryLogUsage:
+    """One entry log as garbage collection sees it."""
+
+    log_id: int
+    live_bytes: int
+    """Bytes of records of ledgers that still exist (an upper bound of what the index points at)."""
+    size_bytes: int
+    """The file's size."""
+
+    @property
+    def usage(self) -> float:
+        """Live fraction of the records' space (BookKeeper's ``EntryLogMetadata.getUsage``)."""
+        records = self.size_bytes - LOG_HEADER_SIZE
+        return 0.0 if records <= 0 else min(1.0, self.live_bytes / records)
+
+
+CompactedEntry = tuple[int, int, int, bytes]
+"""``(ledger_id, entry_id, old_location, payload)``: a live entry copied by compaction."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -270,16 +307,20 @@ class SingleDirectoryDbLedgerStorage:
         by_ledger: list[tuple[int, list[tuple[int, int]]]] = []
         usage: dict[tuple[int, int], int] = collections.defaultdict(int)
         flushed_bytes = 0
-        current_ledger, current = -1, []
+        append_run, cache = writer.append_run, batch.cache
         try:
-            for ledger_id, entry_id, payload in batch.cache.sorted_entries():
-                location = writer.append(ledger_id, entry_id, payload)
-                if ledger_id != current_ledger:
-                    current_ledger, current = ledger_id, []
-                    by_ledger.append((ledger_id, current))
-                current.append((entry_id, location))
-                usage[(location >> 32, ledger_id)] += RECORD_HEADER_SIZE + len(payload)
-                flushed_bytes += len(payload)
+            for ledger_id in sorted(cache.ledger_ids()):  # per ledger, not per entry: the flush holds the GIL
+                ledger_entries = cache.entries_of(ledger_id)
+                entries = sorted(ledger_entries.items())
+                locations = append_run(ledger_id, entries)
+                by_ledger.append((ledger_id, locations))
+                ledger_bytes = sum(map(len, ledger_entries.values()))
+                flushed_bytes += ledger_bytes
+                if locations[0][1] >> 32 == locations[-1][1] >> 32:  # all in one log (the usual case)
+                    usage[(locations[0][1] >> 32, ledger_id)] += ledger_bytes + RECORD_HEADER_SIZE * len(entries)
+                    continue
+                for (_, location), (_, payload) in zip(locations, entries):
+                    usage[(location >> 32, ledger_id)] += RECORD_HEADER_SIZE + len(payload)
             writer.flush()
         except BaseException:
             writer.abandon()  # its position is no longer known: the retry starts a new log
@@ -368,7 +409,20 @@ class SingleDirectoryDbLedgerStorage:
         metrics.READ_LOCATIONS_INDEX_TIME.observe((looked_up - started) * 1000)
         if location is None:
             return None
-        payload, next_location = self._reader.read(location, ledger_id, entry_id)
+        for _ in range(MOVED_ENTRY_LOOKUPS_MAX):
+            try:
+                payload, next_location = self._reader.read(location, ledger_id, entry_id)
+                break
+            except EntryLogMissingError:
+                # Compaction moved the entry and deleted the log after our lookup.
+                moved = self._locations.get(ledger_id, entry_id)
+                if moved is None:
+                    return None  # the ledger was deleted meanwhile
+                if moved == location:
+                    raise
+                location = moved
+        else:
+            raise EntryLogMissingError(f"entry {ledger_id}:{entry_id} keeps moving to deleted entry logs")
         read_done = time.monotonic()
         metrics.READ_ENTRYLOG_TIME.observe((read_done - looked_up) * 1000)
         settings = self.settings
@@ -381,3 +435,139 @@ class SingleDirectoryDbLedgerStorage:
                 metrics.READAHEAD_BATCH_SIZE.observe(sum(len(p) for _, p in ahead))
             metrics.READAHEAD_TIME.observe((time.monotonic() - read_done) * 1000)
         return payload
+
+    # -- garbage collection (see bookie/storage/gc.py for who calls what where) -----------------
+
+    def ledger_snapshot(self) -> dict[int, int]:
+        """Loop: ledger id → last entry id, of every ledger in memory."""
+        return {state.ledger_id: state.last_entry_id for state in self._ledgers.states}
+
+    def persisted_ledger_ids(self) -> list[int]:
+        """Any thread: every ledger in the ``ledgers`` table."""
+        return self._ledgers.persisted_ids()
+
+    def forget_ledgers(self, snapshot: dict[int, int | None]) -> list[int]:
+        """Loop: drop deleted ledgers from memory (state, active write-cache half) and return
+        them; the read-ahead cache is purged off the loop (``read_cache.delete_ledgers``, one
+        pass over it), the index rows go with :meth:`delete_ledgers_from_index`.
+
+        ``snapshot``: each ledger's last entry id when the GC scan started (None: it was not in
+        memory then). A ledger that got an entry since, or appeared since, is being written
+        right now and is kept (a later round sees it again).
+        """
+        deleted = []
+        for ledger_id, last_entry_id in snapshot.items():
+            state = self._ledgers.get(ledger_id)
+            if state is not None and (last_entry_id is None or state.last_entry_id != last_entry_id):
+                continue
+            self._ledgers.forget(ledger_id)
+            self._active.delete_ledger(ledger_id)
+            deleted.append(ledger_id)
+        if deleted:
+            self._wake_waiters()
+        return deleted
+
+    def delete_ledgers_from_index(self, ledger_ids: list[int]) -> int:
+        """Flush thread: delete the ledgers' locations, rows and entry-log usage in one
+        transaction; returns how many locations went (call :meth:`entries_unindexed` with it)."""
+        with self._db.transaction() as cursor:
+            deleted = self._locations.delete_ledgers(cursor, ledger_ids)
+            self._ledgers.delete(cursor, ledger_ids)
+            self._log_metadata.delete_ledgers(cursor, ledger_ids)
+            IndexDb.add_meta(cursor, ENTRIES_KEY, -deleted)
+        return deleted
+
+    def entries_unindexed(self, count: int) -> None:
+        """Loop: ``count`` indexed entries were deleted."""
+        self._indexed_entries -= count
+
+    def current_entry_log_id(self) -> int:
+        """Flush thread: the log flushes append to now (or will create next). Every log below it
+        is closed and the flushes that wrote it are committed: only those may be deleted or
+        compacted."""
+        assert self._writer is not None, "storage not open"
+        return self._writer.current_log_id
+
+    def entry_log_usages(self, below_log_id: int) -> list[EntryLogUsage]:
+        """Any thread: the entry logs on disk with ids below ``below_log_id``, with their live bytes."""
+        live = self._log_metadata.live_bytes_by_log()
+        usages = []
+        for log_id in list_entry_logs(self.directory):
+            if log_id >= below_log_id:
+                break
+            try:
+                size = entry_log_path(self.directory, log_id).stat().st_size
+            except FileNotFoundError:
+                continue
+            usages.append(EntryLogUsage(log_id, live.get(log_id, 0), size))
+        return usages
+
+    def live_entries(self, log_id: int) -> list[tuple[int, int, int]]:
+        """Any thread: ``(ledger_id, entry_id, location)`` of every entry the index points at in
+        ``log_id``, in file order."""
+        found = []
+        for ledger_id in self._log_metadata.usage(log_id):
+            found.extend((ledger_id, entry_id, location)
+                         for entry_id, location in self._locations.locations_in_log(ledger_id, log_id))
+        found.sort(key=lambda item: item[2])
+        return found
+
+    def read_at(self, location: int, ledger_id: int, entry_id: int) -> bytes:
+        """Any thread: the payload at ``location`` (compaction reading what it copies)."""
+        return self._reader.read(location, ledger_id, entry_id)[0]
+
+    def write_compacted(self, entries: list[CompactedEntry]) -> list[int]:
+        """Flush thread: append copies of ``entries`` to the current entry log and fsync it;
+        returns their new locations (not yet in the index: :meth:`commit_compacted`)."""
+        writer = self._writer
+        assert writer is not None, "storage not open"
+        try:
+            locations = [writer.append(ledger_id, entry_id, payload) for ledger_id, entry_id, _, payload in entries]
+            writer.flush()
+        except BaseException:
+            writer.abandon()
+            raise
+        return locations
+
+    def commit_compacted(self, old_log_id: int, entries: list[CompactedEntry],
+                         new_locations: list[int]) -> tuple[int, int]:
+        """Flush thread: point each entry at its copy — unless it moved meanwhile (re-added, or
+        its ledger deleted) — and move its bytes between the logs' usage, in one transaction.
+        Returns (entries moved, record bytes moved)."""
+        usage: dict[tuple[int, int], int] = collections.defaultdict(int)
+        moved = moved_bytes = 0
+        with self._db.transaction() as cursor:
+            for (ledger_id, entry_id, old_location, payload), new_location in zip(entries, new_locations):
+                if self._locations.move(cursor, ledger_id, entry_id, old_location, new_location):
+                    size = RECORD_HEADER_SIZE + len(payload)
+                    usage[(new_location >> 32, ledger_id)] += size
+                    usage[(old_log_id, ledger_id)] -= size
+                    moved += 1
+                    moved_bytes += size
+            self._log_metadata.add_usage(cursor, usage)
+        return moved, moved_bytes
+
+    def forget_entry_log(self, log_id: int) -> bool:
+        """Flush thread: delete the log's usage rows, the step before its file goes. False (and
+        nothing done) if the index still points into it."""
+        for ledger_id, size in self._log_metadata.usage(log_id).items():
+            if size > 0 and self._locations.locations_in_log(ledger_id, log_id):
+                log.error("%s: entry log %x still holds live entries of ledger %d: not deleted",
+                          self.directory, log_id, ledger_id)
+                return False
+        with self._db.transaction() as cursor:
+            self._log_metadata.delete_log(cursor, log_id)
+        return True
+
+    def checkpoint_index(self) -> None:
+        """Flush thread: fold the index WAL into ``index.db`` and truncate it (after a GC round
+        deleted rows: the WAL file otherwise stays at its high-water mark)."""
+        busy, _, _ = self._db.checkpoint_wal()
+        if busy:
+            log.debug("%s: index WAL checkpoint could not finish (readers active)", self.directory)
+
+    def remove_entry_log(self, log_id: int) -> None:
+        """Flush thread: unlink the log (after :meth:`forget_entry_log`); reads still using its
+        fd finish on it, later ones look their entry up again."""
+        delete_entry_log(self.directory, log_id)
+        self._reader.retire(log_id)

@@ -69,6 +69,13 @@ class WriteCache:
             for entry_id in sorted(entries):
                 yield ledger_id, entry_id, entries[entry_id]
 
+    def delete_ledger(self, ledger_id: int) -> None:
+        """Drop the ledger's entries (garbage collection; the loop, on the active half only)."""
+        entries = self._ledgers.pop(ledger_id, None)
+        if entries:
+            self.count -= len(entries)
+            self.size_bytes -= sum(len(p) for p in entries.values()) + ENTRY_OVERHEAD_BYTES * len(entries)
+
     def clear(self) -> None:
         # A new dict, not dict.clear(): a reader thread may still be iterating the old one.
         self._ledgers = {}

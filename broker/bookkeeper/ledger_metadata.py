@@ -1,4 +1,5 @@
-"""Ledger metadata: the ensembles of a ledger and its state, stored at ``/ledgers/L{id}``.
+"""Ledger metadata: the ensembles of a ledger and its state, stored at ``/ledgers/L{id}``
+(:mod:`minipulsar.ledger_paths`: the bookies' garbage collector relies on that layout).
 
 ``ensembles`` is the ensemble history as ``(first_entry_id, [bookie ids])`` segments: entry
 ``e`` is stored on the ensemble of the last segment whose first entry is ``<= e``, on the
@@ -14,15 +15,15 @@ import json
 import time
 from dataclasses import dataclass, field, replace
 
+from minipulsar.ledger_paths import ledger_path
+
+__all__ = ["LedgerMetadata", "LedgerState", "ledger_path"]
+
 
 class LedgerState(str, enum.Enum):
     OPEN = "OPEN"
     IN_RECOVERY = "IN_RECOVERY"
     CLOSED = "CLOSED"
-
-
-def ledger_path(ledger_id: int) -> str:
-    return f"/ledgers/L{ledger_id}"
 
 
 @dataclass(frozen=True, slots=True)

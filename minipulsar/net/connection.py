@@ -214,6 +214,14 @@ class Connection(asyncio.BufferedProtocol):
         header, body = encode(command)
         self.writer.write(header, body)
 
+    def send_frame(self, frame: bytes) -> None:
+        """Queue an already encoded frame (length prefix included, e.g. from
+        :func:`~minipulsar.protocol.codec.encode_add_entry_response`); dropped like :meth:`send`."""
+        transport = self.transport
+        if transport is None or transport.is_closing() or self._discarding:
+            return
+        self.writer.write_frame(frame)
+
     def request(self, cls: type[Command], *, timeout_s: float | None = None, **fields: Any) -> asyncio.Future:
         """Send ``cls(id=<new id>, **fields)``; the future resolves with the response command.
 

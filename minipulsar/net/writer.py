@@ -40,6 +40,16 @@ class CoalescingWriter:
             self._scheduled = True
             self._loop.call_soon(self.flush)
 
+    def write_frame(self, frame: bytes) -> None:
+        """One already complete frame (length prefix included)."""
+        self._buffers.append(frame)
+        self._pending_bytes += len(frame)
+        if self._pending_bytes >= FLUSH_BYTES:
+            self.flush()
+        elif not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self.flush)
+
     def flush(self) -> None:
         self._scheduled = False
         if not self._buffers or self._transport.is_closing():

@@ -8,9 +8,12 @@ answered), because the next frame still starts at a known offset.
 
 from __future__ import annotations
 
+import struct
+
 import msgpack
 
 from minipulsar.errors import InvalidCommandError
+from minipulsar.protocol.commands import AddEntryResponse
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, FrameDecoder
 from minipulsar.protocol.schema import Command, decode_command
 
@@ -23,6 +26,35 @@ def encode(command: Command) -> tuple[bytes, bytes]:
     """``(length prefix, body)`` for ``command``: write both with one ``writelines``."""
     body = _packb(command.to_wire())
     return _pack_length(len(body)), body
+
+
+# ADD_ENTRY_RESPONSE as a fixed layout: the map ``encode(AddEntryResponse(...))`` sends (same
+# keys, same order), every integer as msgpack int64 (0xd3). A bookie sends one per add.
+_ADD_RESPONSE_KEYS = (b"\x84\xa1t\xb2ADD_ENTRY_RESPONSE\xa2id\xd3", b"\xa9ledger_id\xd3", b"\xa8entry_id\xd3")
+_ADD_RESPONSE = struct.Struct(">I" + "".join(f"{len(key)}sq" for key in _ADD_RESPONSE_KEYS))
+_ADD_RESPONSE_BODY_BYTES = _ADD_RESPONSE.size - LENGTH.size
+
+
+def encode_add_entry_responses(requests: list) -> bytes:
+    """The ADD_ENTRY_RESPONSE frames answering ``requests`` (AddEntry commands, or anything with
+    their ``id``, ``ledger_id`` and ``entry_id``), joined: one buffer for a whole run of adds."""
+    pack, size = _ADD_RESPONSE.pack, _ADD_RESPONSE_BODY_BYTES
+    k0, k1, k2 = _ADD_RESPONSE_KEYS
+    try:
+        return b"".join([pack(size, k0, r.id, k1, r.ledger_id, k2, r.entry_id) for r in requests])
+    except struct.error:  # an id outside int64 somewhere: frame by frame
+        return b"".join([encode_add_entry_response(r.id, r.ledger_id, r.entry_id) for r in requests])
+
+
+def encode_add_entry_response(request_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """One whole ADD_ENTRY_RESPONSE frame (length prefix included) in one ``struct.pack``,
+    ~4x cheaper than building the command and encoding it; decodes to the same command."""
+    k0, k1, k2 = _ADD_RESPONSE_KEYS
+    try:
+        return _ADD_RESPONSE.pack(_ADD_RESPONSE_BODY_BYTES, k0, request_id, k1, ledger_id, k2, entry_id)
+    except struct.error:  # an id outside int64 (msgpack also has uint64): the general path
+        header, body = encode(AddEntryResponse(id=request_id, ledger_id=ledger_id, entry_id=entry_id))
+        return header + body
 
 
 def encode_bytes(command: Command) -> bytes:

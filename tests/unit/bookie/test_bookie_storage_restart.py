@@ -74,8 +74,9 @@ async def test_journal_trimming_deletes_only_the_segments_wholly_before_the_mark
     assert len(before) >= 3, "~3.5 MB in 1 MB segments"
     checkpoint = await storage(bookie).checkpoint()
     mark = checkpoint.mark(journal.index)
+    await wait_for(lambda: all(s >= mark.segment_id for s in list_segments(journal.directory)), 10,
+                   message="every segment wholly before the mark went (deleted on the journal's trim thread)")
     after = list_segments(journal.directory)
-    assert all(s >= mark.segment_id for s in after), "every segment wholly before the mark went"
     assert [s for s in before if s >= mark.segment_id] == [s for s in after if s in before], \
         "the segment holding the mark, and any later one, stayed"
     assert mark.segment_id in after and len(after) < len(before)
@@ -142,7 +143,9 @@ async def test_a_fence_outlives_its_journal_record(tmp_path: Path) -> None:
     assert _fence_records(journal.directory) == [2]
     for entry_id in range(25):  # same journal: rolls past the record
         await add(bookie, 0, entry_id, payload_for(0, entry_id, 100 * KIB))
-    await storage(bookie).checkpoint()
+    mark = (await storage(bookie).checkpoint()).mark(journal.index)
+    await wait_for(lambda: all(s >= mark.segment_id for s in list_segments(journal.directory)), 10,
+                   message="segments before the checkpoint deleted (on the journal's trim thread)")
     assert _fence_records(journal.directory) == [], "the FENCE record's segment was trimmed"
     image = crash_image(root)
     await bookie.close()

@@ -215,14 +215,14 @@ async def test_an_add_completes_only_after_its_group_is_synced(tmp_path: Path, m
     from bookie import journal_segment
 
     in_sync, release = threading.Event(), threading.Event()
-    real_sync = journal_segment.SegmentWriter.sync
+    real_write = journal_segment.SegmentWriter.append_synced  # the group's write + fdatasync
 
-    def held_sync(self) -> None:
+    def held_sync(self, buffers, size=-1) -> int:
         in_sync.set()
         release.wait(10)
-        real_sync(self)
+        return real_write(self, buffers, size)
 
-    monkeypatch.setattr(journal_segment.SegmentWriter, "sync", held_sync)
+    monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", held_sync)
     journal = Journal(tmp_path, 0, settings())
     await journal.start()
     future = submit(journal, 1, 0, b"durable?")
@@ -237,13 +237,14 @@ async def test_an_add_completes_only_after_its_group_is_synced(tmp_path: Path, m
 async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path, monkeypatch) -> None:
     from bookie import journal_segment
 
-    def failing_append(self, buffers) -> int:
+    def failing_append(self, buffers, size=-1) -> int:
         raise OSError(28, "No space left on device")
 
     journal = Journal(tmp_path, 0, settings())
     await journal.start()
     await journal.add_entry(1, 0, -1, b"before")
     monkeypatch.setattr(journal_segment.SegmentWriter, "append", failing_append)
+    monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", failing_append)
     with pytest.raises(Exception, match="No space left"):
         await journal.add_entry(1, 1, -1, b"lost")
     monkeypatch.undo()
@@ -265,14 +266,14 @@ async def test_adaptive_group_writes_decide_whether_a_group_takes_the_whole_queu
     from bookie import journal_segment
 
     in_sync, release = threading.Event(), threading.Event()
-    real_sync = journal_segment.SegmentWriter.sync
+    real_write = journal_segment.SegmentWriter.append_synced  # the group's write + fdatasync
 
-    def held_sync(self) -> None:
+    def held_sync(self, buffers, size=-1) -> int:
         in_sync.set()
         release.wait(10)
-        real_sync(self)
+        return real_write(self, buffers, size)
 
-    monkeypatch.setattr(journal_segment.SegmentWriter, "sync", held_sync)
+    monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", held_sync)
     journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(
         max_group_wait_s=0, buffered_entries_threshold=4, adaptive_group_writes=adaptive)))
     await journal.start()
@@ -308,18 +309,20 @@ async def test_applied_mark_waits_for_the_loop_not_for_the_fsync(tmp_path: Path,
     from bookie import journal_segment
 
     synced = threading.Event()
-    real_sync = journal_segment.SegmentWriter.sync
+    real_write = journal_segment.SegmentWriter.append_synced
 
-    def sync_and_tell(self) -> None:
-        real_sync(self)
+    def sync_and_tell(self, buffers, size=-1) -> int:
+        start = real_write(self, buffers, size)
         synced.set()
+        return start
 
     journal = Journal(tmp_path, 0, settings())
     await journal.start()
     await journal.add_entry(1, 0, -1, b"first")
     before = journal.applied_mark
-    monkeypatch.setattr(journal_segment.SegmentWriter, "sync", sync_and_tell)
+    monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", sync_and_tell)
     future = submit(journal, 1, 1, b"second")
+    await asyncio.sleep(0)  # the loop hands this iteration's records to the writer thread
     assert synced.wait(10)  # blocking the loop on purpose: the group's completion cannot run
     time.sleep(0.01)
     assert journal.applied_mark == before

@@ -1,0 +1,136 @@
+"""Journal segment files: preallocation off the writer's path, the next segment created ahead
+of time, restarts next to such an empty segment, and segments of the older format (zlib CRC32),
+which are replayed but never appended to."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import zlib
+from pathlib import Path
+
+from crc32c import crc32c
+
+from bookie.group_commit import GroupCommitPolicy
+from bookie.journal import Journal, JournalSettings
+from bookie.journal_format import (
+    RECORD_HEADER_SIZE,
+    SEGMENT_HEADER_SIZE,
+    RecordType,
+    encode_header,
+    encode_segment_header,
+    read_segment_header,
+)
+from bookie.journal_segment import SegmentWriter, list_segments, segment_path
+from tests.support.process import wait_for
+
+KIB = 1024
+
+
+def settings(**overrides) -> JournalSettings:
+    return JournalSettings(policy=GroupCommitPolicy(max_group_wait_s=0), **overrides)
+
+
+def replay(directory: Path):
+    seen: list[tuple[int, int, bytes]] = []
+    result = Journal(directory, 0, settings()).replay(
+        lambda record, location, payload: seen.append((record.ledger_id, record.entry_id, bytes(payload)))
+        if record.type is RecordType.ADD_ENTRY else None)
+    return seen, result
+
+
+async def write(directory: Path, entries: list[tuple[int, int, bytes]], **overrides) -> Journal:
+    journal = Journal(directory, 0, settings(**overrides))
+    journal.replay(lambda *a: None)
+    await journal.start()
+    for ledger_id, entry_id, payload in entries:
+        await journal.add_entry(ledger_id, entry_id, entry_id - 1, payload)
+    return journal
+
+
+def test_records_carry_a_crc32c_of_the_header_rest_and_the_payload() -> None:
+    header = encode_header(int(RecordType.ADD_ENTRY), 7, 3, 2, b"payload")
+    assert int.from_bytes(header[:4], "big") == crc32c(b"payload", crc32c(header[4:]))
+    assert read_segment_header(encode_segment_header(5)) == (5, 2)
+
+
+async def test_zeros_are_prepared_ahead_of_the_writer_and_the_file_never_grows_under_a_group(tmp_path: Path) -> None:
+    """Goal: the preallocation keeps at least half a step ahead of the records (in the background)
+    and the file size stays a multiple of the step. Method: 64 KiB steps, 300 KiB of records."""
+    entries = [(1, i, bytes([i % 251]) * 3000) for i in range(100)]
+    journal = await write(tmp_path, entries, prealloc_bytes=64 * KIB)
+    writer = journal._writer
+    assert writer is not None
+    await wait_for(lambda: writer._extension is None or writer._extension.done(), 10)
+    size = os.path.getsize(segment_path(tmp_path, writer.segment_id))
+    assert size % (64 * KIB) == 0 and size >= writer.position + 32 * KIB
+    assert segment_path(tmp_path, writer.segment_id).read_bytes()[writer.position:] == bytes(size - writer.position)
+    await journal.close()
+    assert replay(tmp_path)[0] == entries
+
+
+async def test_the_next_segment_is_created_ahead_and_rolls_keep_every_record_in_order(tmp_path: Path) -> None:
+    entries = [(2, i, os.urandom(2000)) for i in range(120)]
+    journal = await write(tmp_path, entries, prealloc_bytes=16 * KIB, max_segment_bytes=64 * KIB)
+    current = journal._writer.segment_id  # type: ignore[union-attr]
+    await journal.close()
+    assert journal.stats.rolls >= 3
+    assert list_segments(tmp_path)[-1] in (current, current + 1), "at most one segment created ahead"
+    seen, result = replay(tmp_path)
+    assert seen == entries and not result.lost_tail
+
+
+async def test_a_restart_next_to_an_empty_segment_cuts_the_torn_tail_before_it(tmp_path: Path) -> None:
+    """Goal: after a crash that tore the last record of segment N while N+1 was already created
+    (empty), the torn record is dropped, new records go after the good ones, and no later
+    replay reports lost data. Method: build that state, tear the record, restart, append."""
+    first = [(3, i, bytes([i]) * 1000) for i in range(40)]
+    journal = await write(tmp_path, first, prealloc_bytes=16 * KIB, max_segment_bytes=80 * KIB)
+    writer = journal._writer
+    assert writer is not None and journal._next_writer is not None
+    await asyncio.wrap_future(journal._next_writer)
+    segment_id, end = writer.segment_id, writer.position
+    await journal.close()
+    assert list_segments(tmp_path)[-1] == segment_id + 1
+    with open(segment_path(tmp_path, segment_id), "r+b") as f:
+        f.truncate(end - 500)  # mid-payload of the last record
+    seen, result = replay(tmp_path)
+    assert seen == first[:-1] and result.lost_tail
+    second = [(3, 40 + i, b"new" * 10) for i in range(5)]
+    await (await write(tmp_path, second, prealloc_bytes=16 * KIB, max_segment_bytes=80 * KIB)).close()
+    seen, result = replay(tmp_path)
+    assert seen == first[:-1] + second and not result.lost_tail
+    assert os.path.getsize(segment_path(tmp_path, segment_id)) == end - RECORD_HEADER_SIZE - 1000
+
+
+def _version_1_segment(directory: Path, segment_id: int, entries: list[tuple[int, int, bytes]]) -> None:
+    """A segment as a bookie of the previous format wrote it: version 1, zlib CRC32 records."""
+    data = encode_segment_header(segment_id, version=1)
+    for ledger_id, entry_id, payload in entries:
+        rest = struct.pack(">IBqqq", len(payload), int(RecordType.ADD_ENTRY), ledger_id, entry_id, entry_id - 1)
+        data += zlib.crc32(payload, zlib.crc32(rest)).to_bytes(4, "big") + rest + payload
+    directory.mkdir(parents=True, exist_ok=True)
+    segment_path(directory, segment_id).write_bytes(data + bytes(4096))
+
+
+async def test_segments_of_the_zlib_format_replay_and_are_never_appended_to(tmp_path: Path) -> None:
+    old = [(4, i, os.urandom(300)) for i in range(10)]
+    _version_1_segment(tmp_path, 1, old)
+    assert replay(tmp_path)[0] == old
+    new = [(4, 10 + i, os.urandom(300)) for i in range(3)]
+    await (await write(tmp_path, new, prealloc_bytes=16 * KIB)).close()
+    assert list_segments(tmp_path) == [1, 2], "the new records went to a new (version 2) segment"
+    assert read_segment_header(segment_path(tmp_path, 2).read_bytes()[:SEGMENT_HEADER_SIZE]).version == 2
+    seen, result = replay(tmp_path)
+    assert seen == old + new and not result.lost_tail
+
+
+def test_a_write_past_the_preallocation_waits_for_it(tmp_path: Path) -> None:
+    """Without a background thread the writer extends inline; either way no byte is written
+    past the zeros prepared for it."""
+    writer = SegmentWriter.create(tmp_path, 1, 16 * KIB)
+    start = writer.append([b"r" * (40 * KIB)])
+    assert start == SEGMENT_HEADER_SIZE and os.path.getsize(segment_path(tmp_path, 1)) >= writer.position
+    assert os.path.getsize(segment_path(tmp_path, 1)) % (16 * KIB) == 0
+    writer.close()
