@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Protocol
 
 from bookie import metrics
-from bookie.journal import AddSink, Journal, JournalSet, ReplayResult
+from bookie.journal import AddSink, Journal, ReplayResult
 from bookie.journal_format import EntryLocation, JournalRecord, RecordType
+from bookie.journal_set import JournalSet
 from bookie.storage.base import LedgerStorage
 from bookie.storage.db_ledger_storage import DbLedgerStorage
 from bookie.storage.gc import NO_PRESSURE, DiskPressure, GarbageCollector, LedgerMetadataSource

@@ -60,7 +60,7 @@ async def test_zeros_are_prepared_ahead_of_the_writer_and_the_file_never_grows_u
     and the file size stays a multiple of the step. Method: 64 KiB steps, 300 KiB of records."""
     entries = [(1, i, bytes([i % 251]) * 3000) for i in range(100)]
     journal = await write(tmp_path, entries, prealloc_bytes=64 * KIB)
-    writer = journal._writer
+    writer = journal._files.current  # type: ignore[union-attr]
     assert writer is not None
     await wait_for(lambda: writer._extension is None or writer._extension.done(), 10)
     size = os.path.getsize(segment_path(tmp_path, writer.segment_id))
@@ -73,7 +73,7 @@ async def test_zeros_are_prepared_ahead_of_the_writer_and_the_file_never_grows_u
 async def test_the_next_segment_is_created_ahead_and_rolls_keep_every_record_in_order(tmp_path: Path) -> None:
     entries = [(2, i, os.urandom(2000)) for i in range(120)]
     journal = await write(tmp_path, entries, prealloc_bytes=16 * KIB, max_segment_bytes=64 * KIB)
-    current = journal._writer.segment_id  # type: ignore[union-attr]
+    current = journal._files.current.segment_id  # type: ignore[union-attr]
     await journal.close()
     assert journal.stats.rolls >= 3
     assert list_segments(tmp_path)[-1] in (current, current + 1), "at most one segment created ahead"
@@ -87,9 +87,9 @@ async def test_a_restart_next_to_an_empty_segment_cuts_the_torn_tail_before_it(t
     replay reports lost data. Method: build that state, tear the record, restart, append."""
     first = [(3, i, bytes([i]) * 1000) for i in range(40)]
     journal = await write(tmp_path, first, prealloc_bytes=16 * KIB, max_segment_bytes=80 * KIB)
-    writer = journal._writer
-    assert writer is not None and journal._next_writer is not None
-    await asyncio.wrap_future(journal._next_writer)
+    writer = journal._files.current  # type: ignore[union-attr]
+    assert writer is not None and journal._files.next_writer is not None
+    await asyncio.wrap_future(journal._files.next_writer)
     segment_id, end = writer.segment_id, writer.position
     await journal.close()
     assert list_segments(tmp_path)[-1] == segment_id + 1
