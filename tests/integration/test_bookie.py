@@ -7,11 +7,9 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata import open_metadata_store
@@ -35,14 +33,6 @@ def bookie_process(root: Path, metadata_url: str, port: int = 0, name: str = "bo
         "--metadata-url", metadata_url,
         "--set", f"zkTimeout={SESSION_TIMEOUT_MS}", "--set", "journalPreAllocSizeMB=1",
     ], root / "logs" / f"{name}.log")
-
-
-@pytest_asyncio.fixture
-async def metastore(tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    process = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
-                            tmp_path / "logs" / "metastore.log")
-    async with started(process):
-        yield process
 
 
 def payload_for(ledger_id: int, entry_id: int) -> bytes:

@@ -18,11 +18,9 @@ import os
 import random
 import re
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest_asyncio
 
 from minipulsar.net import Connection, connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
@@ -66,14 +64,6 @@ def bookie_process(root: Path, metadata_url: str, port: int, cycle: int) -> Serv
         "--set", "dbStorage_writeCacheMaxSizeMb=1", "--set", "logSizeLimit=262144",
         "--set", "flushInterval=100", "--set", "dbStorage_readAheadCacheMaxSizeMb=4",
     ], root / "logs" / f"bookie-{cycle:02d}.log")
-
-
-@pytest_asyncio.fixture
-async def metastore(tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    process = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
-                            tmp_path / "logs" / "metastore.log")
-    async with started(process):
-        yield process
 
 
 @dataclass

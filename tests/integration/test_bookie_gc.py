@@ -60,14 +60,6 @@ def bookie_process(root: Path, metadata_url: str, port: int = 0) -> ServerProces
 
 
 @pytest_asyncio.fixture
-async def metastore(tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    process = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
-                            tmp_path / "logs" / "metastore.log")
-    async with started(process):
-        yield process
-
-
-@pytest_asyncio.fixture
 async def store(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
     client = await open_metadata_store(f"metastore://{metastore.address}", session_timeout_ms=2000)
     try:

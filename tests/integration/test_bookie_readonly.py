@@ -40,14 +40,6 @@ def bookie_process(root: Path, metadata_url: str, *extra: str, port: int = 0) ->
 
 
 @pytest_asyncio.fixture
-async def metastore(tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    process = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
-                            tmp_path / "logs" / "metastore.log")
-    async with started(process):
-        yield process
-
-
-@pytest_asyncio.fixture
 async def observer(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
     store = await open_metadata_store(f"metastore://{metastore.address}", session_timeout_ms=SESSION_TIMEOUT_MS)
     try:
