@@ -15,7 +15,7 @@ from minipulsar.metrics import HttpServer
 from minipulsar.net import Listener
 from minipulsar.topic_name import TopicName
 
-from broker.bookkeeper import BookKeeper
+from broker.bookkeeper import BookKeeper, BookKeeperSettings
 from broker.managed_ledger.entry_cache import EntryCache
 from broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
 from broker.server import BrokerConnection
@@ -53,8 +53,8 @@ class BrokerService:
     async def start(self) -> None:
         config = self.config
         self.store = await open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms)
-        self.bookkeeper = BookKeeper(self.store, timeout_s=config.bookkeeper_timeout_s,
-                                     max_frame_size=config.max_frame_size)
+        self.bookkeeper = BookKeeper(self.store, BookKeeperSettings.from_broker_config(config))
+        await self.bookkeeper.start()
         _, self.port = await self._listener.start(config.bind_address, config.port)
         self.http_port = await self._http.start(config.bind_address, config.http_port)
         self._collector = BrokerCollector(self)

@@ -199,6 +199,11 @@ class BookieConfig:
     """Records queued in one journal and not yet durable; past it adds wait (BookKeeper: 10 000)."""
     journal_max_memory_size_mb: int = setting("journalMaxMemorySizeMb", 64, min_value=1)
     """Bytes queued in one journal and not yet durable (BookKeeper: 5% of direct memory)."""
+    journal_remove_from_page_cache: bool = setting("journalRemoveFromPageCache", True)
+    """True (BookKeeper's default): once a group is synced, its pages are dropped from the page
+    cache (``posix_fadvise(DONTNEED)``): journal pages are never read again except by a replay,
+    and a page cache that grows at the journal's write rate makes every new page cost a fresh
+    allocation (bookie/journal_segment.py)."""
     journal_adaptive_group_writes: bool = setting("journalAdaptiveGroupWrites", True)
     """True (BookKeeper's default): a group commit takes everything queued by the time it is
     due, in one write and one fsync; false: a group stops at journalBufferedWritesThreshold /
@@ -311,6 +316,31 @@ class BrokerConfig:
     write_quorum: int = setting("managedLedgerDefaultWriteQuorum", 2, min_value=1)
     ack_quorum: int = setting("managedLedgerDefaultAckQuorum", 2, min_value=1)
     bookkeeper_timeout_s: int = setting("bookkeeperClientTimeoutInSeconds", 30, min_value=1)
+    ensemble_placement_policy: str = setting(
+        "ensemblePlacementPolicy", "RackawareEnsemblePlacementPolicy",
+        choices=("DefaultEnsemblePlacementPolicy", "RackawareEnsemblePlacementPolicy",
+                 "LoadAwareEnsemblePlacementPolicy"))
+    """BookKeeper's ``ensemblePlacementPolicy`` (short class name). Pulsar's default is rack-aware
+    (``bookkeeperClientRackawarePolicyEnabled=true``), which is random while every bookie is in
+    one rack."""
+    bookie_load_poll_interval_s: int = setting("bookieLoadPollIntervalSeconds", 5, min_value=1)
+    """How often the load-aware policy polls each bookie's load report (BOOKIE_INFO)."""
+    speculative_read_timeout_ms: int = setting(
+        "bookkeeperClientSpeculativeReadTimeoutInMillis", 0, min_value=0)
+    """After this long without an answer, also ask the next replica; 0 = off (Pulsar's default)."""
+    health_check_enabled: bool = setting("bookkeeperClientHealthCheckEnabled", True)
+    health_check_interval_s: int = setting("bookkeeperClientHealthCheckIntervalSeconds", 60, min_value=1)
+    health_check_error_threshold: int = setting(
+        "bookkeeperClientHealthCheckErrorThresholdPerInterval", 5, min_value=1)
+    quarantine_time_s: int = setting("bookkeeperClientHealthCheckQuarantineTimeInSeconds", 1800, min_value=0)
+    quarantine_ratio: float = setting("bookkeeperClientQuarantineRatio", 1.0, min_value=0.0, max_value=1.0)
+    """BookKeeper PR 2327: quarantine a faulty bookie only with this probability."""
+    max_pending_add_bytes_per_ledger: int = setting(
+        "bookkeeperClientMaxPendingAddBytesPerLedger", 16 * 1024 * 1024, min_value=1024)
+    """minipulsar's own: add bytes not yet answered by every replica, per ledger; beyond it adds wait."""
+    max_pending_add_bytes: int = setting(
+        "bookkeeperClientMaxPendingAddBytes", 128 * 1024 * 1024, min_value=1024)
+    """minipulsar's own: the same bound for the whole BookKeeper client (all ledgers of the broker)."""
     dispatcher_max_read_batch_size: int = setting("dispatcherMaxReadBatchSize", 100, min_value=1)
     managed_ledger_cache_size_mb: int = setting("managedLedgerCacheSizeMB", 64, min_value=0)
     """Pulsar's default is 1/5 of direct memory; 64 MB suits a laptop-sized standalone."""

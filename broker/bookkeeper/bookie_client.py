@@ -13,6 +13,8 @@ from minipulsar.net import Connection, connect, parse_address
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.schema import Command
 
+from broker.bookkeeper import metrics
+
 log = logging.getLogger(__name__)
 
 
@@ -50,6 +52,14 @@ class BookieClient:
     def read_lac(self, bookie: str, ledger_id: int, fence: bool = False) -> asyncio.Future:
         return self._request(bookie, cmd.ReadLac, ledger_id=ledger_id, fence=fence)
 
+    def bookie_info(self, bookie: str) -> asyncio.Future:
+        return self._request(bookie, cmd.BookieInfo)
+
+    def outstanding(self, bookie: str) -> int:
+        """Requests to ``bookie`` awaiting an answer (its request queue, as this broker sees it)."""
+        connection = self._connections.get(bookie)
+        return connection.pending_requests if connection is not None else 0
+
     def _request(self, bookie: str, cls: type[Command], **fields) -> asyncio.Future:
         connection = self._connections.get(bookie)
         if connection is not None and connection.is_open:
@@ -84,6 +94,7 @@ class BookieClient:
             log.warning("cannot connect to bookie %s: %s", bookie, error)
             raise
         self._connections[bookie] = connection
+        metrics.BOOKIE_PENDING_REQUESTS.labels(bookie).set_function(lambda: self.outstanding(bookie))
         return connection
 
     async def close(self) -> None:

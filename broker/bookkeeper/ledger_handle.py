@@ -1,12 +1,23 @@
-"""A ledger open for writing or reading.
+"""A ledger open for writing or reading (reference §7.2, §7.3).
 
-Writes (first cut, no ensemble change yet): entry ``e`` goes to its write set; it completes
-when ``Qa`` bookies acknowledged it *and* every earlier entry completed, so completions and
-the last-add-confirmed (LAC) advance strictly in order. The writer's LAC rides on every add.
-A failed bookie write fails the handle: every pending add fails with the error, and the
-managed ledger moves on to a new ledger. (Ensemble changes come with the BookKeeper-client issue.)
+Writes: entry ``e`` goes to its write set, the ``Qw`` bookies at ensemble positions
+``(e + k) mod E``. It completes when ``Qa`` of them acknowledged it *and* every earlier entry
+completed, so completions and the last-add-confirmed (LAC) advance strictly in order; the
+writer's LAC rides on every add.
 
-Reads go to the replicas of each entry in turn, the next one after an error.
+Ensemble change: a bookie that fails a write (error, timeout, lost connection, read-only) is
+replaced. The new ensemble — the old one with the failed positions filled by the placement
+policy — starts at LAC + 1 and is stored by compare-and-set; then every pending add whose
+write set includes a replaced position forgets that position's ack and is sent to the
+replacement. Invariants while a change is in progress: no add completes (so LAC + 1 stays the
+new segment's first entry) and no new add is sent (it waits and goes to the new ensemble).
+The handle fails — every pending add with it — only when no replacement exists
+(NotEnoughBookiesError), the ledger was fenced (LedgerFencedError: someone recovers it), or
+its metadata changed under us.
+
+Memory: an add's payload counts against the ledger's and the client's :class:`AddBudget`
+from its first send until every replica answered; adds that do not fit wait here, in order.
+A completed add drops its payload; its slower replicas still have their request timeout.
 """
 
 from __future__ import annotations
@@ -14,18 +25,29 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import time
 from collections import deque
 from dataclasses import replace
 from functools import partial
 
-from minipulsar.errors import MiniPulsarError, NoSuchEntryError, PersistenceError
-from minipulsar.metadata.store import MetadataStore
-from minipulsar.protocol.commands import ReadEntryResponse
+from minipulsar.errors import (
+    BadVersionError,
+    LedgerFencedError,
+    MiniPulsarError,
+    NoSuchEntryError,
+    PersistenceError,
+)
 
-from broker.bookkeeper.bookie_client import BookieClient
-from broker.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
+from broker.bookkeeper import metrics
+from broker.bookkeeper.add_budget import AddBudget
+from broker.bookkeeper.context import ClientContext
+from broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from broker.bookkeeper.ledger_reader import LedgerReader
 
 log = logging.getLogger(__name__)
+
+_ADD_OK = metrics.ADD_ENTRY.labels("true")
+_ADD_FAILED = metrics.ADD_ENTRY.labels("false")
 
 
 class HandleState(enum.Enum):
@@ -35,34 +57,53 @@ class HandleState(enum.Enum):
 
 
 class PendingAdd:
-    """One add in flight; completes once ``Qa`` bookies acknowledged it."""
+    """One add between :meth:`LedgerHandle.add` and its completion (and its last replica answer)."""
 
-    __slots__ = ("entry_id", "payload", "future", "acks", "quorum_reached")
+    __slots__ = ("entry_id", "payload", "size", "future", "acked", "in_flight", "completed",
+                 "quorum_reached", "holds_budget", "started_s")
 
     def __init__(self, entry_id: int, payload: bytes, future: asyncio.Future[int]) -> None:
         self.entry_id = entry_id
-        self.payload = payload
+        self.payload: bytes | None = payload
+        self.size = len(payload)
         self.future = future
-        self.acks = 0
+        self.acked: set[int] = set()
+        """Ensemble positions whose bookie acknowledged this entry."""
+        self.in_flight = 0
+        """Requests sent for this entry and not answered yet."""
+        self.completed = False
         self.quorum_reached = False
+        self.holds_budget = False
+        self.started_s = time.monotonic()
 
 
 class LedgerHandle:
     """Handle on one ledger. Writable only when created by this client and not yet closed."""
 
-    def __init__(self, metadata: LedgerMetadata, bookies: BookieClient, store: MetadataStore,
-                 *, writable: bool) -> None:
+    def __init__(self, metadata: LedgerMetadata, ctx: ClientContext, *, writable: bool,
+                 last_add_confirmed: int | None = None) -> None:
         self.metadata = metadata
-        self._bookies = bookies
-        self._store = store
+        self._ctx = ctx
         self.writable = writable
         self.state = HandleState.OPEN if writable else HandleState.CLOSED
-        self.last_add_confirmed = metadata.last_entry_id
+        self.last_add_confirmed = metadata.last_entry_id if last_add_confirmed is None else last_add_confirmed
         self.length = metadata.length
-        self._next_entry_id = metadata.last_entry_id + 1
+        self._next_entry_id = self.last_add_confirmed + 1
         self._pending: deque[PendingAdd] = deque()
+        """Adds sent to the bookies and not completed, in entry order."""
+        self._unsent: deque[PendingAdd] = deque()
+        """Adds waiting for budget room or for an ensemble change, in entry order (all after ``_pending``)."""
+        self._budget = AddBudget(ctx.max_pending_add_bytes_per_ledger)
+        self._failed_bookies: dict[int, str] = {}
+        """Ensemble position → the bookie that failed there, for the next ensemble change."""
+        self._bad_bookies: set[str] = set()
+        """Every bookie that failed a write of this handle: never chosen again as a replacement
+        (a dead bookie stays registered until its session expires)."""
+        self._ensemble_change: asyncio.Task | None = None
+        self._reader = LedgerReader(ctx)
         self._loop = asyncio.get_running_loop()
         self.failure: MiniPulsarError | None = None
+        self.ensemble_changes = 0
 
     @property
     def ledger_id(self) -> int:
@@ -72,6 +113,10 @@ class LedgerHandle:
     def last_entry_id(self) -> int:
         """The last readable entry: LAC while open, the final entry once closed."""
         return self.last_add_confirmed
+
+    @property
+    def pending_adds(self) -> int:
+        return len(self._pending) + len(self._unsent)
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -83,63 +128,206 @@ class LedgerHandle:
             return future
         op = PendingAdd(self._next_entry_id, payload, future)
         self._next_entry_id += 1
-        self._pending.append(op)
-        for bookie in self.metadata.write_set(op.entry_id):
-            request = self._bookies.add_entry(bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, payload)
-            request.add_done_callback(partial(self._add_completed, op, bookie))
+        metrics.NUM_PENDING_ADD.inc()
+        self._unsent.append(op)
+        if len(self._unsent) == 1:
+            self._send_unsent()
         return future
 
-    def _add_completed(self, op: PendingAdd, bookie: str, request: asyncio.Future) -> None:
-        if request.cancelled():
+    def _send_unsent(self) -> None:
+        """Send waiting adds, in order, while the budgets have room and no ensemble change runs."""
+        client_budget = self._ctx.client_add_budget
+        unsent = self._unsent
+        while unsent and self._ensemble_change is None and self.state is HandleState.OPEN:
+            op = unsent[0]
+            if not (self._budget.fits(op.size) and client_budget.fits(op.size)):
+                self._budget.wait(self._send_unsent)
+                client_budget.wait(self._send_unsent)
+                return
+            unsent.popleft()
+            self._budget.take(op.size)
+            client_budget.take(op.size)
+            op.holds_budget = True
+            self._pending.append(op)
+            ensemble = self.metadata.last_ensemble
+            size = len(ensemble)
+            for k in range(self.metadata.write_quorum):
+                self._send(op, (op.entry_id + k) % size, ensemble)
+
+    def _send(self, op: PendingAdd, position: int, ensemble: tuple[str, ...]) -> None:
+        bookie = ensemble[position]
+        op.in_flight += 1
+        request = self._ctx.bookies.add_entry(bookie, self.ledger_id, op.entry_id, self.last_add_confirmed,
+                                              op.payload)
+        request.add_done_callback(partial(self._add_answered, op, position, bookie))
+
+    def _add_answered(self, op: PendingAdd, position: int, bookie: str, request: asyncio.Future) -> None:
+        op.in_flight -= 1
+        error = None if request.cancelled() else request.exception()
+        current = self.metadata.ensemble_for(op.entry_id)[position] if not op.completed else bookie
+        if error is None and not request.cancelled():
+            if current == bookie and not op.completed:
+                op.acked.add(position)
+                if not op.quorum_reached and len(op.acked) >= self.metadata.ack_quorum:
+                    op.quorum_reached = True
+                    self._complete_in_order()
+        elif error is not None:
+            self._write_failed(op, position, bookie, error)
+        self._release_if_done(op)
+
+    def _write_failed(self, op: PendingAdd, position: int, bookie: str, error: BaseException) -> None:
+        if isinstance(error, MiniPulsarError):
+            self._ctx.record_error(bookie, error)
+        if self.state is not HandleState.OPEN:
             return
-        error = request.exception()
-        if error is not None:
-            self._fail(PersistenceError(f"add of entry {op.entry_id} of ledger {self.ledger_id} "
-                                        f"to bookie {bookie} failed: {error}"))
+        if isinstance(error, LedgerFencedError):
+            self._fail(LedgerFencedError(f"ledger {self.ledger_id} was fenced by another client "
+                                         f"(bookie {bookie} refused entry {op.entry_id})"))
             return
-        op.acks += 1
-        if not op.quorum_reached and op.acks >= self.metadata.ack_quorum:
-            op.quorum_reached = True
-            self._complete_in_order()
+        if self.metadata.last_ensemble[position] != bookie:
+            return  # that bookie was replaced already; the entry went to its successor
+        log.warning("ledger %d: bookie %s failed to write entry %d (%s); replacing it",
+                    self.ledger_id, bookie, op.entry_id, error)
+        self._failed_bookies[position] = bookie
+        self._bad_bookies.add(bookie)
+        if self._ensemble_change is None:
+            self._ensemble_change = self._loop.create_task(self._change_ensemble())
+
+    def _release_if_done(self, op: PendingAdd) -> None:
+        if op.holds_budget and op.in_flight == 0 and (op.completed or self.state is not HandleState.OPEN):
+            op.holds_budget = False
+            self._budget.give_back(op.size)
+            self._ctx.client_add_budget.give_back(op.size)
 
     def _complete_in_order(self) -> None:
+        if self._ensemble_change is not None:
+            return  # LAC must not move while a new ensemble is being stored from LAC + 1
         pending = self._pending
+        now = time.monotonic()
         while pending and pending[0].quorum_reached:
             op = pending.popleft()
             assert op.entry_id == self.last_add_confirmed + 1, "adds complete in entry order"
             self.last_add_confirmed = op.entry_id
-            self.length += len(op.payload)
+            self.length += op.size
+            op.completed = True
+            op.payload = None
+            metrics.NUM_PENDING_ADD.dec()
+            _ADD_OK.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_result(op.entry_id)
+            self._release_if_done(op)
+
+    # -- ensemble change ------------------------------------------------------------------------
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while self._failed_bookies and self.state is HandleState.OPEN:
+                failed, self._failed_bookies = self._failed_bookies, {}
+                replaced = await self._store_new_ensemble(failed)
+                self._resend(replaced)
+        except MiniPulsarError as error:
+            self._fail(error)
+        except Exception as error:  # a bug must not leave the handle wedged with adds pending
+            log.exception("ledger %d: ensemble change failed", self.ledger_id)
+            self._fail(PersistenceError(f"ledger {self.ledger_id}: ensemble change failed: {error}"))
+        finally:
+            self._ensemble_change = None
+        if self.state is HandleState.OPEN:
+            self._complete_in_order()
+            self._send_unsent()
+
+    async def _store_new_ensemble(self, failed: dict[int, str]) -> set[int]:
+        """Replace the failed bookies in a new segment from LAC + 1; returns the positions replaced.
+
+        Raises:
+            NotEnoughBookiesError: no writable bookie can take a failed one's place.
+            LedgerFencedError: the metadata is no longer OPEN (another client recovers the ledger).
+        """
+        metadata = self.metadata
+        ensemble = list(metadata.last_ensemble)
+        replaced = {position for position, bookie in failed.items() if ensemble[position] == bookie}
+        if not replaced:
+            return set()
+        exclude = frozenset(ensemble) | frozenset(self._bad_bookies)
+        for position in sorted(replaced):
+            ensemble[position] = await self._ctx.replace_bookie(
+                tuple(ensemble), position, metadata.write_quorum, metadata.ack_quorum, exclude)
+            exclude |= {ensemble[position]}
+        start = self.last_add_confirmed + 1
+        segments = list(metadata.ensembles)
+        if segments[-1][0] == start:
+            segments[-1] = (start, tuple(ensemble))
+        else:
+            segments.append((start, tuple(ensemble)))
+        changed = replace(metadata, ensembles=tuple(segments))
+        try:
+            stat = await self._ctx.store.put(ledger_path(self.ledger_id), changed.to_bytes(), metadata.version)
+        except BadVersionError:
+            raise LedgerFencedError(f"ledger {self.ledger_id}: metadata changed by another client during an "
+                                    "ensemble change (it is being recovered)") from None
+        self.metadata = replace(changed, version=stat.version)
+        self.ensemble_changes += 1
+        metrics.NUM_ENSEMBLE_CHANGE.inc()
+        log.info("ledger %d: ensemble change at entry %d: %s -> %s", self.ledger_id, start,
+                 list(metadata.last_ensemble), ensemble)
+        return replaced
+
+    def _resend(self, replaced: set[int]) -> None:
+        """Send every pending add whose write set includes a replaced position to the new bookie."""
+        if not replaced:
+            return
+        ensemble = self.metadata.last_ensemble
+        size = len(ensemble)
+        for op in self._pending:
+            for k in range(self.metadata.write_quorum):
+                position = (op.entry_id + k) % size
+                if position in replaced and op.payload is not None:
+                    op.acked.discard(position)
+                    op.quorum_reached = len(op.acked) >= self.metadata.ack_quorum
+                    self._send(op, position, ensemble)
+
+    # -- failure and close ----------------------------------------------------------------------
 
     def _fail(self, error: MiniPulsarError) -> None:
         if self.state is not HandleState.OPEN:
             return
-        log.warning("ledger %d: %s; failing %d pending adds", self.ledger_id, error, len(self._pending))
+        log.warning("ledger %d: %s; failing %d pending adds", self.ledger_id, error, self.pending_adds)
         self.state = HandleState.FAILED
         self.failure = error
-        pending, self._pending = self._pending, deque()
-        for op in pending:
+        self._fail_pending(error)
+
+    def _fail_pending(self, error: MiniPulsarError) -> None:
+        ops = list(self._pending) + list(self._unsent)
+        self._pending.clear()
+        self._unsent.clear()
+        self._budget.forget(self._send_unsent)
+        self._ctx.client_add_budget.forget(self._send_unsent)
+        now = time.monotonic()
+        for op in ops:
+            metrics.NUM_PENDING_ADD.dec()
+            _ADD_FAILED.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_exception(error)
-
-    @property
-    def pending_adds(self) -> int:
-        return len(self._pending)
+            self._release_if_done(op)
 
     async def close(self) -> None:
-        """Write the final last entry id (the LAC) into the ledger metadata."""
+        """Write the final last entry id (the LAC) into the ledger metadata.
+
+        Adds not yet complete never become part of the ledger: they fail.
+        """
         if not self.writable or self.metadata.is_closed:
             return
-        if self.state is HandleState.OPEN:
+        if self._ensemble_change is not None:
+            await asyncio.shield(self._ensemble_change)
+        was_open = self.state is HandleState.OPEN
+        if was_open:
             self.state = HandleState.CLOSED
+            self._fail_pending(PersistenceError(f"ledger {self.ledger_id} closed"))
+        if self.metadata.state is not LedgerState.OPEN:
+            return
         closed = self.metadata.closed(self.last_add_confirmed, self.length)
-        stat = await self._store.put(ledger_path(self.ledger_id), closed.to_bytes(), self.metadata.version)
+        stat = await self._ctx.store.put(ledger_path(self.ledger_id), closed.to_bytes(), self.metadata.version)
         self.metadata = replace(closed, version=stat.version)
-        for op in self._pending:  # adds still without quorum never became part of the ledger
-            if not op.future.done():
-                op.future.set_exception(PersistenceError(f"ledger {self.ledger_id} closed"))
-        self._pending.clear()
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -147,7 +335,7 @@ class LedgerHandle:
         """Entries ``first..last`` inclusive, all of them, in order.
 
         Raises:
-            NoSuchEntryError: asked beyond the last readable entry.
+            NoSuchEntryError: asked beyond the last readable entry (the LAC of an open ledger).
             PersistenceError: no replica could serve an entry.
         """
         if first_entry_id > last_entry_id:
@@ -155,29 +343,4 @@ class LedgerHandle:
         if last_entry_id > self.last_entry_id:
             raise NoSuchEntryError(f"ledger {self.ledger_id} has entries up to {self.last_entry_id}, "
                                    f"asked for {last_entry_id}")
-        entries: list[tuple[int, bytes]] = []
-        next_id = first_entry_id
-        while next_id <= last_entry_id:
-            batch = await self._read_from_replicas(next_id, last_entry_id - next_id + 1)
-            entries.extend(batch)
-            next_id = batch[-1][0] + 1
-        return entries
-
-    async def _read_from_replicas(self, first_entry_id: int, count: int) -> list[tuple[int, bytes]]:
-        """One READ_ENTRY to the first replica that answers; with striping (E > Qw) one entry at a time."""
-        if self.metadata.ensemble_size != self.metadata.write_quorum:
-            count = 1
-        errors = []
-        for bookie in self.metadata.write_set(first_entry_id):
-            try:
-                response: ReadEntryResponse = await self._bookies.read_entries(
-                    bookie, self.ledger_id, first_entry_id, count)
-            except MiniPulsarError as error:
-                errors.append(f"{bookie}: {error}")
-                continue
-            entries = [(int(e), bytes(p)) for e, p in response.entries]
-            if entries and entries[0][0] == first_entry_id:
-                return entries
-            errors.append(f"{bookie}: empty read")
-        raise PersistenceError(f"cannot read entry {first_entry_id} of ledger {self.ledger_id}: "
-                               + "; ".join(errors))
+        return await self._reader.read(self.metadata, first_entry_id, last_entry_id)

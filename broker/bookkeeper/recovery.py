@@ -1,22 +1,29 @@
 """Ledger recovery: close a ledger whose writer may still be alive, without losing an entry
 it acknowledged (BookKeeper's open-with-recovery, see reference §7.4).
 
-1. Mark the metadata IN_RECOVERY (CAS).
-2. Fence the ledger on every bookie of the last ensemble and read their LACs. We may proceed
-   once, in every write-quorum window of the ensemble, fewer than ``Qa`` bookies are unheard
-   of: then no entry can have been acknowledged without one of its replicas answering us.
+1. Mark the metadata IN_RECOVERY (CAS): the old writer's next ensemble change fails.
+2. Fence the ledger on every bookie of the last ensemble and read their LACs. We go on as soon
+   as, in every write-quorum window of the ensemble, fewer than ``Qa`` bookies are unheard of —
+   then no entry can have been acknowledged without one of its replicas answering us — without
+   waiting for a hung bookie's timeout.
 3. From max(LAC)+1, read each entry from its write set. Found anywhere: re-write it to the
-   write set with the recovery flag (allowed on fenced ledgers). Declared missing only when at
-   least ``Qw - Qa + 1`` replicas say NoSuchEntry/NoSuchLedger — any other failure (timeout,
-   I/O error) stops recovery with an error rather than truncating the ledger.
-4. Close the metadata (CAS) with the last recovered entry.
+   write set with the recovery flag (allowed on fenced ledgers), done once ``Qa`` acknowledge.
+   Declared missing as soon as ``Qw - Qa + 1`` replicas say NoSuchEntry/NoSuchLedger (no quorum
+   can have acknowledged it: BookKeeper issue 1067). Any other failure (timeout, I/O error,
+   a corrupt entry log — which bookies report as an error, never as NoSuchEntry, BookKeeper
+   issue 2908) stops recovery with an error rather than truncating the ledger.
+4. Close the metadata (CAS) with the last recovered entry; if someone else closed it first,
+   adopt theirs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from minipulsar.errors import (
     BadVersionError,
@@ -27,12 +34,33 @@ from minipulsar.errors import (
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.commands import ReadEntryResponse, ReadLacResponse
 
+from broker.bookkeeper import metrics
 from broker.bookkeeper.bookie_client import BookieClient
 from broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 
 log = logging.getLogger(__name__)
 
 _ABSENT = (NoSuchEntryError, NoSuchLedgerError)
+
+
+async def _answers(futures: Iterable[asyncio.Future], enough: Callable[[list[tuple[int, Any]]], bool]
+                   ) -> list[tuple[int, Any]]:
+    """(index, result or exception) pairs in arrival order, until ``enough(answers)`` or all are in.
+
+    Requests still running when it returns are left to finish (or time out) on their own.
+    """
+    pending = {asyncio.ensure_future(f): i for i, f in enumerate(futures)}
+    answers: list[tuple[int, Any]] = []
+    try:
+        while pending and not enough(answers):
+            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for future in done:
+                index = pending.pop(future)
+                answers.append((index, future.exception() or future.result()))
+    finally:
+        for future in pending:
+            future.add_done_callback(lambda f: f.cancelled() or f.exception())
+    return answers
 
 
 async def recover_ledger(metadata: LedgerMetadata, bookies: BookieClient, store: MetadataStore) -> LedgerMetadata:
@@ -44,11 +72,22 @@ async def recover_ledger(metadata: LedgerMetadata, bookies: BookieClient, store:
     """
     if metadata.is_closed:
         return metadata
+    started = time.monotonic()
+    try:
+        closed = await _recover(metadata, bookies, store)
+    except BaseException:
+        metrics.LEDGER_RECOVER.labels("false").observe((time.monotonic() - started) * 1000)
+        raise
+    metrics.LEDGER_RECOVER.labels("true").observe((time.monotonic() - started) * 1000)
+    return closed
+
+
+async def _recover(metadata: LedgerMetadata, bookies: BookieClient, store: MetadataStore) -> LedgerMetadata:
     if metadata.state is LedgerState.OPEN:
         in_recovery = replace(metadata, state=LedgerState.IN_RECOVERY)
         stat = await store.put(ledger_path(metadata.ledger_id), in_recovery.to_bytes(), metadata.version)
         metadata = replace(in_recovery, version=stat.version)
-    lac = await _fence_and_read_lac(metadata, bookies)
+    lac = await read_last_add_confirmed(metadata, bookies, fence=True)
     last_entry_id, length = await _recover_tail(metadata, bookies, lac)
     closed = metadata.closed(last_entry_id, max(metadata.length, length))
     try:
@@ -64,25 +103,33 @@ async def recover_ledger(metadata: LedgerMetadata, bookies: BookieClient, store:
     return replace(closed, version=stat.version)
 
 
-async def _fence_and_read_lac(metadata: LedgerMetadata, bookies: BookieClient) -> int:
+async def read_last_add_confirmed(metadata: LedgerMetadata, bookies: BookieClient, *, fence: bool) -> int:
+    """The highest LAC the bookies of the last ensemble report, once enough of them answered
+    that no acknowledged entry can be missed (the coverage rule); with ``fence`` each of them
+    also refuses further adds from the writer.
+
+    Raises:
+        PersistenceError: too few bookies answered for the coverage rule.
+    """
     ensemble = metadata.last_ensemble
-    results = await asyncio.gather(
-        *(bookies.read_lac(bookie, metadata.ledger_id, fence=True) for bookie in ensemble),
-        return_exceptions=True,
-    )
-    heard = set()
+
+    def covered(answers: list[tuple[int, Any]]) -> bool:
+        heard = {i for i, result in answers if isinstance(result, (ReadLacResponse, *_ABSENT))}
+        return bool(heard) and _covers_every_write_quorum(metadata, heard)
+
+    answers = await _answers((bookies.read_lac(bookie, metadata.ledger_id, fence=fence) for bookie in ensemble),
+                             covered)
     lac = metadata.ensembles[-1][0] - 1
-    for index, result in enumerate(results):
+    for index, result in answers:
         if isinstance(result, ReadLacResponse):
-            heard.add(index)
             lac = max(lac, result.lac)
-        elif isinstance(result, _ABSENT):
-            heard.add(index)
-        else:
-            log.warning("ledger %d: fencing bookie %s failed: %s", metadata.ledger_id, ensemble[index], result)
-    if not heard or not _covers_every_write_quorum(metadata, heard):
-        raise PersistenceError(f"ledger {metadata.ledger_id}: too few bookies answered the fence "
-                               f"({len(heard)} of {len(ensemble)}); cannot recover safely yet")
+        elif not isinstance(result, _ABSENT):
+            log.warning("ledger %d: %s bookie %s failed: %s", metadata.ledger_id,
+                        "fencing" if fence else "reading the LAC of", ensemble[index], result)
+    if not covered(answers):
+        heard = sum(1 for _, r in answers if isinstance(r, (ReadLacResponse, *_ABSENT)))
+        raise PersistenceError(f"ledger {metadata.ledger_id}: too few bookies answered "
+                               f"({heard} of {len(ensemble)}); cannot {'recover' if fence else 'read'} safely yet")
     return lac
 
 
@@ -107,34 +154,43 @@ async def _recover_tail(metadata: LedgerMetadata, bookies: BookieClient, lac: in
         entry_id += 1
 
 
+def _found(result: Any, entry_id: int) -> bool:
+    return isinstance(result, ReadEntryResponse) and bool(result.entries) and result.entries[0][0] == entry_id
+
+
+def _absent(result: Any) -> bool:
+    return isinstance(result, _ABSENT) or (isinstance(result, ReadEntryResponse) and not result.entries)
+
+
 async def _read_for_recovery(metadata: LedgerMetadata, bookies: BookieClient, entry_id: int) -> bytes | None:
-    write_set = metadata.write_set(entry_id)
-    results = await asyncio.gather(
-        *(bookies.read_entries(bookie, metadata.ledger_id, entry_id, 1) for bookie in write_set),
-        return_exceptions=True,
-    )
-    absent = 0
-    for result in results:
-        if isinstance(result, ReadEntryResponse) and result.entries and result.entries[0][0] == entry_id:
+    """The entry's payload from any replica, None when it certainly was never acknowledged."""
+    missing_after = metadata.write_quorum - metadata.ack_quorum + 1
+
+    def decided(answers: list[tuple[int, Any]]) -> bool:
+        return any(_found(r, entry_id) for _, r in answers) or sum(_absent(r) for _, r in answers) >= missing_after
+
+    answers = await _answers((bookies.read_entries(bookie, metadata.ledger_id, entry_id, 1)
+                              for bookie in metadata.write_set(entry_id)), decided)
+    for _, result in answers:
+        if _found(result, entry_id):
             return bytes(result.entries[0][1])
-        if isinstance(result, _ABSENT) or (isinstance(result, ReadEntryResponse) and not result.entries):
-            absent += 1
-    if absent >= metadata.write_quorum - metadata.ack_quorum + 1:
+    if sum(_absent(r) for _, r in answers) >= missing_after:
         return None
-    errors = [str(r) for r in results if isinstance(r, BaseException)]
+    errors = [str(r) for _, r in answers if isinstance(r, BaseException)]
     raise PersistenceError(f"ledger {metadata.ledger_id}: cannot tell whether entry {entry_id} exists: {errors}")
 
 
 async def _recovery_add(metadata: LedgerMetadata, bookies: BookieClient, entry_id: int, payload: bytes) -> None:
-    results = await asyncio.gather(
-        *(bookies.add_entry(bookie, metadata.ledger_id, entry_id, entry_id - 1, payload, recovery=True)
-          for bookie in metadata.write_set(entry_id)),
-        return_exceptions=True,
-    )
-    acked = sum(1 for r in results if not isinstance(r, BaseException))
-    if acked < metadata.ack_quorum:
+    def quorum(answers: list[tuple[int, Any]]) -> bool:
+        return sum(not isinstance(r, BaseException) for _, r in answers) >= metadata.ack_quorum
+
+    answers = await _answers((bookies.add_entry(bookie, metadata.ledger_id, entry_id, entry_id - 1, payload,
+                                                recovery=True)
+                              for bookie in metadata.write_set(entry_id)), quorum)
+    if not quorum(answers):
+        acked = sum(not isinstance(r, BaseException) for _, r in answers)
         raise PersistenceError(f"ledger {metadata.ledger_id}: recovery add of entry {entry_id} reached "
                                f"{acked} bookies, needs {metadata.ack_quorum}")
 
 
-__all__ = ["recover_ledger"]
+__all__ = ["read_last_add_confirmed", "recover_ledger"]

@@ -153,6 +153,10 @@ async def test_broker_serves_pulsar_metrics(cluster: ProcessCluster) -> None:
     assert f"pulsar_in_messages_total{labels} 3.0" in text
     assert f"pulsar_out_messages_total{labels} 3.0" in text, "counted after the consumer left"
     assert f"pulsar_in_bytes_total{labels}" in text
+    bk = "pulsar_managedLedger_client_bookkeeper_client_"
+    assert f'{bk}ADD_ENTRY_count{{success="true"}} 3.0' in text, "the BookKeeper client's add latency"
+    for name in ("NUM_ENSEMBLE_CHANGE", "BOOKIE_QUARANTINE", "NUM_PENDING_ADD", "BOOKIE_PENDING_REQUESTS"):
+        assert f"{bk}{name}" in text
 
 
 def test_a_bad_config_value_stops_the_broker_naming_the_key(tmp_path: Path) -> None:

@@ -1,0 +1,45 @@
+"""What a placement policy knows about the bookies when it picks an ensemble.
+
+A :class:`ClusterView` is an immutable snapshot assembled by the BookKeeper client from the
+bookie registry (``/ledgers/available``), the rack mapping, the load poller and the quarantine.
+Policies are pure functions of a view (plus their random generator), so they can be tested
+with hand-made views and an injected clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+DEFAULT_RACK = "/default-rack"
+
+
+@dataclass(frozen=True, slots=True)
+class BookieLoadReport:
+    """The last load report (BOOKIE_INFO) received from one bookie."""
+
+    journal_write_bytes_per_s: float
+    """Journal bytes written per second over the bookie's last few seconds (BP-65's ``writeBytePerSecond``)."""
+    ledger_dirs_used_fraction: float
+    """Used fraction of the bookie's ledger disks, 0..1."""
+    received_at_s: float
+    """When the report arrived, on the same clock as :attr:`ClusterView.now_s`."""
+    journal_io_util: float = -1.0
+    """Percent of time the journal disk was busy; -1 when the bookie cannot tell."""
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    writable: frozenset[str]
+    """Bookie ids registered under ``/ledgers/available`` (the only candidates for new ensembles)."""
+    read_only: frozenset[str] = frozenset()
+    """Bookie ids under ``/ledgers/available/readonly``: readable, never chosen for writes."""
+    racks: Mapping[str, str] = field(default_factory=dict)
+    """Bookie id → rack (``/region/rack`` style); a missing bookie is in :data:`DEFAULT_RACK`."""
+    loads: Mapping[str, BookieLoadReport] = field(default_factory=dict)
+    quarantined: frozenset[str] = frozenset()
+    now_s: float = 0.0
+
+    def rack_of(self, bookie: str) -> str:
+        return self.racks.get(bookie) or DEFAULT_RACK

@@ -1,0 +1,28 @@
+"""What a ledger handle needs from the BookKeeper client that created it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from minipulsar.metadata.store import MetadataStore
+
+from broker.bookkeeper.add_budget import AddBudget
+from broker.bookkeeper.bookie_client import BookieClient
+
+ReplaceBookie = Callable[[Sequence[str], int, int, int, frozenset[str]], Awaitable[str]]
+"""``(ensemble, index, write_quorum, ack_quorum, exclude) -> bookie``: a replacement for
+``ensemble[index]``; raises NotEnoughBookiesError."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientContext:
+    bookies: BookieClient
+    store: MetadataStore
+    replace_bookie: ReplaceBookie
+    record_error: Callable[[str, BaseException], None]
+    """Tell the quarantine a bookie failed a request."""
+    client_add_budget: AddBudget
+    max_pending_add_bytes_per_ledger: int = 16 * 1024 * 1024
+    speculative_read_timeout_s: float = 0.0
+    """0: no speculative reads."""

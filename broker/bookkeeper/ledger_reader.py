@@ -1,0 +1,159 @@
+"""Reading entries of a ledger from its replicas (reference §7.5).
+
+- Entry ``e`` is read from its write set. With ``E == Qw`` every bookie of a segment holds every
+  entry, so a range is one READ_ENTRY to one replica — the *sticky* one (Pulsar's
+  ``bookkeeperEnableStickyReads``: one bookie per ledger keeps its read-ahead cache warm),
+  switching only after an error. With ``E > Qw`` entries are striped and read one by one, in
+  parallel.
+- A replica that errs is replaced by the next one at once (failover). With a speculative
+  timeout, a replica that stays silent that long gets a companion request to the next replica,
+  but only while nobody has answered anything yet; the first good answer wins.
+- An answer counts only if it starts at the entry asked for; a shorter range (the bookie's
+  ``max_bytes`` cut) is fine, the caller asks again from where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+
+from minipulsar.errors import MiniPulsarError, PersistenceError
+from minipulsar.protocol.commands import ReadEntryResponse
+
+from broker.bookkeeper import metrics
+from broker.bookkeeper.context import ClientContext
+from broker.bookkeeper.ledger_metadata import LedgerMetadata
+
+log = logging.getLogger(__name__)
+
+STRIPED_READ_PARALLELISM = 64
+"""At most this many single-entry reads in flight for one striped range read."""
+
+_READ_OK = metrics.READ_ENTRY.labels("true")
+_READ_FAILED = metrics.READ_ENTRY.labels("false")
+
+
+def _consume(future: asyncio.Future) -> None:
+    """Done-callback of a replica request nobody awaits any more (keeps asyncio quiet)."""
+    if not future.cancelled():
+        future.exception()
+
+
+class LedgerReader:
+    def __init__(self, ctx: ClientContext, rng: random.Random | None = None) -> None:
+        self._ctx = ctx
+        self._sticky_index = (rng or random).randrange(1 << 30)
+        """Which bookie of an ``E == Qw`` ensemble reads go to first (modulo E)."""
+
+    async def read(self, metadata: LedgerMetadata, first_entry_id: int, last_entry_id: int) -> list[tuple[int, bytes]]:
+        """Entries ``first..last`` inclusive, all of them, in order.
+
+        Raises:
+            PersistenceError: no replica could serve one of them.
+        """
+        entries: list[tuple[int, bytes]] = []
+        next_id = first_entry_id
+        while next_id <= last_entry_id:
+            segment_last = min(last_entry_id, self._segment_last(metadata, next_id))
+            if metadata.ensemble_size == metadata.write_quorum:
+                batch = await self._read_range(metadata, next_id, segment_last - next_id + 1)
+            else:
+                batch = await self._read_striped(metadata, next_id, segment_last)
+            entries.extend(batch)
+            next_id = batch[-1][0] + 1
+        return entries
+
+    @staticmethod
+    def _segment_last(metadata: LedgerMetadata, entry_id: int) -> int:
+        """The last entry id stored on the same ensemble as ``entry_id``."""
+        for first, _ in metadata.ensembles:
+            if first > entry_id:
+                return first - 1
+        return 1 << 62
+
+    async def _read_striped(self, metadata: LedgerMetadata, first: int, last: int) -> list[tuple[int, bytes]]:
+        entries: list[tuple[int, bytes]] = []
+        for chunk_first in range(first, last + 1, STRIPED_READ_PARALLELISM):
+            chunk_last = min(last, chunk_first + STRIPED_READ_PARALLELISM - 1)
+            batches = await asyncio.gather(
+                *(self._read_range(metadata, entry_id, 1) for entry_id in range(chunk_first, chunk_last + 1)))
+            entries.extend(batch[0] for batch in batches)
+        return entries
+
+    def _replica_order(self, metadata: LedgerMetadata, entry_id: int) -> list[str]:
+        write_set = metadata.write_set(entry_id)
+        if metadata.ensemble_size != metadata.write_quorum:
+            return write_set
+        ensemble = metadata.ensemble_for(entry_id)
+        preferred = ensemble[self._sticky_index % len(ensemble)]
+        start = write_set.index(preferred)
+        return write_set[start:] + write_set[:start]
+
+    async def _read_range(self, metadata: LedgerMetadata, first: int, count: int) -> list[tuple[int, bytes]]:
+        started = time.monotonic()
+        try:
+            entries = await self._read_from_replicas(metadata, first, count)
+        except BaseException:
+            _READ_FAILED.observe((time.monotonic() - started) * 1000)
+            raise
+        _READ_OK.observe((time.monotonic() - started) * 1000)
+        return entries
+
+    async def _read_from_replicas(self, metadata: LedgerMetadata, first: int, count: int) -> list[tuple[int, bytes]]:
+        replicas = self._replica_order(metadata, first)
+        speculative_s = self._ctx.speculative_read_timeout_s
+        in_flight: dict[asyncio.Future, str] = {}
+        errors: list[str] = []
+        launched = 0
+        heard = False
+
+        def launch() -> None:
+            nonlocal launched
+            bookie = replicas[launched]
+            launched += 1
+            in_flight[self._ctx.bookies.read_entries(bookie, metadata.ledger_id, first, count)] = bookie
+
+        launch()
+        try:
+            while in_flight:
+                speculate = speculative_s > 0 and not heard and launched < len(replicas)
+                done, _ = await asyncio.wait(in_flight, timeout=speculative_s if speculate else None,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    metrics.SPECULATIVE_READ_COUNT.inc()
+                    log.debug("ledger %d: no answer for entry %d after %.0f ms, asking %s too",
+                              metadata.ledger_id, first, speculative_s * 1000, replicas[launched])
+                    launch()
+                    continue
+                heard = True
+                for future in done:
+                    bookie = in_flight.pop(future)
+                    entries = self._answer(future, bookie, metadata, first, errors)
+                    if entries:
+                        return entries
+                    if bookie == replicas[0]:
+                        self._sticky_index += 1  # the sticky bookie failed: prefer the next one
+                    if launched < len(replicas):
+                        launch()
+        finally:
+            for future in in_flight:
+                future.add_done_callback(_consume)
+        raise PersistenceError(f"cannot read entry {first} of ledger {metadata.ledger_id} from any "
+                               f"replica: {'; '.join(errors)}")
+
+    def _answer(self, future: asyncio.Future, bookie: str, metadata: LedgerMetadata, first: int,
+                errors: list[str]) -> list[tuple[int, bytes]] | None:
+        error = future.exception()
+        if error is not None:
+            errors.append(f"{bookie}: {error}")
+            if isinstance(error, MiniPulsarError):
+                self._ctx.record_error(bookie, error)
+            return None
+        response: ReadEntryResponse = future.result()
+        entries = [(int(e), bytes(p)) for e, p in response.entries]
+        if entries and entries[0][0] == first:
+            return entries
+        errors.append(f"{bookie}: answered without entry {first}")
+        return None
