@@ -342,6 +342,40 @@ class BrokerConfig:
         "bookkeeperClientMaxPendingAddBytes", 128 * 1024 * 1024, min_value=1024)
     """minipulsar's own: the same bound for the whole BookKeeper client (all ledgers of the broker)."""
     dispatcher_max_read_batch_size: int = setting("dispatcherMaxReadBatchSize", 100, min_value=1)
+    dispatcher_max_read_size_bytes: int = setting("dispatcherMaxReadSizeBytes", 5 * 1024 * 1024, min_value=1)
+    dispatcher_max_round_robin_batch_size: int = setting("dispatcherMaxRoundRobinBatchSize", 20, min_value=1)
+    precise_dispatcher_flow_control: bool = setting("preciseDispatcherFlowControl", False)
+    max_unacked_messages_per_consumer: int = setting("maxUnackedMessagesPerConsumer", 50_000, min_value=0)
+    max_unacked_messages_per_subscription: int = setting("maxUnackedMessagesPerSubscription", 200_000, min_value=0)
+    key_shared_replica_points: int = setting("subscriptionKeySharedConsistentHashingReplicaPoints", 100, min_value=1)
+    active_consumer_failover_delay_ms: int = setting("activeConsumerFailoverDelayTimeMillis", 1000, min_value=0)
+    subscription_redelivery_tracker_enabled: bool = setting("subscriptionRedeliveryTrackerEnabled", True)
+    managed_ledger_max_entries_per_ledger: int = setting("managedLedgerMaxEntriesPerLedger", 50_000, min_value=1)
+    managed_ledger_max_size_per_ledger_mb: int = setting("managedLedgerMaxSizePerLedgerMbytes", 2048, min_value=1)
+    managed_ledger_min_rollover_minutes: float = setting("managedLedgerMinLedgerRolloverTimeMinutes", 10.0, min_value=0)
+    managed_ledger_max_rollover_minutes: float = setting("managedLedgerMaxLedgerRolloverTimeMinutes", 240.0, min_value=0)
+    retention_time_minutes: int = setting("defaultRetentionTimeInMinutes", 0, min_value=-1)
+    """0: no retention (delete a ledger once every durable cursor consumed it); -1: forever."""
+    retention_size_mb: int = setting("defaultRetentionSizeInMB", 0, min_value=-1)
+    retention_check_interval_s: int = setting("retentionCheckIntervalInSeconds", 120, min_value=1)
+    max_unacked_ranges_to_persist: int = setting("managedLedgerMaxUnackedRangesToPersist", 10_000, min_value=1)
+    mark_delete_rate_limit: float = setting("managedLedgerDefaultMarkDeleteRateLimit", 1.0, min_value=0)
+    """Cursor position writes per second per cursor (acks still wait for durability; see cursor.py)."""
+    cursor_backlogged_threshold: int = setting("managedLedgerCursorBackloggedThreshold", 1000, min_value=1)
+    cache_eviction_watermark: float = setting("managedLedgerCacheEvictionWatermark", 0.9, min_value=0.0, max_value=1.0)
+    cache_eviction_interval_ms: int = setting("managedLedgerCacheEvictionIntervalMs", 10, min_value=1)
+    cache_eviction_time_threshold_ms: int = setting("managedLedgerCacheEvictionTimeThresholdMillis", 1000, min_value=0)
+    cache_eviction_by_mark_deleted_position: bool = setting("cacheEvictionByMarkDeletedPosition", False)
+    max_reads_in_flight_size_mb: int = setting("managedLedgerMaxReadsInFlightSizeInMB", 0, min_value=0)
+    """0: no bound on catch-up read bytes in flight (Pulsar's default)."""
+    max_message_publish_buffer_size_mb: int = setting("maxMessagePublishBufferSizeInMB", 64, min_value=-1)
+    """Broker-wide bytes of publishes not yet persisted; -1 off. Pulsar: max(64, direct memory / 2)."""
+    deduplication_enabled: bool = setting("brokerDeduplicationEnabled", False)
+    deduplication_entries_interval: int = setting("brokerDeduplicationEntriesInterval", 1000, min_value=1)
+    deduplication_max_producers: int = setting("brokerDeduplicationMaxNumberOfProducers", 10_000, min_value=1)
+    default_num_partitions: int = setting("defaultNumPartitions", 1, min_value=1)
+    allow_auto_topic_creation_type: str = setting("allowAutoTopicCreationType", "non-partitioned",
+                                                  choices=("non-partitioned", "partitioned"))
     managed_ledger_cache_size_mb: int = setting("managedLedgerCacheSizeMB", 64, min_value=0)
     """Pulsar's default is 1/5 of direct memory; 64 MB suits a laptop-sized standalone."""
     max_pending_publish_requests_per_connection: int = setting(

@@ -120,6 +120,9 @@ class Send(Command):
     sequence_id: int
     payload: bytes
     num_messages: int = 1
+    highest_sequence_id: int = -1
+    """The batch's last sequence id (-1: the batch holds ``sequence_id`` only); deduplication
+    treats the whole batch as ``sequence_id..highest_sequence_id``."""
 
 
 @command("SEND_RECEIPT")
@@ -150,6 +153,13 @@ class Subscribe(Command):
     initial_position: str = "Latest"
     """Latest | Earliest: where a new subscription starts."""
     durable: bool = True
+    """False: a non-durable cursor (a Reader), never persisted, starting at ``start_message_id``."""
+    priority_level: int = 0
+    """Lower is preferred (Failover picks the active consumer by (priority_level, name))."""
+    start_message_id: list | None = None
+    """``[ledger_id, entry_id]`` where a non-durable cursor starts (inclusive)."""
+    key_shared_mode: str = "AUTO_SPLIT"
+    """Key_Shared only: AUTO_SPLIT (consistent hashing over consumers)."""
 
 
 @command("FLOW")
@@ -185,15 +195,31 @@ class Ack(Command):
 
 @command("REDELIVER_UNACKED")
 class RedeliverUnacked(Command):
+    """Redeliver this consumer's unacknowledged entries: all of them, or only ``message_ids``
+    (``[ledger_id, entry_id]`` pairs: negative acks and ack timeouts on Shared/Key_Shared)."""
+
     consumer_id: int
+    message_ids: list | None = None
 
 
 @command("SEEK")
 class Seek(Command):
+    """Reset the subscription to a message id, or to the first entry published at or after
+    ``publish_time_ms`` when that is given."""
+
     id: int
     consumer_id: int
-    ledger_id: int
-    entry_id: int
+    ledger_id: int = -1
+    entry_id: int = -1
+    publish_time_ms: int | None = None
+
+
+@command("ACTIVE_CONSUMER_CHANGE")
+class ActiveConsumerChange(Command):
+    """Broker → consumer of a Failover subscription: whether it is now the active one."""
+
+    consumer_id: int
+    is_active: bool
 
 
 @command("GET_LAST_MESSAGE_ID")
