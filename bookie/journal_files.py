@@ -61,6 +61,8 @@ class JournalFiles:
         """The next segment, being created ahead of time (see :meth:`after_write`)."""
         self._preallocator = Preallocator(f"journal-prealloc-{index}")
         self._trimmer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"journal-trim-{index}")
+        self._drop_cache = settings.remove_from_page_cache and settings.sync_data
+        """Only synced pages are clean, which is what lets the kernel free them at once."""
 
     # -- opening: where appending resumes ------------------------------------------------------
 
@@ -91,7 +93,7 @@ class JournalFiles:
         if scan.empty and len(segment_ids) > 1:
             self._cut_torn_tail(scans.get(segment_ids[-2]))
         return SegmentWriter.reopen(self.directory, scan, settings.prealloc_bytes, self._preallocator,
-                                    settings.max_segment_bytes)
+                                    settings.max_segment_bytes, self._drop_cache)
 
     def _cut_torn_tail(self, scan: SegmentScan | None) -> None:
         """Appending resumes in an empty segment created ahead of time: cut the damaged tail
@@ -110,7 +112,7 @@ class JournalFiles:
         started = time.monotonic()
         settings = self.settings
         writer = SegmentWriter.create(self.directory, segment_id, settings.prealloc_bytes, self._preallocator,
-                                      settings.max_segment_bytes)
+                                      settings.max_segment_bytes, self._drop_cache)
         metrics.JOURNAL_CREATION_LATENCY.observe((time.monotonic() - started) * 1000)
         return writer
 

@@ -38,6 +38,8 @@ class JournalSettings:
     """journalQueueSize (BookKeeper: 10 000)."""
     queue_bytes_max: int = 64 * MIB
     """journalMaxMemorySizeMb: bytes queued and not yet durable."""
+    remove_from_page_cache: bool = True
+    """journalRemoveFromPageCache: drop synced groups' pages from the page cache."""
 
     @classmethod
     def from_config(cls, config: BookieConfig) -> JournalSettings:
@@ -54,6 +56,7 @@ class JournalSettings:
             prealloc_bytes=config.journal_prealloc_size_mb * MIB,
             queue_entries_max=config.journal_queue_size,
             queue_bytes_max=config.journal_max_memory_size_mb * MIB,
+            remove_from_page_cache=config.journal_remove_from_page_cache,
         )
 
 

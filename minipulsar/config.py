@@ -376,6 +376,8 @@ class BrokerConfig:
     default_num_partitions: int = setting("defaultNumPartitions", 1, min_value=1)
     allow_auto_topic_creation_type: str = setting("allowAutoTopicCreationType", "non-partitioned",
                                                   choices=("non-partitioned", "partitioned"))
+    stats_update_frequency_s: float = setting("statsUpdateFrequencyInSecs", 60.0, min_value=0.01)
+    """How often topic rates (msgRateIn …) are computed from their counters; fractions allowed."""
     managed_ledger_cache_size_mb: int = setting("managedLedgerCacheSizeMB", 64, min_value=0)
     """Pulsar's default is 1/5 of direct memory; 64 MB suits a laptop-sized standalone."""
     max_pending_publish_requests_per_connection: int = setting(

@@ -11,6 +11,12 @@ Invariants:
   ``logSizeLimit``; a record bigger than the limit gets a log of its own;
 - :meth:`EntryLogWriter.flush` writes and fsyncs everything appended: only after it returns
   may the index reference those locations;
+- with ``cache_window_bytes`` >= 0, the synced part of the log being written is dropped from
+  the page cache (``posix_fadvise(DONTNEED)``) except its last ``cache_window_bytes``, and a
+  log is dropped whole when it rolls: recent entries stay cached for readers close behind the
+  writers, and the page cache does not grow by every byte flushed (each new page is a fresh
+  allocation, on our VMs a host page fault: see :mod:`bookie.journal_segment`). Older
+  entries are read from the disk, as BookKeeper's direct-I/O entry logger always does;
 - :class:`EntryLogReader` is thread-safe and checks every record it returns against its CRC
   and the (ledger, entry) asked for;
 - garbage collection deletes a log only once nothing in the index points into it; the reader
@@ -28,7 +34,7 @@ import os
 import threading
 from pathlib import Path
 
-from bookie.journal_segment import IOV_MAX, fsync_directory
+from bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache, fsync_directory
 from bookie.storage.entry_log import (
     LOG_HEADER_SIZE,
     RECORD_HEADER_SIZE,
@@ -83,12 +89,18 @@ def delete_entry_log(directory: Path, log_id: int) -> None:
 
 
 class EntryLogWriter:
-    def __init__(self, directory: Path, log_size_limit: int, next_log_id: int, sync_every_bytes: int = 0) -> None:
+    def __init__(self, directory: Path, log_size_limit: int, next_log_id: int, sync_every_bytes: int = 0,
+                 cache_window_bytes: int = -1) -> None:
         """``sync_every_bytes``: flushEntrylogBytes — fdatasync along the way, so a big flush
-        never leaves more dirty pages than that to the kernel (0: only in :meth:`flush`)."""
+        never leaves more dirty pages than that to the kernel (0: only in :meth:`flush`).
+        ``cache_window_bytes``: how much of the synced log stays in the page cache (negative:
+        all of it; see the module docstring)."""
         self.directory = directory
         self.log_size_limit = log_size_limit
         self.sync_every_bytes = sync_every_bytes
+        self.cache_window_bytes = cache_window_bytes
+        self._dropped = 0
+        """The current log's pages below this offset were dropped from the page cache."""
         self.log_id = next_log_id - 1
         """The log being appended to (once one was created)."""
         self._fd = -1
@@ -163,6 +175,7 @@ class EntryLogWriter:
             os.fsync(self._fd)
             self._unsynced = False
             self._unsynced_bytes = 0
+            self._drop_synced(self._position - self.cache_window_bytes)
 
     def _write_pending(self) -> None:
         pending, size = self._pending, self._pending_bytes
@@ -175,9 +188,21 @@ class EntryLogWriter:
         if self.sync_every_bytes and self._unsynced_bytes >= self.sync_every_bytes:
             os.fdatasync(self._fd)
             self._unsynced_bytes = 0
+            self._drop_synced(self._position - self.cache_window_bytes)
+
+    def _drop_synced(self, end: int) -> None:
+        """Drop the current log's whole pages below ``end`` (synced) from the page cache."""
+        if self.cache_window_bytes < 0:
+            return
+        end -= end % PAGE_BYTES
+        if end - self._dropped >= DROP_CACHE_STEP_BYTES:
+            drop_from_page_cache(self._fd, self._dropped, end - self._dropped)
+            self._dropped = end
 
     def _roll(self) -> None:
         self.flush()
+        if self.cache_window_bytes >= 0:
+            drop_from_page_cache(self._fd, 0, 0)  # the whole log: the window moves to the next one
         os.close(self._fd)
         self._fd = -1
         self._create(self.log_id + 1)
@@ -193,6 +218,7 @@ class EntryLogWriter:
             os.close(fd)
             raise
         self._fd, self.log_id, self._position = fd, log_id, LOG_HEADER_SIZE
+        self._dropped = 0
         self.logs_created.append(log_id)
         log.debug("entry log %s created", path)
 

@@ -64,6 +64,9 @@ log = logging.getLogger(__name__)
 
 RESPONSE_ENTRY_OVERHEAD_BYTES = 16
 """What one ``[entry_id, payload]`` pair costs in a READ_ENTRY_RESPONSE beyond its payload."""
+ENTRY_LOG_CACHE_WINDOW_BYTES = 64 << 20
+"""The tail of the entry log being written that stays in the page cache: about two write-cache
+halves, so readers a little behind the writers still read from memory."""
 MOVED_ENTRY_LOOKUPS_MAX = 3
 """A read finding its entry log deleted looks the entry up again this many times (each miss
 means a whole compaction moved the entry meanwhile)."""
@@ -106,6 +109,9 @@ class StorageSettings:
     """logSizeLimit."""
     flush_entry_log_bytes: int = 8 << 20
     """flushEntrylogBytes (0: sync only at the end of a flush)."""
+    entry_log_cache_window_bytes: int = ENTRY_LOG_CACHE_WINDOW_BYTES
+    """How much of the entry log being written stays in the page cache (negative: all;
+    see :mod:`bookie.storage.entry_logger`)."""
 
     @property
     def half_max_bytes(self) -> int:
@@ -161,7 +167,7 @@ class SingleDirectoryDbLedgerStorage:
         existing = list_entry_logs(self.directory)
         last_log_id = max(existing[-1] if existing else 0, self._log_metadata.last_log_id())
         self._writer = EntryLogWriter(self.directory, self.settings.log_size_limit, last_log_id + 1,
-                                      self.settings.flush_entry_log_bytes)
+                                      self.settings.flush_entry_log_bytes, self.settings.entry_log_cache_window_bytes)
         metrics.STORAGES.add(self)
         return LastMarkFile(self.directory).read()
 

@@ -136,3 +136,43 @@ def test_flush_entrylog_bytes_syncs_along_the_way(tmp_path: Path, monkeypatch) -
     assert len(syncs) >= 4
     writer.flush()
     writer.close()
+
+
+def test_synced_entry_log_pages_beyond_the_cache_window_leave_the_page_cache(tmp_path: Path) -> None:
+    """Goal: with a cache window, the log being written keeps only about its last
+    ``cache_window_bytes`` in the page cache, and every entry still reads back intact (from the
+    disk). Method: 6 MB of 100 KiB entries with a 1 MiB window and flushEntrylogBytes, then
+    mincore over the log."""
+    from bookie.journal_segment import DROP_CACHE_STEP_BYTES
+    from tests.unit.bookie.page_cache_support import resident_bytes
+
+    window = 1024 * KIB
+    writer = EntryLogWriter(tmp_path, 1 << 30, 1, sync_every_bytes=1024 * KIB, cache_window_bytes=window)
+    entries = [(7, entry_id, os.urandom(100 * KIB)) for entry_id in range(60)]
+    locations = [writer.append(ledger_id, entry_id, payload) for ledger_id, entry_id, payload in entries]
+    writer.flush()
+    path = entry_log_path(tmp_path, writer.log_id)
+    assert os.path.getsize(path) > 5 * window
+    assert resident_bytes(path) <= window + DROP_CACHE_STEP_BYTES + 2 * 100 * KIB
+    writer.close()
+    reader = EntryLogReader(tmp_path)
+    try:
+        for (ledger_id, entry_id, payload), location in zip(entries, locations):
+            assert reader.read(location, ledger_id, entry_id)[0] == payload
+    finally:
+        reader.close()
+
+
+def test_a_rolled_entry_log_leaves_the_page_cache_whole(tmp_path: Path) -> None:
+    """Goal: with a cache window, a log that rolls is dropped from the page cache entirely (the
+    window moves on to the next log). Method: a 2 MiB logSizeLimit, 5 MB of entries."""
+    from tests.unit.bookie.page_cache_support import resident_bytes
+
+    writer = EntryLogWriter(tmp_path, 2048 * KIB, 1, cache_window_bytes=1024 * KIB)
+    for entry_id in range(50):
+        writer.append(8, entry_id, os.urandom(100 * KIB))
+    writer.flush()
+    logs = list_entry_logs(tmp_path)
+    assert len(logs) >= 3
+    assert all(resident_bytes(entry_log_path(tmp_path, log_id)) == 0 for log_id in logs[:-1])
+    writer.close()
