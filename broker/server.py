@@ -1,14 +1,20 @@
 """The broker side of client connections: producers, consumers, lookups (DESIGN §3).
 
 SEND is the hot path: it is handled synchronously — append to the topic's managed ledger and
-answer SEND_RECEIPT from the add's completion callback. Publish throttling follows Pulsar's
-``maxPendingPublishRequestsPerConnection``: when that many sends are in flight on a
-connection we stop reading its socket (TCP pushes back on the producer) and resume at half.
+answer SEND_RECEIPT from the add's completion callback (deduplication may answer a resend
+without a write). Publish throttling (reference §5.5) stops reading a connection's socket —
+TCP then pushes back on the producer — for either of two reasons, and reads again only when
+neither holds:
+
+- ``maxPendingPublishRequestsPerConnection`` sends in flight on this connection (resume at half);
+- the broker-wide ``maxMessagePublishBufferSizeInMB`` of unpersisted publish bytes, which
+  pauses every producer connection at once (:mod:`broker.publish_buffer`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import itertools
 import logging
 from functools import partial
@@ -19,6 +25,7 @@ from minipulsar.errors import (
     InvalidCommand,
     MiniPulsarError,
     ProducerBusyError,
+    ServiceNotReadyError,
     code_for_error,
 )
 from minipulsar.net import ServerConnection, handles
@@ -27,6 +34,8 @@ from minipulsar.topic_name import TopicName
 
 from broker.managed_ledger.position import Position
 from broker.topics.consumer import Consumer
+from broker.topics.key_shared import KEY_SHARED_MODES
+from broker.topics.non_persistent_topic import NonPersistentTopic
 from broker.topics.persistent_topic import PersistentTopic
 from broker.topics.subscription import Subscription
 
@@ -37,12 +46,21 @@ log = logging.getLogger(__name__)
 
 _producer_names = itertools.count()
 
+PENDING_SENDS = "maxPendingPublishRequestsPerConnection"
+"""The throttle reason of a connection with too many sends in flight."""
+
 
 class ProducerHandle:
-    __slots__ = ("producer_id", "name", "topic")
+    """A producer on this connection; also what the topic's stats list as a publisher."""
 
-    def __init__(self, producer_id: int, name: str, topic: PersistentTopic) -> None:
-        self.producer_id, self.name, self.topic = producer_id, name, topic
+    __slots__ = ("producer_id", "name", "topic", "address", "connected_since", "messages_in", "bytes_in")
+
+    def __init__(self, producer_id: int, name: str, topic: PersistentTopic | NonPersistentTopic,
+                 address: str) -> None:
+        self.producer_id, self.name, self.topic, self.address = producer_id, name, topic, address
+        self.connected_since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        self.messages_in = 0
+        self.bytes_in = 0
 
 
 class ConsumerHandle:
@@ -63,7 +81,8 @@ class BrokerConnection(ServerConnection):
         self.consumers: dict[int, ConsumerHandle] = {}
         self._pending_sends = 0
         self._max_pending_sends = config.max_pending_publish_requests_per_connection
-        self._reading_paused = False
+        self._throttles: set[str] = set()
+        """Why reading is paused; empty: reading."""
 
     @property
     def writable(self) -> bool:
@@ -78,9 +97,9 @@ class BrokerConnection(ServerConnection):
                                      authoritative=True))
 
     @handles(cmd.PartitionedMetadata)
-    def partitioned_metadata(self, command: cmd.PartitionedMetadata) -> None:
-        _parse_topic(command.topic)
-        self.send(cmd.PartitionedMetadataResponse(id=command.id, partitions=0))
+    async def partitioned_metadata(self, command: cmd.PartitionedMetadata) -> None:
+        partitions = await self.service.partition_metadata(_parse_topic(command.topic))
+        self.send(cmd.PartitionedMetadataResponse(id=command.id, partitions=partitions))
 
     # -- producers ------------------------------------------------------------------------------
 
@@ -90,9 +109,17 @@ class BrokerConnection(ServerConnection):
             raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
         topic = await self.service.get_topic(_parse_topic(command.topic))
         name = command.producer_name or f"{self.service.config.cluster_name}-{next(_producer_names)}"
-        self.producers[command.producer_id] = ProducerHandle(command.producer_id, name, topic)
-        topic.counters.producers[(id(self), command.producer_id)] = name
-        self.send(cmd.ProducerSuccess(id=command.id, producer_name=name))
+        if any(p.name == name for p in topic.counters.producers.values()):
+            raise ProducerBusyError(f"producer with name {name!r} is already connected to {topic.name}")
+        if command.producer_id in self.producers or not self.is_open:  # raced with itself or a close
+            raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
+        producer = ProducerHandle(command.producer_id, name, topic, self.peer)
+        self.producers[command.producer_id] = producer
+        topic.counters.producers[(id(self), command.producer_id)] = producer
+        self.service.publish_buffer.register(self)
+        dedup = topic.deduplication
+        last_sequence_id = dedup.last_sequence_id(name) if dedup is not None else -1
+        self.send(cmd.ProducerSuccess(id=command.id, producer_name=name, last_sequence_id=last_sequence_id))
 
     @handles(cmd.Send)
     def send_message(self, command: cmd.Send) -> None:
@@ -105,20 +132,24 @@ class BrokerConnection(ServerConnection):
             self.send(cmd.SendError(producer_id=command.producer_id, sequence_id=command.sequence_id,
                                     code="InvalidCommand", message="num_messages must be >= 1"))
             return
+        size = len(command.payload)
+        producer.messages_in += command.num_messages
+        producer.bytes_in += size
         self._pending_sends += 1
-        if self._pending_sends >= self._max_pending_sends and not self._reading_paused:
-            self._reading_paused = True
-            self.transport.pause_reading()  # type: ignore[union-attr]
-        added = producer.topic.publish(command.payload, command.num_messages)
-        added.add_done_callback(partial(self._send_completed, command.producer_id, command.sequence_id))
+        if self._pending_sends >= self._max_pending_sends:
+            self.throttle(PENDING_SENDS)
+        self.service.publish_buffer.add(size)
+        added = producer.topic.publish(command.payload, command.num_messages, producer.name,
+                                       command.sequence_id, command.highest_sequence_id)
+        added.add_done_callback(partial(self._send_completed, command.producer_id, command.sequence_id, size))
 
-    def _send_completed(self, producer_id: int, sequence_id: int, added: asyncio.Future[Position]) -> None:
+    def _send_completed(self, producer_id: int, sequence_id: int, size: int,
+                        added: asyncio.Future[Position]) -> None:
         self._pending_sends -= 1
-        if self._reading_paused and self._pending_sends <= self._max_pending_sends // 2:
-            self._reading_paused = False
-            if self.transport is not None:
-                self.transport.resume_reading()
-        error = added.exception()
+        self.service.publish_buffer.release(size)
+        if self._pending_sends <= self._max_pending_sends // 2:
+            self.unthrottle(PENDING_SENDS)
+        error = added.exception() if not added.cancelled() else ServiceNotReadyError("the write was cancelled")
         if error is None:
             position = added.result()
             self.send(cmd.SendReceipt(producer_id=producer_id, sequence_id=sequence_id,
@@ -132,6 +163,8 @@ class BrokerConnection(ServerConnection):
         producer = self.producers.pop(command.producer_id, None)
         if producer is not None:
             producer.topic.counters.producers.pop((id(self), command.producer_id), None)
+        if not self.producers:
+            self.service.publish_buffer.unregister(self)
         if command.id is not None:
             self.send(cmd.Success(id=command.id))
 
@@ -143,11 +176,19 @@ class BrokerConnection(ServerConnection):
             raise InvalidCommand(f"consumer id {command.consumer_id} is already in use on this connection")
         if command.initial_position not in ("Latest", "Earliest"):
             raise InvalidCommand(f"initial_position must be Latest or Earliest, got {command.initial_position!r}")
+        if command.sub_type == "Key_Shared" and command.key_shared_mode not in KEY_SHARED_MODES:
+            raise InvalidCommand(f"key_shared_mode {command.key_shared_mode!r} is not supported; "
+                                 f"use one of {', '.join(KEY_SHARED_MODES)}")
+        start = None
+        if command.start_message_id is not None:
+            start = _parse_positions([command.start_message_id])[0]
         topic = await self.service.get_topic(_parse_topic(command.topic))
         name = command.consumer_name or f"consumer-{command.consumer_id}"
-        consumer = Consumer(command.consumer_id, name, self, command.subscription, topic.counters)
+        consumer = Consumer(command.consumer_id, name, self, command.subscription, topic.counters,
+                            priority_level=command.priority_level)
         subscription = await topic.subscribe(consumer, command.subscription, command.sub_type,
-                                             command.initial_position == "Earliest")
+                                             command.initial_position == "Earliest",
+                                             durable=command.durable, start_position=start)
         if not self.is_open:  # the client went away while we were loading
             subscription.remove_consumer(consumer)
             return
@@ -177,11 +218,32 @@ class BrokerConnection(ServerConnection):
     @handles(cmd.RedeliverUnacked)
     def redeliver_unacknowledged(self, command: cmd.RedeliverUnacked) -> None:
         handle = self._consumer(command.consumer_id)
-        handle.subscription.dispatcher.redeliver_unacknowledged(handle.consumer)
+        positions = _parse_positions(command.message_ids) if command.message_ids else None
+        handle.subscription.redeliver_unacknowledged(handle.consumer, positions)
+
+    @handles(cmd.Seek)
+    async def seek(self, command: cmd.Seek) -> None:
+        """Reset the subscription; SUCCESS goes out before anything from the new position."""
+        handle = self._consumer(command.consumer_id)
+        seek = getattr(handle.subscription, "seek", None)
+        if seek is None:
+            raise InvalidCommand(f"seek is not supported on {handle.topic.name}")
+        if command.publish_time_ms is not None:
+            if command.publish_time_ms < 0:
+                raise InvalidCommand("publish_time_ms must be >= 0")
+            await seek(publish_time_ms=command.publish_time_ms)
+        else:
+            await seek(Position(command.ledger_id, command.entry_id))
+        handle.consumer.permits = 0  # the client clears its queue and grants them again (FLOW)
+        try:
+            self.send(cmd.Success(id=command.id))
+        finally:
+            handle.subscription.resume()
 
     @handles(cmd.GetLastMessageId)
     def get_last_message_id(self, command: cmd.GetLastMessageId) -> None:
-        last = self._consumer(command.consumer_id).topic.ledger.last_confirmed
+        topic = self._consumer(command.consumer_id).topic
+        last = topic.ledger.last_confirmed if isinstance(topic, PersistentTopic) else topic.last_message_id
         self.send(cmd.LastMessageId(id=command.id, ledger_id=last.ledger_id, entry_id=last.entry_id))
 
     @handles(cmd.CloseConsumer)
@@ -207,6 +269,31 @@ class BrokerConnection(ServerConnection):
 
     # -- connection -----------------------------------------------------------------------------
 
+    def throttle(self, reason: str) -> None:
+        """Stop reading this socket for ``reason`` (it reads again once no reason holds)."""
+        if reason in self._throttles:
+            return
+        if not self._throttles:
+            self.service.throttled_connections += 1
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.pause_reading()
+        self._throttles.add(reason)
+        if reason == PENDING_SENDS:
+            self.service.connection_pauses += 1
+
+    def unthrottle(self, reason: str) -> None:
+        if reason not in self._throttles:
+            return
+        self._throttles.discard(reason)
+        if not self._throttles:
+            self.service.throttled_connections -= 1
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self._throttles)
+
     def resume_writing(self) -> None:
         super().resume_writing()
         for handle in self.consumers.values():
@@ -217,6 +304,9 @@ class BrokerConnection(ServerConnection):
         for producer_id, producer in self.producers.items():
             producer.topic.counters.producers.pop((id(self), producer_id), None)
         self.producers.clear()
+        self.service.publish_buffer.unregister(self)
+        for held in list(self._throttles):
+            self.unthrottle(held)
         for handle in self.consumers.values():
             handle.subscription.remove_consumer(handle.consumer)
         self.consumers.clear()
@@ -227,8 +317,6 @@ def _parse_topic(topic: str) -> TopicName:
         name = TopicName.parse(topic)
     except ValueError as error:
         raise InvalidCommand(str(error)) from None
-    if not name.is_persistent:
-        raise InvalidCommand(f"{topic}: non-persistent topics are not supported yet")
     return name
 
 

@@ -1,30 +1,43 @@
-"""BrokerService: one broker process — its listener, topics, metadata session and BookKeeper client."""
+"""BrokerService: one broker process — its listener, topics, metadata session and BookKeeper client.
+
+It also owns what every connection shares: the broker-wide publish buffer
+(``maxMessagePublishBufferSizeInMB``), the count of throttled connections, partition metadata,
+and the timer that turns the topics' counters into rates every ``statsUpdateFrequencyInSecs``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-
-from aiohttp import web
+import time
 
 from minipulsar.config import BrokerConfig
-from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
+from minipulsar.errors import InvalidCommand, MiniPulsarError, ServiceNotReadyError
 from minipulsar.metadata import MetadataStore, SessionEvent, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net import Listener
 from minipulsar.topic_name import TopicName
 
+from broker.admin import admin_routes
 from broker.bookkeeper import BookKeeper, BookKeeperSettings
+from broker.dedup import MessageDeduplication
 from broker.managed_ledger.entry_cache import EntryCache
+from broker.managed_ledger.info import managed_ledger_path
 from broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
+from broker.partitions import PartitionedTopics, partition_index
+from broker.publish_buffer import PublishBuffer
 from broker.server import BrokerConnection
 from broker.stats import BrokerCollector
+from broker.topics.dispatch_settings import DispatchSettings
+from broker.topics.non_persistent_topic import NonPersistentTopic
 from broker.topics.persistent_topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 
 BROKERS_PATH = "/loadbalance/brokers"
+
+Topic = PersistentTopic | NonPersistentTopic
 
 
 class BrokerService:
@@ -33,9 +46,18 @@ class BrokerService:
         self.store: MetadataStore | None = None
         self.bookkeeper: BookKeeper | None = None
         self.cache = EntryCache(config.managed_ledger_cache_size_mb * 1024 * 1024)
-        self.topics: dict[str, asyncio.Future[PersistentTopic]] = {}
+        self.topics: dict[str, asyncio.Future[Topic]] = {}
+        self.publish_buffer = PublishBuffer.from_megabytes(config.max_message_publish_buffer_size_mb)
+        self.throttled_connections = 0
+        """Connections not read right now (either limit); pulsar_broker_throttled_connections."""
+        self.connection_pauses = 0
+        """Times a connection stopped reading for maxPendingPublishRequestsPerConnection."""
+        self.partitioned_topics: PartitionedTopics | None = None
+        self.cache_rates = (0.0, 0.0)
+        """Entry-cache (hits, misses) per second over the last stats interval."""
         self._listener = Listener(lambda: BrokerConnection(self))
-        self._http = HttpServer(self._admin_routes())
+        self._http = HttpServer(admin_routes(self))
+        self._stats_task: asyncio.Task[None] | None = None
         self.host = config.advertised_address or config.bind_address
         self.port = 0
         self.http_port = 0
@@ -53,11 +75,14 @@ class BrokerService:
     async def start(self) -> None:
         config = self.config
         self.store = await open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms)
+        self.partitioned_topics = PartitionedTopics(self.store)
         self.bookkeeper = BookKeeper(self.store, BookKeeperSettings.from_broker_config(config))
         await self.bookkeeper.start()
+        self.cache.start(config)  # the broker's cache settings + periodic eviction
         _, self.port = await self._listener.start(config.bind_address, config.port)
         self.http_port = await self._http.start(config.bind_address, config.http_port)
         self._collector = BrokerCollector(self)
+        self._stats_task = asyncio.get_running_loop().create_task(self._update_stats())
         await self._register()
         self.store.add_session_listener(self._session_event)
 
@@ -74,8 +99,13 @@ class BrokerService:
         await self.store.put(f"{BROKERS_PATH}/{self.host}:{self.http_port}", json.dumps(info).encode(),
                              ephemeral=True)
 
-    async def get_topic(self, name: TopicName) -> PersistentTopic:
-        """The loaded topic, loading it (managed ledger + subscriptions) on first use."""
+    async def get_topic(self, name: TopicName) -> Topic:
+        """The loaded topic, loading it (managed ledger + subscriptions) on first use.
+
+        Raises:
+            InvalidCommand: ``name`` is a partitioned topic (use its partitions).
+            ServiceNotReadyError: the broker is closing or the topic cannot be loaded.
+        """
         if self._closing:
             raise ServiceNotReadyError("the broker is shutting down")
         key = str(name)
@@ -85,14 +115,25 @@ class BrokerService:
             self.topics[key] = loading
         return await asyncio.shield(loading)
 
-    async def _load_topic(self, name: TopicName) -> PersistentTopic:
-        assert self.store is not None and self.bookkeeper is not None
+    async def _load_topic(self, name: TopicName) -> Topic:
+        assert self.store is not None and self.bookkeeper is not None and self.partitioned_topics is not None
+        partitions = await self.partitioned_topics.partitions(name)
+        if partitions:
+            raise InvalidCommand(f"{name} is a partitioned topic with {partitions} partitions; "
+                                 f"use {name.partition(0)} … {name.partition(partitions - 1)}")
+        if not name.is_persistent:
+            return NonPersistentTopic(name)
         config = self.config
         ledger = ManagedLedger(name.persistence_path, self.store, self.bookkeeper, self.cache,
-                               ManagedLedgerConfig(config.ensemble_size, config.write_quorum, config.ack_quorum))
+                               ManagedLedgerConfig.from_broker_config(config))
         try:
             await ledger.open()
-            topic = await PersistentTopic.load(name, ledger, self.store, config.dispatcher_max_read_batch_size)
+            topic = await PersistentTopic.load(name, ledger, self.store, DispatchSettings.from_config(config))
+            if config.deduplication_enabled:
+                topic.deduplication = MessageDeduplication(
+                    name.persistence_path, self.store, config.deduplication_entries_interval,
+                    config.deduplication_max_producers)
+                await topic.deduplication.recover(ledger)
         except MiniPulsarError as error:
             log.warning("cannot load topic %s: %s", name, error)
             await ledger.close()
@@ -101,11 +142,61 @@ class BrokerService:
                  len(topic.subscriptions))
         return topic
 
-    def loaded_topics(self) -> list[PersistentTopic]:
+    def loaded_topics(self) -> list[Topic]:
         return [f.result() for f in self.topics.values() if f.done() and f.exception() is None]
+
+    def loaded_topic(self, name: TopicName) -> Topic | None:
+        loading = self.topics.get(str(name))
+        if loading is None or not loading.done() or loading.exception() is not None:
+            return None
+        return loading.result()
+
+    async def topic_exists(self, name: TopicName) -> bool:
+        """Loaded here, or (persistent) has a managed ledger in the metadata store."""
+        assert self.store is not None
+        if self.loaded_topic(name) is not None:
+            return True
+        return name.is_persistent and await self.store.exists(managed_ledger_path(name.persistence_path))
+
+    async def partition_metadata(self, name: TopicName) -> int:
+        """PARTITIONED_METADATA: the partition count (0: not partitioned). With
+        ``allowAutoTopicCreationType=partitioned`` a topic that does not exist yet is created
+        partitioned, with ``defaultNumPartitions``."""
+        assert self.partitioned_topics is not None
+        partitions = await self.partitioned_topics.partitions(name)
+        if (partitions == 0 and self.config.allow_auto_topic_creation_type == "partitioned"
+                and partition_index(name) < 0 and not await self.topic_exists(name)):
+            try:
+                await self.partitioned_topics.create(name, self.config.default_num_partitions)
+            except MiniPulsarError:  # created meanwhile (by another client): read what won
+                pass
+            partitions = await self.partitioned_topics.partitions(name)
+        return partitions
+
+    # -- stats ----------------------------------------------------------------------------------
+
+    async def _update_stats(self) -> None:
+        """Every statsUpdateFrequencyInSecs: counters → rates, per topic and for the cache."""
+        interval_s = self.config.stats_update_frequency_s
+        last = time.monotonic()
+        hits, misses = self.cache.hits, self.cache.misses
+        while True:
+            await asyncio.sleep(interval_s)
+            now = time.monotonic()
+            elapsed_s, last = now - last, now
+            for topic in self.loaded_topics():
+                try:
+                    topic.update_rates(elapsed_s)
+                except Exception:  # one topic's bad stats must not stop everyone's rates
+                    log.exception("%s: updating its rates failed", topic.name)
+            cache = self.cache
+            self.cache_rates = ((cache.hits - hits) / elapsed_s, (cache.misses - misses) / elapsed_s)
+            hits, misses = cache.hits, cache.misses
 
     async def close(self) -> None:
         self._closing = True
+        if self._stats_task is not None:
+            self._stats_task.cancel()
         await self._listener.close()
         for topic in self.loaded_topics():
             await topic.close()
@@ -114,26 +205,8 @@ class BrokerService:
         if self._collector is not None:
             self._collector.unregister()
         await self._http.close()
+        await self.cache.stop()
         if self.bookkeeper is not None:
             await self.bookkeeper.close()
         if self.store is not None:
             await self.store.close()
-
-    # -- admin ----------------------------------------------------------------------------------
-
-    def _admin_routes(self) -> list[web.RouteDef]:
-        return [
-            web.get("/admin/v2/persistent/{tenant}/{namespace}/{topic}/stats", self._topic_stats),
-            web.get("/admin/v2/brokers/health", self._health),
-        ]
-
-    async def _topic_stats(self, request: web.Request) -> web.Response:
-        name = TopicName("persistent", request.match_info["tenant"], request.match_info["namespace"],
-                         request.match_info["topic"])
-        loading = self.topics.get(str(name))
-        if loading is None or not loading.done() or loading.exception() is not None:
-            return web.json_response({"reason": f"Topic {name} not found"}, status=404)
-        return web.json_response(loading.result().stats())
-
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok")

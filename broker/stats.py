@@ -1,7 +1,28 @@
 """Broker metrics, named as Pulsar names them, collected at scrape time.
 
-Hot paths bump plain ints on topics and consumers; this collector turns them into
-``pulsar_*`` families with Pulsar's labels (cluster, namespace, topic) when /metrics is read.
+Hot paths bump plain ints on topics, producers and consumers; the stats timer turns them into
+rates every ``statsUpdateFrequencyInSecs``; this collector reads both when /metrics is
+scraped and yields Pulsar's families (reference §9):
+
+- per topic (labels cluster, namespace, topic): ``pulsar_in_messages_total``,
+  ``pulsar_in_bytes_total``, ``pulsar_out_messages_total``, ``pulsar_out_bytes_total``,
+  ``pulsar_rate_in``/``_out`` (msg/s), ``pulsar_throughput_in``/``_out`` (B/s),
+  ``pulsar_storage_size``, ``pulsar_storage_backlog_size``, ``pulsar_msg_backlog``, producer /
+  subscription / consumer counts;
+- per subscription (+ ``subscription``): ``pulsar_subscription_back_log``,
+  ``…_unacked_messages``, ``…_msg_rate_out`` (the dispatch rate), ``…_msg_throughput_out``,
+  ``…_msg_rate_redeliver``, ``…_blocked_on_unacked_messages``, ``…_msg_drop_rate``;
+- per consumer (+ ``consumer_name``, ``consumer_id``): ``pulsar_consumer_available_permits``,
+  ``…_unacked_messages``, ``…_msg_rate_out``, ``…_blocked_on_unacked_messages``;
+- broker (label cluster): ``pulsar_broker_rate_in``/``_out``, ``pulsar_broker_throughput_in``/
+  ``_out``, ``pulsar_broker_msg_backlog``, ``pulsar_broker_storage_size``, the entry cache
+  (``pulsar_ml_cache_used_size``, ``…_hits_rate``, ``…_misses_rate``, ``…_evictions``,
+  ``…_inserted``), publish throttling (``pulsar_broker_publish_buffer_usage`` and
+  ``…_max_usage`` as in PIP-410, ``…_publish_buffer_limit``,
+  ``pulsar_broker_throttled_connections``, ``…_throttled_connections_global_limit``) and
+  minipulsar's pause counters ``pulsar_broker_publish_buffer_pauses_total`` (the broker-wide
+  limit paused every producer connection) and ``pulsar_broker_connection_pauses_total`` (one
+  connection hit ``maxPendingPublishRequestsPerConnection``).
 """
 
 from __future__ import annotations
@@ -11,10 +32,46 @@ from typing import TYPE_CHECKING
 from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from broker.topics.topic_stats import backlog_size, storage_size
+
 if TYPE_CHECKING:
     from broker.service import BrokerService
 
 LABELS = ["cluster", "namespace", "topic"]
+SUBSCRIPTION_LABELS = [*LABELS, "subscription"]
+CONSUMER_LABELS = [*SUBSCRIPTION_LABELS, "consumer_name", "consumer_id"]
+
+_TOPIC_FAMILIES = [
+    ("in_messages", CounterMetricFamily, "pulsar_in_messages", "Messages published"),
+    ("in_bytes", CounterMetricFamily, "pulsar_in_bytes", "Bytes published"),
+    ("out_messages", CounterMetricFamily, "pulsar_out_messages", "Messages dispatched"),
+    ("out_bytes", CounterMetricFamily, "pulsar_out_bytes", "Bytes dispatched"),
+    ("rate_in", GaugeMetricFamily, "pulsar_rate_in", "Messages published per second"),
+    ("rate_out", GaugeMetricFamily, "pulsar_rate_out", "Messages dispatched per second"),
+    ("throughput_in", GaugeMetricFamily, "pulsar_throughput_in", "Bytes published per second"),
+    ("throughput_out", GaugeMetricFamily, "pulsar_throughput_out", "Bytes dispatched per second"),
+    ("storage", GaugeMetricFamily, "pulsar_storage_size", "Bytes stored in the topic's ledgers"),
+    ("backlog_size", GaugeMetricFamily, "pulsar_storage_backlog_size", "Estimated bytes of the largest backlog"),
+    ("backlog", GaugeMetricFamily, "pulsar_msg_backlog", "Entries not yet acknowledged, all subscriptions"),
+    ("producers", GaugeMetricFamily, "pulsar_producers_count", "Producers"),
+    ("subscriptions", GaugeMetricFamily, "pulsar_subscriptions_count", "Subscriptions"),
+    ("consumers", GaugeMetricFamily, "pulsar_consumers_count", "Consumers"),
+]
+_SUBSCRIPTION_FAMILIES = [
+    ("back_log", "pulsar_subscription_back_log", "Entries not yet acknowledged"),
+    ("unacked", "pulsar_subscription_unacked_messages", "Messages delivered and not acknowledged"),
+    ("rate_out", "pulsar_subscription_msg_rate_out", "Messages dispatched per second"),
+    ("throughput_out", "pulsar_subscription_msg_throughput_out", "Bytes dispatched per second"),
+    ("rate_redeliver", "pulsar_subscription_msg_rate_redeliver", "Messages redelivered per second"),
+    ("blocked", "pulsar_subscription_blocked_on_unacked_messages", "1 when dispatch is blocked on unacked messages"),
+    ("drop_rate", "pulsar_subscription_msg_drop_rate", "Messages dropped per second (non-persistent)"),
+]
+_CONSUMER_FAMILIES = [
+    ("permits", "pulsar_consumer_available_permits", "Permits (messages) the consumer granted"),
+    ("unacked", "pulsar_consumer_unacked_messages", "Messages delivered and not acknowledged"),
+    ("rate_out", "pulsar_consumer_msg_rate_out", "Messages dispatched per second"),
+    ("blocked", "pulsar_consumer_blocked_on_unacked_messages", "1 when blocked on unacked messages"),
+]
 
 
 class BrokerCollector:
@@ -27,32 +84,105 @@ class BrokerCollector:
 
     def collect(self):
         cluster = self._service.config.cluster_name
-        families = {
-            "in_messages": CounterMetricFamily("pulsar_in_messages", "Messages published", labels=LABELS),
-            "in_bytes": CounterMetricFamily("pulsar_in_bytes", "Bytes published", labels=LABELS),
-            "out_messages": CounterMetricFamily("pulsar_out_messages", "Messages dispatched", labels=LABELS),
-            "out_bytes": CounterMetricFamily("pulsar_out_bytes", "Bytes dispatched", labels=LABELS),
-            "producers": GaugeMetricFamily("pulsar_producers_count", "Producers", labels=LABELS),
-            "subscriptions": GaugeMetricFamily("pulsar_subscriptions_count", "Subscriptions", labels=LABELS),
-            "consumers": GaugeMetricFamily("pulsar_consumers_count", "Consumers", labels=LABELS),
-            "backlog": GaugeMetricFamily("pulsar_msg_backlog", "Entries not yet acknowledged", labels=LABELS),
-        }
         topics = self._service.loaded_topics()
+        families = {key: kind(name, text, labels=LABELS) for key, kind, name, text in _TOPIC_FAMILIES}
+        subscriptions = {key: GaugeMetricFamily(name, text, labels=SUBSCRIPTION_LABELS)
+                         for key, name, text in _SUBSCRIPTION_FAMILIES}
+        consumers = {key: GaugeMetricFamily(name, text, labels=CONSUMER_LABELS)
+                     for key, name, text in _CONSUMER_FAMILIES}
         for topic in topics:
             labels = [cluster, topic.name.namespace_name, str(topic.name)]
-            consumers = [c for s in topic.subscriptions.values() for c in s.consumers]
-            families["in_messages"].add_metric(labels, topic.counters.messages_in)
-            families["in_bytes"].add_metric(labels, topic.counters.bytes_in)
-            families["out_messages"].add_metric(labels, topic.counters.messages_out)
-            families["out_bytes"].add_metric(labels, topic.counters.bytes_out)
-            families["producers"].add_metric(labels, len(topic.counters.producers))
-            families["subscriptions"].add_metric(labels, len(topic.subscriptions))
-            families["consumers"].add_metric(labels, len(consumers))
-            families["backlog"].add_metric(labels, sum(s.cursor.backlog_entries for s in topic.subscriptions.values()))
+            self._topic(topic, labels, families)
+            for subscription in topic.subscriptions.values():
+                self._subscription(topic, subscription, labels, subscriptions, consumers)
         yield from families.values()
-        yield GaugeMetricFamily("pulsar_topics_count", "Topics loaded on this broker", value=len(topics))
-        cache = self._service.cache
-        yield GaugeMetricFamily("pulsar_ml_cache_used_size", "Bytes in the entry cache", value=cache.size_bytes)
-        yield CounterMetricFamily("pulsar_ml_cache_hits", "Entry cache hits", value=cache.hits)
-        yield CounterMetricFamily("pulsar_ml_cache_misses", "Entry cache misses", value=cache.misses)
-        yield CounterMetricFamily("pulsar_ml_cache_evictions", "Entries evicted from the cache", value=cache.evictions)
+        yield from subscriptions.values()
+        yield from consumers.values()
+        yield from self._broker(cluster, topics, families)
+
+    def _topic(self, topic, labels: list[str], families: dict) -> None:
+        counters, rates = topic.counters, topic.rates
+        subscriptions = topic.subscriptions.values()
+        backlog = sum(s.cursor.backlog_entries for s in subscriptions if getattr(s, "cursor", None) is not None)
+        families["in_messages"].add_metric(labels, counters.messages_in)
+        families["in_bytes"].add_metric(labels, counters.bytes_in)
+        families["out_messages"].add_metric(labels, counters.messages_out)
+        families["out_bytes"].add_metric(labels, counters.bytes_out)
+        families["rate_in"].add_metric(labels, rates.get(topic, "msgIn"))
+        families["rate_out"].add_metric(labels, rates.get(topic, "msgOut"))
+        families["throughput_in"].add_metric(labels, rates.get(topic, "bytesIn"))
+        families["throughput_out"].add_metric(labels, rates.get(topic, "bytesOut"))
+        families["storage"].add_metric(labels, storage_size(topic))
+        families["backlog_size"].add_metric(labels, backlog_size(topic))
+        families["backlog"].add_metric(labels, backlog)
+        families["producers"].add_metric(labels, len(counters.producers))
+        families["subscriptions"].add_metric(labels, len(topic.subscriptions))
+        families["consumers"].add_metric(labels, sum(len(s.consumers) for s in subscriptions))
+
+    def _subscription(self, topic, subscription, labels: list[str], families: dict, consumer_families: dict) -> None:
+        rates = topic.rates
+        sub_labels = [*labels, subscription.name]
+        cursor = getattr(subscription, "cursor", None)
+        consumers = subscription.consumers
+        families["back_log"].add_metric(sub_labels, cursor.backlog_entries if cursor is not None else 0)
+        families["unacked"].add_metric(sub_labels, sum(c.unacked_messages for c in consumers))
+        families["rate_out"].add_metric(sub_labels, sum(rates.get(c, "msgOut") for c in consumers))
+        families["throughput_out"].add_metric(sub_labels, sum(rates.get(c, "bytesOut") for c in consumers))
+        families["rate_redeliver"].add_metric(sub_labels, rates.get(subscription, "redeliver"))
+        families["blocked"].add_metric(sub_labels, int(bool(getattr(subscription, "blocked_on_unacked", False))))
+        families["drop_rate"].add_metric(sub_labels, rates.get(subscription, "drop"))
+        for consumer in consumers:
+            consumer_labels = [*sub_labels, consumer.name, str(getattr(consumer, "consumer_id", -1))]
+            consumer_families["permits"].add_metric(consumer_labels, consumer.permits)
+            consumer_families["unacked"].add_metric(consumer_labels, consumer.unacked_messages)
+            consumer_families["rate_out"].add_metric(consumer_labels, rates.get(consumer, "msgOut"))
+            consumer_families["blocked"].add_metric(
+                consumer_labels, int(bool(getattr(consumer, "blocked_on_unacked", False))))
+
+    def _broker(self, cluster: str, topics: list, families: dict):
+        service, labels = self._service, ["cluster"]
+
+        def gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
+            family = GaugeMetricFamily(name, text, labels=labels)
+            family.add_metric([cluster], value)
+            return family
+
+        def counter(name: str, text: str, value: float) -> CounterMetricFamily:
+            family = CounterMetricFamily(name, text, labels=labels)
+            family.add_metric([cluster], value)
+            return family
+
+        def total(key: str) -> float:
+            return sum(sample.value for sample in families[key].samples)
+
+        yield gauge("pulsar_topics_count", "Topics loaded on this broker", len(topics))
+        yield gauge("pulsar_broker_rate_in", "Messages published per second", total("rate_in"))
+        yield gauge("pulsar_broker_rate_out", "Messages dispatched per second", total("rate_out"))
+        yield gauge("pulsar_broker_throughput_in", "Bytes published per second", total("throughput_in"))
+        yield gauge("pulsar_broker_throughput_out", "Bytes dispatched per second", total("throughput_out"))
+        yield gauge("pulsar_broker_msg_backlog", "Entries not yet acknowledged", total("backlog"))
+        yield gauge("pulsar_broker_storage_size", "Bytes stored", total("storage"))
+        cache = service.cache
+        hits_rate, misses_rate = service.cache_rates
+        yield gauge("pulsar_ml_cache_used_size", "Bytes in the entry cache", cache.size_bytes)
+        yield gauge("pulsar_ml_cache_hits_rate", "Entry cache hits per second", hits_rate)
+        yield gauge("pulsar_ml_cache_misses_rate", "Entry cache misses per second", misses_rate)
+        yield counter("pulsar_ml_cache_hits", "Entry cache hits", cache.hits)
+        yield counter("pulsar_ml_cache_misses", "Entry cache misses", cache.misses)
+        yield counter("pulsar_ml_cache_evictions", "Entries evicted from the cache", cache.evictions)
+        yield counter("pulsar_ml_cache_inserted", "Entries inserted in the cache", getattr(cache, "inserted", 0))
+        buffer = service.publish_buffer
+        yield gauge("pulsar_broker_publish_buffer_usage", "Bytes of publishes not yet persisted", buffer.size_bytes)
+        yield gauge("pulsar_broker_publish_buffer_max_usage", "Highest publish buffer usage since start",
+                    buffer.max_usage_bytes)
+        yield gauge("pulsar_broker_publish_buffer_limit", "maxMessagePublishBufferSizeInMB in bytes (-1: off)",
+                    buffer.max_bytes)
+        yield gauge("pulsar_broker_throttled_connections", "Connections not read now (either publish limit)",
+                    service.throttled_connections)
+        yield gauge("pulsar_broker_throttled_connections_global_limit",
+                    "Connections paused by the broker-wide publish buffer", buffer.throttled_connections)
+        yield counter("pulsar_broker_publish_buffer_pauses", "Times the publish buffer paused every producer "
+                      "connection", buffer.pauses)
+        yield counter("pulsar_broker_connection_pauses", "Times a connection reached "
+                      "maxPendingPublishRequestsPerConnection", service.connection_pauses)
+

@@ -7,7 +7,7 @@ from minipulsar.topic_name import TopicName
 from client.connection import ConnectionPool
 from client.consumer import Consumer
 from client.enums import ConsumerType, InitialPosition
-from client.exceptions import AlreadyClosed
+from client.exceptions import AlreadyClosed, PulsarException
 from client.lookup import LookupService
 from client.producer import Producer
 
@@ -41,14 +41,25 @@ class Client:
         await self.close()
 
     async def create_producer(self, topic: str, producer_name: str | None = None, *,
-                              send_timeout_millis: int = 30_000, max_pending_messages: int = 1000,
-                              block_if_queue_full: bool = False) -> Producer:
-        """A producer on ``topic`` (``persistent://tenant/ns/name`` or a bare name)."""
+                              initial_sequence_id: int | None = None, send_timeout_millis: int = 30_000,
+                              max_pending_messages: int = 1000, block_if_queue_full: bool = False) -> Producer:
+        """A producer on ``topic`` (``persistent://tenant/ns/name``, ``non-persistent://…`` or a
+        bare name). A partitioned topic is refused for now: produce to its partitions
+        (``name-partition-i``) until the partitioned producer is built.
+
+        Raises:
+            PulsarException: ``topic`` is partitioned.
+        """
         topic = self._check_topic(topic)
+        partitions = await self._lookup.partition_count(topic)
+        if partitions:
+            raise PulsarException(f"{topic} is a partitioned topic ({partitions} partitions): partitioned topics "
+                                  f"need the partitioned producer (not built yet); produce to "
+                                  f"{TopicName.parse(topic).partition(0)} … instead")
         connection = await self._pool.get(*await self._lookup.find_broker(topic))
         producer = Producer(connection, topic, producer_name=producer_name,
                             send_timeout_millis=send_timeout_millis, max_pending_messages=max_pending_messages,
-                            block_if_queue_full=block_if_queue_full)
+                            block_if_queue_full=block_if_queue_full, initial_sequence_id=initial_sequence_id)
         await producer._register(self._operation_timeout_s)
         self._producers.append(producer)
         return producer
@@ -56,13 +67,23 @@ class Client:
     async def subscribe(self, topic: str, subscription_name: str, *,
                         consumer_type: ConsumerType = ConsumerType.Exclusive, receiver_queue_size: int = 1000,
                         consumer_name: str | None = None,
-                        initial_position: InitialPosition = InitialPosition.Latest) -> Consumer:
-        """A consumer on ``subscription_name``; the subscription is created if missing."""
+                        initial_position: InitialPosition = InitialPosition.Latest,
+                        unacked_messages_timeout_ms: int | None = None,
+                        negative_ack_redelivery_delay_ms: int = 60_000,
+                        priority_level: int = 0) -> Consumer:
+        """A consumer on ``subscription_name``; the subscription is created if missing.
+
+        ``priority_level``: lower is preferred — the Failover active consumer, the Shared
+        round-robin level. ``unacked_messages_timeout_ms`` (None/0: off) and
+        ``negative_ack_redelivery_delay_ms``: see :mod:`client.consumer`.
+        """
         topic = self._check_topic(topic)
         connection = await self._pool.get(*await self._lookup.find_broker(topic))
         consumer = Consumer(connection, topic, subscription_name, consumer_type=consumer_type.value,
                             receiver_queue_size=receiver_queue_size, consumer_name=consumer_name,
-                            initial_position=initial_position.value)
+                            initial_position=initial_position.value, priority_level=priority_level,
+                            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+                            unacked_messages_timeout_ms=unacked_messages_timeout_ms)
         await consumer._subscribe(self._operation_timeout_s)
         self._consumers.append(consumer)
         return consumer

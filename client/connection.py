@@ -26,6 +26,7 @@ class ProducerListener(Protocol):
 
 class ConsumerListener(Protocol):
     def message_received(self, message: cmd.Message) -> None: ...
+    def active_consumer_changed(self, is_active: bool) -> None: ...
     def connection_closed(self, reason: MiniPulsarError) -> None: ...
 
 
@@ -53,6 +54,10 @@ class ClientConnection(Connection):
             listener = self.producers.pop(command.producer_id, None)  # type: ignore[attr-defined]
             if listener is not None:
                 listener.connection_closed(MiniPulsarError("the broker closed the producer"))
+        elif kind is cmd.ActiveConsumerChange:
+            consumer = self.consumers.get(command.consumer_id)  # type: ignore[attr-defined]
+            if consumer is not None:
+                consumer.active_consumer_changed(command.is_active)  # type: ignore[attr-defined]
         elif kind is cmd.CloseConsumer:
             listener = self.consumers.pop(command.consumer_id, None)  # type: ignore[attr-defined]
             if listener is not None:

@@ -1,6 +1,6 @@
 """Client-side errors, named after the official client's (``pulsar.Timeout`` …)."""
 
-from minipulsar.errors import ConnectionClosedError, MiniPulsarError, RequestTimeoutError
+from minipulsar.errors import ConnectionClosedError, InvalidCommand, MiniPulsarError, RequestTimeoutError
 
 PulsarException = MiniPulsarError
 
@@ -17,6 +17,10 @@ class ProducerQueueIsFull(MiniPulsarError):
     """``max_pending_messages`` sends are in flight and ``block_if_queue_full`` is off."""
 
     retriable = True
+
+
+class CumulativeAcknowledgementNotAllowedError(InvalidCommand):
+    """``acknowledge_cumulative`` on a Shared or Key_Shared subscription."""
 
 
 class LookupError(MiniPulsarError):  # noqa: A001 - the official client's name

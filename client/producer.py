@@ -6,6 +6,12 @@ a FIFO keyed by sequence id. ``max_pending_messages`` bounds them: a full queue 
 as in Pulsar). One timer per producer enforces ``send_timeout_millis`` on the oldest send.
 Batching (several messages per entry) comes with the client issue; each send is one entry
 whose payload uses the batch format of :mod:`minipulsar.protocol.batch`.
+
+Sequence ids count from ``initial_sequence_id + 1``; without one, a producer that reuses a
+``producer_name`` continues after the ``last_sequence_id`` the broker reports for that name
+(brokers with deduplication remember it), as Pulsar's producer does. ``send(...,
+sequence_id=n)`` sets the id explicitly, e.g. to resend a message after a failure: with
+``brokerDeduplicationEnabled`` the broker stores it once.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ class _PendingSend:
 
 class Producer:
     def __init__(self, connection: "ClientConnection", topic: str, *, producer_name: str | None,
-                 send_timeout_millis: int, max_pending_messages: int, block_if_queue_full: bool) -> None:
+                 send_timeout_millis: int, max_pending_messages: int, block_if_queue_full: bool,
+                 initial_sequence_id: int | None = None) -> None:
         self._connection = connection
         self._topic = topic
         self._producer_id = next(_producer_ids)
@@ -49,8 +56,10 @@ class Producer:
         self._block_if_queue_full = block_if_queue_full
         self._pending: OrderedDict[int, _PendingSend] = OrderedDict()
         self._space_waiters: list[asyncio.Future[None]] = []
-        self._sequence_ids = itertools.count()
-        self._last_sequence_id = -1
+        self._initial_sequence_id = initial_sequence_id
+        start = initial_sequence_id + 1 if initial_sequence_id is not None else 0
+        self._sequence_ids = itertools.count(start)
+        self._last_sequence_id = start - 1
         self._timer: asyncio.TimerHandle | None = None
         self._closed: MiniPulsarError | None = None
         self._loop = asyncio.get_running_loop()
@@ -60,6 +69,9 @@ class Producer:
             cmd.Producer, timeout_s=timeout_s, topic=self._topic, producer_id=self._producer_id,
             producer_name=self._name or None)
         self._name = response.producer_name
+        if self._initial_sequence_id is None and response.last_sequence_id >= 0:
+            self._last_sequence_id = response.last_sequence_id
+            self._sequence_ids = itertools.count(response.last_sequence_id + 1)
         self._connection.producers[self._producer_id] = self
 
     # -- the pulsar API -------------------------------------------------------------------------
@@ -71,22 +83,30 @@ class Producer:
         return self._name
 
     def last_sequence_id(self) -> int:
+        """The highest sequence id the broker acknowledged (or reported on creation); -1: none."""
         return self._last_sequence_id
 
     def is_connected(self) -> bool:
         return self._closed is None and self._connection.is_open
 
     async def send(self, content: bytes | None, properties: dict[str, str] | None = None,
-                   partition_key: str | None = None, event_timestamp: int | None = None) -> MessageId:
+                   partition_key: str | None = None, event_timestamp: int | None = None,
+                   sequence_id: int | None = None) -> MessageId:
         """Publish one message; returns its id once the broker stored it durably.
 
+        ``sequence_id`` (>= 0) replaces the next automatic one; a duplicate the broker
+        recognises is acknowledged with the id ``(-1, -1)`` and not stored again.
+
         Raises:
+            ValueError: ``sequence_id`` is negative or a send with it is still pending.
             ProducerQueueIsFull: ``max_pending_messages`` reached and not blocking.
             Timeout: no receipt within ``send_timeout_millis``.
             AlreadyClosed: the producer or its connection is closed.
         """
+        if sequence_id is not None and (sequence_id < 0 or sequence_id in self._pending):
+            raise ValueError(f"sequence_id {sequence_id} is negative or already pending")
         await self._reserve_slot()
-        return await self._send_now(content, properties, partition_key, event_timestamp)
+        return await self._send_now(content, properties, partition_key, event_timestamp, sequence_id)
 
     def send_async(self, content: bytes | None, callback: Callable[[MiniPulsarError | None, MessageId | None], None],
                    **kwargs) -> None:
@@ -124,12 +144,17 @@ class Producer:
             self._space_waiters.append(waiter)
             await waiter
 
-    def _send_now(self, content, properties, partition_key, event_timestamp) -> asyncio.Future[MessageId]:
+    def _send_now(self, content, properties, partition_key, event_timestamp,
+                  sequence_id: int | None = None) -> asyncio.Future[MessageId]:
         future: asyncio.Future[MessageId] = self._loop.create_future()
         if self._closed is not None or not self._connection.is_open:
             future.set_exception(self._closed or AlreadyClosed("the connection to the broker is closed"))
             return future
-        sequence_id = next(self._sequence_ids)
+        if sequence_id is None:
+            sequence_id = next(self._sequence_ids)
+        elif sequence_id in self._pending:  # taken while we waited for a slot
+            future.set_exception(ValueError(f"sequence_id {sequence_id} is already pending"))
+            return future
         now = time.time()
         payload = encode_batch(int(now * 1000), self._name, [
             BatchMessage(sequence_id, content, partition_key, properties, event_timestamp or 0)])
@@ -144,7 +169,7 @@ class Producer:
         pending = self._pending.pop(receipt.sequence_id, None)
         if pending is None:
             return
-        self._last_sequence_id = receipt.sequence_id
+        self._last_sequence_id = max(self._last_sequence_id, receipt.sequence_id)
         if not pending.future.done():
             pending.future.set_result(MessageId(-1, receipt.ledger_id, receipt.entry_id, -1))
         self._release_slot()

@@ -120,15 +120,16 @@ class BookKeeper:
                                   await self.cluster_view(), exclude)
 
     async def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                            custom: dict[str, str] | None = None) -> LedgerHandle:
-        """A new ledger, open for writing by this client.
+                            custom: dict[str, str] | None = None, *, id_above: int = -1) -> LedgerHandle:
+        """A new ledger, open for writing by this client, with an id greater than ``id_above``
+        (a managed ledger passes its last ledger id: its positions order by ledger id).
 
         Raises:
             NotEnoughBookiesError: fewer writable bookies than ``ensemble_size``.
         """
         ensemble = select_ensemble(self.placement, ensemble_size, write_quorum, ack_quorum,
                                    await self.cluster_view())
-        ledger_id = await self._ids.allocate()
+        ledger_id = await self._ids.allocate(above=id_above)
         metadata = LedgerMetadata(
             ledger_id=ledger_id, ensemble_size=ensemble_size, write_quorum=write_quorum,
             ack_quorum=ack_quorum, ensembles=((0, tuple(ensemble)),), custom=custom or {},

@@ -1,6 +1,12 @@
 """Ledger ids unique across brokers, allocated in ranges so creating a ledger rarely costs a
 metadata round trip: one compare-and-set on ``/ledgers/idgen`` reserves ``RANGE_SIZE`` ids.
-Ids of a range a broker did not use before it stopped are simply never used."""
+Ids of a range a broker did not use before it stopped are simply never used.
+
+A managed ledger orders positions by ledger id, so a topic's next ledger must get a higher id
+than its last one even when the topic moved between brokers: ``allocate(above=last)`` drops
+the rest of this broker's range when it is not above ``last`` and reserves a fresh one. That
+one is above every id any broker has been given (the shared counter only grows), so one
+reservation always suffices."""
 
 from __future__ import annotations
 
@@ -21,10 +27,12 @@ class LedgerIdAllocator:
         self._end = 0
         self._lock = asyncio.Lock()
 
-    async def allocate(self) -> int:
+    async def allocate(self, above: int = -1) -> int:
+        """A fresh ledger id, greater than ``above``."""
         async with self._lock:
-            if self._next >= self._end:
+            if self._next >= self._end or self._next <= above:
                 self._next, self._end = await self._reserve_range()
+                assert self._next > above, "the shared counter is past every id handed out"
             ledger_id = self._next
             self._next += 1
             return ledger_id

@@ -1,53 +1,86 @@
-"""ManagedCursor: a subscription's position in a managed ledger (reference §3.5).
+"""ManagedCursor: a subscription's (or a reader's) position in a managed ledger (reference §3.5).
 
 - ``mark_delete``: every entry at or before it is acknowledged;
-- ``individually_deleted``: acknowledged entries after ``mark_delete`` (ack holes); when the
-  entry right after ``mark_delete`` is acknowledged, ``mark_delete`` moves forward over the
-  contiguous run and the run leaves the set;
-- ``read_position``: the next entry to dispatch; it moves on reads, not on acks, and a rewind
-  puts it back at the first unacknowledged entry.
+- ``individually_deleted``: acknowledged entries after ``mark_delete`` (ack holes), as sorted
+  ranges (range_set.py); when the entry right after ``mark_delete`` is acknowledged,
+  ``mark_delete`` moves forward over the contiguous run and the run leaves the set;
+- ``read_position``: the next entry to dispatch; it moves on reads, not on acks (but never
+  stays at or before ``mark_delete``), and a rewind puts it back at the first unacknowledged
+  entry.
 
-A durable cursor persists ``mark_delete`` and the holes to the metadata store at
-``/managed-ledgers/{topic}/{cursor}``. Acknowledgements wait for that write (the client asked
-for an ack receipt), and writes coalesce: at most one is in flight per cursor and it carries
-every change made before it started, so a burst of acks costs a handful of metadata writes.
+A durable cursor persists ``mark_delete`` and the first ``managedLedgerMaxUnackedRangesToPersist``
+ranges to the metadata store (cursor_info.py). Writes coalesce — at most one in flight per
+cursor, carrying every change made before it started — and are spaced out to
+``managedLedgerDefaultMarkDeleteRateLimit`` per second, except that a caller waiting for
+durability (an ack that asked for a receipt, a reset, a close) is never held back by the
+rate: its change goes out with the next write, at once. Delaying it would hold a consumer's
+receipt for up to a second per ack; coalescing still bounds the writes to one in flight.
+Nothing is dropped: a change not yet written is written later, and after a crash the
+acknowledgements not written are delivered again.
+
+A non-durable cursor (a Reader, or a non-durable subscription) lives in memory only, never
+holds data back from trimming, and skips forward when the ledgers under it are trimmed.
+
+``active`` tells the managed ledger that a consumer reads from this cursor (entries are
+cached for it): non-durable cursors start active (Pulsar PR 6769), durable ones become
+active when read; the subscription layer may set it either way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Iterable
 
-from minipulsar.errors import InvalidCommand, MiniPulsarError, NotFoundError
+from minipulsar.errors import BadVersionError, InvalidCommand, MiniPulsarError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
+from broker.managed_ledger import metrics
+from broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
 from broker.managed_ledger.ledger import ManagedLedger
 from broker.managed_ledger.position import Entry, Position
+from broker.managed_ledger.range_set import PositionRangeSet
 
 log = logging.getLogger(__name__)
 
-MAX_RANGES_PERSISTED = 1000  # Pulsar: managedLedgerMaxUnackedRangesToPersistInMetadataStore
+WRITE_RETRY_S = 1.0
+"""After a failed position write, when to try again the changes nobody waits for."""
 
 
 class ManagedCursor:
     def __init__(self, ledger: ManagedLedger, name: str, store: MetadataStore | None,
-                 mark_delete: Position, individually_deleted: Iterable[Position] = (),
+                 mark_delete: Position, individually_deleted: Iterable[Position] | PositionRangeSet = (),
                  version: int = NOT_EXISTS) -> None:
         self.ledger = ledger
         self.name = name
         self._store = store
         self.path = f"{ledger.path}/{name}"
         self.mark_delete = mark_delete
-        self.individually_deleted: set[Position] = set(individually_deleted)
+        self.individually_deleted = (individually_deleted if isinstance(individually_deleted, PositionRangeSet)
+                                     else PositionRangeSet(individually_deleted))
         self.read_position = ledger.next_position(mark_delete)
+        self.active = store is None
         self._version = version
+        self._read_epoch = 0
+        """Bumped by seek/rewind/reset: a read that started before one is dropped."""
         self._changes = 0
         self._persisted = 0
-        self._persisting = False
+        self._writing = False
+        self._last_write_s = -float("inf")
+        self._write_timer: asyncio.TimerHandle | None = None
         self._persist_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._closed = False
+        self._warned_ranges = False
+        self.unpersisted_ranges = 0
+        """Ranges left out of the last write (beyond managedLedgerMaxUnackedRangesToPersist)."""
+        self.ranges_over_limit = 0
+        """Writes that left ranges out (counter)."""
+        self.cache_hits_tailing = 0
+        self.cache_hits_catch_up = 0
+        self.cache_misses_tailing = 0
+        self.cache_misses_catch_up = 0
+        ledger.add_cursor(self)
 
     @property
     def durable(self) -> bool:
@@ -62,104 +95,225 @@ class ManagedCursor:
         if store is not None:
             stored = await store.get(f"{ledger.path}/{name}")
             if stored is not None:
-                mark_delete, holes = _decode(stored.value)
-                return cls(ledger, name, store, mark_delete, holes, stored.version)
+                mark_delete, acked = decode_cursor_info(stored.value)
+                return cls(ledger, name, store, mark_delete, acked, stored.version)
         start = ledger.first_position if start_at_earliest else ledger.last_confirmed
         cursor = cls(ledger, name, store, start)
         if store is not None:
             cursor._changes += 1
-            await cursor._flush(cursor._changes)
+            await cursor.flush()
         return cursor
+
+    @classmethod
+    def open_non_durable(cls, ledger: ManagedLedger, name: str, start: Position | None,
+                         inclusive: bool = True) -> "ManagedCursor":
+        """An in-memory cursor reading from ``start`` (None: after the last entry); with
+        ``inclusive`` the entry at ``start`` is the first read, else the one after it. A start
+        that was trimmed away, or ``(L, -1)``, begins at the first existing entry."""
+        if start is None:
+            mark_delete = ledger.last_confirmed
+        else:
+            target = _clamp(ledger, start)
+            if not inclusive and target == start:
+                mark_delete = start
+            else:
+                mark_delete = Position(target.ledger_id, target.entry_id - 1)
+        return cls(ledger, name, None, mark_delete)
 
     # -- reading --------------------------------------------------------------------------------
 
-    async def read_entries(self, max_entries: int) -> list[Entry]:
-        """Up to ``max_entries`` unacknowledged entries from ``read_position``, advancing it."""
+    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
+        """Up to ``max_entries`` (and ``max_bytes``) unacknowledged entries from ``read_position``,
+        advancing it. Empty when a seek or rewind happened meanwhile."""
+        self.active = True
+        epoch = self._read_epoch
         start = self.ledger.normalize(self.read_position)
-        entries = await self.ledger.read_entries(start, max_entries)
-        if not entries:
+        entries = await self.ledger.read_entries(start, max_entries, max_bytes, cursor=self)
+        if not entries or epoch != self._read_epoch:
             return []
         if self.read_position <= entries[-1].position:
             self.read_position = self.ledger.next_position(entries[-1].position)
         return [entry for entry in entries if not self.is_acked(entry.position)]
 
     def has_more_entries(self) -> bool:
+        """True when an entry is ready at ``read_position``. Asking is reading: the cursor is active."""
+        self.active = True
         return self.ledger.normalize(self.read_position) <= self.ledger.last_confirmed
 
     def rewind(self) -> None:
         """Dispatch again from the first unacknowledged entry."""
         self.read_position = self.ledger.next_position(self.mark_delete)
+        self._read_epoch += 1
 
-    def seek(self, position: Position) -> None:
-        self.read_position = self.ledger.normalize(position)
+    def seek(self, read_position: Position) -> None:
+        self.read_position = self.ledger.normalize(read_position)
+        self._read_epoch += 1
+
+    async def reset(self, position: Position) -> None:
+        """SEEK: everything before ``position`` is acknowledged, nothing at or after it is
+        (holes cleared); reading restarts at it. Returns once durable."""
+        target = _clamp(self.ledger, position)
+        previous = self.mark_delete
+        self.mark_delete = Position(target.ledger_id, target.entry_id - 1)
+        self.individually_deleted.clear()
+        self.read_position = target
+        self._read_epoch += 1
+        self._changes += 1
+        if self.durable and self.mark_delete > previous:
+            self.ledger.mark_delete_moved(previous, self.mark_delete)
+        await self.flush()
+
+    def skip_trimmed(self, first: Position) -> None:
+        """The ledgers before ``first`` are gone: a non-durable cursor moves past them."""
+        if self.mark_delete < first:
+            self.mark_delete = first
+            self.individually_deleted.remove_up_to(first)
+        if self.read_position <= self.mark_delete:
+            self.read_position = self.ledger.next_position(self.mark_delete)
 
     def is_acked(self, position: Position) -> bool:
         return position <= self.mark_delete or position in self.individually_deleted
 
     @property
     def backlog_entries(self) -> int:
-        return max(0, self.ledger.count_entries(self.mark_delete, self.ledger.last_confirmed)
-                   - len(self.individually_deleted))
+        """Unacknowledged entries up to the last confirmed one."""
+        ledger = self.ledger
+        return max(0, ledger.count_entries(self.mark_delete, ledger.last_confirmed)
+                   - self.individually_deleted.entry_count)
+
+    @property
+    def non_contiguous_deleted_ranges(self) -> int:
+        """Pulsar's ``nonContiguousDeletedMessagesRange``: the ack holes, as ranges."""
+        return len(self.individually_deleted)
+
+    @property
+    def cache_hits(self) -> int:
+        return self.cache_hits_tailing + self.cache_hits_catch_up
+
+    @property
+    def cache_misses(self) -> int:
+        return self.cache_misses_tailing + self.cache_misses_catch_up
 
     # -- acknowledging --------------------------------------------------------------------------
 
-    async def acknowledge(self, positions: Iterable[Position]) -> None:
-        """Acknowledge each position individually; returns once durable."""
+    async def acknowledge(self, positions: Iterable[Position], wait_durable: bool = True) -> None:
+        """Acknowledge each position individually (unknown positions are ignored); with
+        ``wait_durable`` returns once durable, else the write follows within the rate limit."""
+        acked = self.individually_deleted
+        contains = self.ledger.contains
         changed = False
         for position in positions:
-            if not self.is_acked(position) and position <= self.ledger.last_confirmed:
-                self.individually_deleted.add(position)
+            if position > self.mark_delete and contains(position) and acked.add(position):
                 changed = True
         if changed:
+            previous = self.mark_delete
             self._advance_mark_delete()
-        await self._flush(self._changes)
+            self._changed(previous)
+        await self._settle(wait_durable)
 
-    async def acknowledge_cumulative(self, position: Position) -> None:
-        """Acknowledge everything up to and including ``position``; returns once durable."""
+    async def acknowledge_cumulative(self, position: Position, wait_durable: bool = True) -> None:
+        """Acknowledge everything up to and including ``position``."""
         position = min(position, self.ledger.last_confirmed)
         if position > self.mark_delete:
+            previous = self.mark_delete
             self.mark_delete = position
-            self.individually_deleted = {p for p in self.individually_deleted if p > position}
+            self.individually_deleted.remove_up_to(position)
             self._advance_mark_delete()
-        await self._flush(self._changes)
+            self._changed(previous)
+        await self._settle(wait_durable)
 
     def _advance_mark_delete(self) -> None:
-        holes = self.individually_deleted
+        acked = self.individually_deleted
         following = self.ledger.next_position(self.mark_delete)
-        while following in holes:
-            holes.discard(following)
-            self.mark_delete = following
-            following = self.ledger.next_position(following)
+        while (first := acked.first()) is not None and first[0] <= following:
+            self.mark_delete = acked.pop_first()[1]
+            following = self.ledger.next_position(self.mark_delete)
+        if self.read_position <= self.mark_delete:
+            self.read_position = following
+
+    def _changed(self, previous_mark_delete: Position) -> None:
         self._changes += 1
+        if self.durable and self.mark_delete != previous_mark_delete:
+            self.ledger.mark_delete_moved(previous_mark_delete, self.mark_delete)
+
+    async def _settle(self, wait_durable: bool) -> None:
+        if wait_durable:
+            await self.flush()
+        else:
+            self._request_write(urgent=False)
 
     # -- persistence ----------------------------------------------------------------------------
 
-    async def _flush(self, target: int) -> None:
+    async def flush(self) -> None:
+        """Return once every change made so far is durable (at once for a non-durable cursor)."""
+        target = self._changes
         if self._store is None or self._persisted >= target:
             return
         waiter = asyncio.get_running_loop().create_future()
         self._persist_waiters.append((target, waiter))
-        if not self._persisting:
-            self._persisting = True
-            asyncio.get_running_loop().create_task(self._persist_loop())
+        self._request_write(urgent=True)
         await waiter
 
-    async def _persist_loop(self) -> None:
+    def _request_write(self, urgent: bool) -> None:
+        if self._store is None or self._writing or self._persisted >= self._changes:
+            return
+        rate = self.ledger.config.mark_delete_rate_limit
+        if not urgent and rate > 0:
+            delay_s = self._last_write_s + 1 / rate - time.monotonic()
+            if delay_s > 0:
+                if self._write_timer is None and not self._closed:
+                    self._write_timer = asyncio.get_running_loop().call_later(delay_s, self._write_timer_fired)
+                return
+        self._cancel_write_timer()
+        self._writing = True
+        asyncio.get_running_loop().create_task(self._write())
+
+    def _write_timer_fired(self) -> None:
+        self._write_timer = None
+        self._request_write(urgent=bool(self._persist_waiters))
+
+    def _cancel_write_timer(self) -> None:
+        if self._write_timer is not None:
+            self._write_timer.cancel()
+            self._write_timer = None
+
+    async def _write(self) -> None:
+        assert self._store is not None
+        target = self._changes
+        data, left_out = encode_cursor_info(self.mark_delete, self.individually_deleted,
+                                            self.ledger.config.max_unacked_ranges_to_persist)
+        self._note_left_out(left_out)
+        self._last_write_s = time.monotonic()
         try:
-            while self._persisted < self._changes:
-                target = self._changes
-                data = _encode(self.mark_delete, self.individually_deleted)
-                try:
-                    stat = await self._store.put(self.path, data, self._version)  # type: ignore[union-attr]
-                except MiniPulsarError as error:
-                    log.warning("cursor %s: persisting the mark-delete position failed: %s", self.path, error)
-                    self._resolve_waiters(self._changes, error)
-                    return
-                self._version = stat.version
-                self._persisted = target
-                self._resolve_waiters(target, None)
-        finally:
-            self._persisting = False
+            stat = await self._store.put(self.path, data, self._version)
+        except MiniPulsarError as error:
+            self._writing = False
+            metrics.CURSOR_PERSIST_ERRORS.inc()
+            log.warning("cursor %s: persisting the mark-delete position failed: %s", self.path, error)
+            self._resolve_waiters(self._changes, error)
+            if not self._closed and not isinstance(error, (BadVersionError, NotFoundError)):
+                self._write_timer = asyncio.get_running_loop().call_later(WRITE_RETRY_S, self._write_timer_fired)
+            return
+        self._writing = False
+        metrics.CURSOR_PERSIST_SUCCEED.inc()
+        self._version = stat.version
+        self._persisted = target
+        self._resolve_waiters(target, None)
+        if self._persisted < self._changes:
+            self._request_write(urgent=bool(self._persist_waiters))
+
+    def _note_left_out(self, left_out: int) -> None:
+        self.unpersisted_ranges = left_out
+        if left_out <= 0:
+            return
+        self.ranges_over_limit += 1
+        metrics.CURSOR_RANGES_OVER_LIMIT.inc()
+        if not self._warned_ranges:
+            self._warned_ranges = True
+            log.warning("cursor %s: %d acknowledged ranges beyond managedLedgerMaxUnackedRangesToPersist=%d "
+                        "are kept in memory only (redelivered after a crash); further occurrences are counted "
+                        "in pulsar_ml_cursor_nonContiguousDeletedMessagesRange_over_limit", self.path, left_out,
+                        self.ledger.config.max_unacked_ranges_to_persist)
 
     def _resolve_waiters(self, up_to: int, error: MiniPulsarError | None) -> None:
         remaining = []
@@ -170,38 +324,36 @@ class ManagedCursor:
                 waiter.set_exception(error) if error else waiter.set_result(None)
         self._persist_waiters = remaining
 
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Write what is pending (durable) and leave the managed ledger's cursors."""
+        if self._closed:
+            return
+        try:
+            await self.flush()
+        except MiniPulsarError as error:
+            log.warning("cursor %s: final position write failed: %s", self.path, error)
+        self._closed = True
+        self._cancel_write_timer()
+        self.ledger.remove_cursor(self)
+
     async def delete(self) -> None:
+        """Forget the cursor (unsubscribe): it no longer holds data back from trimming."""
+        self._closed = True
+        self._cancel_write_timer()
+        self.ledger.remove_cursor(self)
         if self._store is not None:
             try:
                 await self._store.delete(self.path)
             except NotFoundError:
                 pass
+            self.ledger.trim_soon()
 
 
-def _encode(mark_delete: Position, holes: set[Position]) -> bytes:
-    return json.dumps({
-        "markDeleteLedgerId": mark_delete.ledger_id,
-        "markDeleteEntryId": mark_delete.entry_id,
-        "individualDeletedMessages": _to_ranges(holes)[:MAX_RANGES_PERSISTED],
-        "lastActive": int(time.time() * 1000),
-    }, separators=(",", ":")).encode()
-
-
-def _decode(data: bytes) -> tuple[Position, list[Position]]:
-    raw = json.loads(data)
-    mark_delete = Position(raw["markDeleteLedgerId"], raw["markDeleteEntryId"])
-    holes = [Position(ledger_id, entry_id)
-             for ledger_id, first, last in raw.get("individualDeletedMessages", [])
-             for entry_id in range(first, last + 1)]
-    return mark_delete, holes
-
-
-def _to_ranges(positions: set[Position]) -> list[list[int]]:
-    """Sorted positions as ``[ledger_id, first_entry, last_entry]`` runs."""
-    ranges: list[list[int]] = []
-    for position in sorted(positions):
-        if ranges and ranges[-1][0] == position.ledger_id and ranges[-1][2] == position.entry_id - 1:
-            ranges[-1][2] = position.entry_id
-        else:
-            ranges.append([position.ledger_id, position.entry_id, position.entry_id])
-    return ranges
+def _clamp(ledger: ManagedLedger, position: Position) -> Position:
+    """``position`` as an existing entry, or the position just past the last one."""
+    if position.entry_id < 0:
+        position = Position(position.ledger_id, 0)
+    tail = ledger.next_position(ledger.last_confirmed)
+    return min(ledger.normalize(position), tail)

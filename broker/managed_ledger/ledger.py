@@ -1,15 +1,29 @@
 """ManagedLedger: a topic's log as an ordered list of BookKeeper ledgers (reference §3).
 
-Only the last ledger is written. Adds are issued in order on it and complete in order; each
-completed add advances ``last_confirmed``, lands in the entry cache and wakes the cursors
-waiting for entries. When the current ledger fails (a bookie write failed), the ledger is
-closed at its last-add-confirmed and the next add creates a new one; adds that arrive
-meanwhile queue and are issued, in order, on the new ledger.
+Writing. Only the last ledger is written. Adds are issued in order on it and complete in
+order; each completed add advances ``last_confirmed``, may land in the entry cache (when an
+active cursor reads near the tail) and wakes the cursors waiting for entries. States follow
+Pulsar's ``ManagedLedgerImpl``: LedgerOpened → (full) ClosingLedger → ClosedLedger →
+CreatingLedger → LedgerOpened. Adds arriving while no ledger is open queue, and are issued in
+order on the next ledger: nothing queued is lost or reordered.
+
+Rollover (reference §3.3): checked on each add and by a timer at the ledger's maximum age.
+The add that fills the ledger is its last: it is marked ``close_when_done``, and the ledger
+is closed once it (and so every add before it) completed. The next ledger is created lazily,
+on the next write (Pulsar's choice: an idle topic holds no open ledger). A failed add closes
+the ledger the same way (at its last-add-confirmed); the failed add and those in flight
+behind it fail to their producers, later ones go to a new ledger.
+
+Trimming (reference §3.4, rules in retention.py): every ``retentionCheckIntervalInSeconds``,
+after a ledger closes and when a durable cursor's mark-delete leaves a ledger. Ledgers are
+removed from the managed-ledger info first (compare-and-set), then deleted from BookKeeper
+(the bookies' garbage collection reclaims the data), then dropped from the entry cache;
+non-durable cursors left behind skip forward.
 
 On open, the previous owner's last ledger is recovered (fenced and closed) and a new ledger
 is started, so a restarted broker never appends to a ledger another writer may still hold.
 The ledger list is written by compare-and-set: losing the race means another broker owns
-the topic now, and this ledger turns FENCED.
+the topic now, and this managed ledger turns FENCED.
 """
 
 from __future__ import annotations
@@ -17,26 +31,36 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import random
 import time
 from collections import deque
-from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING
 
-from minipulsar.errors import BadVersionError, MiniPulsarError, ServiceNotReadyError
+from minipulsar.errors import (BadVersionError, LedgerFencedError, MiniPulsarError, NoSuchLedgerError,
+                               PersistenceError, ServiceNotReadyError)
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
-from minipulsar.protocol.batch import peek_num_messages
 
 from broker.bookkeeper import BookKeeper, LedgerHandle
+from broker.managed_ledger import metrics
+from broker.managed_ledger.config import ManagedLedgerConfig
+from broker.managed_ledger.cursor_info import decode_mark_delete
 from broker.managed_ledger.entry_cache import EntryCache
+from broker.managed_ledger.entry_reader import EntryReader
 from broker.managed_ledger.info import LedgerInfo, ManagedLedgerInfo, managed_ledger_path
+from broker.managed_ledger.ledger_list import LedgerList
 from broker.managed_ledger.position import Entry, Position
+from broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
+
+if TYPE_CHECKING:
+    from broker.managed_ledger.cursor import ManagedCursor
 
 log = logging.getLogger(__name__)
-
 
 class State(enum.Enum):
     NONE = "None"
     LEDGER_OPENED = "LedgerOpened"
+    CLOSING_LEDGER = "ClosingLedger"
     CREATING_LEDGER = "CreatingLedger"
     CLOSED_LEDGER = "ClosedLedger"
     FENCED = "Fenced"
@@ -46,27 +70,28 @@ class State(enum.Enum):
 _TRANSITIONS = {
     State.NONE: {State.CREATING_LEDGER, State.CLOSED, State.FENCED},
     State.CREATING_LEDGER: {State.LEDGER_OPENED, State.CLOSED_LEDGER, State.FENCED, State.CLOSED},
-    State.LEDGER_OPENED: {State.CLOSED_LEDGER, State.FENCED, State.CLOSED},
+    State.LEDGER_OPENED: {State.CLOSING_LEDGER, State.FENCED, State.CLOSED},
+    State.CLOSING_LEDGER: {State.CLOSED_LEDGER, State.FENCED, State.CLOSED},
     State.CLOSED_LEDGER: {State.CREATING_LEDGER, State.FENCED, State.CLOSED},
     State.FENCED: {State.CLOSED},
     State.CLOSED: set(),
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ManagedLedgerConfig:
-    ensemble_size: int = 1
-    write_quorum: int = 1
-    ack_quorum: int = 1
+MAX_ADD_ATTEMPTS = 3
+"""Ledgers an add is tried on before its failure reaches the producer."""
 
 
 class OpAddEntry:
-    __slots__ = ("payload", "num_messages", "future")
+    __slots__ = ("payload", "num_messages", "future", "close_when_done", "attempts")
 
     def __init__(self, payload: bytes, num_messages: int, future: asyncio.Future[Position]) -> None:
         self.payload = payload
         self.num_messages = num_messages
         self.future = future
+        self.close_when_done = False
+        """The ledger is full: close it once this add (the last issued on it) completes."""
+        self.attempts = 0
 
 
 class ManagedLedger:
@@ -79,60 +104,111 @@ class ManagedLedger:
         self.cache = cache
         self.config = config
         self.state = State.NONE
-        self._info = ManagedLedgerInfo()
+        self._ledgers = LedgerList([])
+        self._properties: dict[str, str] = {}
         self._info_version = NOT_EXISTS
-        self._current: LedgerHandle | None = None
-        self._read_handles: dict[int, LedgerHandle] = {}
+        self._info_lock = asyncio.Lock()
         self._queued: deque[OpAddEntry] = deque()
+        """Adds waiting for a ledger, in arrival order."""
+        self._retry: deque[OpAddEntry] = deque()
+        """Adds that failed on a ledger that is now closed, in entry order: they go first on the next."""
+        self._in_flight: deque[OpAddEntry] = deque()
+        """Adds issued on the current ledger and not completed, in entry order."""
         self._entry_waiters: list[asyncio.Future[None]] = []
+        self._cursors: list[ManagedCursor] = []
+        self._ledger_cache = cache.for_ledger(name, self._cache_eviction_position)
+        self._reader = EntryReader(self._ledgers, self._ledger_cache, cache, bookkeeper,
+                                   config.cursor_backlogged_threshold)
         self._loop = asyncio.get_running_loop()
+        self._current_entries = 0
+        self._current_bytes = 0
+        self._ledger_created_s = 0.0
+        self._max_rollover_s = 0.0
+        self._roll_timer: asyncio.TimerHandle | None = None
+        self._roll_timer_for_min = False
+        self._trim_task: asyncio.Task[None] | None = None
+        self._trim_again = False
+        self._periodic_trim: asyncio.Task[None] | None = None
         self.entries_added = 0
+        self.ledgers_rolled = 0
+        self.ledgers_trimmed = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def open(self) -> None:
         """Load the ledger list, recover the previous last ledger, start a new one."""
         await self._load_info()
-        await self._recover_last_ledger()
+        empty = await self._recover_last_ledger()
         await self._create_ledger()
         if self.state is not State.LEDGER_OPENED:
             raise ServiceNotReadyError(f"managed ledger {self.name}: cannot create a ledger")
+        if empty is not None:  # out of the stored list now: its metadata can go
+            try:
+                await self._bk.delete_ledger(empty)
+            except MiniPulsarError as error:
+                log.warning("%s: deleting empty ledger %d failed: %s", self.name, empty, error)
+        self._periodic_trim = self._loop.create_task(self._run_periodic_trim())
 
     async def _load_info(self) -> None:
         current = await self._store.get(self.path)
         if current is not None:
-            self._info = ManagedLedgerInfo.from_bytes(current.value)
+            info = ManagedLedgerInfo.from_bytes(current.value)
+            self._ledgers.replace(info.ledgers)
+            self._properties = info.properties
             self._info_version = current.version
 
-    async def _recover_last_ledger(self) -> None:
-        if not self._info.ledgers or self._info.ledgers[-1].entries is not None:
-            return
-        last = self._info.ledgers[-1]
-        handle = await self._bk.open_ledger(last.ledger_id, recovery=True)
+    async def _recover_last_ledger(self) -> int | None:
+        """Fence and close the last ledger if the previous owner left it open; an empty one
+        leaves the list (its id is returned, to delete once the list without it is stored)."""
+        if not self._ledgers.infos or self._ledgers.infos[-1].entries is not None:
+            return None
+        last = self._ledgers.infos[-1]
+        try:
+            handle = await self._bk.open_ledger(last.ledger_id, recovery=True)
+        except NoSuchLedgerError:  # created, then deleted as empty before the list was stored
+            self._ledgers.remove({last.ledger_id})
+            return None
         last.entries, last.size = handle.last_entry_id + 1, handle.length
+        last.timestamp_ms = _now_ms()
         if last.entries == 0:
-            self._info.ledgers.pop()
-            await self._bk.delete_ledger(last.ledger_id)
-        else:
-            self._read_handles[last.ledger_id] = handle
+            self._ledgers.remove({last.ledger_id})
+            return last.ledger_id
+        self._reader.add_handle(handle)
+        return None
 
     def _transition(self, to: State) -> None:
         assert to in _TRANSITIONS[self.state], f"managed ledger {self.name}: {self.state} -> {to}"
         self.state = to
 
     async def close(self) -> None:
+        """Stop writing; persist the durable cursors' pending changes; free the cache."""
         if self.state is State.CLOSED:
             return
         self._transition(State.CLOSED)
+        self._cancel_roll_check()
+        for task in (self._periodic_trim, self._trim_task):
+            if task is not None:
+                task.cancel()
         self._fail_queued(ServiceNotReadyError(f"managed ledger {self.name} is closed"))
-        current, self._current = self._current, None
+        await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable),
+                             return_exceptions=True)
+        current = self._ledgers.current
         if current is not None:
+            self._ledgers.close_current()
             try:
                 await current.close()
             except MiniPulsarError as error:
                 log.warning("%s: closing ledger %d failed (recovery will close it): %s",
                             self.name, current.ledger_id, error)
+        self._ledger_cache.clear()
         self._wake_waiters()
+
+    def _fence(self, error: MiniPulsarError) -> None:
+        log.warning("%s: fenced (another broker owns the topic now?): %s", self.name, error)
+        if self.state not in (State.FENCED, State.CLOSED):
+            self._transition(State.FENCED)
+        self._cancel_roll_check()
+        self._fail_queued(error)
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -140,174 +216,442 @@ class ManagedLedger:
         """Append one entry; the future gives its position once durable (Qa bookies)."""
         future: asyncio.Future[Position] = self._loop.create_future()
         op = OpAddEntry(payload, num_messages, future)
-        if self.state is State.LEDGER_OPENED:
+        state = self.state
+        if state is State.LEDGER_OPENED:
             self._initiate(op)
-        elif self.state is State.CREATING_LEDGER:
+        elif state is State.CLOSING_LEDGER or state is State.CREATING_LEDGER:
             self._queued.append(op)
-        elif self.state is State.CLOSED_LEDGER:
+        elif state is State.CLOSED_LEDGER:
             self._queued.append(op)
             self._loop.create_task(self._create_ledger())
         else:
-            future.set_exception(ServiceNotReadyError(f"managed ledger {self.name} is {self.state.value}"))
+            future.set_exception(ServiceNotReadyError(f"managed ledger {self.name} is {state.value}"))
         return future
 
     def _initiate(self, op: OpAddEntry) -> None:
-        assert self._current is not None
-        self._current.add(op.payload).add_done_callback(partial(self._add_completed, op, self._current))
+        handle = self._ledgers.current
+        assert handle is not None and self.state is State.LEDGER_OPENED
+        self._current_entries += 1
+        self._current_bytes += len(op.payload)
+        self._in_flight.append(op)
+        handle.add(op.payload).add_done_callback(partial(self._add_completed, op, handle))
+        if self._current_ledger_is_full():
+            op.close_when_done = True
+            self._transition(State.CLOSING_LEDGER)
+        elif self._roll_timer_for_min is False and self._space_full():
+            self._roll_timer_for_min = True  # full but too young: roll as soon as the minimum age passes
+            self._schedule_roll_check()
 
     def _add_completed(self, op: OpAddEntry, handle: LedgerHandle, added: asyncio.Future[int]) -> None:
-        error = added.exception()
+        in_flight = self._in_flight
+        if in_flight and in_flight[0] is op:
+            in_flight.popleft()
+        elif op in in_flight:
+            in_flight.remove(op)
+        error = PersistenceError("add cancelled") if added.cancelled() else added.exception()
         if error is not None:
-            if not op.future.done():
-                op.future.set_exception(error)
-            if handle is self._current and self.state is State.LEDGER_OPENED:
-                self._transition(State.CLOSED_LEDGER)
+            self._add_failed(op, handle, error)
             return
         position = Position(handle.ledger_id, added.result())
         self.entries_added += 1
-        self.cache.insert(Entry(position, op.payload, op.num_messages))
+        if self._should_cache():
+            self._ledger_cache.insert(Entry(position, op.payload, op.num_messages))
         if not op.future.done():
             op.future.set_result(position)
         self._wake_waiters()
+        if op.close_when_done and handle is self._ledgers.current:
+            self._start_closing(handle)
+
+    def _add_failed(self, op: OpAddEntry, handle: LedgerHandle, error: BaseException) -> None:
+        """Like Pulsar: the ledger is closed at its last-add-confirmed and the adds that failed
+        on it are issued again, first and in order, on the next ledger (the closed ledger ends
+        before them, so nobody reads them twice). A fenced ledger means another broker took over."""
+        op.attempts += 1
+        fenced = isinstance(error, LedgerFencedError)
+        if fenced or op.attempts >= MAX_ADD_ATTEMPTS or self.state in (State.CLOSED, State.FENCED):
+            if not op.future.done():
+                op.future.set_exception(error)
+        else:
+            self._retry.append(op)
+        if handle is self._ledgers.current:
+            log.warning("%s: add to ledger %d failed, closing it: %s", self.name, handle.ledger_id, error)
+            if fenced and isinstance(error, MiniPulsarError):
+                self._fence(error)
+            else:
+                self._start_closing(handle)
+        elif self.state is State.LEDGER_OPENED:  # the next ledger is already open: never strand an add
+            self._issue_waiting()
+
+    def _issue_waiting(self) -> None:
+        """Issue the retried adds, then the queued ones, until the ledger fills up."""
+        for waiting in (self._retry, self._queued):
+            while waiting and self.state is State.LEDGER_OPENED:
+                self._initiate(waiting.popleft())
+
+    def _fail_queued(self, error: MiniPulsarError) -> None:
+        for waiting in (self._retry, self._queued):
+            ops = list(waiting)
+            waiting.clear()
+            for op in ops:
+                if not op.future.done():
+                    op.future.set_exception(error)
+
+    # -- rollover -------------------------------------------------------------------------------
+
+    def _current_ledger_is_full(self) -> bool:
+        age_s = time.monotonic() - self._ledger_created_s
+        return current_ledger_is_full(self.config, self._current_entries, self._current_bytes, age_s,
+                                      self._max_rollover_s)
+
+    def _space_full(self) -> bool:
+        config = self.config
+        return (self._current_entries >= config.max_entries_per_ledger
+                or self._current_bytes >= config.max_size_per_ledger_bytes)
+
+    def _schedule_roll_check(self) -> None:
+        """The timed half of the rollover check: when the ledger reaches its maximum age — or,
+        when it is full but younger than the minimum rollover time, when it reaches that."""
+        self._cancel_roll_check()
+        if self._space_full():
+            due_s = self.config.min_rollover_s
+        elif self._max_rollover_s > 0:
+            due_s = max(self._max_rollover_s, self.config.min_rollover_s)
+        else:
+            return
+        delay_s = due_s - (time.monotonic() - self._ledger_created_s)
+        self._roll_timer = self._loop.call_later(max(0.0, delay_s) + 0.001, self._roll_if_full)
+
+    def _cancel_roll_check(self) -> None:
+        if self._roll_timer is not None:
+            self._roll_timer.cancel()
+            self._roll_timer = None
+
+    def _roll_if_full(self) -> None:
+        self._roll_timer = None
+        handle = self._ledgers.current
+        if self.state is not State.LEDGER_OPENED or handle is None or self._current_entries == 0:
+            return  # an idle empty ledger is not rolled: the next add checks its age
+        if not self._current_ledger_is_full():
+            self._schedule_roll_check()
+            return
+        self._transition(State.CLOSING_LEDGER)
+        if self._in_flight:
+            self._in_flight[-1].close_when_done = True
+        else:
+            self._start_closing(handle)
+
+    def roll_current_ledger(self) -> None:
+        """Close the current ledger now (when it has entries); the next write opens a new one."""
+        handle = self._ledgers.current
+        if self.state is State.LEDGER_OPENED and handle is not None and self._current_entries > 0:
+            self._transition(State.CLOSING_LEDGER)
+            if self._in_flight:
+                self._in_flight[-1].close_when_done = True
+            else:
+                self._start_closing(handle)
+
+    def _start_closing(self, handle: LedgerHandle) -> None:
+        """Leave ``handle`` (full, or failed): it stops being current now, closes in the background."""
+        if self.state is State.LEDGER_OPENED:
+            self._transition(State.CLOSING_LEDGER)
+        elif self.state is not State.CLOSING_LEDGER:
+            return
+        self._ledgers.close_current()
+        self._reader.add_handle(handle)
+        self._cancel_roll_check()
+        self._loop.create_task(self._finish_closing(handle))
+
+    async def _finish_closing(self, handle: LedgerHandle) -> None:
+        try:
+            await handle.close()
+        except MiniPulsarError as error:  # the ledger stays OPEN in its metadata; recovery closes it
+            log.warning("%s: closing ledger %d failed: %s", self.name, handle.ledger_id, error)
+        info = self._ledgers.get(handle.ledger_id)
+        if info is not None:
+            info.timestamp_ms = _now_ms()
+        self.ledgers_rolled += 1
+        metrics.LEDGERS_ROLLED.inc()
+        log.info("%s: closed ledger %d (%s entries)", self.name, handle.ledger_id, info and info.entries)
+        if self.state is not State.CLOSING_LEDGER:
+            return
+        self._transition(State.CLOSED_LEDGER)
+        if self._queued or self._retry:
+            await self._create_ledger()
+        else:
+            try:
+                await self._store_info()
+            except MiniPulsarError as error:
+                self._info_write_failed(error)
+        self.trim_soon()
 
     async def _create_ledger(self) -> None:
-        """Close the current ledger (if any), start a new one, issue the queued adds on it."""
+        """Start a new ledger and issue the queued adds on it."""
         if self.state not in (State.NONE, State.CLOSED_LEDGER):
             return
         self._transition(State.CREATING_LEDGER)
+        config = self.config
         try:
-            await self._close_current()
-            handle = await self._bk.create_ledger(
-                self.config.ensemble_size, self.config.write_quorum, self.config.ack_quorum,
-                custom={"pulsar/managed-ledger": self.name})
-            self._info.ledgers.append(LedgerInfo(handle.ledger_id, timestamp_ms=int(time.time() * 1000)))
+            last_id = self._ledgers.infos[-1].ledger_id if self._ledgers.infos else -1
+            handle = await self._bk.create_ledger(config.ensemble_size, config.write_quorum, config.ack_quorum,
+                                                  custom={"pulsar/managed-ledger": self.name}, id_above=last_id)
+        except MiniPulsarError as error:
+            self._creation_failed(error)
+            return
+        infos = self._ledgers.infos
+        if infos and handle.ledger_id <= infos[-1].ledger_id:  # positions order by ledger id
+            self._loop.create_task(self._discard(handle))
+            self._creation_failed(ServiceNotReadyError(
+                f"managed ledger {self.name}: new ledger id {handle.ledger_id} is not above {infos[-1].ledger_id}"))
+            return
+        self._ledgers.append(LedgerInfo(handle.ledger_id))
+        try:
             await self._store_info()
         except MiniPulsarError as error:
-            log.warning("%s: cannot create a ledger: %s", self.name, error)
-            if self.state is State.CREATING_LEDGER:
-                self._transition(State.FENCED if isinstance(error, BadVersionError) else State.CLOSED_LEDGER)
-            self._fail_queued(error)
+            self._ledgers.remove({handle.ledger_id})
+            self._loop.create_task(self._discard(handle))
+            self._creation_failed(error)
             return
-        if self.state is not State.CREATING_LEDGER:  # closed meanwhile
-            await handle.close()
+        if self.state is not State.CREATING_LEDGER:  # closed meanwhile; recovery drops the empty ledger
+            try:
+                await handle.close()
+            except MiniPulsarError as error:
+                log.warning("%s: closing unused ledger %d failed: %s", self.name, handle.ledger_id, error)
             return
-        self._current = handle
+        self._ledgers.current = handle
+        self._current_entries = self._current_bytes = 0
+        self._roll_timer_for_min = False
+        self._ledger_created_s = time.monotonic()
+        self._max_rollover_s = config.max_rollover_s * (1 + random.uniform(0, 0.05))  # Pulsar's jitter
         self._transition(State.LEDGER_OPENED)
+        self._schedule_roll_check()
         log.info("%s: writing to ledger %d", self.name, handle.ledger_id)
-        queued, self._queued = self._queued, deque()
-        for op in queued:
-            self._initiate(op)
+        self._issue_waiting()
 
-    async def _close_current(self) -> None:
-        current, self._current = self._current, None
-        if current is None:
+    def _creation_failed(self, error: MiniPulsarError) -> None:
+        log.warning("%s: cannot create a ledger: %s", self.name, error)
+        if isinstance(error, BadVersionError):
+            self._fence(error)
             return
-        self._read_handles[current.ledger_id] = current
-        info = self._info.ledgers[-1]
-        assert info.ledger_id == current.ledger_id
-        info.entries, info.size = current.last_add_confirmed + 1, current.length
+        if self.state is State.CREATING_LEDGER:
+            self._transition(State.CLOSED_LEDGER)
+        self._fail_queued(error)
+
+    async def _discard(self, handle: LedgerHandle) -> None:
         try:
-            await current.close()
-        except MiniPulsarError as error:  # the ledger stays OPEN in its metadata; recovery closes it
-            log.warning("%s: closing ledger %d failed: %s", self.name, current.ledger_id, error)
+            await handle.close()
+            await self._bk.delete_ledger(handle.ledger_id)
+        except MiniPulsarError as error:
+            log.warning("%s: cannot discard unused ledger %d: %s", self.name, handle.ledger_id, error)
 
     async def _store_info(self) -> None:
-        stat = await self._store.put(self.path, self._info.to_bytes(), self._info_version)
-        self._info_version = stat.version
+        """Write the current ledger list (compare-and-set); writes are serialised, each carries
+        every change made before it started."""
+        async with self._info_lock:
+            info = ManagedLedgerInfo(self._ledgers.infos, self._properties)
+            stat = await self._store.put(self.path, info.to_bytes(), self._info_version)
+            self._info_version = stat.version
 
-    def _fail_queued(self, error: MiniPulsarError) -> None:
-        queued, self._queued = self._queued, deque()
-        for op in queued:
-            if not op.future.done():
-                op.future.set_exception(error)
+    def _info_write_failed(self, error: MiniPulsarError) -> None:
+        if isinstance(error, BadVersionError):
+            self._fence(error)
+        else:
+            log.warning("%s: writing the ledger list failed: %s", self.name, error)
+
+    # -- trimming -------------------------------------------------------------------------------
+
+    def trim_soon(self) -> None:
+        """Trim in the background; calls while a trim runs coalesce into one more round."""
+        if self.state in (State.CLOSED, State.FENCED):
+            return
+        if self._trim_task is not None and not self._trim_task.done():
+            self._trim_again = True
+            return
+        self._trim_task = self._loop.create_task(self._trim_rounds())
+
+    async def _trim_rounds(self) -> None:
+        self._trim_again = True
+        while self._trim_again and self.state not in (State.CLOSED, State.FENCED):
+            self._trim_again = False
+            try:
+                await self.trim_consumed_ledgers()
+            except MiniPulsarError as error:
+                log.warning("%s: trimming failed: %s", self.name, error)
+
+    async def _run_periodic_trim(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.retention_check_interval_s)
+            self.trim_soon()
+
+    async def trim_consumed_ledgers(self) -> list[int]:
+        """Delete the consumed ledgers outside retention (retention.py); returns their ids."""
+        unopened = await self._unopened_cursor_positions()
+        async with self._info_lock:  # the slowest position and the list must not move under us
+            if self.state in (State.CLOSED, State.FENCED):
+                return []
+            durable = [cursor.mark_delete for cursor in self._cursors if cursor.durable] + unopened
+            doomed = ledgers_to_trim(self.config, self._ledgers.infos, min(durable) if durable else None,
+                                     self._ledgers.total_size_bytes(), _now_ms())
+            if not doomed:
+                return []
+            doomed_ids = {info.ledger_id for info in doomed}
+            kept = [info for info in self._ledgers.infos if info.ledger_id not in doomed_ids]
+            try:
+                stored = ManagedLedgerInfo(kept, self._properties).to_bytes()
+                self._info_version = (await self._store.put(self.path, stored, self._info_version)).version
+            except MiniPulsarError as error:
+                self._info_write_failed(error)
+                return []
+            # Only now, durable, do readers stop seeing them (a ledger appended meanwhile is kept).
+            deleted = [info.ledger_id for info in self._ledgers.remove(doomed_ids)]
+        first = self._ledgers.first_position
+        for cursor in self._cursors:  # before any await: nobody sees a cursor in a trimmed ledger
+            if not cursor.durable:
+                cursor.skip_trimmed(first)
+        for ledger_id in deleted:
+            self._reader.forget(ledger_id)
+            try:
+                await self._bk.delete_ledger(ledger_id)
+            except MiniPulsarError as error:  # out of the list already: an orphan for an operator, not a retry
+                log.warning("%s: deleting trimmed ledger %d failed: %s", self.name, ledger_id, error)
+        self._ledger_cache.invalidate_before(Position(first.ledger_id, 0))
+        self.ledgers_trimmed += len(deleted)
+        metrics.LEDGERS_TRIMMED.inc(len(deleted))
+        log.info("%s: trimmed ledgers %s", self.name, deleted)
+        return deleted
+
+    async def _unopened_cursor_positions(self) -> list[Position]:
+        """Mark-delete positions of durable cursors stored but not opened (yet): a topic's
+        subscriptions are opened after its managed ledger, and must not lose data meanwhile."""
+        opened = {cursor.name for cursor in self._cursors if cursor.durable}
+        positions = []
+        for name in await self._store.children(self.path):
+            if name in opened:
+                continue
+            stored = await self._store.get(f"{self.path}/{name}")
+            if stored is not None:
+                positions.append(decode_mark_delete(stored.value))
+        return positions
+
+    # -- cursors --------------------------------------------------------------------------------
+
+    @property
+    def cursors(self) -> list["ManagedCursor"]:
+        """Live cursors, durable and not."""
+        return list(self._cursors)
+
+    def add_cursor(self, cursor: "ManagedCursor") -> None:
+        self._cursors.append(cursor)
+
+    def remove_cursor(self, cursor: "ManagedCursor") -> None:
+        if cursor in self._cursors:
+            self._cursors.remove(cursor)
+
+    def mark_delete_moved(self, previous: Position, current: Position) -> None:
+        """A durable cursor's mark-delete moved: trim when it left a ledger."""
+        info = self._ledgers.get(current.ledger_id)
+        finished = info is not None and info.entries is not None and current.entry_id >= info.entries - 1
+        if previous.ledger_id != current.ledger_id or finished:
+            self.trim_soon()
+
+    def is_caching_reader(self, cursor: "ManagedCursor") -> bool:
+        """Active, and within ``managedLedgerCursorBackloggedThreshold`` entries of the tail."""
+        threshold = self.config.cursor_backlogged_threshold
+        return cursor.active and self._ledgers.entries_from(cursor.read_position, threshold) < threshold
+
+    def _should_cache(self) -> bool:
+        return self.cache.max_bytes > 0 and any(self.is_caching_reader(c) for c in self._cursors)
+
+    def _cache_eviction_position(self) -> Position | None:
+        readers = [cursor for cursor in self._cursors if self.is_caching_reader(cursor)]
+        if not readers:
+            return None
+        if self.config.cache_evict_by_mark_delete:
+            slowest = min(cursor.mark_delete for cursor in readers)
+            return Position(slowest.ledger_id, slowest.entry_id + 1)
+        return min(cursor.read_position for cursor in readers)
 
     # -- positions ------------------------------------------------------------------------------
 
     @property
     def ledgers(self) -> list[LedgerInfo]:
-        return self._info.ledgers
-
-    def _last_entry_of(self, info: LedgerInfo) -> int:
-        if self._current is not None and info.ledger_id == self._current.ledger_id:
-            return self._current.last_add_confirmed
-        return (info.entries or 0) - 1
+        return self._ledgers.infos
 
     @property
     def last_confirmed(self) -> Position:
         """The last durable entry, or ``(first ledger, -1)`` when there is none."""
-        for info in reversed(self._info.ledgers):
-            last = self._last_entry_of(info)
-            if last >= 0:
-                return Position(info.ledger_id, last)
-        first = self._info.ledgers[0].ledger_id if self._info.ledgers else -1
-        return Position(first, -1)
+        return self._ledgers.last_confirmed
 
     @property
     def first_position(self) -> Position:
-        return Position(self._info.ledgers[0].ledger_id if self._info.ledgers else -1, -1)
+        return self._ledgers.first_position
+
+    @property
+    def total_size_bytes(self) -> int:
+        return self._ledgers.total_size_bytes()
+
+    @property
+    def number_of_entries(self) -> int:
+        return self._ledgers.total_entries()
 
     def normalize(self, position: Position) -> Position:
-        """The first existing entry at or after ``position``; past the end stays in the last ledger."""
-        ledgers = self._info.ledgers
-        for index, info in enumerate(ledgers):
-            if info.ledger_id < position.ledger_id:
-                continue
-            if info.ledger_id > position.ledger_id:
-                position = Position(info.ledger_id, 0)
-            if position.entry_id <= self._last_entry_of(info) or index == len(ledgers) - 1:
-                return position
-        return position
+        return self._ledgers.normalize(position)
 
     def next_position(self, position: Position) -> Position:
-        return self.normalize(Position(position.ledger_id, position.entry_id + 1))
+        return self._ledgers.next_position(position)
+
+    def contains(self, position: Position) -> bool:
+        return self._ledgers.contains(position)
 
     def has_entries_after(self, position: Position) -> bool:
         return position < self.last_confirmed
 
     def count_entries(self, after: Position, up_to: Position) -> int:
         """Entries in ``(after, up_to]``."""
-        total = 0
-        for info in self._info.ledgers:
-            last = self._last_entry_of(info)
-            low = after.entry_id + 1 if info.ledger_id == after.ledger_id else 0
-            high = up_to.entry_id if info.ledger_id == up_to.ledger_id else last
-            if after.ledger_id <= info.ledger_id <= up_to.ledger_id and high >= low:
-                total += high - low + 1
-        return total
+        return self._ledgers.count_entries(after, up_to)
 
     # -- reading --------------------------------------------------------------------------------
 
-    async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:
-        """Up to ``max_entries`` consecutive entries from ``start`` within one ledger."""
-        start = self.normalize(start)
-        info = next((i for i in self._info.ledgers if i.ledger_id == start.ledger_id), None)
-        if info is None:
-            return []
-        last = min(self._last_entry_of(info), start.entry_id + max_entries - 1)
-        if last < start.entry_id:
-            return []
-        entries: list[Entry] = []
-        missing_from = None
-        for entry_id in range(start.entry_id, last + 1):
-            cached = self.cache.get(Position(start.ledger_id, entry_id))
-            if cached is None:
-                missing_from = entry_id
-                break
-            entries.append(cached)
-        if missing_from is not None:
-            handle = await self._read_handle(start.ledger_id)
-            for entry_id, payload in await handle.read(missing_from, last):
-                entries.append(Entry(Position(start.ledger_id, entry_id), payload, peek_num_messages(payload)))
-        return entries
+    async def read_entries(self, start: Position, max_entries: int, max_bytes: int | None = None,
+                           cursor: "ManagedCursor | None" = None) -> list[Entry]:
+        """Up to ``max_entries`` consecutive entries from ``start`` within one ledger, and at most
+        ``max_bytes`` (but always one entry when there is one); see entry_reader.py."""
+        return await self._reader.read(start, max_entries, max_bytes, cursor)
 
-    async def _read_handle(self, ledger_id: int) -> LedgerHandle:
-        if self._current is not None and self._current.ledger_id == ledger_id:
-            return self._current
-        handle = self._read_handles.get(ledger_id)
-        if handle is None:
-            handle = await self._bk.open_ledger(ledger_id, recovery=True)
-            self._read_handles[ledger_id] = handle
-        return handle
+    async def find_position_by_publish_time(self, publish_time_ms: int) -> Position:
+        """The first entry published at or after ``publish_time_ms`` (past the tail when none)."""
+        return await self._reader.find_by_publish_time(publish_time_ms)
+
+    @property
+    def cache_hits_tailing(self) -> int:
+        return self._reader.counters.hits_tailing
+
+    @property
+    def cache_hits_catch_up(self) -> int:
+        return self._reader.counters.hits_catch_up
+
+    @property
+    def cache_misses_tailing(self) -> int:
+        return self._reader.counters.misses_tailing
+
+    @property
+    def cache_misses_catch_up(self) -> int:
+        return self._reader.counters.misses_catch_up
+
+    @property
+    def cache_hits(self) -> int:
+        return self._reader.counters.hits
+
+    @property
+    def cache_misses(self) -> int:
+        return self._reader.counters.misses
+
+    @property
+    def cache_size_bytes(self) -> int:
+        return self._ledger_cache.size_bytes
+
+    @property
+    def cached_entries(self) -> int:
+        return len(self._ledger_cache)
 
     def wait_for_entries(self) -> asyncio.Future[None]:
         """Resolves on the next completed add (or close)."""
@@ -322,4 +666,8 @@ class ManagedLedger:
                 waiter.set_result(None)
 
 
-__all__ = ["ManagedLedger", "ManagedLedgerConfig", "State"]
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+__all__ = ["ManagedLedger", "ManagedLedgerConfig", "OpAddEntry", "State"]

@@ -1,12 +1,26 @@
-"""The broker's view of one consumer: its connection, its permits, what it has not acked."""
+"""The broker's view of one consumer: its connection, its permits, what it has not acked.
+
+Permits count messages, not entries: a batch entry of n messages costs n permits, and the
+client grants them back by the message (reference §5.1). A dispatcher may push a consumer
+below zero — Pulsar does, by up to one read's worth — and sends it nothing more until FLOWs
+bring it above zero again.
+
+``pending_acks`` maps each entry sent and not yet acknowledged to its message count. It is
+filled in dispatch order; every reset of dispatch (a rewind, a seek) empties it, so for a
+single-active subscription its keys stay in ascending order (cumulative acks rely on this).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from minipulsar.protocol.commands import Message
 
 from broker.managed_ledger.position import Entry, Position
+
+EMA_WEIGHT_OLD = 0.9
+"""Pulsar's ``avgPercent``: avg = 0.9·avg + 0.1·(messages / entries) after each send."""
 
 
 class ConsumerConnection(Protocol):
@@ -21,41 +35,111 @@ class OutCounters(Protocol):
     bytes_out: int
 
 
-class Consumer:
-    """Permits count messages (not entries): a batch entry of n messages costs n permits."""
+class RedeliveryCounts(Protocol):
+    def count(self, position: Position) -> int: ...
 
+
+class Consumer:
     def __init__(self, consumer_id: int, name: str, connection: ConsumerConnection, subscription_name: str,
-                 topic_counters: "OutCounters") -> None:
+                 topic_counters: OutCounters, priority_level: int = 0) -> None:
         self.consumer_id = consumer_id
         self.name = name
         self.connection = connection
         self.subscription_name = subscription_name
+        self.priority_level = priority_level
+        """Lower is preferred: Failover's active consumer and Shared's round-robin level."""
         self.permits = 0
-        self.pending_acks: dict[Position, int] = {}
-        """Dispatched but not acknowledged: position → messages in the entry."""
+        self._pending_acks: dict[Position, int] = {}
+        self.unacked_messages = 0
+        """Sum of ``pending_acks`` values, kept as we go."""
+        self.blocked_on_unacked = False
+        """Shared/Key_Shared: maxUnackedMessagesPerConsumer reached; cleared at half of it."""
+        self.avg_messages_per_entry: float | None = None
+        """EMA of messages per entry sent; None until the first send."""
         self.messages_out = 0
         self.bytes_out = 0
+        self.redelivered_messages = 0
         self._topic_counters = topic_counters
 
-    def send_entries(self, entries: list[Entry]) -> None:
-        send, consumer_id, pending_acks = self.connection.send, self.consumer_id, self.pending_acks
+    @property
+    def pending_acks(self) -> dict[Position, int]:
+        """Dispatched but not acknowledged: position → messages in the entry."""
+        return self._pending_acks
+
+    @pending_acks.setter
+    def pending_acks(self, pending: dict[Position, int]) -> None:
+        self._pending_acks = pending
+        self.unacked_messages = sum(pending.values())
+
+    @property
+    def writable(self) -> bool:
+        return self.connection.writable
+
+    def can_receive(self) -> bool:
+        """Has permits, a socket that takes writes, and is not blocked on unacked messages."""
+        return self.permits > 0 and not self.blocked_on_unacked and self.connection.writable
+
+    def send_entries(self, entries: list[Entry], redelivery: RedeliveryCounts | None = None) -> int:
+        """Push ``entries`` (one MESSAGE each); returns the messages sent."""
+        send, consumer_id, pending_acks = self.connection.send, self.consumer_id, self._pending_acks
         messages = size = 0
         for entry in entries:
             position = entry.position
+            count = redelivery.count(position) if redelivery is not None else 0
             send(Message(consumer_id=consumer_id, ledger_id=position.ledger_id, entry_id=position.entry_id,
-                         payload=entry.payload))
+                         payload=entry.payload, redelivery_count=count))
+            if count:
+                self.redelivered_messages += entry.num_messages
+            previous = pending_acks.get(position)
+            if previous is not None:  # sent twice without a reset in between: count it once
+                self.unacked_messages -= previous
             pending_acks[position] = entry.num_messages
             messages += entry.num_messages
             size += len(entry.payload)
+        self.unacked_messages += messages
         self.permits -= messages
         self.messages_out += messages
         self.bytes_out += size
         self._topic_counters.messages_out += messages
         self._topic_counters.bytes_out += size
+        if entries:
+            sample = messages / len(entries)
+            avg = self.avg_messages_per_entry
+            self.avg_messages_per_entry = sample if avg is None else EMA_WEIGHT_OLD * avg + (1 - EMA_WEIGHT_OLD) * sample
+        return messages
 
-    @property
-    def unacked_messages(self) -> int:
-        return sum(self.pending_acks.values())
+    def acked(self, positions: Iterable[Position]) -> None:
+        pending_acks = self._pending_acks
+        for position in positions:
+            count = pending_acks.pop(position, None)
+            if count is not None:
+                self.unacked_messages -= count
+
+    def acked_up_to(self, position: Position) -> None:
+        """Cumulative ack: drop pending entries at or before ``position`` (ascending keys, see above)."""
+        pending_acks = self._pending_acks
+        done = []
+        for pending in pending_acks:
+            if pending > position:
+                break
+            done.append(pending)
+        for pending in done:
+            self.unacked_messages -= pending_acks.pop(pending)
+
+    def take_pending(self, positions: Iterable[Position] | None = None) -> list[Position]:
+        """Remove and return pending entries (all, or those of ``positions`` this consumer holds)."""
+        if positions is None:
+            taken = list(self._pending_acks)
+            self._pending_acks = {}
+            self.unacked_messages = 0
+            return taken
+        taken = []
+        for position in positions:
+            count = self._pending_acks.pop(position, None)
+            if count is not None:
+                self.unacked_messages -= count
+                taken.append(position)
+        return taken
 
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits})"

@@ -1,98 +1,164 @@
 """Dispatchers: move entries from a subscription's cursor to its consumers within their permits.
 
-One read loop per subscription (never a task per message). It runs while some consumer has
-permits: it reads up to ``min(permits, dispatcherMaxReadBatchSize)`` entries from the cursor
-(re-deliveries first), hands them out, and when the cursor is caught up it waits for the
-managed ledger's next add.
+One read loop per subscription (never a task per message), as Pulsar's ``readMoreEntries``
+(reference §5.2). It runs while some consumer can take messages: each turn it reads up to
+``entries_to_read`` entries — at most ``dispatcherMaxReadBatchSize`` entries and about
+``dispatcherMaxReadSizeBytes`` bytes — hands them out, and when the cursor is caught up it
+waits for the managed ledger's next add. Anything that may give it work (FLOW, an ack that
+unblocks a consumer, a redelivery, a consumer joining) calls :meth:`Dispatcher.read_more`.
 
-- Single active consumer (Exclusive, Failover): every entry goes to the active consumer
-  (the first attached); a read whose consumer went away rewinds the cursor.
-- Shared: round-robin over consumers with permits; entries nobody can take now, and the
-  unacknowledged entries of a consumer that left, go to a replay set that is read first.
+How many entries one read asks for, from the permits (which count messages):
+
+- ``preciseDispatcherFlowControl=false`` (Pulsar's default): ``min(permits, batch)`` entries.
+  Permits are compared with *entries*, so a consumer with 100 permits on a topic whose
+  producer batches 100 messages per entry may be sent 100 entries = 10 000 messages.
+- ``preciseDispatcherFlowControl=true``: ``min(ceil(permits / avg), batch)`` entries, where
+  ``avg`` is the EMA of messages per entry sent to that consumer (else the subscription's);
+  before any sample exists one entry is read to learn it (Pulsar ≤ 2.x started the EMA at
+  1000, which does the same). A consumer then holds at most about one entry beyond its permits.
+
+Reset of dispatch state (rewind, seek, Failover switch) bumps ``_epoch``: a read that was in
+flight meanwhile is dropped when it lands (Pulsar cancels the pending read instead); the
+cursor itself ignores a read that a rewind or seek overtook, so its read position stays put.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+from collections.abc import Iterable
 
-from minipulsar.errors import ConsumerBusyError, MiniPulsarError
+from minipulsar.errors import MiniPulsarError
 
 from broker.managed_ledger.cursor import ManagedCursor
 from broker.managed_ledger.position import Entry, Position
 from broker.topics.consumer import Consumer
+from broker.topics.dispatch_settings import DispatchSettings
+from broker.topics.redelivery import RedeliveryTracker
 
 log = logging.getLogger(__name__)
 
 READ_FAILURE_BACKOFF_S = 1.0
 
 
+def entries_for_permits(permits: int, avg_messages_per_entry: float | None, precise: bool,
+                        max_entries: int) -> int:
+    """Entries to read for ``permits`` messages (see the module docstring)."""
+    if permits <= 0:
+        return 0
+    if not precise:
+        return min(permits, max_entries)
+    if avg_messages_per_entry is None:
+        return 1
+    return min(math.ceil(permits / max(1.0, avg_messages_per_entry)), max_entries)
+
+
+def entries_within_permits(permits: int, entries: list[Entry], precise: bool, max_entries: int) -> int:
+    """How many of ``entries`` (a prefix) a consumer with ``permits`` may be sent now.
+
+    Not precise: as many entries as it has permits. Precise: entries while its permits are not
+    used up, so the last one may go over by less than one entry.
+    """
+    if permits <= 0:
+        return 0
+    limit = min(len(entries), max_entries)
+    if not precise:
+        return min(limit, permits)
+    count = messages = 0
+    while count < limit and messages < permits:
+        messages += entries[count].num_messages
+        count += 1
+    return count
+
+
 class Dispatcher:
-    def __init__(self, cursor: ManagedCursor, sub_type: str, max_read_batch_size: int) -> None:
+    """The read loop and the state every subscription type shares; subclasses decide who gets what."""
+
+    def __init__(self, cursor: ManagedCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
         self.cursor = cursor
-        self.sub_type = sub_type
-        self.max_read_batch_size = max_read_batch_size
+        self.settings = settings
+        self.redelivery = redelivery
         self.consumers: list[Consumer] = []
-        self.replay: set[Position] = set()
+        self.avg_messages_per_entry: float | None = None
+        """The subscription's EMA of messages per entry: the estimate for a consumer without one."""
+        self.redelivered_messages = 0
         self._loop_task: asyncio.Task[None] | None = None
         self._idle: asyncio.Future[None] | None = None
         self._closed = False
-        self._round_robin = 0
+        self._paused = False
+        self._epoch = 0
 
-    @property
-    def single_active(self) -> bool:
-        return self.sub_type in ("Exclusive", "Failover")
-
-    # -- consumers ------------------------------------------------------------------------------
+    # -- consumers (subclasses) -----------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer) -> None:
-        if self.sub_type == "Exclusive" and self.consumers:
-            raise ConsumerBusyError(f"subscription {self.cursor.name} already has an exclusive consumer")
-        self.consumers.append(consumer)
+        raise NotImplementedError
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        if consumer not in self.consumers:
-            return
-        was_active = self.consumers[0] is consumer
-        self.consumers.remove(consumer)
-        unacked = consumer.pending_acks
-        consumer.pending_acks = {}
-        if self.single_active:
-            if was_active:
-                self.cursor.rewind()
-        else:
-            self._add_replay(unacked)
-        self.read_more()
+        raise NotImplementedError
 
     def flow(self, consumer: Consumer, permits: int) -> None:
         consumer.permits += permits
         self.read_more()
 
-    def redeliver_unacknowledged(self, consumer: Consumer) -> None:
-        unacked = consumer.pending_acks
-        consumer.pending_acks = {}
-        if self.single_active:
-            self.cursor.rewind()
-        else:
-            self._add_replay(unacked)
-        self.read_more()
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """REDELIVER_UNACKED: all of ``consumer``'s unacknowledged entries, or ``positions``."""
+        raise NotImplementedError
 
     def acknowledged(self, consumer: Consumer | None, positions: list[Position]) -> None:
-        for position in positions:
-            self.replay.discard(position)
-            if consumer is not None:
-                consumer.pending_acks.pop(position, None)
+        if consumer is not None:
+            consumer.acked(positions)
+        self.redelivery.remove(positions)
 
     def acknowledged_up_to(self, consumer: Consumer | None, position: Position) -> None:
         if consumer is not None:
-            for acked in [p for p in consumer.pending_acks if p <= position]:
-                del consumer.pending_acks[acked]
-        self.replay = {p for p in self.replay if p > position}
+            consumer.acked_up_to(position)
+        self.redelivery.remove_up_to(position)
 
-    def _add_replay(self, unacked: dict[Position, int]) -> None:
-        for position in unacked:
-            if not self.cursor.is_acked(position):
-                self.replay.add(position)
+    def acks_applied(self) -> None:
+        """The cursor took acknowledgements: something blocked on them may move now."""
+
+    # -- resets ---------------------------------------------------------------------------------
+
+    async def pause(self) -> None:
+        """Stop dispatching (a seek is in progress) and wait for the read loop to end, so that
+        no read lands on the cursor while it is reset; :meth:`resume` starts again."""
+        self._paused = True
+        self._epoch += 1
+        task = self._loop_task
+        if task is not None and not task.done():
+            if self._idle is not None and not self._idle.done():
+                self._idle.set_result(None)
+            await asyncio.wait([task])
+
+    def resume(self) -> None:
+        self._paused = False
+        self.read_more()
+
+    def reset_after_seek(self) -> None:
+        """The cursor was reset: nothing sent before counts as pending any more."""
+        for consumer in self.consumers:
+            consumer.take_pending()
+        self.redelivery.clear()
+        self._mark_reset()
+
+    def _rewind(self) -> list[Position]:
+        """Send every unacknowledged entry again from the start; returns what was pending."""
+        pending = []
+        for consumer in self.consumers:
+            pending.extend(consumer.take_pending())
+        self._count_redelivered(pending)
+        self.cursor.rewind()
+        self._mark_reset()
+        return pending
+
+    def _mark_reset(self) -> None:
+        self._epoch += 1
+
+    def _count_redelivered(self, positions: Iterable[Position]) -> None:
+        positions = list(positions)
+        self.redelivery.increment(positions)
+        self.redelivered_messages += len(positions)
 
     # -- the read loop --------------------------------------------------------------------------
 
@@ -105,27 +171,36 @@ class Dispatcher:
             if self._idle is not None and not self._idle.done():
                 self._idle.set_result(None)
             return
-        if self._available_permits() > 0:
+        if self.entries_to_read() > 0:
             self._loop_task = asyncio.get_running_loop().create_task(self._read_loop())
 
-    def _available_permits(self) -> int:
-        """Permits of consumers whose socket accepts writes: a consumer whose kernel buffer is
-        full gets nothing more until it drains (its connection calls ``read_more`` then)."""
-        if not self.consumers:
+    def entries_to_read(self) -> int:
+        """Entries the next read asks for; 0 = nothing to do until ``read_more``."""
+        if self._closed or self._paused or not self.consumers:
             return 0
-        if self.single_active:
-            active = self.consumers[0]
-            return max(0, active.permits) if active.connection.writable else 0
-        return sum(max(0, c.permits) for c in self.consumers if c.connection.writable)
+        return self._entries_wanted()
+
+    def _entries_wanted(self) -> int:
+        raise NotImplementedError
+
+    def _estimate(self, consumer: Consumer) -> float | None:
+        return consumer.avg_messages_per_entry or self.avg_messages_per_entry
 
     async def _read_loop(self) -> None:
-        while not self._closed and (permits := self._available_permits()) > 0:
+        while not self._closed and (count := self.entries_to_read()) > 0:
+            epoch = self._epoch
             try:
-                entries = await self._read(min(permits, self.max_read_batch_size))
+                entries = await self._read(count)
             except MiniPulsarError as error:
                 log.warning("subscription %s: read failed, retrying in %.1fs: %s",
                             self.cursor.name, READ_FAILURE_BACKOFF_S, error)
                 await asyncio.sleep(READ_FAILURE_BACKOFF_S)
+                continue
+            except Exception:  # a bug: say so loudly, but keep the subscription alive
+                log.exception("subscription %s: read failed", self.cursor.name)
+                await asyncio.sleep(READ_FAILURE_BACKOFF_S)
+                continue
+            if epoch != self._epoch:  # reset while reading: these entries are stale
                 continue
             if entries is None:
                 self._idle = self.cursor.ledger.wait_for_entries()
@@ -133,57 +208,39 @@ class Dispatcher:
                 self._idle = None
                 continue
             if entries:
+                self._note_sizes(entries)
                 self._dispatch(entries)
+
+    def _note_sizes(self, entries: list[Entry]) -> None:
+        sample = sum(entry.num_messages for entry in entries) / len(entries)
+        avg = self.avg_messages_per_entry
+        self.avg_messages_per_entry = sample if avg is None else 0.9 * avg + 0.1 * sample
 
     async def _read(self, max_entries: int) -> list[Entry] | None:
         """Entries to dispatch; None when there is nothing to read until the next add."""
-        if self.replay:
-            return await self._read_replay(max_entries)
+        return await self._read_from_cursor(max_entries)
+
+    async def _read_from_cursor(self, max_entries: int) -> list[Entry] | None:
         if not self.cursor.has_more_entries():
             return None
-        return await self.cursor.read_entries(max_entries)
-
-    async def _read_replay(self, max_entries: int) -> list[Entry]:
-        entries = []
-        for position in sorted(self.replay)[:max_entries]:
-            self.replay.discard(position)
-            if self.cursor.is_acked(position):
-                continue
-            entries.extend(await self.cursor.ledger.read_entries(position, 1))
+        before = self.cursor.read_position
+        entries = await self.cursor.read_entries(max_entries, max_bytes=self.settings.max_read_size_bytes)
+        if not entries and self.cursor.read_position == before:
+            return None  # nothing readable yet (never spin on an empty read)
         return entries
 
     def _dispatch(self, entries: list[Entry]) -> None:
-        if not self.consumers:
-            self._give_back(entries)
-        elif self.single_active:
-            self.consumers[0].send_entries(entries)
-        else:
-            self._dispatch_round_robin(entries)
-
-    def _dispatch_round_robin(self, entries: list[Entry]) -> None:
-        count = len(self.consumers)
-        for index, entry in enumerate(entries):
-            for _ in range(count):
-                consumer = self.consumers[self._round_robin % count]
-                self._round_robin += 1
-                if consumer.permits > 0 and consumer.connection.writable:
-                    consumer.send_entries([entry])
-                    break
-            else:
-                self._give_back(entries[index:])
-                return
-
-    def _give_back(self, entries: list[Entry]) -> None:
-        if self.single_active:
-            self.cursor.seek(min(self.cursor.read_position, entries[0].position))
-        else:
-            self.replay.update(entry.position for entry in entries)
+        raise NotImplementedError
 
     async def close(self) -> None:
-        self._closed = True
+        self.stop()
         if self._loop_task is not None:
-            self._loop_task.cancel()
             try:
                 await self._loop_task
             except asyncio.CancelledError:
                 pass
+
+    def stop(self) -> None:
+        self._closed = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()

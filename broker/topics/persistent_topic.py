@@ -1,84 +1,136 @@
-"""A persistent topic: producers append to its managed ledger; subscriptions read from it."""
+"""A persistent topic: producers append to its managed ledger; subscriptions read from it.
+
+Publishing goes through deduplication first when it is on (:mod:`broker.dedup`): a resent
+message is answered without a second write.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 
 from minipulsar.errors import ConsumerBusyError, MiniPulsarError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.topic_name import TopicName
 
+from broker.dedup import MessageDeduplication
 from broker.managed_ledger.cursor import ManagedCursor
 from broker.managed_ledger.ledger import ManagedLedger
 from broker.managed_ledger.position import Position
+from broker.topics import topic_stats
 from broker.topics.consumer import Consumer
-from broker.topics.subscription import Subscription
+from broker.topics.counters import TopicCounters
+from broker.topics.rates import RateTable
+from broker.topics.dispatch_settings import DispatchSettings
+from broker.topics.subscription import EARLIEST, Subscription, check_sub_type
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class TopicCounters:
-    """Plain ints on the hot path; the Prometheus collector reads them at scrape time."""
-
-    messages_in: int = 0
-    bytes_in: int = 0
-    messages_out: int = 0
-    bytes_out: int = 0
-    producers: dict[tuple[int, int], str] = field(default_factory=dict)
-
-
 class PersistentTopic:
-    def __init__(self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, max_read_batch_size: int) -> None:
+    def __init__(self, name: TopicName, ledger: ManagedLedger, store: MetadataStore,
+                 dispatch: DispatchSettings | int) -> None:
         self.name = name
         self.ledger = ledger
         self._store = store
-        self._max_read_batch_size = max_read_batch_size
+        self.dispatch_settings = (dispatch if isinstance(dispatch, DispatchSettings)
+                                  else DispatchSettings(max_read_batch_size=dispatch))
+        """How subscriptions dispatch (from BrokerConfig; a bare int is dispatcherMaxReadBatchSize)."""
         self.subscriptions: dict[str, Subscription] = {}
         self._subscribing: dict[str, asyncio.Future[Subscription]] = {}
         self.counters = TopicCounters()
+        self.rates = RateTable()
+        self.deduplication: MessageDeduplication | None = None
+        """Set (and recovered) by the broker when brokerDeduplicationEnabled."""
 
     @classmethod
     async def load(cls, name: TopicName, ledger: ManagedLedger, store: MetadataStore,
-                   max_read_batch_size: int) -> "PersistentTopic":
-        topic = cls(name, ledger, store, max_read_batch_size)
+                   dispatch: DispatchSettings | int) -> "PersistentTopic":
+        """The topic with its durable subscriptions re-opened (their type is set again by the
+        first consumer that attaches)."""
+        topic = cls(name, ledger, store, dispatch)
         for cursor_name in await store.children(ledger.path):
             cursor = await ManagedCursor.open(ledger, cursor_name, store, start_at_earliest=False)
-            topic.subscriptions[cursor_name] = Subscription(cursor, "Exclusive", max_read_batch_size)
+            topic.subscriptions[cursor_name] = Subscription(cursor, "Exclusive", topic.dispatch_settings)
         return topic
 
     # -- producing ------------------------------------------------------------------------------
 
-    def publish(self, payload: bytes, num_messages: int) -> asyncio.Future[Position]:
+    def publish(self, payload: bytes, num_messages: int, producer_name: str | None = None,
+                sequence_id: int = -1, highest_sequence_id: int = -1) -> asyncio.Future[Position]:
+        """Append one entry (a batch); the future gives its position once durable, or
+        ``DUPLICATE`` (-1:-1) for a message deduplication recognised as already stored."""
+        dedup = self.deduplication
+        if dedup is not None and producer_name and sequence_id >= 0:
+            answer = dedup.check(producer_name, sequence_id, highest_sequence_id)
+            if answer is not None:
+                return answer
         counters = self.counters
         counters.messages_in += num_messages
         counters.bytes_in += len(payload)
-        return self.ledger.add_entry(payload, num_messages)
+        added = self.ledger.add_entry(payload, num_messages)
+        if dedup is not None and producer_name and sequence_id >= 0:
+            dedup.track(producer_name, sequence_id, highest_sequence_id, added)
+        return added
 
     # -- consuming ------------------------------------------------------------------------------
 
     async def subscribe(self, consumer: Consumer, subscription_name: str, sub_type: str,
-                        start_at_earliest: bool) -> Subscription:
-        subscription = self.subscriptions.get(subscription_name) or await self._create_subscription(
-            subscription_name, sub_type, start_at_earliest)
-        subscription.add_consumer(consumer, sub_type)
+                        start_at_earliest: bool, *, durable: bool = True,
+                        start_position: Position | None = None) -> Subscription:
+        """Attach ``consumer``, creating the subscription if it does not exist.
+
+        A durable subscription starts at the earliest or latest entry; a non-durable one (a
+        Reader) at ``start_position`` (inclusive) when given, else likewise.
+        """
+        check_sub_type(sub_type)
+        subscription = self.subscriptions.get(subscription_name)
+        if subscription is None:
+            subscription = await self._create_subscription(subscription_name, sub_type, start_at_earliest,
+                                                           durable, start_position)
+        try:
+            subscription.add_consumer(consumer, sub_type)
+        except MiniPulsarError:
+            if not subscription.durable and not subscription.consumers:
+                self._subscription_idle(subscription)
+            raise
         return subscription
 
-    async def _create_subscription(self, name: str, sub_type: str, start_at_earliest: bool) -> Subscription:
+    async def _create_subscription(self, name: str, sub_type: str, start_at_earliest: bool, durable: bool = True,
+                                   start_position: Position | None = None) -> Subscription:
         pending = self._subscribing.get(name)
         if pending is None:
-            pending = asyncio.ensure_future(self._open_subscription(name, sub_type, start_at_earliest))
+            pending = asyncio.ensure_future(
+                self._open_subscription(name, sub_type, start_at_earliest, durable, start_position))
             self._subscribing[name] = pending
             pending.add_done_callback(lambda _: self._subscribing.pop(name, None))
         return await asyncio.shield(pending)
 
-    async def _open_subscription(self, name: str, sub_type: str, start_at_earliest: bool) -> Subscription:
-        cursor = await ManagedCursor.open(self.ledger, name, self._store, start_at_earliest)
-        subscription = Subscription(cursor, sub_type, self._max_read_batch_size)
+    async def _open_subscription(self, name: str, sub_type: str, start_at_earliest: bool, durable: bool = True,
+                                 start_position: Position | None = None) -> Subscription:
+        if durable:
+            cursor = await ManagedCursor.open(self.ledger, name, self._store, start_at_earliest)
+        else:
+            if start_position is None and start_at_earliest:
+                start_position = EARLIEST
+            cursor = ManagedCursor.open_non_durable(self.ledger, name, start_position, inclusive=True)
+        subscription = Subscription(cursor, sub_type, self.dispatch_settings, on_idle=self._subscription_idle)
         self.subscriptions[name] = subscription
         return subscription
+
+    def _subscription_idle(self, subscription: Subscription) -> None:
+        """A non-durable subscription lost its last consumer: it ends (as in Pulsar)."""
+        if self.subscriptions.get(subscription.name) is subscription:
+            del self.subscriptions[subscription.name]
+        asyncio.get_running_loop().create_task(self._close_subscription(subscription))
+
+    async def _close_subscription(self, subscription: Subscription) -> None:
+        await subscription.close()
+        close_cursor = getattr(subscription.cursor, "close", None)
+        if close_cursor is not None:
+            result = close_cursor()
+            if asyncio.iscoroutine(result):
+                await result
 
     async def unsubscribe(self, subscription_name: str, consumer: Consumer) -> None:
         subscription = self.subscriptions.get(subscription_name)
@@ -89,12 +141,14 @@ class PersistentTopic:
             raise ConsumerBusyError(f"subscription {subscription_name} has other consumers attached")
         subscription.remove_consumer(consumer)
         await subscription.close()
-        del self.subscriptions[subscription_name]
+        self.subscriptions.pop(subscription_name, None)
         await subscription.cursor.delete()
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def close(self) -> None:
+        if self.deduplication is not None:
+            await self.deduplication.take_snapshot()
         for subscription in self.subscriptions.values():
             await subscription.close()
         try:
@@ -103,26 +157,12 @@ class PersistentTopic:
             log.warning("%s: closing the managed ledger failed: %s", self.name, error)
 
     def stats(self) -> dict:
-        """A subset of ``pulsar-admin topics stats`` output, same field names."""
-        return {
-            "msgInCounter": self.counters.messages_in,
-            "bytesInCounter": self.counters.bytes_in,
-            "msgOutCounter": self.counters.messages_out,
-            "bytesOutCounter": self.counters.bytes_out,
-            "publishers": [{"producerId": pid, "producerName": name}
-                           for (_, pid), name in self.counters.producers.items()],
-            "subscriptions": {
-                name: {
-                    "type": sub.sub_type,
-                    "msgBacklog": sub.cursor.backlog_entries,
-                    "markDeletePosition": str(sub.cursor.mark_delete),
-                    "readPosition": str(sub.cursor.read_position),
-                    "consumers": [{"consumerName": c.name, "availablePermits": c.permits,
-                                   "unackedMessages": c.unacked_messages, "msgOutCounter": c.messages_out}
-                                  for c in sub.consumers],
-                }
-                for name, sub in self.subscriptions.items()
-            },
-            "ledgers": [info.to_json() for info in self.ledger.ledgers],
-            "lastConfirmedEntry": str(self.ledger.last_confirmed),
-        }
+        """``pulsar-admin topics stats``: same field names (see :mod:`broker.topics.topic_stats`)."""
+        return topic_stats.topic_stats(self)
+
+    def internal_stats(self) -> dict:
+        """``pulsar-admin topics stats-internal``: ledgers and cursors."""
+        return topic_stats.internal_stats(self)
+
+    def update_rates(self, elapsed_s: float) -> None:
+        topic_stats.sample_rates(self, elapsed_s)

@@ -80,5 +80,35 @@ def peek_num_messages(payload: bytes, default: int = 1) -> int:
     return unpacker.unpack_from(payload, 2)[0]
 
 
+_UINT_OR_INT = {**_UINT, 0xCF: struct.Struct(">Q"), 0xD0: struct.Struct(">b"), 0xD1: struct.Struct(">h"),
+                0xD2: struct.Struct(">i"), 0xD3: struct.Struct(">q")}
+
+
+def _peek_int(payload: bytes, offset: int) -> tuple[int, int] | None:
+    """A msgpack integer at ``offset``: (value, offset after it), or None."""
+    if offset >= len(payload):
+        return None
+    marker = payload[offset]
+    if marker <= 0x7F:
+        return marker, offset + 1
+    if marker >= 0xE0:
+        return marker - 0x100, offset + 1
+    unpacker = _UINT_OR_INT.get(marker)
+    if unpacker is None or len(payload) < offset + 1 + unpacker.size:
+        return None
+    return unpacker.unpack_from(payload, offset + 1)[0], offset + 1 + unpacker.size
+
+
+def peek_publish_time_ms(payload: bytes) -> int | None:
+    """``publish_time_ms`` from a batch header without decoding the batch; None if unreadable."""
+    if len(payload) < 3 or payload[0] != _ARRAY_OF_4:
+        return None
+    count = _peek_int(payload, 1)
+    if count is None:
+        return None
+    publish_time = _peek_int(payload, count[1])
+    return None if publish_time is None else publish_time[0]
+
+
 def describe_batch(payload: Any) -> str:
     return f"<batch of {peek_num_messages(payload)} messages, {len(payload)} bytes>"

@@ -20,6 +20,8 @@ from tests.support.process import ServerProcess
 class ProcessCluster:
     root: Path
     bookie_count: int = 1
+    broker_settings: dict[str, object] = field(default_factory=dict)
+    """Extra broker.conf keys (``--set key=value``), e.g. ``{"brokerDeduplicationEnabled": True}``."""
     metastore: ServerProcess | None = None
     bookies: list[ServerProcess] = field(default_factory=list)
     broker: ServerProcess | None = None
@@ -52,10 +54,13 @@ class ProcessCluster:
 
     def _broker(self) -> ServerProcess:
         q = self._quorum()
+        extra = [arg for key, value in self.broker_settings.items()
+                 for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
         return ServerProcess("broker", [
             "--port", "0", "--http-port", "0", "--metadata-url", self.metadata_url,
             "--set", f"managedLedgerDefaultEnsembleSize={q}", "--set", f"managedLedgerDefaultWriteQuorum={q}",
             "--set", f"managedLedgerDefaultAckQuorum={q}", "--set", "metadataStoreSessionTimeoutMillis=2000",
+            *extra,
         ], self.root / "logs" / "broker.log")
 
     async def start(self) -> None:
@@ -94,8 +99,9 @@ class ProcessCluster:
 
 
 @contextlib.asynccontextmanager
-async def process_cluster(root: Path, bookies: int = 1) -> AsyncIterator[ProcessCluster]:
-    cluster = ProcessCluster(root, bookies)
+async def process_cluster(root: Path, bookies: int = 1,
+                          broker_settings: dict[str, object] | None = None) -> AsyncIterator[ProcessCluster]:
+    cluster = ProcessCluster(root, bookies, dict(broker_settings or {}))
     try:
         await cluster.start()
         yield cluster

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
-from broker.managed_ledger.cursor import ManagedCursor, _decode, _encode, _to_ranges
+from broker.managed_ledger.cursor import ManagedCursor
+from broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
 from broker.managed_ledger.entry_cache import EntryCache
 from broker.managed_ledger.info import LedgerInfo
 from broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
 from broker.managed_ledger.position import Entry, Position
+from broker.managed_ledger.range_set import PositionRangeSet
 
 
 def closed_ledger(*entries_per_ledger: int) -> ManagedLedger:
     """A managed ledger whose ledgers 10, 11, … are closed with the given entry counts."""
     ledger = ManagedLedger("t/ns/persistent/x", store=None, bookkeeper=None, cache=EntryCache(0),  # type: ignore[arg-type]
                            config=ManagedLedgerConfig())
-    ledger._info.ledgers = [LedgerInfo(10 + i, entries=n) for i, n in enumerate(entries_per_ledger)]
+    ledger._ledgers.replace([LedgerInfo(10 + i, entries=n) for i, n in enumerate(entries_per_ledger)])
     return ledger
 
 
@@ -37,13 +40,13 @@ async def test_individual_acks_move_mark_delete_over_contiguous_runs() -> None:
     cursor = ManagedCursor(ledger, "sub", None, Position(10, -1))
     await cursor.acknowledge([Position(10, 1), Position(11, 0)])
     assert cursor.mark_delete == Position(10, -1)
-    assert cursor.individually_deleted == {Position(10, 1), Position(11, 0)}
+    assert set(cursor.individually_deleted.positions()) == {Position(10, 1), Position(11, 0)}
     assert cursor.backlog_entries == 3
     await cursor.acknowledge([Position(10, 0)])
     assert cursor.mark_delete == Position(10, 1)
     await cursor.acknowledge([Position(10, 2)])
     assert cursor.mark_delete == Position(11, 0), "the run crosses into the next ledger"
-    assert cursor.individually_deleted == set()
+    assert not cursor.individually_deleted
     assert cursor.backlog_entries == 1
 
 
@@ -60,14 +63,14 @@ async def test_acks_beyond_the_last_entry_are_ignored() -> None:
     ledger = closed_ledger(2)
     cursor = ManagedCursor(ledger, "sub", None, Position(10, -1))
     await cursor.acknowledge([Position(10, 7), Position(99, 0)])
-    assert cursor.individually_deleted == set()
+    assert not cursor.individually_deleted
 
 
 async def test_read_skips_acknowledged_entries_and_rewind_returns_to_the_first_unacked() -> None:
     ledger = closed_ledger(4)
+    ledger.cache.max_bytes = 1 << 20
     for entry_id in range(4):
-        ledger.cache.max_bytes = 1 << 20
-        ledger.cache.insert(Entry(Position(10, entry_id), b"e%d" % entry_id, 1))
+        ledger._ledger_cache.insert(Entry(Position(10, entry_id), b"e%d" % entry_id, 1))
     cursor = ManagedCursor(ledger, "sub", None, Position(10, -1))
     await cursor.acknowledge([Position(10, 1)])
     entries = await cursor.read_entries(10)
@@ -79,14 +82,16 @@ async def test_read_skips_acknowledged_entries_and_rewind_returns_to_the_first_u
 
 def test_ack_holes_persist_as_ranges() -> None:
     holes = {Position(1, 1), Position(1, 2), Position(1, 3), Position(1, 7), Position(2, 0)}
-    assert _to_ranges(holes) == [[1, 1, 3], [1, 7, 7], [2, 0, 0]]
-    mark_delete, decoded = _decode(_encode(Position(1, 0), holes))
-    assert mark_delete == Position(1, 0) and set(decoded) == holes
+    data, left_out = encode_cursor_info(Position(1, 0), PositionRangeSet(holes), 1000)
+    assert json.loads(data)["individualDeletedMessages"] == [[1, 1, 1, 3], [1, 7, 1, 7], [2, 0, 2, 0]]
+    mark_delete, decoded = decode_cursor_info(data)
+    assert left_out == 0 and mark_delete == Position(1, 0) and set(decoded.positions()) == holes
 
 
 def test_entry_cache_evicts_oldest_beyond_its_size() -> None:
     cache = EntryCache(max_bytes=10)
+    ledger_cache = cache.for_ledger("t", lambda: None)
     for i in range(4):
-        cache.insert(Entry(Position(1, i), b"abcd", 1))
+        ledger_cache.insert(Entry(Position(1, i), b"abcd", 1))
     assert len(cache) == 2 and cache.size_bytes == 8 and cache.evictions == 2
-    assert cache.get(Position(1, 0)) is None and cache.get(Position(1, 3)) is not None
+    assert ledger_cache.get(Position(1, 0)) is None and ledger_cache.get(Position(1, 3)) is not None

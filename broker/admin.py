@@ -1,0 +1,131 @@
+"""The broker's admin REST API: Pulsar's ``/admin/v2`` paths for topic stats and partitions.
+
+- ``GET  /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats`` and ``…/internalStats``;
+- ``PUT  …/partitions`` (body: the count) creates a partitioned topic, ``POST`` raises its
+  count, ``GET`` reads it (``{"partitions": 0}`` when not partitioned), ``DELETE`` removes it;
+- ``GET  /admin/v2/brokers/health``.
+
+Errors answer as Pulsar's do: a JSON ``{"reason": …}`` with 404 (not found), 409 (exists
+already), 400 (bad input) or 503 (not available now).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from minipulsar.errors import AlreadyExistsError, InvalidCommand, MiniPulsarError, NotFoundError
+from minipulsar.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from broker.service import BrokerService
+
+TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
+
+
+def admin_routes(service: "BrokerService") -> list[web.RouteDef]:
+    handlers = _Handlers(service)
+    return [
+        web.get(f"{TOPIC}/stats", handlers.stats),
+        web.get(f"{TOPIC}/internalStats", handlers.internal_stats),
+        web.put(f"{TOPIC}/partitions", handlers.create_partitioned_topic),
+        web.post(f"{TOPIC}/partitions", handlers.update_partitioned_topic),
+        web.get(f"{TOPIC}/partitions", handlers.get_partitioned_metadata),
+        web.delete(f"{TOPIC}/partitions", handlers.delete_partitioned_topic),
+        web.get("/admin/v2/brokers/health", handlers.health),
+    ]
+
+
+def _error(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+def _topic(request: web.Request) -> TopicName:
+    info = request.match_info
+    try:
+        return TopicName.parse(f"{info['domain']}://{info['tenant']}/{info['namespace']}/{info['topic']}")
+    except ValueError as error:
+        raise web.HTTPBadRequest(text=json.dumps({"reason": str(error)}), content_type="application/json")
+
+
+async def _partition_count(request: web.Request) -> int:
+    try:
+        count = json.loads(await request.text())
+    except ValueError:
+        count = None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise web.HTTPBadRequest(text=json.dumps({"reason": "the body must be a positive number of partitions"}),
+                                 content_type="application/json")
+    return count
+
+
+class _Handlers:
+    def __init__(self, service: "BrokerService") -> None:
+        self._service = service
+
+    async def _loaded(self, name: TopicName):
+        """The topic if it exists: loaded here, or a persistent one loaded now (as Pulsar does)."""
+        topic = self._service.loaded_topic(name)
+        if topic is None and await self._service.topic_exists(name):
+            topic = await self._service.get_topic(name)
+        return topic
+
+    async def stats(self, request: web.Request) -> web.Response:
+        return await self._topic_answer(request, lambda topic: topic.stats())
+
+    async def internal_stats(self, request: web.Request) -> web.Response:
+        return await self._topic_answer(request, lambda topic: topic.internal_stats())
+
+    async def _topic_answer(self, request: web.Request, render) -> web.Response:
+        name = _topic(request)
+        try:
+            topic = await self._loaded(name)
+        except MiniPulsarError as error:
+            return _error(503, str(error))
+        if topic is None:
+            return _error(404, f"Topic {name} not found")
+        return web.json_response(render(topic))
+
+    async def create_partitioned_topic(self, request: web.Request) -> web.Response:
+        name, count = _topic(request), await _partition_count(request)
+        if await self._service.topic_exists(name):
+            return _error(409, f"{name} exists already as a non-partitioned topic")
+        try:
+            await self._partitions().create(name, count)
+        except AlreadyExistsError:
+            return _error(409, "Partitioned topic already exists")
+        except InvalidCommand as error:
+            return _error(400, str(error))
+        return web.Response(status=204)
+
+    async def update_partitioned_topic(self, request: web.Request) -> web.Response:
+        name, count = _topic(request), await _partition_count(request)
+        try:
+            await self._partitions().update(name, count)
+        except NotFoundError:
+            return _error(404, "Partitioned topic does not exist")
+        except InvalidCommand as error:
+            return _error(400, str(error))
+        return web.Response(status=204)
+
+    async def get_partitioned_metadata(self, request: web.Request) -> web.Response:
+        return web.json_response({"partitions": await self._partitions().partitions(_topic(request))})
+
+    async def delete_partitioned_topic(self, request: web.Request) -> web.Response:
+        try:
+            await self._partitions().delete(_topic(request))
+        except NotFoundError:
+            return _error(404, "Partitioned topic does not exist")
+        return web.Response(status=204)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    def _partitions(self):
+        partitions = self._service.partitioned_topics
+        if partitions is None:
+            raise web.HTTPServiceUnavailable(text=json.dumps({"reason": "the broker is starting"}),
+                                             content_type="application/json")
+        return partitions

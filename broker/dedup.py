@@ -1,0 +1,225 @@
+"""Message deduplication by producer sequence ids (Pulsar's ``MessageDeduplication``, reference §5.7).
+
+Per topic and producer name the broker keeps two marks:
+
+- ``pushed``: the highest sequence id accepted (sent to the managed ledger, maybe not durable);
+- ``persisted``: the highest sequence id whose entry is durable.
+
+A SEND covering ``sequence_id..highest_sequence_id`` (a batch; ``highest`` = -1 for one
+message) is judged by its first id, as Pulsar does:
+
+- ``seq > pushed``: new — written, and ``pushed`` moves to the batch's highest id;
+- ``seq <= persisted``: a duplicate of a stored message — answered at once without a write,
+  with the position ``(-1, -1)`` (:data:`DUPLICATE`);
+- ``persisted < seq <= pushed``: the original is still in flight — where Pulsar answers an
+  error for the client to retry, we wait for the original's add and answer with its result
+  (the same position, or its error), so the client needs no retry.
+
+A failed add resets ``pushed`` to ``persisted`` for its producer, so a resend is accepted.
+
+The marks survive a restart: every ``brokerDeduplicationEntriesInterval`` persisted entries
+(and when the topic closes) ``persisted`` is written with the position it is valid at to
+``/deduplication/{tenant}/{ns}/{domain}/{topic}`` — not under the managed ledger's path,
+whose children are cursors. On load the snapshot is read and the entries after its position
+are replayed (each entry names its producer and its messages' sequence ids). A topic seen
+for the first time gets an empty snapshot at its current end, so a crash before the first
+interval still replays everything written under deduplication.
+
+``brokerDeduplicationMaxNumberOfProducers`` bounds the maps: past it, the producer name
+used least recently is forgotten (Pulsar forgets inactive producers after a timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import OrderedDict, deque
+from functools import partial
+
+from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
+from minipulsar.metadata.store import MetadataStore
+from minipulsar.protocol.batch import decode_batch
+
+from broker.managed_ledger.position import Entry, Position
+
+log = logging.getLogger(__name__)
+
+ROOT = "/deduplication"
+DUPLICATE = Position(-1, -1)
+"""The receipt position of a message that was already stored (as Pulsar: ledger/entry -1)."""
+REPLAY_BATCH_ENTRIES = 100
+
+
+def snapshot_path(persistence_path: str) -> str:
+    return f"{ROOT}/{persistence_path}"
+
+
+class _InFlight:
+    __slots__ = ("first", "highest", "added")
+
+    def __init__(self, first: int, highest: int, added: asyncio.Future[Position]) -> None:
+        self.first, self.highest, self.added = first, highest, added
+
+
+class MessageDeduplication:
+    def __init__(self, persistence_path: str, store: MetadataStore, entries_interval: int,
+                 max_producers: int) -> None:
+        self.path = snapshot_path(persistence_path)
+        self._store = store
+        self._entries_interval = entries_interval
+        self._max_producers = max_producers
+        self.pushed: OrderedDict[str, int] = OrderedDict()
+        self.persisted: dict[str, int] = {}
+        self._in_flight: dict[str, deque[_InFlight]] = {}
+        self._last_persisted = Position(-1, -1)
+        self._entries_since_snapshot = 0
+        self._snapshotting = False
+        self.duplicates = 0
+        """Sends answered without a write (stored or in-flight duplicates)."""
+
+    # -- recovery -------------------------------------------------------------------------------
+
+    async def recover(self, ledger) -> None:
+        """Load the snapshot and replay the entries written after it (see the module docstring)."""
+        stored = await self._store.get(self.path)
+        if stored is None:
+            self._last_persisted = ledger.last_confirmed
+            await self.take_snapshot()
+            return
+        raw = json.loads(stored.value)
+        self._last_persisted = Position(raw["ledgerId"], raw["entryId"])
+        for name, sequence_id in raw.get("producers", {}).items():
+            self._set_persisted(name, sequence_id)
+        replayed = await self._replay(ledger, self._last_persisted)
+        log.info("%s: deduplication state of %d producers recovered (%d entries replayed)",
+                 self.path, len(self.persisted), replayed)
+
+    async def _replay(self, ledger, after: Position) -> int:
+        position, last, replayed = ledger.next_position(after), ledger.last_confirmed, 0
+        while position <= last:
+            entries = await ledger.read_entries(position, REPLAY_BATCH_ENTRIES)
+            if not entries:
+                break
+            for entry in entries:
+                self._replay_entry(entry)
+            replayed += len(entries)
+            position = ledger.next_position(entries[-1].position)
+        return replayed
+
+    def _replay_entry(self, entry: Entry) -> None:
+        self._last_persisted = entry.position
+        try:
+            batch = decode_batch(entry.payload)
+        except MiniPulsarError:  # not written by a producer of ours: nothing to learn from it
+            return
+        if batch.messages and batch.producer_name:
+            self._set_persisted(batch.producer_name, max(m.sequence_id for m in batch.messages))
+
+    def _set_persisted(self, name: str, sequence_id: int) -> None:
+        if sequence_id > self.persisted.get(name, -1):
+            self.persisted[name] = sequence_id
+        if sequence_id > self.pushed.get(name, -1):
+            self.pushed[name] = sequence_id
+        self._touch(name)
+
+    # -- publishing -----------------------------------------------------------------------------
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """What PRODUCER_SUCCESS tells a producer reusing ``producer_name`` (-1: unknown)."""
+        return self.pushed.get(producer_name, -1)
+
+    def check(self, producer_name: str, sequence_id: int, highest_sequence_id: int) -> asyncio.Future[Position] | None:
+        """None: a new message, to be written (then call :meth:`track`); else the answer to a
+        duplicate: resolved at once for a stored one, after the original's add for an in-flight one."""
+        pushed = self.pushed.get(producer_name, -1)
+        if sequence_id > pushed:
+            return None
+        self.duplicates += 1
+        loop = asyncio.get_running_loop()
+        if sequence_id <= self.persisted.get(producer_name, -1):
+            answer = loop.create_future()
+            answer.set_result(DUPLICATE)
+            return answer
+        original = next((op for op in self._in_flight.get(producer_name, ())
+                         if op.first <= sequence_id <= op.highest), None)
+        answer = loop.create_future()
+        if original is None:  # pushed by an add that failed and was not reset yet
+            answer.set_exception(ServiceNotReadyError(
+                f"message {sequence_id} of {producer_name} is still in flight; retry"))
+        else:
+            original.added.add_done_callback(partial(_copy_outcome, answer))
+        return answer
+
+    def track(self, producer_name: str, sequence_id: int, highest_sequence_id: int,
+              added: asyncio.Future[Position]) -> None:
+        """Record an accepted message; ``added`` is its managed-ledger add."""
+        highest = max(sequence_id, highest_sequence_id)
+        self.pushed[producer_name] = highest
+        self._touch(producer_name)
+        queue = self._in_flight.setdefault(producer_name, deque())
+        op = _InFlight(sequence_id, highest, added)
+        queue.append(op)
+        added.add_done_callback(partial(self._added, producer_name, op))
+
+    def _added(self, producer_name: str, op: _InFlight, added: asyncio.Future[Position]) -> None:
+        queue = self._in_flight.get(producer_name)
+        if queue is not None:
+            try:
+                queue.remove(op)
+            except ValueError:
+                pass
+            if not queue:
+                del self._in_flight[producer_name]
+        if added.cancelled() or added.exception() is not None:
+            # Pulsar's resetHighestSequenceIdPushed: let the client's resend through.
+            if producer_name in self.pushed:
+                self.pushed[producer_name] = self.persisted.get(producer_name, -1)
+            return
+        if op.highest > self.persisted.get(producer_name, -1):
+            self.persisted[producer_name] = op.highest
+        position = added.result()
+        if position > self._last_persisted:
+            self._last_persisted = position
+        self._entries_since_snapshot += 1
+        if self._entries_since_snapshot >= self._entries_interval and not self._snapshotting:
+            asyncio.get_running_loop().create_task(self.take_snapshot())
+
+    def _touch(self, name: str) -> None:
+        self.pushed.move_to_end(name)
+        while len(self.pushed) > self._max_producers:
+            forgotten, _ = self.pushed.popitem(last=False)
+            self.persisted.pop(forgotten, None)
+
+    # -- snapshots ------------------------------------------------------------------------------
+
+    async def take_snapshot(self) -> None:
+        """Write ``persisted`` and the position it holds for; at most one write at a time."""
+        if self._snapshotting:
+            return
+        self._snapshotting = True
+        try:
+            self._entries_since_snapshot = 0
+            position = self._last_persisted
+            data = json.dumps({"ledgerId": position.ledger_id, "entryId": position.entry_id,
+                               "producers": dict(self.persisted)}, separators=(",", ":")).encode()
+            await self._store.put(self.path, data)
+        except MiniPulsarError as error:  # the next interval tries again; replay covers the gap
+            log.warning("%s: deduplication snapshot failed: %s", self.path, error)
+        finally:
+            self._snapshotting = False
+
+    @property
+    def snapshot_position(self) -> Position:
+        return self._last_persisted
+
+
+def _copy_outcome(answer: asyncio.Future[Position], original: asyncio.Future[Position]) -> None:
+    if answer.done():
+        return
+    if original.cancelled():
+        answer.set_exception(ServiceNotReadyError("the original message's write was cancelled"))
+    elif original.exception() is not None:
+        answer.set_exception(original.exception())
+    else:
+        answer.set_result(original.result())

@@ -1,0 +1,58 @@
+"""Deduplication on a real cluster (issue 5 point 7, reference §5.7): with
+``brokerDeduplicationEnabled`` a resend of an already stored (producer name, sequence id) is
+acknowledged without a second write — also after the broker was killed and restarted, when
+the state comes back from the last snapshot plus the entries written after it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from pathlib import Path
+
+from minipulsar import Client, InitialPosition, MessageId
+from tests.support.cluster import ProcessCluster, process_cluster
+
+DUPLICATE = MessageId(-1, -1, -1, -1)
+SETTINGS = {"brokerDeduplicationEnabled": True, "brokerDeduplicationEntriesInterval": 10}
+
+
+def internal_stats(cluster: ProcessCluster, topic: str) -> dict:
+    url = (f"http://{cluster.broker.host}:{cluster.broker.http_port}"
+           f"/admin/v2/persistent/public/default/{topic}/internalStats")
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+async def consume(service_url: str, topic: str, count: int) -> list[bytes]:
+    async with Client(service_url) as client:
+        consumer = await client.subscribe(topic, "check", initial_position=InitialPosition.Earliest)
+        return [(await consumer.receive(timeout_millis=10_000)).data() for _ in range(count)]
+
+
+async def test_resent_sequence_ids_are_stored_once_across_a_broker_crash(tmp_path: Path) -> None:
+    async with process_cluster(tmp_path, bookies=1, broker_settings=SETTINGS) as cluster:
+        async with Client(cluster.service_url) as client:
+            producer = await client.create_producer("dedup", producer_name="p1")
+            assert producer.last_sequence_id() == -1
+            for i in range(25):  # snapshots after 10 and 20 entries; 21..24 only in the ledger
+                await producer.send(f"m-{i}".encode())
+            assert producer.last_sequence_id() == 24
+            assert await producer.send(b"m-3 again", sequence_id=3) == DUPLICATE, "a resend is not written"
+
+        await cluster.restart_broker(kill=True)
+
+        async with Client(cluster.service_url) as client:
+            producer = await client.create_producer("dedup", producer_name="p1")
+            assert producer.last_sequence_id() == 24, "the broker remembers where p1 stands"
+            for i in range(25):
+                assert await producer.send(f"m-{i}".encode(), sequence_id=i) == DUPLICATE
+            for i in range(25, 30):  # new ids continue after the reported one
+                assert await producer.send(f"m-{i}".encode()) != DUPLICATE
+            assert producer.last_sequence_id() == 29
+            other = await client.create_producer("dedup", producer_name="p2")
+            assert await other.send(b"p2-0", sequence_id=0) != DUPLICATE, "ids are per producer name"
+
+        stored = await asyncio.to_thread(internal_stats, cluster, "dedup")
+        assert stored["numberOfEntries"] == 31, "25 + 5 new from p1, 1 from p2: no resend was written"
+        assert await consume(cluster.service_url, "dedup", 31) == [f"m-{i}".encode() for i in range(30)] + [b"p2-0"]

@@ -1,0 +1,130 @@
+"""Topic stats, internal stats and metrics on a real cluster (issue 5 points 9 and 10), with
+Pulsar's field and metric names; rates come from the counters every statsUpdateFrequencyInSecs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from minipulsar import Client, InitialPosition
+from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.process import wait_for
+
+TOPIC = "persistent://public/default/observed"
+
+
+def http_get(cluster: ProcessCluster, path: str) -> str:
+    with urllib.request.urlopen(f"http://{cluster.broker.host}:{cluster.broker.http_port}{path}",
+                                timeout=10) as response:
+        return response.read().decode()
+
+
+async def stats(cluster: ProcessCluster, kind: str = "stats", topic: str = "observed") -> dict:
+    return json.loads(await asyncio.to_thread(http_get, cluster, f"/admin/v2/persistent/public/default/{topic}/{kind}"))
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path):
+    async with process_cluster(tmp_path, broker_settings={"statsUpdateFrequencyInSecs": 0.2}) as cluster:
+        yield cluster
+
+
+async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: ProcessCluster) -> None:
+    async with Client(cluster.service_url) as client:
+        producer = await client.create_producer(TOPIC, producer_name="writer")
+        consumer = await client.subscribe(TOPIC, "sub", receiver_queue_size=10,
+                                          initial_position=InitialPosition.Earliest)
+        for i in range(50):
+            await producer.send(f"m-{i:02d}".encode())
+        for _ in range(30):
+            await consumer.acknowledge(await consumer.receive(timeout_millis=10_000))
+
+        topic = await stats(cluster)
+        for field in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "averageMsgSize"):
+            assert isinstance(topic[field], (int, float)), field
+        assert topic["msgInCounter"] == 50 and topic["bytesInCounter"] > 50 * 5
+        assert topic["msgOutCounter"] >= 30 and topic["bytesOutCounter"] > 0
+        assert topic["storageSize"] > 0 and 0 < topic["backlogSize"] < topic["storageSize"]
+        [publisher] = topic["publishers"]
+        assert publisher["producerName"] == "writer" and publisher["msgInCounter"] == 50
+        assert {"producerId", "address", "connectedSince", "msgRateIn", "msgThroughputIn"} <= set(publisher)
+        subscription = topic["subscriptions"]["sub"]
+        assert subscription["type"] == "Exclusive" and subscription["msgBacklog"] == 20
+        for field in ("msgRateOut", "msgRateRedeliver", "unackedMessages", "consumers"):
+            assert field in subscription, field
+        [consumer_stats] = subscription["consumers"]
+        assert {"consumerName", "availablePermits", "unackedMessages", "blockedConsumerOnUnackedMsgs",
+                "msgRateOut"} <= set(consumer_stats)
+        assert consumer_stats["unackedMessages"] == subscription["unackedMessages"] <= 10
+
+        internal = await stats(cluster, "internalStats")
+        assert internal["entriesAddedCounter"] == 50 and internal["numberOfEntries"] == 50
+        assert internal["totalSize"] == topic["storageSize"] > 0
+        assert internal["currentLedgerEntries"] == 50 and internal["currentLedgerSize"] == internal["totalSize"]
+        [ledger] = internal["ledgers"]
+        assert ledger["entries"] == 50 and ledger["size"] == internal["totalSize"]
+        assert internal["lastConfirmedEntry"] == f"{ledger['ledgerId']}:49"
+        cursor = internal["cursors"]["sub"]
+        assert cursor["markDeletePosition"] == f"{ledger['ledgerId']}:29"
+        assert {"readPosition", "individuallyDeletedMessages", "messagesConsumedCounter"} <= set(cursor)
+
+        # Rates: the producer keeps sending; msgRateIn turns positive within a few intervals.
+        sending = asyncio.ensure_future(keep_sending(producer))
+        try:
+            await wait_for(lambda: rate_in_positive(cluster), timeout_s=10, message="msgRateIn stayed 0")
+        finally:
+            sending.cancel()
+
+    text = await asyncio.to_thread(http_get, cluster, "/metrics")
+    topic_labels = {"cluster": "standalone", "namespace": "public/default", "topic": TOPIC}
+    for name in ("pulsar_in_bytes_total", "pulsar_in_messages_total", "pulsar_out_bytes_total",
+                 "pulsar_out_messages_total", "pulsar_rate_in", "pulsar_rate_out", "pulsar_throughput_in",
+                 "pulsar_throughput_out", "pulsar_storage_size", "pulsar_msg_backlog"):
+        assert sample(text, name, topic_labels) is not None, name
+    assert sample(text, "pulsar_in_messages_total", topic_labels) >= 50
+    for name in ("pulsar_subscription_back_log", "pulsar_subscription_unacked_messages",
+                 "pulsar_subscription_msg_rate_out"):
+        assert sample(text, name, {**topic_labels, "subscription": "sub"}) is not None, name
+    for name in ("pulsar_ml_cache_hits_rate", "pulsar_ml_cache_misses_rate", "pulsar_ml_cache_used_size",
+                 "pulsar_broker_publish_buffer_usage", "pulsar_broker_throttled_connections",
+                 "pulsar_broker_rate_in", "pulsar_broker_rate_out"):
+        assert sample(text, name, {"cluster": "standalone"}) is not None, name
+
+
+def sample(text: str, name: str, labels: dict[str, str]) -> float | None:
+    """The value of ``name`` with exactly ``labels`` (in any order), or None."""
+    for line in text.splitlines():
+        match = re.fullmatch(rf"{name}{{(.*)}} (\S+)", line)
+        if match and dict(re.findall(r'(\w+)="([^"]*)"', match.group(1))) == labels:
+            return float(match.group(2))
+    return None
+
+
+async def keep_sending(producer) -> None:
+    while True:
+        await producer.send(b"more")
+
+
+async def rate_in_positive(cluster: ProcessCluster) -> bool:
+    return (await stats(cluster))["msgRateIn"] > 0
+
+
+async def test_consumer_metrics_and_unknown_topics(cluster: ProcessCluster) -> None:
+    async with Client(cluster.service_url) as client:
+        await client.subscribe(TOPIC, "sub", receiver_queue_size=7)
+
+        async def permits_exported() -> bool:  # the FLOW follows the subscription's SUCCESS
+            text = await asyncio.to_thread(http_get, cluster, "/metrics")
+            return re.search(r'^pulsar_consumer_available_permits\{[^}]*subscription="sub"[^}]*\} 7\.0$', text,
+                             re.MULTILINE) is not None
+
+        await wait_for(permits_exported, timeout_s=10, message="the consumer's permits are not exported")
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        await stats(cluster, topic="never-created")
+    assert missing.value.code == 404

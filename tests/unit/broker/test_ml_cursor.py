@@ -1,0 +1,153 @@
+"""ManagedCursor logic on a ledger list without bookies: non-durable cursors, reset, backlog,
+and the persistence of durable cursors (coalesced, rate-limited, bounded ranges) against an
+in-process metadata store."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from minipulsar.metadata.memory import MemoryMetadataStore
+
+from broker.managed_ledger import metrics
+from broker.managed_ledger.config import ManagedLedgerConfig
+from broker.managed_ledger.cursor import ManagedCursor
+from broker.managed_ledger.entry_cache import EntryCache
+from broker.managed_ledger.info import LedgerInfo
+from broker.managed_ledger.ledger import ManagedLedger
+from broker.managed_ledger.position import Entry, Position
+from tests.support.process import wait_for
+
+KEEP_FOREVER = {"retention_time_minutes": -1, "retention_size_mb": -1}  # no trimming: there are no bookies
+
+
+class CountingStore(MemoryMetadataStore):
+    """The real in-process store, recording when each write happened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.put_times_s: list[float] = []
+
+    async def put(self, path, value, expected_version=None, *, ephemeral=False):  # type: ignore[override]
+        self.put_times_s.append(time.monotonic())
+        return await super().put(path, value, expected_version, ephemeral=ephemeral)
+
+
+def closed_ledger(*entries_per_ledger: int, store=None, **config) -> ManagedLedger:
+    """A managed ledger whose ledgers 10, 11, … are closed with the given entry counts."""
+    ledger = ManagedLedger("t/ns/persistent/x", store=store, bookkeeper=None, cache=EntryCache(0),  # type: ignore[arg-type]
+                           config=ManagedLedgerConfig(**{**KEEP_FOREVER, **config}))
+    ledger._ledgers.replace([LedgerInfo(10 + i, entries=n) for i, n in enumerate(entries_per_ledger)])
+    return ledger
+
+
+async def test_non_durable_cursor_starts_latest_earliest_or_at_a_position() -> None:
+    ledger = closed_ledger(3, 2)
+    latest = ManagedCursor.open_non_durable(ledger, "r1", None)
+    assert not latest.has_more_entries() and latest.active and not latest.durable
+    earliest = ManagedCursor.open_non_durable(ledger, "r2", Position(-1, -1))
+    assert earliest.read_position == Position(10, 0) and earliest.backlog_entries == 5
+    inclusive = ManagedCursor.open_non_durable(ledger, "r3", Position(10, 2))
+    exclusive = ManagedCursor.open_non_durable(ledger, "r4", Position(10, 2), inclusive=False)
+    assert inclusive.read_position == Position(10, 2) and exclusive.read_position == Position(11, 0)
+    trimmed = ManagedCursor.open_non_durable(ledger, "r5", Position(3, 7), inclusive=False)
+    assert trimmed.read_position == Position(10, 0), "a start that no longer exists begins at the first entry"
+    assert len(ledger.cursors) == 5
+
+
+async def test_reset_acknowledges_everything_before_the_position_and_clears_holes() -> None:
+    ledger = closed_ledger(5, 5)
+    cursor = ManagedCursor(ledger, "sub", None, Position(10, -1))
+    await cursor.acknowledge([Position(11, 3), Position(10, 1)])
+    await cursor.reset(Position(11, 0))
+    assert cursor.mark_delete == Position(11, -1) and not cursor.individually_deleted
+    assert cursor.read_position == Position(11, 0) and cursor.backlog_entries == 5
+    await cursor.reset(Position(10, 2))
+    assert cursor.mark_delete == Position(10, 1) and cursor.backlog_entries == 8, "seek backwards un-acks"
+    await cursor.reset(Position(99, 0))
+    assert cursor.backlog_entries == 0 and cursor.mark_delete == ledger.last_confirmed, "past the tail: latest"
+
+
+async def test_a_cumulative_ack_past_the_read_position_moves_it() -> None:
+    ledger = closed_ledger(5)
+    cursor = ManagedCursor(ledger, "sub", None, Position(10, -1))
+    await cursor.acknowledge_cumulative(Position(10, 2))
+    assert cursor.read_position == Position(10, 3)
+
+
+async def test_non_durable_cursor_skips_trimmed_ledgers() -> None:
+    ledger = closed_ledger(5, 5)
+    reader = ManagedCursor.open_non_durable(ledger, "r", Position(10, 0))
+    await reader.acknowledge([Position(10, 4)])
+    ledger._ledgers.replace([LedgerInfo(11, entries=5)])
+    reader.skip_trimmed(ledger.first_position)
+    assert reader.mark_delete == Position(11, -1) and reader.read_position == Position(11, 0)
+    assert not reader.individually_deleted and reader.backlog_entries == 5
+
+
+async def test_acks_waiting_for_durability_are_written_at_once_despite_the_rate_limit() -> None:
+    store = CountingStore()
+    ledger = closed_ledger(100, store=store, mark_delete_rate_limit=0.2)  # one write per 5 s
+    cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    started_s = time.monotonic()
+    for entry_id in range(5):
+        await cursor.acknowledge([Position(10, entry_id)])
+    assert time.monotonic() - started_s < 1.0
+    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 4
+
+
+async def test_acks_not_waited_for_are_coalesced_and_spaced_by_the_rate_limit() -> None:
+    store = CountingStore()
+    ledger = closed_ledger(100, store=store, mark_delete_rate_limit=4.0)
+    cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    for entry_id in range(50):
+        await cursor.acknowledge([Position(10, entry_id)], wait_durable=False)
+    await wait_for(lambda: cursor._persisted == cursor._changes, timeout_s=5, interval_s=0.01)
+    writes = store.put_times_s[1:]  # after the creation write
+    assert 1 <= len(writes) <= 3, f"50 acks, {len(writes)} writes"
+    assert all(b - a >= 0.24 for a, b in zip(store.put_times_s, store.put_times_s[1:])), "4 writes/s at most"
+    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 49
+
+
+async def test_ranges_beyond_the_bound_stay_in_memory_with_a_warning_and_a_count(caplog) -> None:
+    store = MemoryMetadataStore()
+    ledger = closed_ledger(100, store=store, max_unacked_ranges_to_persist=3)
+    cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    before = metrics.CURSOR_RANGES_OVER_LIMIT._value.get()
+    with caplog.at_level(logging.WARNING, logger="broker.managed_ledger.cursor"):
+        for entry_id in range(1, 20, 2):
+            await cursor.acknowledge([Position(10, entry_id)])
+    assert cursor.non_contiguous_deleted_ranges == 10 and cursor.unpersisted_ranges == 7
+    assert len([r for r in caplog.records if "managedLedgerMaxUnackedRangesToPersist" in r.message]) == 1
+    assert metrics.CURSOR_RANGES_OVER_LIMIT._value.get() - before == cursor.ranges_over_limit == 7
+    stored = json.loads((await store.get(cursor.path)).value)["individualDeletedMessages"]
+    assert stored == [[10, 1, 10, 1], [10, 3, 10, 3], [10, 5, 10, 5]]
+    reopened = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    assert reopened.is_acked(Position(10, 5)) and not reopened.is_acked(Position(10, 7)), \
+        "the ranges not persisted are delivered again after a restart"
+
+
+async def test_closing_a_cursor_writes_its_pending_changes() -> None:
+    store = MemoryMetadataStore()
+    ledger = closed_ledger(10, store=store, mark_delete_rate_limit=0.01)
+    cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    await cursor.acknowledge_cumulative(Position(10, 6), wait_durable=False)
+    await cursor.close()
+    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 6
+    assert cursor not in ledger.cursors
+
+
+@pytest.mark.parametrize("max_bytes", [None, 250])
+async def test_reads_come_from_the_cache_and_count_tailing_hits(max_bytes) -> None:
+    ledger = closed_ledger(4)
+    ledger.cache.max_bytes = 1 << 20
+    for entry_id in range(4):
+        ledger._ledger_cache.insert(Entry(Position(10, entry_id), bytes(100), 1))
+    cursor = ManagedCursor.open_non_durable(ledger, "r", Position(10, 0))
+    entries = await cursor.read_entries(10, max_bytes=max_bytes)
+    assert len(entries) == (4 if max_bytes is None else 2)
+    assert cursor.cache_hits_tailing == len(entries) and cursor.cache_misses == 0
+    assert ledger.cache_hits == len(entries) and ledger.cache.hits == len(entries)

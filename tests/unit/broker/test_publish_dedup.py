@@ -1,0 +1,116 @@
+"""Goal: deduplication answers a resend of a stored message without a write, waits for an
+in-flight original, lets a resend through after a failed add, and rebuilds its state after a
+restart from the snapshot plus the entries written after it (Pulsar §5.7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from minipulsar.errors import PersistenceError
+from minipulsar.metadata import MemoryMetadataStore
+from minipulsar.protocol.batch import BatchMessage, encode_batch
+
+from broker.dedup import DUPLICATE, MessageDeduplication
+from broker.managed_ledger.position import Entry, Position
+from tests.support.process import wait_for
+
+
+class FakeLedger:
+    """One ledger (id 7) of entries; adds complete when the test says so."""
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+
+    @property
+    def last_confirmed(self) -> Position:
+        return Position(7, len(self.entries) - 1)
+
+    def next_position(self, position: Position) -> Position:
+        return Position(7, 0) if position.ledger_id != 7 else Position(7, position.entry_id + 1)
+
+    async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:
+        return self.entries[start.entry_id:start.entry_id + max_entries]
+
+    def append(self, producer: str, sequence_ids: list[int]) -> Position:
+        payload = encode_batch(0, producer, [BatchMessage(s, b"x") for s in sequence_ids])
+        position = Position(7, len(self.entries))
+        self.entries.append(Entry(position, payload, len(sequence_ids)))
+        return position
+
+
+def dedup(store: MemoryMetadataStore, interval: int = 1000, max_producers: int = 100) -> MessageDeduplication:
+    return MessageDeduplication("public/default/persistent/t", store, interval, max_producers)
+
+
+async def test_a_stored_message_is_a_duplicate_and_an_in_flight_one_waits_for_its_original() -> None:
+    store, ledger = MemoryMetadataStore(), FakeLedger()
+    state = dedup(store)
+    await state.recover(ledger)
+    loop = asyncio.get_running_loop()
+    assert state.check("p", 0, -1) is None
+    first = loop.create_future()
+    state.track("p", 0, -1, first)
+    waiting = state.check("p", 0, -1)
+    assert waiting is not None and not waiting.done(), "in flight: wait for the original"
+    first.set_result(ledger.append("p", [0]))
+    assert await waiting == Position(7, 0), "answered with the original's position"
+    assert await state.check("p", 0, -1) == DUPLICATE
+    assert state.check("p", 1, -1) is None
+    assert state.check("q", 0, -1) is None, "sequence ids are per producer name"
+    await store.close()
+
+
+async def test_a_failed_add_lets_the_resend_through() -> None:
+    store, ledger = MemoryMetadataStore(), FakeLedger()
+    state = dedup(store)
+    await state.recover(ledger)
+    failed = asyncio.get_running_loop().create_future()
+    state.track("p", 0, 4, failed)  # a batch 0..4
+    waiting = state.check("p", 3, -1)
+    failed.set_exception(PersistenceError("bookies gone"))
+    await asyncio.sleep(0)  # let the callbacks run
+    assert waiting.exception() is not None, "the in-flight duplicate shares the original's error"
+    assert state.check("p", 0, 4) is None, "pushed went back to persisted"
+    await store.close()
+
+
+async def test_state_survives_a_restart_from_snapshot_and_replay() -> None:
+    store, ledger = MemoryMetadataStore(), FakeLedger()
+    state = dedup(store, interval=2)
+    await state.recover(ledger)
+    loop = asyncio.get_running_loop()
+    for sequence_id in range(5):
+        added = loop.create_future()
+        state.track("p", sequence_id, -1, added)
+        added.set_result(ledger.append("p", [sequence_id]))
+        await asyncio.sleep(0)
+
+    async def snapshot_taken() -> bool:
+        stored = await store.get(state.path)
+        return stored is not None and json.loads(stored.value)["entryId"] >= 3
+
+    await wait_for(snapshot_taken, timeout_s=5, message="no snapshot after 2 × brokerDeduplicationEntriesInterval")
+    ledger.append("q", [10, 11, 12])  # written, then the broker crashed before any snapshot
+    restarted = dedup(store, interval=2)
+    await restarted.recover(ledger)
+    assert restarted.persisted == {"p": 4, "q": 12}
+    assert restarted.last_sequence_id("p") == 4
+    assert await restarted.check("p", 4, -1) == DUPLICATE
+    assert await restarted.check("q", 11, -1) == DUPLICATE
+    assert restarted.check("q", 13, -1) is None
+    await store.close()
+
+
+async def test_the_producer_map_is_bounded() -> None:
+    store, ledger = MemoryMetadataStore(), FakeLedger()
+    state = dedup(store, max_producers=2)
+    await state.recover(ledger)
+    loop = asyncio.get_running_loop()
+    for name in ("a", "b", "c"):
+        added = loop.create_future()
+        state.track(name, 0, -1, added)
+        added.set_result(ledger.append(name, [0]))
+    await asyncio.sleep(0)
+    assert list(state.pushed) == ["b", "c"], "the least recently used name is forgotten"
+    await store.close()
