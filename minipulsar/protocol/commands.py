@@ -243,16 +243,21 @@ class Unsubscribe(Command):
 
 @command("CLOSE_PRODUCER")
 class CloseProducer(Command):
-    """Either side: the client closing, or the broker telling the client to reconnect."""
+    """Either side: the client closing, or the broker telling the client to reconnect (its
+    topic was unloaded); ``assigned_broker_url`` names the new owner when the broker knows it."""
 
     producer_id: int
     id: int | None = None
+    assigned_broker_url: str | None = None
 
 
 @command("CLOSE_CONSUMER")
 class CloseConsumer(Command):
+    """Like CLOSE_PRODUCER, for a consumer."""
+
     consumer_id: int
     id: int | None = None
+    assigned_broker_url: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
