@@ -5,6 +5,9 @@
   count, ``GET`` reads it (``{"partitions": 0}`` when not partitioned), ``DELETE`` removes it;
 - ``GET  /admin/v2/brokers/health``.
 
+A topic served by another broker answers ``307`` to that broker's same URL (as Pulsar does);
+tenants, namespaces, bundles and lookup live in :mod:`broker.admin_namespaces`.
+
 Errors answer as Pulsar's do: a JSON ``{"reason": …}`` with 404 (not found), 409 (exists
 already), 400 (bad input) or 503 (not available now).
 """
@@ -16,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from minipulsar.errors import AlreadyExistsError, InvalidCommand, MiniPulsarError, NotFoundError
+from minipulsar.errors import AlreadyExistsError, InvalidCommand, MiniPulsarError, NotFoundError, NotOwnerError
 from minipulsar.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -65,10 +68,14 @@ class _Handlers:
     def __init__(self, service: "BrokerService") -> None:
         self._service = service
 
-    async def _loaded(self, name: TopicName):
-        """The topic if it exists: loaded here, or a persistent one loaded now (as Pulsar does)."""
+    async def _loaded(self, name: TopicName, authoritative: bool = False):
+        """The topic if it exists: loaded here, or a persistent one loaded now (as Pulsar does).
+        ``authoritative``: a broker that decided placement sent the request here, so take the
+        bundle if it is unowned instead of asking placement again."""
         topic = self._service.loaded_topic(name)
         if topic is None and await self._service.topic_exists(name):
+            if authoritative and self._service.namespaces is not None:
+                await self._service.namespaces.lookup(name, authoritative=True)
             topic = await self._service.get_topic(name)
         return topic
 
@@ -81,12 +88,23 @@ class _Handlers:
     async def _topic_answer(self, request: web.Request, render) -> web.Response:
         name = _topic(request)
         try:
-            topic = await self._loaded(name)
+            topic = await self._loaded(name, request.query.get("authoritative", "false").lower() == "true")
+        except NotOwnerError as error:
+            return await self._to_owner(request, name, error)
         except MiniPulsarError as error:
             return _error(503, str(error))
         if topic is None:
             return _error(404, f"Topic {name} not found")
         return web.json_response(render(topic))
+
+    async def _to_owner(self, request: web.Request, name: TopicName, error: NotOwnerError) -> web.Response:
+        """307 to the broker serving ``name`` (503 while its bundle is moving)."""
+        namespaces = self._service.namespaces
+        result = await namespaces.lookup(name) if namespaces is not None else None
+        if result is None or result.kind != "redirect" or not result.http_url:
+            return _error(503, str(error))
+        location = f"{result.http_url.rstrip('/')}{request.path}?authoritative={str(result.authoritative).lower()}"
+        return web.Response(status=307, headers={"Location": location})
 
     async def create_partitioned_topic(self, request: web.Request) -> web.Response:
         name, count = _topic(request), await _partition_count(request)

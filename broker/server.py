@@ -9,6 +9,12 @@ neither holds:
 - ``maxPendingPublishRequestsPerConnection`` sends in flight on this connection (resume at half);
 - the broker-wide ``maxMessagePublishBufferSizeInMB`` of unpersisted publish bytes, which
   pauses every producer connection at once (:mod:`broker.publish_buffer`).
+
+LOOKUP answers from the namespace service's decision (:mod:`broker.namespace.lookup`). When a
+bundle is unloaded its producers and consumers are *detached* from their connections
+(:meth:`BrokerConnection.detach_producer`): SENDs that still arrive for a detached producer are
+dropped without an answer, as Pulsar drops them — the client resends its unreceipted messages
+after it reconnects — and CLOSE_PRODUCER / CLOSE_CONSUMER follow once the bundle is released.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from minipulsar.errors import (
     ConsumerNotFoundError,
     InvalidCommand,
     MiniPulsarError,
+    NotOwnerError,
     ProducerBusyError,
     ServiceNotReadyError,
     code_for_error,
@@ -38,6 +45,7 @@ from broker.topics.key_shared import KEY_SHARED_MODES
 from broker.topics.non_persistent_topic import NonPersistentTopic
 from broker.topics.persistent_topic import PersistentTopic
 from broker.topics.subscription import Subscription
+from broker.topic_list import topics_of_namespace
 
 if TYPE_CHECKING:
     from broker.service import BrokerService
@@ -53,11 +61,15 @@ PENDING_SENDS = "maxPendingPublishRequestsPerConnection"
 class ProducerHandle:
     """A producer on this connection; also what the topic's stats list as a publisher."""
 
-    __slots__ = ("producer_id", "name", "topic", "address", "connected_since", "messages_in", "bytes_in")
+    __slots__ = ("producer_id", "name", "topic", "address", "connected_since", "messages_in", "bytes_in",
+                 "connection", "last_added")
 
     def __init__(self, producer_id: int, name: str, topic: PersistentTopic | NonPersistentTopic,
-                 address: str) -> None:
+                 address: str, connection: "BrokerConnection | None" = None) -> None:
         self.producer_id, self.name, self.topic, self.address = producer_id, name, topic, address
+        self.connection = connection
+        self.last_added: asyncio.Future[Position] | None = None
+        """The latest SEND's add: adds complete in order, so once it is done every earlier one is."""
         self.connected_since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
         self.messages_in = 0
         self.bytes_in = 0
@@ -83,6 +95,9 @@ class BrokerConnection(ServerConnection):
         self._max_pending_sends = config.max_pending_publish_requests_per_connection
         self._throttles: set[str] = set()
         """Why reading is paused; empty: reading."""
+        self._detached_producers: set[int] = set()
+        """Producer ids an unload took away: their late SENDs are dropped (the client resends)."""
+        self._detached_consumers: set[int] = set()
 
     @property
     def writable(self) -> bool:
@@ -91,15 +106,27 @@ class BrokerConnection(ServerConnection):
     # -- lookup ---------------------------------------------------------------------------------
 
     @handles(cmd.Lookup)
-    def lookup(self, command: cmd.Lookup) -> None:
-        _parse_topic(command.topic)
-        self.send(cmd.LookupResponse(id=command.id, kind="connect", broker_url=self.service.service_url,
-                                     authoritative=True))
+    async def lookup(self, command: cmd.Lookup) -> None:
+        name = _parse_topic(command.topic)
+        namespaces = self.service.namespaces
+        if namespaces is None:
+            raise ServiceNotReadyError("the broker is starting")
+        result = await namespaces.lookup(name, command.authoritative)
+        self.send(cmd.LookupResponse(id=command.id, kind=result.kind, broker_url=result.broker_url,
+                                     authoritative=result.authoritative, message=result.message,
+                                     error=result.error.value if result.error is not None else ""))
 
     @handles(cmd.PartitionedMetadata)
     async def partitioned_metadata(self, command: cmd.PartitionedMetadata) -> None:
         partitions = await self.service.partition_metadata(_parse_topic(command.topic))
         self.send(cmd.PartitionedMetadataResponse(id=command.id, partitions=partitions))
+
+    @handles(cmd.GetTopicsOfNamespace)
+    async def topics_of_namespace(self, command: cmd.GetTopicsOfNamespace) -> None:
+        assert self.service.store is not None
+        loaded = [topic.name for topic in self.service.loaded_topics()]
+        topics = await topics_of_namespace(self.service.store, command.namespace, command.mode, loaded)
+        self.send(cmd.GetTopicsOfNamespaceResponse(id=command.id, topics=topics))
 
     # -- producers ------------------------------------------------------------------------------
 
@@ -113,7 +140,8 @@ class BrokerConnection(ServerConnection):
             raise ProducerBusyError(f"producer with name {name!r} is already connected to {topic.name}")
         if command.producer_id in self.producers or not self.is_open:  # raced with itself or a close
             raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
-        producer = ProducerHandle(command.producer_id, name, topic, self.peer)
+        self._detached_producers.discard(command.producer_id)
+        producer = ProducerHandle(command.producer_id, name, topic, self.peer, self)
         self.producers[command.producer_id] = producer
         topic.counters.producers[(id(self), command.producer_id)] = producer
         self.service.publish_buffer.register(self)
@@ -125,6 +153,8 @@ class BrokerConnection(ServerConnection):
     def send_message(self, command: cmd.Send) -> None:
         producer = self.producers.get(command.producer_id)
         if producer is None:
+            if command.producer_id in self._detached_producers:
+                return  # its topic was unloaded: the client resends after reconnecting
             self.send(cmd.SendError(producer_id=command.producer_id, sequence_id=command.sequence_id,
                                     code="ProducerNotFound", message="no such producer on this connection"))
             return
@@ -141,6 +171,7 @@ class BrokerConnection(ServerConnection):
         self.service.publish_buffer.add(size)
         added = producer.topic.publish(command.payload, command.num_messages, producer.name,
                                        command.sequence_id, command.highest_sequence_id)
+        producer.last_added = added
         added.add_done_callback(partial(self._send_completed, command.producer_id, command.sequence_id, size))
 
     def _send_completed(self, producer_id: int, sequence_id: int, size: int,
@@ -154,12 +185,13 @@ class BrokerConnection(ServerConnection):
             position = added.result()
             self.send(cmd.SendReceipt(producer_id=producer_id, sequence_id=sequence_id,
                                       ledger_id=position.ledger_id, entry_id=position.entry_id))
-        else:
+        elif producer_id not in self._detached_producers:  # else: the client resends it elsewhere
             self.send(cmd.SendError(producer_id=producer_id, sequence_id=sequence_id,
                                     code=code_for_error(error).value, message=str(error)))
 
     @handles(cmd.CloseProducer)
     def close_producer(self, command: cmd.CloseProducer) -> None:
+        self._detached_producers.discard(command.producer_id)
         producer = self.producers.pop(command.producer_id, None)
         if producer is not None:
             producer.topic.counters.producers.pop((id(self), command.producer_id), None)
@@ -192,11 +224,20 @@ class BrokerConnection(ServerConnection):
         if not self.is_open:  # the client went away while we were loading
             subscription.remove_consumer(consumer)
             return
+        if self.service.loaded_topic(topic.name) is not topic:  # unloaded while we subscribed
+            subscription.remove_consumer(consumer)
+            raise NotOwnerError(f"{topic.name} was unloaded from this broker; look it up again")
+        if command.consumer_id in self.consumers:  # raced with itself
+            subscription.remove_consumer(consumer)
+            raise InvalidCommand(f"consumer id {command.consumer_id} is already in use on this connection")
+        self._detached_consumers.discard(command.consumer_id)
         self.consumers[command.consumer_id] = ConsumerHandle(consumer, topic, subscription)
         self.send(cmd.Success(id=command.id))
 
     @handles(cmd.Flow)
     def flow(self, command: cmd.Flow) -> None:
+        if command.consumer_id in self._detached_consumers:
+            return  # the consumer's topic was unloaded; the client re-subscribes elsewhere
         handle = self._consumer(command.consumer_id)
         if command.permits < 0:
             raise InvalidCommand("permits must be >= 0")
@@ -217,6 +258,8 @@ class BrokerConnection(ServerConnection):
 
     @handles(cmd.RedeliverUnacked)
     def redeliver_unacknowledged(self, command: cmd.RedeliverUnacked) -> None:
+        if command.consumer_id in self._detached_consumers:
+            return  # everything unacknowledged is delivered again after re-subscribing anyway
         handle = self._consumer(command.consumer_id)
         positions = _parse_positions(command.message_ids) if command.message_ids else None
         handle.subscription.redeliver_unacknowledged(handle.consumer, positions)
@@ -248,6 +291,7 @@ class BrokerConnection(ServerConnection):
 
     @handles(cmd.CloseConsumer)
     def close_consumer(self, command: cmd.CloseConsumer) -> None:
+        self._detached_consumers.discard(command.consumer_id)
         handle = self.consumers.pop(command.consumer_id, None)
         if handle is not None:
             handle.subscription.remove_consumer(handle.consumer)
@@ -266,6 +310,35 @@ class BrokerConnection(ServerConnection):
         if handle is None:
             raise ConsumerNotFoundError(f"no consumer {consumer_id} on this connection")
         return handle
+
+    # -- unload (broker/namespace/unload.py) ----------------------------------------------------
+
+    def detach_producer(self, producer_id: int) -> bool:
+        """Take the producer off its topic (an unload); False when it is not on this connection."""
+        producer = self.producers.pop(producer_id, None)
+        if producer is None:
+            return False
+        producer.topic.counters.producers.pop((id(self), producer_id), None)
+        self._detached_producers.add(producer_id)
+        if not self.producers:
+            self.service.publish_buffer.unregister(self)
+        return True
+
+    def detach_consumer(self, consumer_id: int) -> bool:
+        handle = self.consumers.pop(consumer_id, None)
+        if handle is None:
+            return False
+        handle.subscription.remove_consumer(handle.consumer)
+        self._detached_consumers.add(consumer_id)
+        return True
+
+    def send_close_producer(self, producer_id: int, assigned_broker_url: str | None = None) -> None:
+        if self.is_open and producer_id in self._detached_producers:
+            self.send(cmd.CloseProducer(producer_id=producer_id, assigned_broker_url=assigned_broker_url))
+
+    def send_close_consumer(self, consumer_id: int, assigned_broker_url: str | None = None) -> None:
+        if self.is_open and consumer_id in self._detached_consumers:
+            self.send(cmd.CloseConsumer(consumer_id=consumer_id, assigned_broker_url=assigned_broker_url))
 
     # -- connection -----------------------------------------------------------------------------
 

@@ -1,5 +1,12 @@
 """BrokerService: one broker process — its listener, topics, metadata session and BookKeeper client.
 
+A topic loads only on the broker owning its namespace bundle (:mod:`broker.namespace`): the first
+PRODUCER/SUBSCRIBE (or lookup) of an unowned bundle acquires it when placement picks this broker,
+otherwise the client gets NotOwner and looks the topic up again. Unloading a bundle takes its
+topics out of :attr:`BrokerService.topics` at once (:meth:`BrokerService.take_topics`), so a
+client attaching concurrently fails instead of landing on a closing topic. A clean shutdown
+unloads every bundle first, so clients move to other brokers.
+
 It also owns what every connection shares: the broker-wide publish buffer
 (``maxMessagePublishBufferSizeInMB``), the count of throttled connections, partition metadata,
 and the timer that turns the topics' counters into rates every ``statsUpdateFrequencyInSecs``.
@@ -13,18 +20,21 @@ import logging
 import time
 
 from minipulsar.config import BrokerConfig
-from minipulsar.errors import InvalidCommand, MiniPulsarError, ServiceNotReadyError
+from minipulsar.errors import InvalidCommand, MiniPulsarError, NotOwnerError, ServiceNotReadyError
 from minipulsar.metadata import MetadataStore, SessionEvent, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net import Listener
 from minipulsar.topic_name import TopicName
 
 from broker.admin import admin_routes
+from broker.admin_namespaces import namespace_routes
 from broker.bookkeeper import BookKeeper, BookKeeperSettings
 from broker.dedup import MessageDeduplication
+from broker.loadbalance.load_manager import LoadManager
 from broker.managed_ledger.entry_cache import EntryCache
 from broker.managed_ledger.info import managed_ledger_path
 from broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
+from broker.namespace.service import NamespaceService
 from broker.partitions import PartitionedTopics, partition_index
 from broker.publish_buffer import PublishBuffer
 from broker.server import BrokerConnection
@@ -55,8 +65,14 @@ class BrokerService:
         self.partitioned_topics: PartitionedTopics | None = None
         self.cache_rates = (0.0, 0.0)
         """Entry-cache (hits, misses) per second over the last stats interval."""
+        self.namespaces: NamespaceService | None = None
+        """Bundles, ownership, lookup; set in :meth:`start` once the URLs are known."""
+        self.load_manager = None
+        """The load manager (broker/loadbalance/), when one runs: NamespaceService asks it to place
+        unowned bundles (``select_broker_for``, ``is_leader``)."""
+        self._topic_loads = asyncio.Semaphore(config.max_concurrent_topic_load_request)
         self._listener = Listener(lambda: BrokerConnection(self))
-        self._http = HttpServer(admin_routes(self))
+        self._http = HttpServer([*admin_routes(self), *namespace_routes(self)])
         self._stats_task: asyncio.Task[None] | None = None
         self.host = config.advertised_address or config.bind_address
         self.port = 0
@@ -72,6 +88,11 @@ class BrokerService:
     def web_service_url(self) -> str:
         return f"http://{self.host}:{self.http_port}"
 
+    @property
+    def broker_id(self) -> str:
+        """``host:webport``: this broker's name under /loadbalance/brokers (Pulsar's broker id)."""
+        return f"{self.host}:{self.http_port}"
+
     async def start(self) -> None:
         config = self.config
         self.store = await open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms)
@@ -83,8 +104,13 @@ class BrokerService:
         self.http_port = await self._http.start(config.bind_address, config.http_port)
         self._collector = BrokerCollector(self)
         self._stats_task = asyncio.get_running_loop().create_task(self._update_stats())
+        self.namespaces = NamespaceService(self)
+        await self.namespaces.start()
         await self._register()
         self.store.add_session_listener(self._session_event)
+        # load manager (broker/loadbalance/): reports, leader election, shedding, placement
+        self.load_manager = LoadManager(self)
+        await self.load_manager.start()
 
     def _session_event(self, event: SessionEvent) -> None:
         if event is SessionEvent.SESSION_REESTABLISHED and not self._closing:
@@ -96,26 +122,59 @@ class BrokerService:
         assert self.store is not None
         info = {"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_service_url,
                 "cluster": self.config.cluster_name}
-        await self.store.put(f"{BROKERS_PATH}/{self.host}:{self.http_port}", json.dumps(info).encode(),
-                             ephemeral=True)
+        await self.store.put(f"{BROKERS_PATH}/{self.broker_id}", json.dumps(info).encode(), ephemeral=True)
 
     async def get_topic(self, name: TopicName) -> Topic:
-        """The loaded topic, loading it (managed ledger + subscriptions) on first use.
+        """The loaded topic, loading it (managed ledger + subscriptions) on first use, on the owner
+        of its bundle only.
 
         Raises:
             InvalidCommand: ``name`` is a partitioned topic (use its partitions).
+            NotOwnerError: another broker serves (or should serve) the topic's bundle, or it is
+                being unloaded: look the topic up again.
             ServiceNotReadyError: the broker is closing or the topic cannot be loaded.
         """
         if self._closing:
             raise ServiceNotReadyError("the broker is shutting down")
+        if self.namespaces is None:
+            raise ServiceNotReadyError("the broker is starting")
         key = str(name)
         loading = self.topics.get(key)
         if loading is None or (loading.done() and loading.exception() is not None):
-            loading = asyncio.ensure_future(self._load_topic(name))
-            self.topics[key] = loading
-        return await asyncio.shield(loading)
+            await self.namespaces.ensure_owned(name)
+            loading = self.topics.get(key)
+            if loading is None or (loading.done() and loading.exception() is not None):
+                loading = asyncio.ensure_future(self._load_topic(name))
+                self.topics[key] = loading
+        else:
+            self.namespaces.check_serving(name)
+        topic = await asyncio.shield(loading)
+        if self.topics.get(key) is not loading:
+            raise NotOwnerError(f"{name} was unloaded from this broker; look it up again")
+        return topic
+
+    def take_topics(self, belongs) -> list[asyncio.Future[Topic]]:
+        """Remove the topics whose name ``belongs(TopicName)`` from the topic map (loaded or loading)
+        and return them, for an unload to close."""
+        taken = []
+        for key in [k for k in self.topics if belongs(TopicName.parse(k))]:
+            taken.append(self.topics.pop(key))
+        return taken
 
     async def _load_topic(self, name: TopicName) -> Topic:
+        assert self.namespaces is not None
+        metrics = self.namespaces.metrics
+        metrics.topic_load_pending += 1
+        started = time.monotonic()
+        try:
+            async with self._topic_loads:  # maxConcurrentTopicLoadRequest
+                topic = await self._open_topic(name)
+        finally:
+            metrics.topic_load_pending -= 1
+        metrics.topic_loaded((time.monotonic() - started) * 1000)
+        return topic
+
+    async def _open_topic(self, name: TopicName) -> Topic:
         assert self.store is not None and self.bookkeeper is not None and self.partitioned_topics is not None
         partitions = await self.partitioned_topics.partitions(name)
         if partitions:
@@ -197,6 +256,10 @@ class BrokerService:
         self._closing = True
         if self._stats_task is not None:
             self._stats_task.cancel()
+        if self.load_manager is not None:  # load manager first: no shedding while bundles unload
+            await self.load_manager.close()
+        if self.namespaces is not None:  # unload first: clients move elsewhere while we still talk to them
+            await self.namespaces.close()
         await self._listener.close()
         for topic in self.loaded_topics():
             await topic.close()

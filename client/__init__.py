@@ -9,3 +9,27 @@ from client.producer import Producer
 
 __all__ = ["AlreadyClosed", "Client", "ConnectError", "Consumer", "ConsumerType", "InitialPosition",
            "LookupError", "Message", "MessageId", "Producer", "ProducerQueueIsFull", "PulsarException", "Timeout"]
+
+# I: client core — producer options, batch receive, the official client's error names
+from client.consumer_config import ConsumerBatchReceivePolicy  # noqa: E402
+from client.enums import BatchingType, CompressionType  # noqa: E402
+from client.exceptions import (  # noqa: E402
+    ConsumerBusy,
+    MemoryBufferIsFull,
+    NotConnected,
+    ProducerBusy,
+    ServiceUnitNotReady,
+    TooManyLookupRequestException,
+    TopicNotFound,
+)
+
+__all__ += ["BatchingType", "CompressionType", "ConsumerBatchReceivePolicy", "ConsumerBusy", "MemoryBufferIsFull",
+            "NotConnected", "ProducerBusy", "ServiceUnitNotReady", "TooManyLookupRequestException", "TopicNotFound"]
+
+# J: partitioned topics, multi-topic and regex subscriptions, readers
+from client.multi_topics_consumer import MultiTopicsConsumer  # noqa: E402
+from client.partitioned_producer import PartitionedProducer  # noqa: E402
+from client.reader import Reader  # noqa: E402
+from client.routing import HashingScheme, PartitionsRoutingMode  # noqa: E402
+
+__all__ += ["HashingScheme", "MultiTopicsConsumer", "PartitionedProducer", "PartitionsRoutingMode", "Reader"]

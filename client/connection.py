@@ -1,7 +1,15 @@
 """Client connections to brokers: one per broker address, shared by producers and consumers.
 
-Broker pushes (SEND_RECEIPT, SEND_ERROR, MESSAGE, CLOSE_*) are routed synchronously to the
-producer or consumer registered under their id; nothing here awaits in the read path.
+Broker pushes (SEND_RECEIPT, SEND_ERROR, MESSAGE, ACTIVE_CONSUMER_CHANGE, CLOSE_PRODUCER,
+CLOSE_CONSUMER) are routed synchronously to the producer or consumer registered under their
+id; nothing here awaits in the read path. A producer or consumer registers itself on the
+connection it attached to and is told when that attachment ends, by one of two calls:
+
+- ``closed_by_broker(assigned_broker_url)``: the broker closed this producer/consumer (its
+  topic was unloaded); the URL of the new owner comes along when the broker knows it;
+- ``connection_closed(reason)``: the whole connection is gone.
+
+Either way the listener is unregistered first, so a late push cannot reach it.
 """
 
 from __future__ import annotations
@@ -15,18 +23,24 @@ from minipulsar.net import Connection, connect
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.schema import Command
 
+from client.exceptions import AlreadyClosed
+
 log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
 
 
 class ProducerListener(Protocol):
     def receipt_received(self, receipt: cmd.SendReceipt) -> None: ...
     def send_failed(self, error: cmd.SendError) -> None: ...
+    def closed_by_broker(self, assigned_broker_url: str | None) -> None: ...
     def connection_closed(self, reason: MiniPulsarError) -> None: ...
 
 
 class ConsumerListener(Protocol):
     def message_received(self, message: cmd.Message) -> None: ...
     def active_consumer_changed(self, is_active: bool) -> None: ...
+    def closed_by_broker(self, assigned_broker_url: str | None) -> None: ...
     def connection_closed(self, reason: MiniPulsarError) -> None: ...
 
 
@@ -35,6 +49,8 @@ class ClientConnection(Connection):
         super().__init__(**kwargs)
         self.producers: dict[int, ProducerListener] = {}
         self.consumers: dict[int, ConsumerListener] = {}
+        self.address: Address = ("?", 0)
+        """The broker address this connection was opened to (the pool's key)."""
 
     def command_received(self, command: Command) -> None:
         kind = type(command)
@@ -53,7 +69,7 @@ class ClientConnection(Connection):
         elif kind is cmd.CloseProducer:
             listener = self.producers.pop(command.producer_id, None)  # type: ignore[attr-defined]
             if listener is not None:
-                listener.connection_closed(MiniPulsarError("the broker closed the producer"))
+                listener.closed_by_broker(command.assigned_broker_url)  # type: ignore[attr-defined]
         elif kind is cmd.ActiveConsumerChange:
             consumer = self.consumers.get(command.consumer_id)  # type: ignore[attr-defined]
             if consumer is not None:
@@ -61,7 +77,7 @@ class ClientConnection(Connection):
         elif kind is cmd.CloseConsumer:
             listener = self.consumers.pop(command.consumer_id, None)  # type: ignore[attr-defined]
             if listener is not None:
-                listener.connection_closed(MiniPulsarError("the broker closed the consumer"))
+                listener.closed_by_broker(command.assigned_broker_url)  # type: ignore[attr-defined]
         elif kind is cmd.Error and command.id is None:  # type: ignore[attr-defined]
             log.warning("%s: broker error: %s %s", self.peer, command.code, command.message)  # type: ignore[attr-defined]
         elif command.RESPONSE:  # the answer to a request that already timed out
@@ -74,21 +90,37 @@ class ClientConnection(Connection):
         self.producers.clear()
         self.consumers.clear()
         for listener in listeners:
-            listener.connection_closed(reason)
+            try:
+                listener.connection_closed(reason)
+            except Exception:  # one listener's bug must not keep the others attached
+                log.exception("%s: a listener failed on connection loss", self.peer)
 
 
 class ConnectionPool:
-    """One live connection per broker address, opened on demand and reopened after a drop."""
+    """One live connection per broker address, opened on demand and reopened after a drop.
+
+    Concurrent ``get`` calls for an address that is being connected share one attempt.
+    """
 
     def __init__(self, *, connection_timeout_s: float, operation_timeout_s: float,
                  keepalive_interval_s: float) -> None:
         self._connection_timeout_s = connection_timeout_s
         self._operation_timeout_s = operation_timeout_s
         self._keepalive_interval_s = keepalive_interval_s
-        self._connections: dict[tuple[str, int], ClientConnection] = {}
-        self._connecting: dict[tuple[str, int], asyncio.Future[ClientConnection]] = {}
+        self._connections: dict[Address, ClientConnection] = {}
+        self._connecting: dict[Address, asyncio.Future[ClientConnection]] = {}
+        self._closed = False
 
     async def get(self, host: str, port: int) -> ClientConnection:
+        """The open connection to ``host:port``, connecting first if there is none.
+
+        Raises:
+            ConnectionClosedError: refused or dropped (the message names ``host:port``).
+            RequestTimeoutError: no CONNECTED within ``connection_timeout_ms``.
+            AlreadyClosed: the client is closed.
+        """
+        if self._closed:
+            raise AlreadyClosed("the client is closed")
         key = (host, port)
         connection = self._connections.get(key)
         if connection is not None and connection.is_open:
@@ -105,10 +137,21 @@ class ConnectionPool:
             lambda: ClientConnection(request_timeout_s=self._operation_timeout_s,
                                      keepalive_interval_s=self._keepalive_interval_s),
             host, port, timeout_s=self._connection_timeout_s)
+        connection.address = (host, port)
+        if self._closed:  # the client closed while we were connecting
+            connection.close()
+            raise AlreadyClosed("the client is closed")
         self._connections[(host, port)] = connection
         return connection
 
+    @property
+    def connections(self) -> list[ClientConnection]:
+        return [c for c in self._connections.values() if c.is_open]
+
     async def close(self) -> None:
+        self._closed = True
+        for pending in self._connecting.values():
+            pending.cancel()
         connections = list(self._connections.values())
         self._connections.clear()
         for connection in connections:

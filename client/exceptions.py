@@ -1,6 +1,22 @@
-"""Client-side errors, named after the official client's (``pulsar.Timeout`` …)."""
+"""Client-side errors, named after the official client's (``pulsar.Timeout`` …).
 
-from minipulsar.errors import ConnectionClosedError, InvalidCommand, MiniPulsarError, RequestTimeoutError
+Errors the broker reports keep their typed :mod:`minipulsar.errors` classes; the official
+client's names for the common ones are aliases of those (``TopicNotFound`` is
+``TopicNotFoundError``), so either name catches them. ``retriable`` says whether the client
+itself retries (lookups, reconnection) — as Pulsar's ``PulsarClientException.isRetriableError``.
+"""
+
+from minipulsar.errors import (
+    ConnectionClosedError,
+    ConsumerBusyError,
+    InvalidCommand,
+    MiniPulsarError,
+    ProducerBusyError,
+    RequestTimeoutError,
+    ServiceNotReadyError,
+    TooManyRequestsError,
+    TopicNotFoundError,
+)
 
 PulsarException = MiniPulsarError
 
@@ -13,10 +29,21 @@ class AlreadyClosed(MiniPulsarError):
     """The producer, consumer or client is closed."""
 
 
-class ProducerQueueIsFull(MiniPulsarError):
-    """``max_pending_messages`` sends are in flight and ``block_if_queue_full`` is off."""
+class NotConnected(MiniPulsarError):
+    """The producer or consumer is reconnecting; the call needs a live broker connection."""
 
     retriable = True
+
+
+class ProducerQueueIsFull(MiniPulsarError):
+    """``max_pending_messages`` messages are pending and ``block_if_queue_full`` is off."""
+
+    retriable = True
+
+
+class MemoryBufferIsFull(ProducerQueueIsFull):
+    """The client's ``memory_limit_bytes`` of pending messages is used up and
+    ``block_if_queue_full`` is off (Pulsar reports it as a full producer queue too)."""
 
 
 class CumulativeAcknowledgementNotAllowedError(InvalidCommand):
@@ -24,7 +51,21 @@ class CumulativeAcknowledgementNotAllowedError(InvalidCommand):
 
 
 class LookupError(MiniPulsarError):  # noqa: A001 - the official client's name
-    """The lookup failed or redirected too many times."""
+    """The broker could not say who serves a topic; retried until the lookup timeout."""
+
+    retriable = True
+
+
+class TooManyLookupRedirects(LookupError):
+    """A lookup was redirected more than ``max_lookup_redirects`` times: a redirect loop, not
+    worth retrying."""
+
+    retriable = False
 
 
 ConnectError = ConnectionClosedError
+TopicNotFound = TopicNotFoundError
+ProducerBusy = ProducerBusyError
+ConsumerBusy = ConsumerBusyError
+ServiceUnitNotReady = ServiceNotReadyError
+TooManyLookupRequestException = TooManyRequestsError

@@ -1,78 +1,129 @@
-"""Producer: send messages to one topic and await their durable receipts.
+"""Producer: batch messages into entries, send them pipelined, and survive reconnections.
 
-Sends are pipelined on the connection; the broker answers in order, so pending sends live in
-a FIFO keyed by sequence id. ``max_pending_messages`` bounds them: a full queue makes
-``send`` wait (``block_if_queue_full=True``) or fail with ProducerQueueIsFull (the default,
-as in Pulsar). One timer per producer enforces ``send_timeout_millis`` on the oldest send.
-Batching (several messages per entry) comes with the client issue; each send is one entry
-whose payload uses the batch format of :mod:`minipulsar.protocol.batch`.
+A message goes through four places, and is *complete* — its receipt, error or timeout
+delivered to ``send``'s awaiter or ``send_async``'s callback — exactly once:
+
+1. **waiting** (only with ``block_if_queue_full``): the producer holds ``max_pending_messages``
+   messages, or the client's ``memory_limit_bytes`` are used up; waiting messages are taken in
+   order as others complete. Without blocking, a full producer fails the send at once with
+   ProducerQueueIsFull (MemoryBufferIsFull for the memory limit).
+2. **batch container**: messages wait for their batch to be sealed — when it holds
+   ``batching_max_messages``, or ``batching_max_allowed_size_in_bytes`` of data, or
+   ``batching_max_publish_delay_ms`` after its first message, or on ``flush``/``close``. Sealing
+   gives each message its sequence id (the application's, else the next of this producer's) and
+   turns the batch into one or more SEND ops (one per key with KeyBased batching; a new op
+   where an application-given id does not increase). Without batching each message is an op.
+3. **pending ops**: the SEND went out (or will, once connected); ``SEND.highest_sequence_id``
+   covers the batch. Receipts are matched by the op's first sequence id.
+4. complete.
+
+Reconnection (:mod:`client.connection_handler`): when the connection drops, the broker closes
+the producer (topic unloaded), or a send fails for a transient reason, the pending ops stay
+where they are; the handler looks the topic up again and re-creates the producer *under the
+same name*, and :meth:`attach` resends every pending op in order, byte for byte (same
+batches, same sequence ids). With broker deduplication the broker answers what it had
+already stored as a duplicate, so nothing is lost or stored twice.
+
+Send timeouts (``send_timeout_millis``, 0: off) are per message, counted from the moment the
+producer took it: one timer per producer fails exactly the messages whose time is up —
+nothing else — and the producer goes on (an op whose messages all timed out is dropped and
+not resent).
 
 Sequence ids count from ``initial_sequence_id + 1``; without one, a producer that reuses a
 ``producer_name`` continues after the ``last_sequence_id`` the broker reports for that name
-(brokers with deduplication remember it), as Pulsar's producer does. ``send(...,
-sequence_id=n)`` sets the id explicitly, e.g. to resend a message after a failure: with
-``brokerDeduplicationEnabled`` the broker stores it once.
+(brokers with deduplication remember it), as Pulsar's producer does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
-from collections import OrderedDict
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any
 
-from minipulsar.errors import MiniPulsarError, error_for_code
+from minipulsar.errors import (
+    ErrorCode,
+    InvalidCommand,
+    MiniPulsarError,
+    RequestTimeoutError,
+    TooLargeError,
+    error_for_code,
+)
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 
-from client.exceptions import AlreadyClosed, ProducerQueueIsFull, Timeout
-from client.message import MessageId
+from client.batch_container import BatchContainer, Callback, KeyBasedBatchContainer, OpSend, PendingMessage
+from client.connection_handler import ConnectionHandler
+from client.enums import BatchingType
+from client.exceptions import AlreadyClosed, MemoryBufferIsFull, ProducerQueueIsFull, Timeout
+from client.memory_limit import MemoryLimitController
+from client.message_id import MessageId
+from client.producer_config import MAX_MESSAGE_SIZE_BYTES, ProducerConfig
 
 if TYPE_CHECKING:
-    from client.connection import ClientConnection
+    from client.connection import ClientConnection, ConnectionPool
+    from client.lookup import LookupService
+
+log = logging.getLogger(__name__)
 
 _producer_ids = itertools.count(1)
 
-
-class _PendingSend:
-    __slots__ = ("future", "deadline")
-
-    def __init__(self, future: asyncio.Future[MessageId], deadline: float) -> None:
-        self.future, self.deadline = future, deadline
+BATCH_BYTES_MAX = 4 * 1024 * 1024
+"""Cap on ``batching_max_allowed_size_in_bytes``: a sealed batch (data plus per-message
+overhead) must stay inside the broker's 5 MiB + 64 KiB frames."""
+FAILING_SEND_ERRORS = (ErrorCode.INVALID_COMMAND.value, ErrorCode.TOO_LARGE.value)
+"""SEND_ERROR codes that fail the op's messages; any other makes the producer reconnect and
+resend (Pulsar's ClientCnx: "for transient errors, let the reconnection logic take place")."""
 
 
 class Producer:
-    def __init__(self, connection: "ClientConnection", topic: str, *, producer_name: str | None,
-                 send_timeout_millis: int, max_pending_messages: int, block_if_queue_full: bool,
-                 initial_sequence_id: int | None = None) -> None:
-        self._connection = connection
+    def __init__(self, topic: str, config: ProducerConfig, *, pool: "ConnectionPool", lookup: "LookupService",
+                 memory: MemoryLimitController, operation_timeout_s: float) -> None:
         self._topic = topic
+        self._config = config
         self._producer_id = next(_producer_ids)
-        self._name = producer_name or ""
-        self._send_timeout_s = send_timeout_millis / 1000
-        self._max_pending = max_pending_messages
-        self._block_if_queue_full = block_if_queue_full
-        self._pending: OrderedDict[int, _PendingSend] = OrderedDict()
-        self._space_waiters: list[asyncio.Future[None]] = []
-        self._initial_sequence_id = initial_sequence_id
-        start = initial_sequence_id + 1 if initial_sequence_id is not None else 0
+        self._name = config.producer_name or ""
+        self._memory = memory
+        self._operation_timeout_s = operation_timeout_s
+        self._loop = asyncio.get_running_loop()
+        self._handler = ConnectionHandler(self, topic, pool, lookup, operation_timeout_s=operation_timeout_s,
+                                          description=f"producer {self._name or self._producer_id} on {topic}")
+        self._connection: ClientConnection | None = None
+        """Set while attached: ops are sent as they are sealed. None: they wait for attach."""
+        self._send_timeout_s = config.send_timeout_millis / 1000
+        self._codec = config.codec
+        self._container: BatchContainer | None = None
+        if config.batching_enabled:
+            kind = KeyBasedBatchContainer if config.batching_type is BatchingType.KeyBased else BatchContainer
+            self._container = kind(config.batching_max_messages,
+                                   min(config.batching_max_allowed_size_in_bytes, BATCH_BYTES_MAX))
+        self._batch_delay_s = config.batching_max_publish_delay_ms / 1000
+        self._batch_timer: asyncio.Handle | None = None
+        self._pending: OrderedDict[int, OpSend] = OrderedDict()
+        self._waiting: deque[PendingMessage] = deque()
+        self._outstanding = 0
+        """Messages taken (in the container or in ops) and not complete: bounded by max_pending_messages."""
+        self._full_reason = ""
+        start = config.initial_sequence_id + 1 if config.initial_sequence_id is not None else 0
         self._sequence_ids = itertools.count(start)
         self._last_sequence_id = start - 1
-        self._timer: asyncio.TimerHandle | None = None
+        self._last_submitted: PendingMessage | None = None
+        self._flush_through: PendingMessage | None = None
+        """A waiting message a flush waits for: its batch is sealed as soon as it is taken."""
+        self._timeout_timer: asyncio.TimerHandle | None = None
+        self._created = False
+        self._closing = False
         self._closed: MiniPulsarError | None = None
-        self._loop = asyncio.get_running_loop()
+        self._taken: asyncio.Future[None] = self._loop.create_future()
+        """What send_async returns for a message taken at once (awaiting it returns at once)."""
+        self._taken.set_result(None)
 
-    async def _register(self, timeout_s: float) -> None:
-        response: cmd.ProducerSuccess = await self._connection.request(
-            cmd.Producer, timeout_s=timeout_s, topic=self._topic, producer_id=self._producer_id,
-            producer_name=self._name or None)
-        self._name = response.producer_name
-        if self._initial_sequence_id is None and response.last_sequence_id >= 0:
-            self._last_sequence_id = response.last_sequence_id
-            self._sequence_ids = itertools.count(response.last_sequence_id + 1)
-        self._connection.producers[self._producer_id] = self
+    async def _start(self) -> None:
+        """Create the producer on the broker (lookup, connect, PRODUCER), retried until the
+        operation timeout; raises the error that ended it."""
+        await self._handler.start()
 
     # -- the pulsar API -------------------------------------------------------------------------
 
@@ -87,129 +138,377 @@ class Producer:
         return self._last_sequence_id
 
     def is_connected(self) -> bool:
-        return self._closed is None and self._connection.is_open
+        return self._closed is None and self._handler.is_connected
 
     async def send(self, content: bytes | None, properties: dict[str, str] | None = None,
-                   partition_key: str | None = None, event_timestamp: int | None = None,
-                   sequence_id: int | None = None) -> MessageId:
+                   partition_key: str | None = None, ordering_key: str | None = None,
+                   sequence_id: int | None = None, replication_clusters: list[str] | None = None,
+                   disable_replication: bool | None = None, event_timestamp: int | None = None,
+                   deliver_at: int | None = None, deliver_after: Any = None) -> MessageId:
         """Publish one message; returns its id once the broker stored it durably.
 
         ``sequence_id`` (>= 0) replaces the next automatic one; a duplicate the broker
         recognises is acknowledged with the id ``(-1, -1)`` and not stored again.
+        ``replication_clusters``/``disable_replication`` are accepted and ignored (one cluster).
 
         Raises:
-            ValueError: ``sequence_id`` is negative or a send with it is still pending.
-            ProducerQueueIsFull: ``max_pending_messages`` reached and not blocking.
+            ProducerQueueIsFull: the producer is full and ``block_if_queue_full`` is off.
             Timeout: no receipt within ``send_timeout_millis``.
-            AlreadyClosed: the producer or its connection is closed.
+            AlreadyClosed: the producer is closed.
+            TypeError / ValueError: bad content or arguments (e.g. a str, or a message over 5 MiB).
         """
-        if sequence_id is not None and (sequence_id < 0 or sequence_id in self._pending):
-            raise ValueError(f"sequence_id {sequence_id} is negative or already pending")
-        await self._reserve_slot()
-        return await self._send_now(content, properties, partition_key, event_timestamp, sequence_id)
+        message = self._message(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
+                                deliver_at, deliver_after)
+        future = message.future = self._loop.create_future()
+        error = self._submit(message)
+        if error is not None:
+            raise error
+        return await future
 
-    def send_async(self, content: bytes | None, callback: Callable[[MiniPulsarError | None, MessageId | None], None],
-                   **kwargs) -> None:
-        """Publish without awaiting; ``callback(error, message_id)`` runs on completion."""
-        task = self._loop.create_task(self.send(content, **kwargs))
+    def send_async(self, content: bytes | None, callback: Callback, properties: dict[str, str] | None = None,
+                   partition_key: str | None = None, ordering_key: str | None = None,
+                   sequence_id: int | None = None, replication_clusters: list[str] | None = None,
+                   disable_replication: bool | None = None, event_timestamp: int | None = None,
+                   deliver_at: int | None = None, deliver_after: Any = None) -> asyncio.Future[None]:
+        """Publish without waiting for the receipt: ``callback(error, message_id)`` runs once
+        the message is complete — ``error`` None and ``message_id`` set on success (the
+        official client passes ``pulsar.Result.Ok``); an exception and None otherwise,
+        including ProducerQueueIsFull when the producer is full and does not block (called from
+        the event loop, not from inside this call). Bad arguments raise here.
 
-        def done(t: asyncio.Task[MessageId]) -> None:
-            error = t.exception()
-            callback(error, None) if error else callback(None, t.result())
-
-        task.add_done_callback(done)
+        With ``block_if_queue_full`` a full producer keeps the message waiting, in order. The
+        returned future resolves once the producer has taken the message (at once when there
+        was room): ``await producer.send_async(...)`` is the blocking send of the official
+        client, which bounds the caller; ignoring it queues without bound.
+        """
+        message = self._message(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
+                                deliver_at, deliver_after)
+        message.callback = callback
+        error = self._submit(message)
+        if error is not None:
+            message.callback = None
+            message.done = True
+            self._loop.call_soon(callback, error, None)
+        return message.taken if message.taken is not None else self._taken
 
     async def flush(self) -> None:
-        """Wait until every send issued so far has its receipt (or failed)."""
-        if self._pending:
-            await asyncio.gather(*(p.future for p in self._pending.values()), return_exceptions=True)
+        """Seal the current batch and wait until every message sent before this call is
+        complete (stored, failed or timed out)."""
+        waits = []
+        last = self._last_submitted
+        if last is not None and not last.done:
+            waits.append(last.completion())
+            if self._waiting:  # seal its batch as soon as it is taken, not after the delay
+                self._flush_through = last
+        self._seal()
+        if self._pending:  # key-based batching may have sealed the last message into an earlier op
+            tail = next(reversed(self._pending.values()))
+            waits += [m.completion() for m in tail.messages[-1:] if not m.done]
+        if waits:
+            await asyncio.gather(*waits)
 
     async def close(self) -> None:
-        if self._closed is not None:
+        """Flush (within the operation timeout), then close the producer on the broker; what
+        is still pending then fails with AlreadyClosed."""
+        if self._closing:
             return
-        await self.flush()
-        self._closed = AlreadyClosed(f"producer {self._name} is closed")
-        self._connection.producers.pop(self._producer_id, None)
-        if self._connection.is_open:
-            await self._connection.request(cmd.CloseProducer, producer_id=self._producer_id)
-        self._fail_pending(self._closed)
+        self._closing = True
+        try:
+            await asyncio.wait_for(self.flush(), self._operation_timeout_s)
+        except (asyncio.TimeoutError, MiniPulsarError):
+            pass
+        self._closed = AlreadyClosed(f"producer {self._name} on {self._topic} is closed")
+        self._handler.close()
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.producers.pop(self._producer_id, None)
+            if connection.is_open:
+                try:
+                    await connection.request(cmd.CloseProducer, producer_id=self._producer_id)
+                except MiniPulsarError:
+                    pass
+        self._fail_everything(self._closed)
 
-    # -- sending --------------------------------------------------------------------------------
+    # -- taking messages ------------------------------------------------------------------------
 
-    async def _reserve_slot(self) -> None:
-        while len(self._pending) >= self._max_pending:
-            if not self._block_if_queue_full:
-                raise ProducerQueueIsFull(f"{self._max_pending} messages are pending on producer {self._name}")
-            waiter = self._loop.create_future()
-            self._space_waiters.append(waiter)
-            await waiter
+    def _message(self, content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
+                 deliver_at, deliver_after) -> PendingMessage:
+        if content is not None and not isinstance(content, bytes):
+            if not isinstance(content, (bytearray, memoryview)):
+                raise TypeError(f"content must be bytes or None, not {type(content).__name__}")
+            content = bytes(content)
+        size = len(content) if content is not None else 0
+        if size > MAX_MESSAGE_SIZE_BYTES:
+            raise ValueError(f"message of {size} bytes is larger than the {MAX_MESSAGE_SIZE_BYTES}-byte maximum")
+        if properties is not None and not (isinstance(properties, dict) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in properties.items())):
+            raise TypeError("properties must be a dict of str to str")
+        if sequence_id is not None and (not isinstance(sequence_id, int) or sequence_id < 0):
+            raise ValueError(f"sequence_id must be an int >= 0, got {sequence_id!r}")
+        if deliver_at is not None or deliver_after is not None:
+            raise ValueError("delayed delivery (deliver_at, deliver_after) is not supported by minipulsar")
+        return PendingMessage(content, properties or None, partition_key, ordering_key, event_timestamp or 0,
+                              sequence_id, size)
 
-    def _send_now(self, content, properties, partition_key, event_timestamp,
-                  sequence_id: int | None = None) -> asyncio.Future[MessageId]:
-        future: asyncio.Future[MessageId] = self._loop.create_future()
-        if self._closed is not None or not self._connection.is_open:
-            future.set_exception(self._closed or AlreadyClosed("the connection to the broker is closed"))
-            return future
-        if sequence_id is None:
-            sequence_id = next(self._sequence_ids)
-        elif sequence_id in self._pending:  # taken while we waited for a slot
-            future.set_exception(ValueError(f"sequence_id {sequence_id} is already pending"))
-            return future
-        now = time.time()
-        payload = encode_batch(int(now * 1000), self._name, [
-            BatchMessage(sequence_id, content, partition_key, properties, event_timestamp or 0)])
-        self._pending[sequence_id] = _PendingSend(future, time.monotonic() + self._send_timeout_s)
-        self._connection.send(cmd.Send(producer_id=self._producer_id, sequence_id=sequence_id,
-                                       payload=payload, num_messages=1))
-        if self._timer is None:
-            self._timer = self._loop.call_later(self._send_timeout_s, self._check_timeouts)
-        return future
+    def _submit(self, message: PendingMessage) -> MiniPulsarError | None:
+        """Take ``message`` now, queue it (blocking mode) or return why not."""
+        if self._closing or self._closed is not None:
+            return self._closed or AlreadyClosed(f"producer {self._name} on {self._topic} is closing")
+        if not self._waiting and self._try_admit(message):
+            self._last_submitted = message
+            self._take(message)
+            return None
+        if not self._config.block_if_queue_full:
+            if self._full_reason == "memory":
+                return MemoryBufferIsFull(f"the client's memory limit of {self._memory.limit_bytes} bytes "
+                                          f"of pending messages is used up")
+            return ProducerQueueIsFull(f"{self._config.max_pending_messages} messages are pending on producer "
+                                       f"{self._name} of {self._topic}")
+        self._waiting.append(message)
+        self._last_submitted = message
+        if message.callback is not None:  # send_async: tell the caller when the message is taken
+            message.taken = self._loop.create_future()
+        return None
+
+    def _try_admit(self, message: PendingMessage) -> bool:
+        limit = self._config.max_pending_messages
+        if limit and self._outstanding >= limit:
+            self._full_reason = "count"
+            return False
+        if not self._memory.try_reserve(message.size_bytes):
+            self._full_reason = "memory"
+            if self._waiting or self._config.block_if_queue_full:
+                self._memory.wait(self, self._admit_waiting)
+            return False
+        self._outstanding += 1
+        return True
+
+    def _admit_waiting(self) -> None:
+        """Take waiting messages, oldest first, while there is room."""
+        waiting = self._waiting
+        while waiting:
+            message = waiting[0]
+            if message.future is not None and message.future.cancelled():  # its sender gave up
+                waiting.popleft()
+                message.done = True
+                continue
+            if not self._try_admit(message):
+                return
+            waiting.popleft()
+            self._take(message)
+
+    def _take(self, message: PendingMessage) -> None:
+        taken = message.taken
+        if taken is not None and not taken.done():
+            taken.set_result(None)
+        if self._send_timeout_s:
+            message.deadline = time.monotonic() + self._send_timeout_s
+        container = self._container
+        if container is None:
+            self._seal_group([message])
+            return
+        if not container.has_room(message):
+            self._seal()
+        if container.add(message) or message is self._flush_through:
+            if message is self._flush_through:
+                self._flush_through = None
+            self._seal()
+        elif self._batch_timer is None:
+            if self._batch_delay_s > 0:
+                self._batch_timer = self._loop.call_later(self._batch_delay_s, self._batch_due)
+            else:  # no delay: batch what arrives within this loop iteration
+                self._batch_timer = self._loop.call_soon(self._batch_due)
+
+    def _batch_due(self) -> None:
+        self._batch_timer = None
+        self._seal()
+
+    # -- sealing batches into ops ---------------------------------------------------------------
+
+    def _seal(self) -> None:
+        container = self._container
+        if container is not None and len(container):
+            for group in container.drain():
+                self._seal_group(group)
+
+    def _seal_group(self, group: list[PendingMessage]) -> None:
+        """Give ``group`` its sequence ids and turn it into ops (a new op wherever an
+        application-given id does not increase)."""
+        run: list[PendingMessage] = []
+        for message in group:
+            if message.done:  # failed while waiting in the container (close)
+                continue
+            explicit = message.explicit_sequence_id
+            message.sequence_id = next(self._sequence_ids) if explicit is None else explicit
+            if run and message.sequence_id <= run[-1].sequence_id:
+                self._add_op(run)
+                run = []
+            run.append(message)
+        if run:
+            self._add_op(run)
+
+    def _add_op(self, messages: list[PendingMessage]) -> None:
+        first = messages[0].sequence_id
+        if first in self._pending:
+            error = ValueError(f"sequence_id {first} is already pending on producer {self._name}")
+            for message in messages:
+                self._finish(message, error, None)
+            return
+        payload = encode_batch(int(time.time() * 1000), self._name, [
+            BatchMessage(m.sequence_id, m.data, m.partition_key, m.properties, m.event_time_ms, m.ordering_key)
+            for m in messages], self._codec)
+        command = cmd.Send(producer_id=self._producer_id, sequence_id=first, payload=payload,
+                           num_messages=len(messages), highest_sequence_id=messages[-1].sequence_id)
+        self._pending[first] = OpSend(messages, command)
+        if self._connection is not None:
+            self._connection.send(command)
+        if self._timeout_timer is None and self._send_timeout_s:
+            self._arm_timeout()
+
+    # -- from the connection --------------------------------------------------------------------
 
     def receipt_received(self, receipt: cmd.SendReceipt) -> None:
-        pending = self._pending.pop(receipt.sequence_id, None)
-        if pending is None:
+        op = self._pending.pop(receipt.sequence_id, None)
+        if op is None:  # its messages timed out, or a second receipt after a resend
             return
-        self._last_sequence_id = max(self._last_sequence_id, receipt.sequence_id)
-        if not pending.future.done():
-            pending.future.set_result(MessageId(-1, receipt.ledger_id, receipt.entry_id, -1))
-        self._release_slot()
+        ledger_id, entry_id = receipt.ledger_id, receipt.entry_id
+        if len(op.messages) == 1:
+            self._finish(op.messages[0], None, MessageId(-1, ledger_id, entry_id, -1))
+        else:
+            for index, message in enumerate(op.messages):
+                if not message.done:
+                    self._finish(message, None, MessageId(-1, ledger_id, entry_id, index))
+        if op.highest_sequence_id > self._last_sequence_id:
+            self._last_sequence_id = op.highest_sequence_id
+        if self._waiting:
+            self._admit_waiting()
 
-    def send_failed(self, error: cmd.SendError) -> None:
-        pending = self._pending.pop(error.sequence_id, None)
-        if pending is not None and not pending.future.done():
-            pending.future.set_exception(error_for_code(error.code, error.message))
-        self._release_slot()
+    def send_failed(self, failure: cmd.SendError) -> None:
+        error = error_for_code(failure.code, failure.message)
+        if failure.code in FAILING_SEND_ERRORS:
+            op = self._pending.pop(failure.sequence_id, None)
+            if op is not None:
+                for message in op.messages:
+                    self._finish(message, error, None)
+            if self._waiting:
+                self._admit_waiting()
+            return
+        log.info("producer %s on %s: send %d failed (%s: %s); re-creating the producer to resend",
+                 self._name, self._topic, failure.sequence_id, failure.code, failure.message)
+        connection = self._connection
+        if connection is not None:
+            connection.producers.pop(self._producer_id, None)
+            connection.send(cmd.CloseProducer(producer_id=self._producer_id))
+        self._detach(None)
+
+    def closed_by_broker(self, assigned_broker_url: str | None) -> None:
+        log.info("producer %s on %s: closed by the broker%s", self._name, self._topic,
+                 f"; new owner {assigned_broker_url}" if assigned_broker_url else "")
+        self._detach(assigned_broker_url)
 
     def connection_closed(self, reason: MiniPulsarError) -> None:
-        self._closed = AlreadyClosed(f"producer {self._name}: {reason}")
-        self._fail_pending(self._closed)
+        log.info("producer %s on %s: %s", self._name, self._topic, reason)
+        self._detach(None)
 
-    def _release_slot(self) -> None:
-        while self._space_waiters and len(self._pending) < self._max_pending:
-            waiter = self._space_waiters.pop(0)
-            if not waiter.done():
-                waiter.set_result(None)
+    def _detach(self, assigned_broker_url: str | None) -> None:
+        self._connection = None
+        if self._closed is None:
+            self._handler.detached(assigned_broker_url)
 
-    def _fail_pending(self, error: MiniPulsarError) -> None:
-        pending, self._pending = self._pending, OrderedDict()
-        for item in pending.values():
-            if not item.future.done():
-                item.future.set_exception(error)
-        for waiter in self._space_waiters:
-            if not waiter.done():
-                waiter.set_exception(error)
-        self._space_waiters.clear()
+    # -- (re)attaching ----------------------------------------------------------------------------
 
-    def _check_timeouts(self) -> None:
-        self._timer = None
+    async def attach(self, connection: "ClientConnection", timeout_s: float) -> None:
+        """PRODUCER under our name, then resend every pending op in order (ConnectionHandler hook)."""
+        try:
+            response: cmd.ProducerSuccess = await connection.request(
+                cmd.Producer, timeout_s=timeout_s, topic=self._topic, producer_id=self._producer_id,
+                producer_name=self._name or None)
+        except RequestTimeoutError:  # the broker may still create it: don't leave it behind
+            connection.send(cmd.CloseProducer(producer_id=self._producer_id))
+            raise
+        if self._closed is not None or self._closing and not self._created:
+            connection.send(cmd.CloseProducer(producer_id=self._producer_id))
+            raise self._closed or AlreadyClosed(f"producer on {self._topic} is closed")
+        if not self._created:
+            self._created = True
+            self._name = response.producer_name
+            self._handler.description = f"producer {self._name} on {self._topic}"
+            if self._config.initial_sequence_id is None and response.last_sequence_id >= 0:
+                self._last_sequence_id = response.last_sequence_id
+                self._sequence_ids = itertools.count(response.last_sequence_id + 1)
+        connection.producers[self._producer_id] = self
+        self._connection = connection
+        for op in self._pending.values():
+            connection.send(op.command)
+
+    def attach_failed(self, error: MiniPulsarError) -> None:
+        self._closed = error
+        self._fail_everything(error)
+
+    # -- completion -----------------------------------------------------------------------------
+
+    def _finish(self, message: PendingMessage, error: BaseException | None, message_id: MessageId | None) -> None:
+        if message.complete(error, message_id):
+            self._outstanding -= 1
+            self._memory.release(message.size_bytes)
+
+    def _fail_everything(self, error: MiniPulsarError) -> None:
+        for timer in (self._batch_timer, self._timeout_timer):
+            if timer is not None:
+                timer.cancel()
+        self._batch_timer = self._timeout_timer = None
+        self._memory.forget(self)
+        if self._container is not None:
+            for group in self._container.drain():
+                for message in group:
+                    self._finish(message, error, None)
+        ops, self._pending = self._pending, OrderedDict()
+        for op in ops.values():
+            for message in op.messages:
+                self._finish(message, error, None)
+        waiting, self._waiting = self._waiting, deque()
+        for message in waiting:
+            message.complete(error, None)
+            if message.taken is not None and not message.taken.done():
+                message.taken.set_result(None)  # the callback has the error
+
+    # -- send timeouts --------------------------------------------------------------------------
+
+    def _arm_timeout(self) -> None:
+        deadline = self._earliest_deadline()
+        if deadline is not None:
+            self._timeout_timer = self._loop.call_at(
+                self._loop.time() + max(0.0, deadline - time.monotonic()), self._timeouts_due)
+
+    def _earliest_deadline(self) -> float | None:
+        earliest = None
+        for op in self._pending.values():
+            for message in op.messages:
+                if not message.done:
+                    if earliest is None or message.deadline < earliest:
+                        earliest = message.deadline
+                    break  # an op's messages are in arrival order
+        return earliest
+
+    def _timeouts_due(self) -> None:
+        """Fail exactly the messages whose send timeout has passed; drop ops left empty."""
+        self._timeout_timer = None
         now = time.monotonic()
-        while self._pending:
-            sequence_id, oldest = next(iter(self._pending.items()))
-            if oldest.deadline > now:
-                self._timer = self._loop.call_later(oldest.deadline - now, self._check_timeouts)
-                return
-            del self._pending[sequence_id]
-            if not oldest.future.done():
-                oldest.future.set_exception(Timeout(f"no receipt for message {sequence_id} within "
-                                                    f"{self._send_timeout_s:.1f}s"))
-            self._release_slot()
+        emptied = []
+        for first, op in self._pending.items():
+            for message in op.messages:
+                if message.done:
+                    continue
+                if message.deadline > now:
+                    break
+                self._finish(message, Timeout(
+                    f"message {message.sequence_id} of producer {self._name} on {self._topic}: no receipt "
+                    f"within {self._config.send_timeout_millis} ms"), None)
+            if all(m.done for m in op.messages):
+                emptied.append(first)
+        for first in emptied:
+            del self._pending[first]
+        if self._pending:
+            self._arm_timeout()
+        if self._waiting:
+            self._admit_waiting()

@@ -13,6 +13,11 @@ __version__ = "0.1.0"
 _CLIENT_NAMES = {
     "AlreadyClosed", "Client", "ConnectError", "Consumer", "ConsumerType", "InitialPosition",
     "LookupError", "Message", "MessageId", "Producer", "ProducerQueueIsFull", "PulsarException", "Timeout",
+    # partitioned topics, multi-topic and regex subscriptions, readers
+    "HashingScheme", "MultiTopicsConsumer", "PartitionedProducer", "PartitionsRoutingMode", "Reader",
+    # producer options, batch receive, the official client's error names
+    "BatchingType", "CompressionType", "ConsumerBatchReceivePolicy", "ConsumerBusy", "MemoryBufferIsFull",
+    "NotConnected", "ProducerBusy", "ServiceUnitNotReady", "TooManyLookupRequestException", "TopicNotFound",
 }
 
 

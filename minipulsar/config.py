@@ -376,12 +376,104 @@ class BrokerConfig:
     default_num_partitions: int = setting("defaultNumPartitions", 1, min_value=1)
     allow_auto_topic_creation_type: str = setting("allowAutoTopicCreationType", "non-partitioned",
                                                   choices=("non-partitioned", "partitioned"))
+    # -- namespaces, bundles, ownership, lookup (reference §2; broker/namespace/ reads these) -------
+    default_number_of_namespace_bundles: int = setting("defaultNumberOfNamespaceBundles", 4, min_value=1,
+                                                       max_value=1024)
+    """Bundles of a namespace created without an explicit count (Pulsar 4's default)."""
+    default_namespace_bundle_split_algorithm: str = setting(
+        "defaultNamespaceBundleSplitAlgorithm", "range_equally_divide",
+        choices=("range_equally_divide", "topic_count_equally_divide"))
+    supported_namespace_bundle_split_algorithms: tuple[str, ...] = setting(
+        "supportedNamespaceBundleSplitAlgorithms", ("range_equally_divide", "topic_count_equally_divide"))
+    namespace_bundle_unloading_timeout_ms: int = setting("namespaceBundleUnloadingTimeoutMs", 60_000, min_value=1)
+    max_concurrent_lookup_request: int = setting("maxConcurrentLookupRequest", 50_000, min_value=1)
+    max_concurrent_topic_load_request: int = setting("maxConcurrentTopicLoadRequest", 5_000, min_value=1)
     stats_update_frequency_s: float = setting("statsUpdateFrequencyInSecs", 60.0, min_value=0.01)
     """How often topic rates (msgRateIn …) are computed from their counters; fractions allowed."""
     managed_ledger_cache_size_mb: int = setting("managedLedgerCacheSizeMB", 64, min_value=0)
     """Pulsar's default is 1/5 of direct memory; 64 MB suits a laptop-sized standalone."""
     max_pending_publish_requests_per_connection: int = setting(
         "maxPendingPublishRequestsPerConnection", 1000, min_value=1)
+    # -- load balancer (reference §1.12; broker/loadbalance/settings.py reads these) -----------------
+    load_balancer_enabled: bool = setting("loadBalancerEnabled", True)
+    load_balancer_shedding_enabled: bool = setting("loadBalancerSheddingEnabled", True)
+    load_balancer_load_shedding_strategy: str = setting(
+        "loadBalancerLoadSheddingStrategy", "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
+        choices=tuple(f"{prefix}{name}" for name in ("OverloadShedder", "ThresholdShedder", "UniformLoadShedder",
+                                                     "AvgShedder")
+                      for prefix in ("", "org.apache.pulsar.broker.loadbalance.impl.")))
+    """Pulsar's class name or its short name; ThresholdShedder is Pulsar's default since 2.10."""
+    load_balancer_load_placement_strategy: str = setting(
+        "loadBalancerLoadPlacementStrategy", "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate",
+        choices=tuple(f"{prefix}{name}" for name in ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight",
+                                                     "AvgShedder")
+                      for prefix in ("", "org.apache.pulsar.broker.loadbalance.impl.")))
+    load_balancer_report_update_threshold_pct: float = setting(
+        "loadBalancerReportUpdateThresholdPercentage", 10.0, min_value=0)
+    load_balancer_report_update_min_interval_ms: int = setting(
+        "loadBalancerReportUpdateMinIntervalMillis", 5000, min_value=10)
+    """How often a broker checks whether its load report must be rewritten (Pulsar: a fixed 5 s)."""
+    load_balancer_report_update_max_interval_minutes: float = setting(
+        "loadBalancerReportUpdateMaxIntervalMinutes", 15.0, min_value=0)
+    load_balancer_host_usage_check_interval_minutes: float = setting(
+        "loadBalancerHostUsageCheckIntervalMinutes", 1.0, min_value=0.0001)
+    load_balancer_shedding_interval_minutes: float = setting(
+        "loadBalancerSheddingIntervalMinutes", 1.0, min_value=0.0001)
+    load_balancer_shedding_grace_period_minutes: float = setting(
+        "loadBalancerSheddingGracePeriodMinutes", 30.0, min_value=0)
+    load_balancer_broker_overloaded_threshold_pct: float = setting(
+        "loadBalancerBrokerOverloadedThresholdPercentage", 85.0, min_value=0)
+    load_balancer_broker_threshold_shedder_pct: float = setting(
+        "loadBalancerBrokerThresholdShedderPercentage", 10.0, min_value=0)
+    load_balancer_history_resource_percentage: float = setting(
+        "loadBalancerHistoryResourcePercentage", 0.9, min_value=0.0, max_value=1.0)
+    load_balancer_cpu_resource_weight: float = setting("loadBalancerCPUResourceWeight", 1.0, min_value=0)
+    load_balancer_memory_resource_weight: float = setting("loadBalancerMemoryResourceWeight", 1.0, min_value=0)
+    load_balancer_direct_memory_resource_weight: float = setting(
+        "loadBalancerDirectMemoryResourceWeight", 1.0, min_value=0)
+    load_balancer_bandwidth_in_resource_weight: float = setting(
+        "loadBalancerBandwithInResourceWeight", 1.0, min_value=0)  # sic: Pulsar spells it "Bandwith"
+    load_balancer_bandwidth_out_resource_weight: float = setting(
+        "loadBalancerBandwithOutResourceWeight", 1.0, min_value=0)
+    load_balancer_bundle_unload_min_throughput_threshold_mb: float = setting(
+        "loadBalancerBundleUnloadMinThroughputThreshold", 10.0, min_value=0)
+    lower_boundary_shedding_enabled: bool = setting("lowerBoundarySheddingEnabled", False)
+    load_balancer_average_resource_usage_difference_threshold_pct: float = setting(
+        "loadBalancerAverageResourceUsageDifferenceThresholdPercentage", 10.0, min_value=0)
+    load_balancer_msg_rate_difference_shedder_threshold: float = setting(
+        "loadBalancerMsgRateDifferenceShedderThreshold", 50.0)
+    load_balancer_msg_throughput_multiplier_difference_shedder_threshold: float = setting(
+        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold", 4.0)
+    max_unload_percentage: float = setting("maxUnloadPercentage", 0.2, min_value=0.0, max_value=1.0)
+    min_unload_message: float = setting("minUnloadMessage", 1000.0, min_value=0)
+    min_unload_message_throughput: float = setting("minUnloadMessageThroughput", 1024.0 * 1024, min_value=0)
+    max_unload_bundle_num_per_shedding: int = setting("maxUnloadBundleNumPerShedding", -1, min_value=-1)
+    load_balancer_avg_shedder_low_threshold: float = setting("loadBalancerAvgShedderLowThreshold", 15.0, min_value=0)
+    load_balancer_avg_shedder_high_threshold: float = setting(
+        "loadBalancerAvgShedderHighThreshold", 40.0, min_value=0)
+    load_balancer_avg_shedder_hit_count_low_threshold: int = setting(
+        "loadBalancerAvgShedderHitCountLowThreshold", 8, min_value=1)
+    load_balancer_avg_shedder_hit_count_high_threshold: int = setting(
+        "loadBalancerAvgShedderHitCountHighThreshold", 2, min_value=1)
+    load_balancer_distribute_bundles_evenly_enabled: bool = setting("loadBalancerDistributeBundlesEvenlyEnabled", True)
+    load_balancer_broker_max_topics: int = setting("loadBalancerBrokerMaxTopics", 50_000, min_value=1)
+    load_balancer_resource_quota_update_interval_minutes: float = setting(
+        "loadBalancerResourceQuotaUpdateIntervalMinutes", 15.0, min_value=0.0001)
+    load_balancer_auto_bundle_split_enabled: bool = setting("loadBalancerAutoBundleSplitEnabled", False)
+    """Pulsar's default is true; off here as the BIGO report recommends (a split disconnects clients)."""
+    load_balancer_auto_unload_split_bundles_enabled: bool = setting("loadBalancerAutoUnloadSplitBundlesEnabled", True)
+    load_balancer_namespace_bundle_max_topics: int = setting("loadBalancerNamespaceBundleMaxTopics", 1000, min_value=1)
+    load_balancer_namespace_bundle_max_sessions: int = setting(
+        "loadBalancerNamespaceBundleMaxSessions", 1000, min_value=-1)
+    load_balancer_namespace_bundle_max_msg_rate: float = setting(
+        "loadBalancerNamespaceBundleMaxMsgRate", 30_000.0, min_value=0)
+    load_balancer_namespace_bundle_max_bandwidth_mbytes: float = setting(
+        "loadBalancerNamespaceBundleMaxBandwidthMbytes", 100.0, min_value=0)
+    load_balancer_namespace_maximum_bundles: int = setting("loadBalancerNamespaceMaximumBundles", 128, min_value=1)
+    load_balancer_override_broker_nic_speed_gbps: float | None = setting(
+        "loadBalancerOverrideBrokerNicSpeedGbps", None, min_value=0.000001)
+    """NIC capacity for the bandwidth usage; unset: the physical NICs' link speed, else 1 Gbit/s."""
+    expose_bundles_metrics_in_prometheus: bool = setting("exposeBundlesMetricsInPrometheus", False)
 
     def __post_init__(self) -> None:
         if not self.ensemble_size >= self.write_quorum >= self.ack_quorum:

@@ -132,6 +132,8 @@ class ManagedLedger:
         self.entries_added = 0
         self.ledgers_rolled = 0
         self.ledgers_trimmed = 0
+        self._creation_error: MiniPulsarError | None = None
+        """Why the last ledger creation failed (named in the error open() raises)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -140,8 +142,9 @@ class ManagedLedger:
         await self._load_info()
         empty = await self._recover_last_ledger()
         await self._create_ledger()
-        if self.state is not State.LEDGER_OPENED:
-            raise ServiceNotReadyError(f"managed ledger {self.name}: cannot create a ledger")
+        if self.state is not State.LEDGER_OPENED:  # the reason goes to the client (its root cause)
+            reason = f": {self._creation_error}" if self._creation_error is not None else ""
+            raise ServiceNotReadyError(f"managed ledger {self.name}: cannot create a ledger{reason}")
         if empty is not None:  # out of the stored list now: its metadata can go
             try:
                 await self._bk.delete_ledger(empty)
@@ -429,6 +432,7 @@ class ManagedLedger:
 
     def _creation_failed(self, error: MiniPulsarError) -> None:
         log.warning("%s: cannot create a ledger: %s", self.name, error)
+        self._creation_error = error
         if isinstance(error, BadVersionError):
             self._fence(error)
             return

@@ -67,11 +67,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def serve(config: BookieConfig, stop: asyncio.Event) -> None:
-    from bookie.service import BookieService  # the CLI is the only place that imports bookie code
+    from bookie.service import BookieService, tune_gc  # the CLI is the only place that imports bookie code
 
     service = BookieService(config, stop=stop)
     try:
         await service.start()
+        tune_gc()  # after start-up: see its docstring
         announce_ready("bookie", service.host, service.port, (service.host, service.http_port))
         await stop.wait()
     finally:

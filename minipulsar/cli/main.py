@@ -16,6 +16,7 @@ SUBCOMMANDS = (
     "minipulsar.cli.bookie",
     "minipulsar.cli.broker",
     "minipulsar.cli.client_verbs",
+    "minipulsar.cli.admin",
 )
 
 

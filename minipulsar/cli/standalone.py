@@ -1,10 +1,11 @@
-"""``minipulsar standalone``: a metastore, N bookies and one broker as supervised child processes.
+"""``minipulsar standalone``: a metastore, N bookies and M brokers (default 1) as supervised child processes.
 
-Start order is the dependency order — metastore, bookie-0 .. bookie-N-1, broker — and each child
-starts only once the previous one printed READY. When the broker is ready the launcher prints the
-service and admin URLs, two example commands, and its own machine-readable line::
+Start order is the dependency order — metastore, bookie-0 .. bookie-N-1, then the brokers — and each
+child starts only once the previous one printed READY. When the brokers are ready the launcher
+prints the service and admin URLs, two example commands, and its own machine-readable line(s)::
 
-    READY standalone <broker host:port> http=<host:port>
+    READY broker-<i> <host:port> http=<host:port>          (one per broker, only with --brokers > 1)
+    READY standalone <first broker's host:port> http=<host:port>
 
 Ctrl-C, SIGTERM or SIGHUP stops the broker, then the bookies, then the metastore (SIGTERM each,
 SIGKILL past a deadline) and exits 0; a second Ctrl-C SIGKILLs whatever is left. Children die
@@ -35,7 +36,7 @@ from typing import IO
 from minipulsar.cli.common import setup_logging
 from minipulsar.cli.standalone_plan import (
     DEFAULT_BOOKIE_HTTP_PORT, DEFAULT_BROKER_PORT, DEFAULT_METASTORE_PORT, DEFAULT_WEB_PORT,
-    BookieSlot, StandalonePlan, StandaloneState, load_state, make_plan, save_state,
+    BookieSlot, BrokerSlot, StandalonePlan, StandaloneState, load_state, make_plan, save_state,
 )
 from minipulsar.cli.supervisor import (
     READY_TIMEOUT_S, Child, ChildFailedError, ReadyLine, Supervisor, describe_exit,
@@ -61,6 +62,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--data-dir", default="data/standalone",
                    help="everything the cluster keeps (default: %(default)s)")
     p.add_argument("--bookies", type=int, default=1, help="number of bookies (default: %(default)s)")
+    p.add_argument("--brokers", type=int, default=1,
+                   help="number of brokers; broker i uses BROKER_PORT+i and WEB_PORT+i (default: %(default)s)")
     p.add_argument("--journal-root", type=Path,
                    help="bookie i journals in JOURNAL_ROOT/bookie-<i> (default: DATA_DIR/journal)")
     p.add_argument("--ledger-root", type=Path,
@@ -105,7 +108,7 @@ async def run_standalone(args: argparse.Namespace) -> int:
             ledger_root=args.ledger_root, bind_address=args.bind_address,
             advertised_address=args.advertised_address, metastore_port=args.metastore_port,
             broker_port=args.broker_port, web_port=args.web_port, bookie_port=args.bookie_port,
-            bookie_http_port=args.bookie_http_port, state=state,
+            bookie_http_port=args.bookie_http_port, state=state, broker_count=args.brokers,
         )
         options = await asyncio.to_thread(_child_options, args)
         await asyncio.to_thread(_prepare, plan)
@@ -206,7 +209,7 @@ class Launcher:
             await asyncio.gather(starting, return_exceptions=True)
             return await self._shutdown(0)
         try:
-            broker = starting.result()
+            brokers = starting.result()
         except ChildFailedError as exc:
             log.error("standalone cannot start: %s", exc)
             stop_requested.cancel()
@@ -214,7 +217,7 @@ class Launcher:
         except BaseException:
             await self._shutdown(1)
             raise
-        self._announce(broker)
+        self._announce(brokers)
         return await self._supervise(stop_requested)
 
     async def _supervise(self, stop_requested: asyncio.Task) -> int:
@@ -242,22 +245,23 @@ class Launcher:
     def _on_signal(self, sig: signal.Signals) -> None:
         now = time.monotonic()
         if not self._stop.is_set():
-            log.info("received %s: stopping broker, bookies, metastore (Ctrl-C again to kill them)", sig.name)
+            log.info("received %s: stopping brokers, bookies, metastore (Ctrl-C again to kill them)", sig.name)
             self._stop.set()
             self._stop_requested_at = now
         elif sig == signal.SIGINT and now - self._stop_requested_at > _SECOND_SIGINT_AFTER_S:
             log.warning("received SIGINT again: killing every child")
             self.supervisor.kill_all()
 
-    async def _start_all(self) -> ReadyLine:
-        """Metastore, bookies, broker, each after the previous is READY; returns the broker's line."""
+    async def _start_all(self) -> list[ReadyLine]:
+        """Metastore, bookies, brokers, each after the previous is READY; returns the brokers' lines."""
         plan, opts = self.plan, self.options
         metastore = await self._start("metastore", "metastore", metastore_args(plan, opts))
         metadata_url = f"metastore://{_connect_host(metastore.host)}:{metastore.port}"
         for slot in plan.bookies:
             ready = await self._start(slot.name, "bookie", bookie_args(plan, slot, metadata_url, opts))
             await self._remember_bookie(slot, ready)
-        return await self._start("broker", "broker", broker_args(plan, metadata_url, opts))
+        return [await self._start(slot.name, "broker", broker_args(plan, metadata_url, opts, slot))
+                for slot in plan.brokers]
 
     async def _start(self, name: str, role: str, args: list[str]) -> ReadyLine:
         # A terminal's Ctrl-C goes to its whole foreground group: keep the children out of it so
@@ -278,34 +282,50 @@ class Launcher:
         self.state.advertised_address = self.plan.advertised_address
         await asyncio.to_thread(save_state, self.plan.state_path, self.state)
 
-    def _announce(self, broker: ReadyLine) -> None:
-        host = _display_host(broker.host, self.plan.advertised_address)
-        service_url = f"pulsar://{host}:{broker.port}"
-        web = f"{host}:{broker.http[1]}" if broker.http else None
-        print(banner(self.plan, service_url, f"http://{web}" if web else None), flush=True)
-        print(f"READY standalone {host}:{broker.port}" + (f" http={web}" if web else ""), flush=True)
+    def _announce(self, brokers: list[ReadyLine]) -> None:
+        addresses = []
+        for broker in brokers:
+            host = _display_host(broker.host, self.plan.advertised_address)
+            addresses.append((f"{host}:{broker.port}", f"{host}:{broker.http[1]}" if broker.http else None))
+        service_url = f"pulsar://{addresses[0][0]}"
+        web = addresses[0][1]
+        others = [a for a, _ in addresses[1:]]
+        print(banner(self.plan, service_url, f"http://{web}" if web else None, others), flush=True)
+        if len(brokers) > 1:
+            for slot, (address, http) in zip(self.plan.brokers, addresses):
+                print(f"READY {slot.name} {address}" + (f" http={http}" if http else ""), flush=True)
+        print(f"READY standalone {addresses[0][0]}" + (f" http={web}" if web else ""), flush=True)
 
 
-def banner(plan: StandalonePlan, service_url: str, web_url: str | None) -> str:
-    """What a person reads once the cluster is up."""
+def banner(plan: StandalonePlan, service_url: str, web_url: str | None,
+           other_brokers: list[str] | None = None) -> str:
+    """What a person reads once the cluster is up (``other_brokers``: ``host:port`` of brokers 1..)."""
     prog = _program_name()
     default_url = service_url in ("pulsar://127.0.0.1:6650", "pulsar://localhost:6650")
     url_flag = "" if default_url else f" --service-url {service_url}"
+    admin_flag = "" if web_url in (None, "http://127.0.0.1:8080", "http://localhost:8080") else f" --admin-url {web_url}"
     q = plan.quorum
-    return "\n".join([
+    brokers = "broker" if plan.broker_count == 1 else f"{plan.broker_count} brokers"
+    lines = [
         "",
         f"minipulsar standalone is running: metastore, {len(plan.bookies)} "
         f"bookie{'s' if len(plan.bookies) > 1 else ''} (ensemble/write/ack {q.ensemble_size}/"
-        f"{q.write_quorum}/{q.ack_quorum}), broker",
+        f"{q.write_quorum}/{q.ack_quorum}), {brokers}",
         f"  service URL: {service_url}",
         f"  admin URL:   {web_url or '(no HTTP port announced)'}",
+    ]
+    if other_brokers:  # any broker answers lookups; a client may name them all and fail over
+        lines.append(f"  every broker: {service_url},{','.join(other_brokers)}")
+    lines += [
         f"  data dir:    {plan.data_dir}   (logs in {plan.log_dir})",
         "Try, in another shell:",
         f"  {prog} produce my-topic -m hello -n 10{url_flag}",
         f"  {prog} consume my-topic -s sub -n 10{url_flag}",
-        "Ctrl-C stops the cluster; data stays in the data dir.",
-        "",
-    ])
+    ]
+    if other_brokers:
+        lines.append(f"  {prog} admin namespaces bundles public/default{admin_flag}")
+    lines += ["Ctrl-C stops the cluster; data stays in the data dir.", ""]
+    return "\n".join(lines)
 
 
 def _program_name() -> str:
@@ -347,11 +367,14 @@ def bookie_args(plan: StandalonePlan, slot: BookieSlot, metadata_url: str, opts:
             *_common_flags(opts.bookie_config, opts)]
 
 
-def broker_args(plan: StandalonePlan, metadata_url: str, opts: ChildOptions) -> list[str]:
+def broker_args(plan: StandalonePlan, metadata_url: str, opts: ChildOptions,
+                slot: BrokerSlot | None = None) -> list[str]:
+    """Broker ``slot``'s command line (the first broker's by default)."""
+    slot = slot or plan.brokers[0]
     q = plan.quorum
     quorum = dict(zip(_QUORUM_KEYS, (q.ensemble_size, q.write_quorum, q.ack_quorum)))
     sets = [f"{key}={value}" for key, value in quorum.items() if key not in opts.broker_config_keys]
-    return ["--port", str(plan.broker_port), "--http-port", str(plan.web_port),
+    return ["--port", str(slot.port), "--http-port", str(slot.web_port),
             "--metadata-url", metadata_url,
             "--bind-address", plan.bind_address, "--advertised-address", plan.advertised_address,
             *(flag for item in sets for flag in ("--set", item)),

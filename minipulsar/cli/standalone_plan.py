@@ -6,6 +6,7 @@
       standalone.json      bookie identities chosen on earlier runs (see below)
       standalone.lock      held (flock) by the running launcher
       logs/<name>.log      each child's stderr: metastore.log, bookie-0.log, ..., broker.log
+                           (broker-0.log, broker-1.log, ... with --brokers N > 1)
       metastore/           the metastore's WAL and snapshots
     JOURNAL_ROOT/bookie-<i>/   default DATA_DIR/journal; put it on the fast (fsync) disk
     LEDGER_ROOT/bookie-<i>/    default DATA_DIR/ledgers; put it on the big disk
@@ -14,6 +15,9 @@ Invariant: a bookie's identity is ``advertised-host:port``, and the metadata of 
 stores names it. Bookie i therefore keeps its port and advertised host on every run on one data
 dir: ports picked at random (port 0) are recorded in standalone.json once the bookie is ready and
 reused later; only an explicit non-zero ``--bookie-port`` (or ``--advertised-address``) changes them.
+
+Brokers keep nothing on disk, so they need no saved identity: broker i listens on
+``--broker-port`` + i and ``--web-port`` + i (or any free ports when those are 0).
 """
 
 from __future__ import annotations
@@ -126,6 +130,18 @@ class BookieSlot:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerSlot:
+    """Broker i of the standalone cluster."""
+
+    index: int
+    name: str
+    """``broker`` when there is one, else ``broker-<i>`` (its log file and its name in messages)."""
+    port: int
+    """0: any free port."""
+    web_port: int
+
+
+@dataclass(frozen=True, slots=True)
 class StandalonePlan:
     data_dir: Path
     bind_address: str
@@ -134,6 +150,15 @@ class StandalonePlan:
     broker_port: int
     web_port: int
     bookies: tuple[BookieSlot, ...]
+    broker_count: int = 1
+
+    @property
+    def brokers(self) -> tuple[BrokerSlot, ...]:
+        """Broker i on ``broker_port + i`` / ``web_port + i`` (0 stays 0: any free port)."""
+        count = self.broker_count
+        return tuple(BrokerSlot(i, "broker" if count == 1 else f"broker-{i}",
+                                self.broker_port + i if self.broker_port else 0,
+                                self.web_port + i if self.web_port else 0) for i in range(count))
 
     @property
     def log_dir(self) -> Path:
@@ -157,8 +182,9 @@ class StandalonePlan:
 
     def fixed_ports(self) -> list[tuple[str, int]]:
         """(owner, port) for every non-zero port the children will bind."""
-        owners = [("metastore", self.metastore_port), ("broker", self.broker_port),
-                  ("broker web service", self.web_port)]
+        owners = [("metastore", self.metastore_port)]
+        for broker in self.brokers:
+            owners += [(broker.name, broker.port), (f"{broker.name} web service", broker.web_port)]
         for b in self.bookies:
             owners += [(b.name, b.port), (f"{b.name} http", b.http_port)]
         return [(owner, port) for owner, port in owners if port]
@@ -205,14 +231,17 @@ def make_plan(
     bookie_port: int | None = None,
     bookie_http_port: int = DEFAULT_BOOKIE_HTTP_PORT,
     state: StandaloneState | None = None,
+    broker_count: int = 1,
 ) -> StandalonePlan:
     """Resolve the command line against the saved state.
 
     Raises:
-        ConfigError: no bookies, a port out of range, or one port given to two servers.
+        ConfigError: no bookies or brokers, a port out of range, or one port given to two servers.
     """
     if bookie_count < 1:
         raise ConfigError(f"--bookies must be at least 1, got {bookie_count}")
+    if broker_count < 1:
+        raise ConfigError(f"--brokers must be at least 1, got {broker_count}")
     state = state or StandaloneState()
     advertised = _advertised_address(advertised_address, bind_address, state)
     ports = bookie_ports(bookie_count, bookie_port, state.bookie_ports)
@@ -223,7 +252,8 @@ def make_plan(
                    journal_root / f"bookie-{i}", ledger_root / f"bookie-{i}")
         for i in range(bookie_count)
     )
-    plan = StandalonePlan(data_dir, bind_address, advertised, metastore_port, broker_port, web_port, bookies)
+    plan = StandalonePlan(data_dir, bind_address, advertised, metastore_port, broker_port, web_port, bookies,
+                          broker_count)
     _check_ports(plan.fixed_ports())
     return plan
 

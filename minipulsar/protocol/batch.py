@@ -1,14 +1,30 @@
 """The entry payload: a producer batch of messages. Client and broker business only.
 
 An entry stored on the bookies is exactly the SEND payload, never re-encoded. Its layout is
-one msgpack array::
+one msgpack array, in one of two shapes::
 
-    [num_messages, publish_time_ms, producer_name, [message, ...]]
-    message = [sequence_id, data (bin | nil), key (str | nil), properties (map | nil), event_time_ms]
+    plain:       [num_messages, publish_time_ms, producer_name, [message, ...]]
+    compressed:  [num_messages, publish_time_ms, producer_name, [head], [codec, uncompressed_size, blob]]
 
-``num_messages`` comes first so the broker can count messages in an entry read back from a
-bookie (permits count messages, not entries) with :func:`peek_num_messages`, which reads a few
-header bytes instead of decoding the batch.
+    message = [sequence_id, data (bin | nil), key (str | nil), properties (map | nil), event_time_ms
+               (, ordering_key (str | nil))]
+    head    = [first sequence_id, nil, first key]      (the first message without its data)
+    blob    = codec(msgpack([message, ...]))            (codec: LZ4 | ZSTD | ZLIB, see .compression)
+
+The plain shape is the original one and is what an uncompressed batch is still written as, so
+entries written before compression existed read the same. ``ordering_key`` is written only
+when set (a 5-element message is the original form).
+
+Whatever the shape, the first elements stay where readers that do not decode the batch look:
+
+- ``num_messages`` first, so the broker counts an entry's messages (permits count messages)
+  with :func:`peek_num_messages` from a few header bytes;
+- ``publish_time_ms`` second (:func:`peek_publish_time_ms`: time-based retention and seek);
+- the fourth element's first item carries the first message's key at index 2, so the
+  Key_Shared dispatcher finds a batch's routing key without inflating a compressed batch.
+
+:func:`decode_batch` reads both shapes (inflating a compressed one) and returns the same
+:class:`Batch`.
 """
 
 from __future__ import annotations
@@ -20,8 +36,11 @@ from typing import Any
 import msgpack
 
 from minipulsar.errors import InvalidCommandError
+from minipulsar.protocol import compression
 
 _ARRAY_OF_4 = 0x94
+_ARRAY_OF_5 = 0x95
+_HEADERS = (_ARRAY_OF_4, _ARRAY_OF_5)
 _UINT = {0xCC: struct.Struct(">B"), 0xCD: struct.Struct(">H"), 0xCE: struct.Struct(">I")}
 
 
@@ -34,6 +53,7 @@ class BatchMessage:
     key: str | None = None
     properties: dict[str, str] | None = None
     event_time_ms: int = 0
+    ordering_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,35 +61,56 @@ class Batch:
     publish_time_ms: int
     producer_name: str
     messages: list[BatchMessage] = field(default_factory=list)
+    compression: str = compression.NONE
+    """The codec the entry was written with (NONE: the plain shape)."""
 
 
-def encode_batch(publish_time_ms: int, producer_name: str, messages: list[BatchMessage]) -> bytes:
-    return msgpack.packb(
-        [
-            len(messages),
-            publish_time_ms,
-            producer_name,
-            [[m.sequence_id, m.data, m.key, m.properties, m.event_time_ms] for m in messages],
-        ],
-        use_bin_type=True,
-    )
+def _message_fields(m: BatchMessage) -> list:
+    if m.ordering_key is None:
+        return [m.sequence_id, m.data, m.key, m.properties, m.event_time_ms]
+    return [m.sequence_id, m.data, m.key, m.properties, m.event_time_ms, m.ordering_key]
+
+
+def encode_batch(publish_time_ms: int, producer_name: str, messages: list[BatchMessage],
+                 compression_type: str = compression.NONE) -> bytes:
+    """The entry payload of ``messages``; ``compression_type`` NONE writes the plain shape."""
+    raw = [_message_fields(m) for m in messages]
+    if compression_type == compression.NONE:
+        return msgpack.packb([len(messages), publish_time_ms, producer_name, raw], use_bin_type=True)
+    inner = msgpack.packb(raw, use_bin_type=True)
+    head = [[messages[0].sequence_id, None, messages[0].key]] if messages else []
+    blob = compression.compress(compression_type, inner)
+    return msgpack.packb([len(messages), publish_time_ms, producer_name, head,
+                          [compression_type, len(inner), blob]], use_bin_type=True)
 
 
 def decode_batch(payload: bytes) -> Batch:
-    """Raises InvalidCommandError when the payload is not a batch."""
+    """Both shapes; a compressed batch is inflated.
+
+    Raises:
+        InvalidCommandError: the payload is not a batch (or its compressed part is corrupt).
+    """
     try:
-        count, publish_time_ms, producer_name, raw = msgpack.unpackb(payload, raw=False)
+        fields = msgpack.unpackb(payload, raw=False)
+        if len(fields) == 4:
+            count, publish_time_ms, producer_name, raw = fields
+            codec = compression.NONE
+        else:
+            count, publish_time_ms, producer_name, _, (codec, size, blob) = fields
+            raw = msgpack.unpackb(compression.decompress(codec, blob, size), raw=False)
         messages = [BatchMessage(*m) for m in raw]
+    except InvalidCommandError:
+        raise
     except Exception as exc:
         raise InvalidCommandError(f"entry payload is not a message batch: {exc}") from exc
     if count != len(messages):
         raise InvalidCommandError(f"batch says {count} messages but holds {len(messages)}")
-    return Batch(publish_time_ms, producer_name, messages)
+    return Batch(publish_time_ms, producer_name, messages, codec)
 
 
 def peek_num_messages(payload: bytes, default: int = 1) -> int:
     """``num_messages`` from a batch header without decoding the batch; ``default`` if unreadable."""
-    if len(payload) < 2 or payload[0] != _ARRAY_OF_4:
+    if len(payload) < 2 or payload[0] not in _HEADERS:
         return default
     marker = payload[1]
     if marker <= 0x7F:
@@ -101,7 +142,7 @@ def _peek_int(payload: bytes, offset: int) -> tuple[int, int] | None:
 
 def peek_publish_time_ms(payload: bytes) -> int | None:
     """``publish_time_ms`` from a batch header without decoding the batch; None if unreadable."""
-    if len(payload) < 3 or payload[0] != _ARRAY_OF_4:
+    if len(payload) < 3 or payload[0] not in _HEADERS:
         return None
     count = _peek_int(payload, 1)
     if count is None:

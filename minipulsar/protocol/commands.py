@@ -83,6 +83,9 @@ class LookupResponse(Command):
     broker_url: str = ""
     authoritative: bool = False
     message: str = ""
+    error: str = ""
+    """kind=failed: the :class:`~minipulsar.errors.ErrorCode` value (``ServiceNotReady`` and
+    ``TooManyRequests`` mean retry later; ``TopicNotFound``/``InvalidCommand`` do not)."""
 
 
 @command("PARTITIONED_METADATA")
@@ -95,6 +98,23 @@ class PartitionedMetadata(Command):
 class PartitionedMetadataResponse(Command):
     id: int
     partitions: int
+
+
+@command("GET_TOPICS_OF_NAMESPACE")
+class GetTopicsOfNamespace(Command):
+    """Regex subscriptions: the topics of ``namespace`` (``tenant/ns``) as full names; a
+    partitioned topic is listed as its partitions (as Pulsar's CommandGetTopicsOfNamespace)."""
+
+    id: int
+    namespace: str
+    mode: str = "PERSISTENT"
+    """PERSISTENT | NON_PERSISTENT | ALL"""
+
+
+@command("GET_TOPICS_OF_NAMESPACE_RESPONSE", response=True)
+class GetTopicsOfNamespaceResponse(Command):
+    id: int
+    topics: list = field(default_factory=list)
 
 
 @command("PRODUCER")

@@ -161,10 +161,10 @@ async def test_broker_serves_pulsar_metrics(cluster: ProcessCluster) -> None:
 
 def test_a_bad_config_value_stops_the_broker_naming_the_key(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text("# a real broker.conf holds many keys we do not use\nloadBalancerEnabled=true\n"
+    conf.write_text("# a real broker.conf holds many keys we do not use\nwebSocketServiceEnabled=false\n"
                     "managedLedgerDefaultAckQuorum=two\n")
     result = subprocess.run([sys.executable, "-m", "minipulsar", "broker", "--config", str(conf)],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2
-    assert "'loadBalancerEnabled' is not used by minipulsar" in result.stderr
+    assert "'webSocketServiceEnabled' is not used by minipulsar" in result.stderr
     assert "managedLedgerDefaultAckQuorum='two': expected an integer" in result.stderr

@@ -64,7 +64,10 @@ async def produce(service_url: str, index: int, size: int, until: float, acked: 
     in_flight = asyncio.Semaphore(400)
     pending: set[asyncio.Task] = set()
     async with Client(service_url) as client:
-        producer = await client.create_producer("throttled", block_if_queue_full=True, max_pending_messages=1000)
+        # One SEND per message (the asyncio client batches by default): the per-connection
+        # limit counts SENDs.
+        producer = await client.create_producer("throttled", block_if_queue_full=True, max_pending_messages=1000,
+                                                batching_enabled=False)
 
         async def send(body: bytes) -> None:
             try:

@@ -10,9 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-import pytest
-
-from minipulsar import Client, InitialPosition, PulsarException
+from minipulsar import Client, InitialPosition
 from tests.support.cluster import ProcessCluster, process_cluster
 
 SETTINGS = {"allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": 3}
@@ -48,8 +46,9 @@ async def test_partition_metadata_admin_and_auto_creation(tmp_path: Path) -> Non
         async with Client(cluster.service_url) as client:
             partitions = await client.get_topic_partitions("orders")
             assert partitions == [f"persistent://public/default/orders-partition-{i}" for i in range(6)]
-            with pytest.raises(PulsarException, match="partitioned producer"):
-                await client.create_producer("orders")
+            whole = await client.create_producer("orders")  # a producer over every partition (issue 7)
+            assert (whole.num_partitions(), (await whole.send(b"routed")).partition() in range(6)) == (6, True)
+            await whole.close()
             producer = await client.create_producer(partitions[1])  # a partition is an ordinary topic
             await producer.send(b"to partition 1")
             consumer = await client.subscribe(partitions[1], "sub", initial_position=InitialPosition.Earliest)

@@ -1,8 +1,12 @@
-"""A real multi-process cluster for tests: one metastore, N bookies, one broker.
+"""A real multi-process cluster for tests: one metastore, N bookies, M brokers (default 1).
 
 Each server is a separate ``minipulsar`` process on 127.0.0.1 with port 0, its own dirs under
 the test's tmp dir, and a log file whose tail is shown when start-up fails. The cluster is
 stopped (TERM, then KILL) when the context exits, whatever happened inside.
+
+``cluster.broker`` is the first broker (the service URL points at it); ``cluster.brokers`` all of
+them, logging to ``broker.log``, ``broker-1.log``, …; ``restart_broker(index=i)``,
+``kill_broker(i)`` and ``start_broker(i)`` act on one.
 """
 
 from __future__ import annotations
@@ -24,7 +28,21 @@ class ProcessCluster:
     """Extra broker.conf keys (``--set key=value``), e.g. ``{"brokerDeduplicationEnabled": True}``."""
     metastore: ServerProcess | None = None
     bookies: list[ServerProcess] = field(default_factory=list)
-    broker: ServerProcess | None = None
+    broker_count: int = 1
+    brokers: list[ServerProcess] = field(default_factory=list)
+
+    @property
+    def broker(self) -> ServerProcess | None:
+        """The first broker (the one :attr:`service_url` names)."""
+        return self.brokers[0] if self.brokers else None
+
+    @broker.setter
+    def broker(self, process: ServerProcess | None) -> None:
+        assert process is not None
+        if self.brokers:
+            self.brokers[0] = process
+        else:
+            self.brokers.append(process)
 
     @property
     def service_url(self) -> str:
@@ -52,16 +70,16 @@ class ProcessCluster:
             "--set", "zkTimeout=2000",
         ], self.root / "logs" / f"bookie-{index}.log")
 
-    def _broker(self) -> ServerProcess:
+    def _broker(self, index: int = 0, port: int = 0, http_port: int = 0) -> ServerProcess:
         q = self._quorum()
         extra = [arg for key, value in self.broker_settings.items()
                  for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
         return ServerProcess("broker", [
-            "--port", "0", "--http-port", "0", "--metadata-url", self.metadata_url,
+            "--port", str(port), "--http-port", str(http_port), "--metadata-url", self.metadata_url,
             "--set", f"managedLedgerDefaultEnsembleSize={q}", "--set", f"managedLedgerDefaultWriteQuorum={q}",
             "--set", f"managedLedgerDefaultAckQuorum={q}", "--set", "metadataStoreSessionTimeoutMillis=2000",
             *extra,
-        ], self.root / "logs" / "broker.log")
+        ], self.root / "logs" / ("broker.log" if index == 0 else f"broker-{index}.log"))
 
     async def start(self) -> None:
         self._make()
@@ -71,8 +89,10 @@ class ProcessCluster:
             bookie = self._bookie(index)
             self.bookies.append(bookie)
             await asyncio.to_thread(bookie.start)
-        self.broker = self._broker()
-        await asyncio.to_thread(self.broker.start)
+        for index in range(self.broker_count):
+            self.brokers.append(self._broker(index))
+        # in parallel: each takes a few seconds to import and connect
+        await asyncio.gather(*(asyncio.to_thread(b.start) for b in self.brokers))
 
     async def restart_bookie(self, index: int) -> None:
         """Restart bookie ``index`` on its port and dirs (its bookie id must not change)."""
@@ -81,16 +101,33 @@ class ProcessCluster:
         self.bookies[index] = self._bookie(index, old.port)
         await asyncio.to_thread(self.bookies[index].start)
 
-    async def restart_broker(self, *, kill: bool = False) -> None:
-        assert self.broker is not None
-        await asyncio.to_thread(self.broker.kill if kill else self.broker.stop)
-        self.broker = self._broker()
-        await asyncio.to_thread(self.broker.start)
+    async def restart_broker(self, *, kill: bool = False, index: int = 0, same_ports: bool = False) -> None:
+        """Stop (or SIGKILL) broker ``index`` and start a new one, on new ports unless ``same_ports``."""
+        old = self.brokers[index]
+        await asyncio.to_thread(old.kill if kill else old.stop)
+        await self.start_broker(index, same_ports=same_ports)
+
+    async def kill_broker(self, index: int) -> None:
+        """SIGKILL broker ``index`` (no clean shutdown: its bundles move once its session expires)."""
+        await asyncio.to_thread(self.brokers[index].kill)
+
+    async def stop_broker(self, index: int) -> None:
+        """SIGTERM broker ``index`` (a clean shutdown unloads its bundles first)."""
+        await asyncio.to_thread(self.brokers[index].stop)
+
+    async def start_broker(self, index: int, *, same_ports: bool = False) -> None:
+        """Start broker ``index`` again (after kill_broker / stop_broker)."""
+        old = self.brokers[index]
+        ports = (old.port, old.http_port) if same_ports else (0, 0)
+        self.brokers[index] = self._broker(index, *ports)
+        await asyncio.to_thread(self.brokers[index].start)
 
     def processes(self) -> list[ServerProcess]:
-        return [p for p in (self.broker, *reversed(self.bookies), self.metastore) if p is not None]
+        return [p for p in (*reversed(self.brokers), *reversed(self.bookies), self.metastore) if p is not None]
 
     async def stop(self) -> None:
+        if len(self.brokers) > 1:  # together: one at a time, each would unload to the next
+            await asyncio.gather(*(asyncio.to_thread(b.stop) for b in self.brokers))
         for process in self.processes():
             await asyncio.to_thread(process.stop)
 
@@ -99,9 +136,9 @@ class ProcessCluster:
 
 
 @contextlib.asynccontextmanager
-async def process_cluster(root: Path, bookies: int = 1,
-                          broker_settings: dict[str, object] | None = None) -> AsyncIterator[ProcessCluster]:
-    cluster = ProcessCluster(root, bookies, dict(broker_settings or {}))
+async def process_cluster(root: Path, bookies: int = 1, broker_settings: dict[str, object] | None = None,
+                          brokers: int = 1) -> AsyncIterator[ProcessCluster]:
+    cluster = ProcessCluster(root, bookies, dict(broker_settings or {}), broker_count=brokers)
     try:
         await cluster.start()
         yield cluster

@@ -11,6 +11,7 @@ from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 
 from client.consumer import Consumer
+from client.consumer_config import ConsumerConfig
 from client.exceptions import CumulativeAcknowledgementNotAllowedError
 from client.message import MessageId
 from tests.support.process import wait_for
@@ -38,10 +39,14 @@ class FakeConnection:
 
 
 def consumer(sub_type: str = "Exclusive", **kwargs) -> tuple[Consumer, FakeConnection]:
+    """A consumer attached to a fake connection (as after a SUBSCRIBE, before its first FLOW)."""
     connection = FakeConnection()
     options = {"receiver_queue_size": 10, "consumer_name": "c", "initial_position": "Latest", **kwargs}
-    return Consumer(connection, "persistent://public/default/t", "sub",  # type: ignore[arg-type]
-                    consumer_type=sub_type, **options), connection
+    target = Consumer("persistent://public/default/t", "sub", ConsumerConfig(consumer_type=sub_type, **options),
+                      pool=None, lookup=None, operation_timeout_s=30)  # type: ignore[arg-type]
+    target._connection = connection  # type: ignore[assignment]
+    connection.consumers[target._consumer_id] = target
+    return target, connection
 
 
 def push(target: Consumer, entry_id: int, count: int = 1) -> None:

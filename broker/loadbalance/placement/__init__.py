@@ -1,0 +1,1 @@
+"""Placement strategies: where an unowned bundle goes (reference §1.7)."""

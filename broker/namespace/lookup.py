@@ -1,0 +1,147 @@
+"""The broker-side lookup decision (reference §2.6): which broker serves a topic's bundle.
+
+::
+
+    owned by this broker (active)          → connect (me)
+    owned here or elsewhere, being unloaded → failed ServiceNotReady (the client retries)
+    owned by another broker                → redirect (owner, authoritative=false)
+    unowned:
+        request.authoritative, or no load manager
+                                           → candidate = me
+        this broker leads the load manager, or there is no leader
+                                           → candidate = load_manager.select_broker_for(bundle) (None: me);
+                                             authoritative = true
+        else                               → redirect (leader, authoritative=false): it decides
+        candidate == me → create the ownership key → connect (or redirect to whoever won the race)
+        else            → redirect (candidate, authoritative=true): it takes the bundle without asking again
+
+A bundle is acquired only if it is still a bundle of the namespace once the key exists (checked on
+freshly read policies): a broker with a stale view of a split must not own the parent of two
+bundles another broker owns.
+
+An owner, leader or placement candidate whose service port refuses connections is gone
+(:mod:`broker.namespace.liveness`): its ownership key is deleted and the bundle treated as unowned,
+rather than redirecting clients to a dead address until its session expires.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from minipulsar.errors import ErrorCode, MiniPulsarError, code_for_error
+from minipulsar.topic_name import TopicName
+
+from broker.namespace.bundles import NamespaceBundle
+from broker.namespace.directory import BrokerInfo
+
+if TYPE_CHECKING:
+    from broker.namespace.service import NamespaceService
+
+log = logging.getLogger(__name__)
+
+ACQUIRE_ATTEMPTS = 3
+"""Rounds of (read owner, decide, acquire) before a lookup gives up on a bundle that keeps moving."""
+
+
+@dataclass(frozen=True, slots=True)
+class LookupResult:
+    kind: str
+    """connect | redirect | failed"""
+    broker_url: str = ""
+    http_url: str = ""
+    authoritative: bool = False
+    message: str = ""
+    error: ErrorCode | None = None
+
+    @classmethod
+    def connect(cls, broker_url: str, http_url: str) -> "LookupResult":
+        return cls("connect", broker_url, http_url, authoritative=True)
+
+    @classmethod
+    def redirect(cls, broker_url: str, http_url: str, authoritative: bool) -> "LookupResult":
+        return cls("redirect", broker_url, http_url, authoritative=authoritative)
+
+    @classmethod
+    def failed(cls, error: ErrorCode, message: str) -> "LookupResult":
+        return cls("failed", message=message, error=error)
+
+    @classmethod
+    def failed_by(cls, error: MiniPulsarError) -> "LookupResult":
+        return cls.failed(code_for_error(error), str(error))
+
+
+def being_unloaded(bundle: NamespaceBundle) -> LookupResult:
+    return LookupResult.failed(ErrorCode.SERVICE_NOT_READY,
+                               f"Namespace bundle {bundle} is currently being unloaded")
+
+
+class LookupDecision:
+    """Runs the decision for one NamespaceService (this broker)."""
+
+    def __init__(self, namespaces: "NamespaceService") -> None:
+        self._ns = namespaces
+
+    async def find(self, topic: TopicName, authoritative: bool) -> LookupResult:
+        ns = self._ns
+        me = ns.ownership.me
+        for _ in range(ACQUIRE_ATTEMPTS):
+            bundle = await ns.bundle_of(topic)
+            local = ns.ownership.owned.get(bundle.name)
+            if local is not None:
+                return LookupResult.connect(me.native_url, me.http_url) if ns.is_active(local) \
+                    else being_unloaded(bundle)
+            owner = await ns.ownership.owner(bundle)
+            if owner is not None:
+                data, version = owner
+                if not data.same_broker(me) and data.native_url and await ns.liveness.is_gone(data.native_url):
+                    log.info("%s: its owner %s is gone; taking its ownership key away", bundle, data.native_url)
+                    await ns.ownership.remove_dead(bundle, version)
+                    continue
+                if data.disabled and not data.same_broker(me):
+                    return being_unloaded(bundle)
+                if not data.same_broker(me):
+                    return LookupResult.redirect(data.native_url, data.http_url, authoritative=False)
+                # else: a key of an earlier session on this address: placement chose this address
+                # already, and every other broker redirects here; try_acquire replaces the key
+            if ns.closing:
+                return LookupResult.failed(ErrorCode.SERVICE_NOT_READY, "the broker is shutting down")
+            stale_mine = owner is not None and owner[0].same_broker(me)
+            candidate = None if stale_mine else await self._candidate(bundle, authoritative)
+            if isinstance(candidate, LookupResult):
+                return candidate
+            if candidate is not None:
+                return LookupResult.redirect(candidate.service_url, candidate.web_service_url, authoritative=True)
+            winner = await ns.acquire(bundle)
+            if winner is None:
+                continue  # the namespace was split meanwhile: look the topic's bundle up again
+            if winner.same_broker(me):
+                return LookupResult.connect(me.native_url, me.http_url)
+            # lost the race: the next round reads the winner (and whether it is unloading)
+        return LookupResult.failed(ErrorCode.SERVICE_NOT_READY,
+                                   f"ownership of the bundle of {topic} keeps changing; retry")
+
+    async def _candidate(self, bundle: NamespaceBundle, authoritative: bool) -> BrokerInfo | LookupResult | None:
+        """Who should own an unowned bundle: None = this broker, a BrokerInfo = another broker, or a
+        LookupResult = ask the leader (redirect) instead of deciding here."""
+        ns = self._ns
+        manager = ns.load_manager
+        if authoritative or manager is None:
+            return None
+        if not getattr(manager, "is_leader", False):
+            leader = await ns.directory.leader()
+            if (leader is not None and leader.broker_id != ns.broker_id
+                    and not await ns.liveness.is_gone(leader.service_url)):
+                return LookupResult.redirect(leader.service_url, leader.web_service_url, authoritative=False)
+        chosen = manager.select_broker_for(bundle.name)
+        if inspect.isawaitable(chosen):
+            chosen = await chosen
+        if chosen is None or chosen == ns.broker_id:
+            return None
+        info = await ns.directory.broker(chosen)
+        if info is None or await ns.liveness.is_gone(info.service_url):  # it went away meanwhile
+            log.info("%s: placement chose %s, which is not reachable; taking the bundle", bundle, chosen)
+            return None
+        return info

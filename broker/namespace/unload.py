@@ -1,0 +1,99 @@
+"""Closing the topics of a bundle that is being unloaded, and telling their clients (reference §2.4).
+
+Per topic, in this order, so that no acknowledged message is lost and none is delivered again
+after its acknowledgement:
+
+1. detach its producers from their connections: SENDs that arrive later are dropped (the client
+   resends everything unreceipted once it reconnects), and the receipts of SENDs already being
+   persisted still go out — we wait for the last one (adds complete in order);
+2. detach its consumers (their unacknowledged messages go back to the subscription);
+3. close the topic: subscriptions flush their cursors' mark-delete positions, the managed ledger
+   closes its current ledger, so the next owner opens it without recovery work;
+
+and only after ownership was released, :meth:`DetachedClients.notify` sends CLOSE_PRODUCER /
+CLOSE_CONSUMER (with the new owner's URL when known) so each client looks the topic up again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from minipulsar.errors import MiniPulsarError
+
+if TYPE_CHECKING:
+    from broker.server import BrokerConnection
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class DetachedClients:
+    """Producers and consumers taken off unloaded topics, to be told once the bundle is released."""
+
+    producers: list[tuple["BrokerConnection", int]] = field(default_factory=list)
+    consumers: list[tuple["BrokerConnection", int]] = field(default_factory=list)
+
+    def extend(self, other: "DetachedClients") -> None:
+        self.producers += other.producers
+        self.consumers += other.consumers
+
+    def notify(self, assigned_broker_url: str | None = None) -> None:
+        for connection, producer_id in self.producers:
+            connection.send_close_producer(producer_id, assigned_broker_url)
+        for connection, consumer_id in self.consumers:
+            connection.send_close_consumer(consumer_id, assigned_broker_url)
+
+
+def detach_clients(topic: Any) -> tuple[DetachedClients, list[asyncio.Future]]:
+    """Step 1 and 2 for ``topic``; returns the detached clients and the adds still in flight."""
+    detached = DetachedClients()
+    in_flight: list[asyncio.Future] = []
+    for producer in list(topic.counters.producers.values()):
+        connection = getattr(producer, "connection", None)
+        if connection is None or not connection.detach_producer(producer.producer_id):
+            continue
+        detached.producers.append((connection, producer.producer_id))
+        last = getattr(producer, "last_added", None)
+        if last is not None and not last.done():
+            in_flight.append(last)
+    for subscription in list(topic.subscriptions.values()):
+        for consumer in list(subscription.consumers):
+            connection = consumer.connection
+            detach = getattr(connection, "detach_consumer", None)
+            if detach is not None and detach(consumer.consumer_id):
+                detached.consumers.append((connection, consumer.consumer_id))
+    return detached, in_flight
+
+
+async def close_topic(topic: Any, drain_timeout_s: float) -> DetachedClients:
+    """Steps 1–3 for one topic. Never raises for a topic that fails to close (it is logged)."""
+    detached, in_flight = detach_clients(topic)
+    if in_flight:
+        _, pending = await asyncio.wait(in_flight, timeout=drain_timeout_s)
+        if pending:
+            log.warning("%s: %d sends still persisting after %.1fs; closing anyway (clients resend them)",
+                        topic.name, len(pending), drain_timeout_s)
+    try:
+        await topic.close()
+    except MiniPulsarError as error:
+        log.warning("%s: closing failed: %s", topic.name, error)
+    return detached
+
+
+async def close_topics(loading: list[asyncio.Future], drain_timeout_s: float) -> DetachedClients:
+    """Close every topic of ``loading`` (futures from the broker's topic map, already removed from
+    it); topics still loading are awaited first. Runs the topics concurrently."""
+    if loading:
+        await asyncio.wait(loading)
+    topics = [f.result() for f in loading if not f.cancelled() and f.exception() is None]
+    results = await asyncio.gather(*(close_topic(t, drain_timeout_s) for t in topics), return_exceptions=True)
+    detached = DetachedClients()
+    for topic, result in zip(topics, results):
+        if isinstance(result, BaseException):
+            log.error("%s: unloading failed", topic.name, exc_info=result)
+        else:
+            detached.extend(result)
+    return detached

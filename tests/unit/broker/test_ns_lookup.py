@@ -1,0 +1,246 @@
+"""Goal: the ownership keys and the lookup decision of reference §2.3/§2.6 — any broker's answer
+agrees on one owner, racing brokers end with exactly one, the leader's placement is followed
+(authoritative redirects), non-leaders forward to the leader, an unloading bundle fails
+retriably, a broker with a stale view of a split never owns the parent, and a dead session's
+bundles move.
+
+Method: several NamespaceServices in one process, each on its own in-process metadata store
+(its own session) over one shared tree, with a fake broker around each (no topics loaded) and a
+scripted load manager."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from minipulsar.config import BrokerConfig, load_config
+from minipulsar.errors import ErrorCode
+from minipulsar.metadata import MemoryMetadataStore
+from minipulsar.metadata.memory import SharedTree
+from minipulsar.topic_name import TopicName
+
+from broker.namespace.bundles import NamespaceBundle
+from broker.namespace.liveness import LivenessProbe
+from broker.namespace.ownership import OwnerData, ownership_path
+from broker.namespace.service import NamespaceService
+from tests.support.process import wait_for
+
+TOPIC = TopicName.parse("persistent://public/default/orders")
+
+
+class FakeBroker:
+    """What NamespaceService needs from BrokerService."""
+
+    def __init__(self, tree: SharedTree, index: int) -> None:
+        self.store = MemoryMetadataStore(tree)
+        self.config = load_config(BrokerConfig, None, {"defaultNumberOfNamespaceBundles": "4"})
+        self.host, self.port, self.http_port = "127.0.0.1", 6650 + index, 8080 + index
+        self.load_manager = None
+        self.namespaces: NamespaceService | None = None
+
+    service_url = property(lambda self: f"pulsar://{self.host}:{self.port}")
+    web_service_url = property(lambda self: f"http://{self.host}:{self.http_port}")
+    broker_id = property(lambda self: f"{self.host}:{self.http_port}")
+
+    def loaded_topics(self) -> list:
+        return []
+
+    def take_topics(self, belongs) -> list:
+        return []
+
+    async def start(self) -> "FakeBroker":
+        info = {"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_service_url}
+        await self.store.put(f"/loadbalance/brokers/{self.broker_id}", json.dumps(info).encode(), ephemeral=True)
+        self.namespaces = NamespaceService(self)  # type: ignore[arg-type]
+        self.namespaces.liveness = AlwaysAlive()  # nothing listens on these fake brokers' ports
+        await self.namespaces.start()
+        return self
+
+    @property
+    def ns(self) -> NamespaceService:
+        assert self.namespaces is not None
+        return self.namespaces
+
+
+class AlwaysAlive:
+    async def is_gone(self, service_url: str) -> bool:
+        return False
+
+
+class ScriptedLoadManager:
+    def __init__(self, leader: bool, choice: str | None) -> None:
+        self.is_leader, self.choice, self.asked = leader, choice, []
+
+    def select_broker_for(self, bundle_name: str) -> str | None:
+        self.asked.append(bundle_name)
+        return self.choice
+
+
+@pytest_asyncio.fixture
+async def brokers() -> AsyncIterator[list[FakeBroker]]:
+    tree = SharedTree()
+    started = await asyncio.gather(*(FakeBroker(tree, i).start() for i in range(3)))
+    yield list(started)
+    for broker in started:
+        await broker.ns.close()
+        await broker.store.close()
+
+
+async def test_lookups_from_every_broker_agree_on_the_owner(brokers: list[FakeBroker]) -> None:
+    a, b, c = brokers
+    first = await a.ns.lookup(TOPIC)
+    assert (first.kind, first.broker_url) == ("connect", a.service_url)
+    for other in (b, c):
+        answer = await other.ns.lookup(TOPIC)
+        assert (answer.kind, answer.broker_url, answer.http_url, answer.authoritative) == \
+            ("redirect", a.service_url, a.web_service_url, False)
+    owner = OwnerData.from_json((await a.store.get(ownership_path(await a.ns.bundle_of(TOPIC)))).value)
+    assert owner == OwnerData(a.service_url, a.web_service_url, disabled=False)
+    assert (await a.ns.lookup(TOPIC)).kind == "connect"
+
+
+async def test_racing_brokers_end_with_exactly_one_owner(brokers: list[FakeBroker]) -> None:
+    answers = await asyncio.gather(*(broker.ns.lookup(TOPIC) for broker in brokers))
+    connects = [answer for answer in answers if answer.kind == "connect"]
+    assert len(connects) == 1
+    winner = connects[0].broker_url
+    assert all(answer.broker_url == winner for answer in answers)
+    assert sum(len(broker.ns.owned_bundles()) for broker in brokers) == 1
+
+
+async def test_authoritative_lookup_takes_an_unowned_bundle(brokers: list[FakeBroker]) -> None:
+    a, b, _ = brokers
+    a.load_manager = ScriptedLoadManager(leader=True, choice=a.broker_id)
+    answer = await b.ns.lookup(TOPIC, authoritative=True)
+    assert (answer.kind, answer.broker_url) == ("connect", b.service_url)
+
+
+async def test_the_leaders_placement_is_followed_through_an_authoritative_redirect(brokers: list[FakeBroker]) -> None:
+    a, b, c = brokers
+    await a.store.put("/loadbalance/leader", json.dumps({"brokerId": a.broker_id,
+                                                          "serviceUrl": a.web_service_url}).encode(), ephemeral=True)
+    a.load_manager = ScriptedLoadManager(leader=True, choice=b.broker_id)
+    c.load_manager = ScriptedLoadManager(leader=False, choice=c.broker_id)
+    forwarded = await c.ns.lookup(TOPIC)  # a non-leader forwards the decision to the leader
+    assert (forwarded.kind, forwarded.broker_url, forwarded.authoritative) == ("redirect", a.service_url, False)
+    assert c.load_manager.asked == []
+    decided = await a.ns.lookup(TOPIC)
+    assert (decided.kind, decided.broker_url, decided.authoritative) == ("redirect", b.service_url, True)
+    assert a.load_manager.asked == [(await a.ns.bundle_of(TOPIC)).name]
+    taken = await b.ns.lookup(TOPIC, authoritative=decided.authoritative)
+    assert (taken.kind, taken.broker_url) == ("connect", b.service_url)
+
+
+async def test_without_a_leader_a_broker_decides_itself(brokers: list[FakeBroker]) -> None:
+    _, b, c = brokers
+    c.load_manager = ScriptedLoadManager(leader=False, choice=b.broker_id)
+    answer = await c.ns.lookup(TOPIC)
+    assert (answer.kind, answer.broker_url, answer.authoritative) == ("redirect", b.service_url, True)
+    c.load_manager.choice = None  # no opinion: take it
+    other = TopicName.parse("persistent://public/default/something-else")
+    assert (await c.ns.lookup(other)).broker_url == c.service_url
+
+
+async def test_a_bundle_being_unloaded_fails_retriably_everywhere(brokers: list[FakeBroker]) -> None:
+    a, b, _ = brokers
+    await a.ns.lookup(TOPIC)
+    owned = a.ns.ownership.owned[(await a.ns.bundle_of(TOPIC)).name]
+    await a.ns.ownership.disable(owned)
+    for broker in (a, b):
+        answer = await broker.ns.lookup(TOPIC)
+        assert answer.kind == "failed" and answer.error is ErrorCode.SERVICE_NOT_READY
+        assert "being unloaded" in answer.message
+
+
+async def test_unload_releases_the_bundle_and_the_next_lookup_places_it_again(brokers: list[FakeBroker]) -> None:
+    a, b, _ = brokers
+    await a.ns.lookup(TOPIC)
+    bundle = await a.ns.bundle_of(TOPIC)
+    events = []
+    a.ns.add_ownership_listener(lambda event, name: events.append((event, name)))
+    await a.ns.unload_bundle(bundle.name)
+    assert a.ns.owned_bundles() == [] and await a.store.get(ownership_path(bundle)) is None
+    assert events == [("unloaded", bundle.name)]
+    assert (await b.ns.lookup(TOPIC)).broker_url == b.service_url
+
+
+async def test_split_owns_both_halves_and_a_stale_broker_never_owns_the_parent(brokers: list[FakeBroker]) -> None:
+    a, b, _ = brokers
+    await a.ns.lookup(TOPIC)
+    parent = await a.ns.bundle_of(TOPIC)
+    stale = await b.ns.bundles("public/default")  # b read the boundaries before the split
+    halves = await a.ns.split_bundle(parent.name, "range_equally_divide")
+    assert sorted(h.name for h in a.ns.owned_bundles()) == sorted(h.name for h in halves)
+    assert await a.store.get(ownership_path(parent)) is None
+    for half in halves:
+        await a.ns.unload_bundle(half)
+    b.ns._cache["public/default"] = stale  # as if b had missed the change notification
+    answer = await b.ns.lookup(TOPIC)  # b's cache says "parent": acquiring it must fail over to the half
+    assert (answer.kind, answer.broker_url) == ("connect", b.service_url)
+    assert [o.name for o in b.ns.owned_bundles()] == [(await a.ns.bundle_of(TOPIC)).name]
+    assert await b.store.get(ownership_path(parent)) is None
+
+
+async def test_a_dead_brokers_bundles_move_on_the_next_lookup(brokers: list[FakeBroker]) -> None:
+    a, b, _ = brokers
+    await a.ns.lookup(TOPIC)
+    await a.store.close()  # the session ends: its ephemeral keys go
+    answer = await b.ns.lookup(TOPIC)
+    assert (answer.kind, answer.broker_url) == ("connect", b.service_url)
+
+
+async def test_a_key_left_by_an_earlier_session_on_the_same_address_is_taken_over(brokers: list[FakeBroker]) -> None:
+    a, _, _ = brokers
+    bundle: NamespaceBundle = await a.ns.bundle_of(TOPIC)
+    earlier = MemoryMetadataStore(a.store.shared)  # the previous process, not expired yet
+    await earlier.put(ownership_path(bundle), OwnerData(a.service_url, a.web_service_url).to_json(), ephemeral=True)
+    answer = await a.ns.lookup(TOPIC)
+    assert (answer.kind, answer.broker_url) == ("connect", a.service_url)
+    assert bundle.name in a.ns.ownership.owned
+    await earlier.close()
+    assert await a.store.get(ownership_path(bundle)) is not None  # still ours after the old session ended
+
+
+async def test_an_owner_whose_port_refuses_connections_is_replaced_but_a_listening_one_is_not(
+        brokers: list[FakeBroker]) -> None:
+    """Goal: reference §2.3 takes a dead owner's bundles after its session expires; the TCP probe
+    takes them at once when nothing listens on its port, and never from a live broker."""
+    _, b, _ = brokers
+    b.ns.liveness = LivenessProbe()
+    ghost = MemoryMetadataStore(b.store.shared)  # the owner's session, not expired yet
+    listening = await asyncio.start_server(lambda reader, writer: writer.close(), "127.0.0.1", 0)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]  # nothing listens there once this socket is closed
+    try:
+        live_port = listening.sockets[0].getsockname()[1]
+        live_topic = TopicName.parse("persistent://public/default/live-owner")
+        bundles = await b.ns.bundles("public/default")
+        dead_topic = next(TopicName.parse(name) for name in (f"persistent://public/default/dead-{i}" for i in range(99))
+                          if bundles.find(name) != bundles.find(str(live_topic)))
+        for topic, port in ((live_topic, live_port), (dead_topic, closed_port)):
+            owner = OwnerData(f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{port}")
+            await ghost.put(ownership_path(await b.ns.bundle_of(topic)), owner.to_json(), ephemeral=True)
+        live = await b.ns.lookup(live_topic)
+        assert (live.kind, live.broker_url) == ("redirect", f"pulsar://127.0.0.1:{live_port}")
+        dead = await b.ns.lookup(dead_topic)
+        assert (dead.kind, dead.broker_url) == ("connect", b.service_url)
+    finally:
+        listening.close()
+        await ghost.close()
+
+
+async def test_a_broker_whose_ownership_key_is_deleted_stops_serving_the_bundle(brokers: list[FakeBroker]) -> None:
+    a, b, _ = brokers
+    await a.ns.lookup(TOPIC)
+    bundle = await a.ns.bundle_of(TOPIC)
+    events = []
+    a.ns.add_ownership_listener(lambda event, name: events.append((event, name)))
+    await b.store.delete(ownership_path(bundle))  # another broker judged a dead and took it away
+    await wait_for(lambda: bundle.name not in a.ns.ownership.owned, 5, message="a still serves the bundle")
+    assert events == [("unloaded", bundle.name)]
+    assert (await b.ns.lookup(TOPIC)).broker_url == b.service_url
