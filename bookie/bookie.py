@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,9 @@ from minipulsar.config import BookieConfig
 from minipulsar.errors import LedgerFencedError, NoSuchLedgerError
 
 log = logging.getLogger(__name__)
+
+_LEDGER_ID = operator.attrgetter("ledger_id")
+_PAYLOAD = operator.attrgetter("payload")
 
 AddCallback = Callable[[BaseException | None], None]
 """Called once per add, on the loop: None when the entry is durable and stored, else the error."""
@@ -166,6 +170,45 @@ class Bookie:
         if self.journals.for_ledger(ledger_id).try_add(request, sink, started):
             return True
         storage.cancel_admission(ledger_id, size)
+        return False
+
+    def try_add_all(self, requests: list[AddRequest], sink: AddSink, started: float = 0.0) -> int:
+        """:meth:`try_add` for the adds of one read, in order. Returns how many of them were
+        dealt with — admitted, or refused (LedgerFenced) with ``sink`` told; the rest, from
+        the first one that found no room, must go through :meth:`add_when_admitted`, in order.
+
+        Usually they are admitted together: one fence check per ledger, one write-cache
+        reservation and one journal hand-over for the lot (the per-add checks are what the
+        event loop spends its time on). One by one when a ledger is fenced, the ledgers span
+        journals or dirs, or the lot does not fit at once.
+        """
+        # A lone add (big entries come one or two per read) is cheaper one by one.
+        if len(requests) > 1 and self._try_add_together(set(map(_LEDGER_ID, requests)), requests, sink, started):
+            return len(requests)
+        for index, request in enumerate(requests):
+            try:
+                if not self.try_add(request, sink, started):
+                    return index
+            except LedgerFencedError as error:
+                sink.adds_done([request], started, error)
+        return len(requests)
+
+    def _try_add_together(self, ledger_ids: set[int], requests: list[AddRequest], sink: AddSink,
+                          started: float) -> bool:
+        storage = self.storage
+        for ledger_id in ledger_ids:
+            state = storage.ledger(ledger_id)
+            if state is not None and state.fenced:
+                return False  # one by one: recovery adds pass, the others are refused
+        journal = self.journals.for_ledgers(ledger_ids)
+        if journal is None:
+            return False
+        payload_bytes = sum(map(len, map(_PAYLOAD, requests)))
+        if not storage.try_admit_all(ledger_ids, payload_bytes, len(requests)):
+            return False
+        if journal.try_add_all(requests, sink, started):
+            return True
+        storage.cancel_admission(next(iter(ledger_ids)), payload_bytes, len(requests))
         return False
 
     async def add_when_admitted(self, request: AddRequest, sink: AddSink, started: float = 0.0) -> None:

@@ -2,15 +2,17 @@
 This module is its loop side: admission, the hand-over to the writer thread, the capacity
 waiters and the completion of each group on the loop.
 
-The event loop admits records (:meth:`Journal.try_add`, :meth:`Journal.add_fence`): each is
-encoded there — header and checksum — and appended to the loop iteration's *batch*; ONE
+The event loop admits records (:meth:`Journal.try_add`, :meth:`Journal.try_add_all` for the
+adds of one read, :meth:`Journal.add_fence`): each is encoded there — header and checksum —
+and appended to the loop iteration's *batch* as a ``(request, sink, started, size)`` tuple; ONE
 callback per loop iteration hands the whole batch to the writer thread (one queue put, one
 wake-up, one GIL hand-off per batch instead of per add). The writer thread
 (:mod:`bookie.journal_thread`) writes whole groups with ONE ``pwritev`` each and rolls the
 segments (:mod:`bookie.journal_files`). It then completes every record of the group with ONE
 ``loop.call_soon_threadsafe``: a durable add is put into the ledger storage
-(:attr:`Journal.storage`) and its sink told (``sink.adds_done(requests, started, None)``, once
-per run of adds that came together) — no future, no closure, no call per add; fences and
+(:attr:`Journal.storage`, one ``add_entries`` call per run) and its sink told
+(``sink.adds_done(requests, started, None)``, once per run of adds that came together) — no
+future, no closure, no call per add; fences and
 :meth:`Journal.add_entry` complete a future with the record's location. The journals of a
 bookie form a :class:`bookie.journal_set.JournalSet`; the small types are in
 :mod:`bookie.journal_types` (and importable from here).
@@ -22,7 +24,8 @@ Invariants:
   over before any later one, and :meth:`Journal.close` hands over the last one before stopping);
 - admission is bounded (``journalQueueSize`` records, ``journalMaxMemorySizeMb`` bytes, from
   admitted until durable): past the bound :meth:`Journal.try_add` returns False and callers
-  await :meth:`Journal.wait_for_capacity` (FIFO) — adds are slowed down, never dropped;
+  await :meth:`Journal.wait_for_capacity` (FIFO) — adds are slowed down, never dropped (the
+  adds of one read are admitted whole while the queue is below its bound: one run over it);
 - a failed write, sync or roll fails the group and every later add: the file position is no
   longer trustworthy, so the journal stops accepting instead of guessing;
 - :attr:`Journal.applied_mark` is the end of the last group whose records were all completed
@@ -35,7 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
+import operator
 import queue
 import time
 from pathlib import Path
@@ -51,11 +56,13 @@ from bookie.journal_format import (
     RecordType,
     ScanEnd,
     ScannedRecord,
+    encode_add_headers,
     encode_header,
 )
 from bookie.journal_segment import SegmentScan, replay_directory, segment_path, tail_scan
 from bookie.journal_thread import JournalThread
 from bookie.journal_types import (
+    RECORD_SIZE,
     AddRequest,
     AddSink,
     Batch,
@@ -77,6 +84,7 @@ __all__ = ["AddRequest", "AddSink", "EntryStore", "Journal", "JournalSettings", 
 log = logging.getLogger(__name__)
 
 _ADD_ENTRY = int(RecordType.ADD_ENTRY)
+_PAYLOAD = operator.attrgetter("payload")
 _FENCE = int(RecordType.FENCE)
 
 
@@ -205,7 +213,36 @@ class Journal:
             sink.adds_done([request], started, self._refusal())
             return
         header = encode_header(_ADD_ENTRY, request.ledger_id, request.entry_id, request.lac, payload)
-        self._push(PendingRecord(request, sink, started, RECORD_HEADER_SIZE + len(payload)), header, payload)
+        self._push((request, sink, started, RECORD_HEADER_SIZE + len(payload)), header, payload)
+
+    def try_add_all(self, requests: list[AddRequest], sink: AddSink, started: float) -> bool:
+        """:meth:`try_add` for every add of ``requests``, in order, or for none (False: the queue
+        is at its bound). The adds of one read come this way: their headers are encoded in one
+        go, and they complete in one ``sink.adds_done`` call. Like one add, the whole run is
+        admitted while the queue is below its bound, so the bound may be exceeded by one run."""
+        if self._waiters or self._queued_entries >= self._entries_max or self._queued_bytes >= self._bytes_max:
+            return False
+        if self._failure is not None or self._closing:
+            refusal, cancel = self._refusal(), self.storage.cancel_admission
+            for request in requests:
+                cancel(request.ledger_id, len(request.payload))
+            sink.adds_done(requests, started, refusal)
+            return True
+        headers, payloads, sizes = encode_add_headers(requests)
+        records = self._batch_records
+        if not records:
+            self._batch_started = time.monotonic()
+            self._loop.call_soon(self._hand_over)  # type: ignore[union-attr]
+        records += zip(requests, itertools.repeat(sink), itertools.repeat(started), sizes)
+        buffers: list[bytes] = [b""] * (2 * len(headers))
+        buffers[0::2] = headers
+        buffers[1::2] = payloads
+        self._batch_buffers += buffers
+        size = sum(sizes)
+        self._batch_bytes += size
+        self._queued_entries += len(sizes)
+        self._queued_bytes += size
+        return True
 
     def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
                       on_durable: OnDurable) -> bool:
@@ -245,7 +282,7 @@ class Journal:
             complete_on_durable(on_durable, None, self._refusal())
             return
         header = encode_header(kind, ledger_id, entry_id, lac, payload)
-        self._push(PendingRecord(on_durable, None, 0.0, RECORD_HEADER_SIZE + len(payload)), header, payload)
+        self._push((on_durable, None, 0.0, RECORD_HEADER_SIZE + len(payload)), header, payload)
 
     def _refusal(self) -> MiniPulsarError:
         return self._failure or ServiceNotReadyError("the journal is closing")
@@ -268,7 +305,7 @@ class Journal:
         buffers = self._batch_buffers
         buffers.append(header)
         buffers.append(payload)
-        size = record.size
+        size = record[RECORD_SIZE]
         self._batch_bytes += size
         self._queued_entries += 1
         self._queued_bytes += size
@@ -322,8 +359,6 @@ class Journal:
         admit waiters."""
         if error is not None and self._failure is None:
             self._failure = error
-        store = self.storage
-        put, cancel = store.add_entry, store.cancel_admission
         entries = size = payload_bytes = 0
         run: list[Any] = []
         run_sink: AddSink | None = None
@@ -331,38 +366,51 @@ class Journal:
         for batch in group:
             entries += len(batch.records)
             size += batch.size
-            for record in batch.records:
-                sink = record.sink
-                try:
-                    if sink is None:
-                        location = None if error is not None else EntryLocation(
-                            self.index, segment_id, offset + RECORD_HEADER_SIZE, record.size - RECORD_HEADER_SIZE)
-                        complete_on_durable(record.request, location, error)
+            for request, sink, started, record_size in batch.records:
+                if sink is not None:
+                    if sink is run_sink and started == run_started:
+                        run.append(request)
                     else:
-                        request = record.request
-                        if error is None:
-                            put(request.ledger_id, request.entry_id, request.lac, request.payload)
-                            payload_bytes += record.size - RECORD_HEADER_SIZE
-                        else:
-                            cancel(request.ledger_id, len(request.payload))
-                        if sink is run_sink and record.started == run_started:
-                            run.append(request)
-                        else:
-                            if run:
-                                run_sink.adds_done(run, run_started, error)  # type: ignore[union-attr]
-                            run, run_sink, run_started = [request], sink, record.started
-                except Exception:  # a bug in one completion must not strand the rest of the group
-                    log.exception("journal %s: completing a record failed", self.directory)
-                offset += record.size
+                        if run:
+                            payload_bytes += self._run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
+                        run, run_sink, run_started = [request], sink, started
+                else:
+                    if run:  # in queue order: the adds before this record complete first
+                        payload_bytes += self._run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
+                        run, run_sink = [], None
+                    location = None if error is not None else EntryLocation(
+                        self.index, segment_id, offset + RECORD_HEADER_SIZE, record_size - RECORD_HEADER_SIZE)
+                    try:
+                        complete_on_durable(request, location, error)
+                    except Exception:  # a bug in one completion must not strand the rest of the group
+                        log.exception("journal %s: completing a record failed", self.directory)
+                offset += record_size
         if run:
-            self._last_run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
+            payload_bytes += self._run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
         self._group_released(entries, size, payload_bytes, end_mark)
 
-    def _last_run_done(self, sink: AddSink, run: list[Any], started: float, error: MiniPulsarError | None) -> None:
+    def _run_done(self, sink: AddSink, run: list[Any], started: float, error: MiniPulsarError | None) -> int:
+        """Complete a run of adds (one sink, one arrival time): put them into the storage (or
+        give their room back), then tell the sink. Returns the payload bytes stored."""
+        store = self.storage
+        payload_bytes = 0
         try:
+            if error is None:
+                # add_entries is optional (a store for tests may only have add_entry): one call per run
+                add_entries = getattr(store, "add_entries", None)
+                if add_entries is not None:
+                    add_entries(run)
+                else:
+                    for request in run:
+                        store.add_entry(request.ledger_id, request.entry_id, request.lac, request.payload)
+                payload_bytes = sum(map(len, map(_PAYLOAD, run)))
+            else:
+                for request in run:
+                    store.cancel_admission(request.ledger_id, len(request.payload))
             sink.adds_done(run, started, error)
-        except Exception:
+        except Exception:  # a bug in one completion must not strand the rest of the group
             log.exception("journal %s: completing a record failed", self.directory)
+        return payload_bytes
 
     def _group_released(self, entries: int, size: int, payload_bytes: int, end_mark: LogMark | None) -> None:
         """The group's records left the queue: give their room back, move :attr:`applied_mark`

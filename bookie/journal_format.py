@@ -28,10 +28,12 @@ This module is pure: it turns bytes into records and back, and never opens a fil
 from __future__ import annotations
 
 import enum
+import itertools
+import operator
 import struct
 import zlib
-from collections.abc import Callable, Iterator
-from typing import BinaryIO, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, BinaryIO, NamedTuple
 
 from crc32c import crc32c
 
@@ -156,6 +158,26 @@ def encode_header(kind: int, ledger_id: int, entry_id: int, lac: int, payload: b
     thread only writes and syncs."""
     rest = _pack_rest(len(payload), kind, ledger_id, entry_id, lac)
     return _pack_crc(crc32c(payload, crc32c(rest))) + rest
+
+
+_LEDGER_ID, _ENTRY_ID = operator.attrgetter("ledger_id"), operator.attrgetter("entry_id")
+_LAC, _PAYLOAD = operator.attrgetter("lac"), operator.attrgetter("payload")
+
+
+def encode_add_headers(requests: Sequence[Any]) -> tuple[list[bytes], list[bytes], list[int]]:
+    """:func:`encode_header` for many ADD records at once (anything with ``ledger_id``,
+    ``entry_id``, ``lac`` and ``payload``): ``(headers, payloads, record sizes)``.
+
+    Same bytes, iterated in C (``map``) instead of one Python call per record: the event
+    loop encodes every add a bookie receives, holding the GIL."""
+    # One list per field, not a tuple per request: no container objects for the cyclic GC.
+    payloads = list(map(_PAYLOAD, requests))
+    ledger_ids, entry_ids, lacs = map(_LEDGER_ID, requests), map(_ENTRY_ID, requests), map(_LAC, requests)
+    lengths = list(map(len, payloads))
+    rests = list(map(_pack_rest, lengths, itertools.repeat(int(RecordType.ADD_ENTRY)), ledger_ids, entry_ids, lacs))
+    crcs = map(crc32c, payloads, map(crc32c, rests))
+    headers = list(map(bytes.__add__, map(_pack_crc, crcs), rests))
+    return headers, payloads, list(map(RECORD_HEADER_SIZE.__add__, lengths))
 
 
 def encode_record(record: JournalRecord, payload: bytes = b"") -> tuple[bytes, bytes]:

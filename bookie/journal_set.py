@@ -38,6 +38,14 @@ class JournalSet:
     def for_ledger(self, ledger_id: int) -> Journal:
         return self.journals[ledger_id % len(self.journals)]
 
+    def for_ledgers(self, ledger_ids: set[int]) -> Journal | None:
+        """The one journal of all these ledgers, None when they span several."""
+        n = len(self.journals)
+        first = next(iter(ledger_ids))
+        if n > 1 and any((ledger_id - first) % n for ledger_id in ledger_ids):
+            return None
+        return self.journals[first % n]
+
     def segment_path(self, journal_index: int, segment_id: int) -> Path:
         return self.journals[journal_index].segment_path(segment_id)
 

@@ -27,12 +27,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bookie import metrics
+from bookie import disk_model, metrics
 from bookie.group_commit import FlushReason, GroupCommitPolicy
 from bookie.journal_files import JournalFiles
 from bookie.journal_format import LogMark
 from bookie.journal_segment import SegmentScan
-from bookie.journal_types import Batch, JournalStats
+from bookie.journal_types import RECORD_SIZE, Batch, JournalStats
 from minipulsar.errors import MiniPulsarError, UnknownServerError
 
 log = logging.getLogger("bookie.journal")  # one name for the whole journal's log lines
@@ -191,6 +191,8 @@ class JournalThread:
             self._fail(failure)
             self._call_on_loop(self._group_done, group, failure)
             return
+        if disk_model.MODEL is not None:  # bench only (minipulsarSimulatedDiskModel): a SIMULATED slow disk
+            disk_model.MODEL.wrote(self.directory, group_bytes, self.settings.sync_data)
         end_mark = LogMark(writer.segment_id, start + group_bytes)
         self._account(group, entries, group_bytes, reason)
         self._call_on_loop(self._group_done, group, None, writer.segment_id, start, end_mark)
@@ -233,7 +235,7 @@ def split_batch(batch: Batch, policy: GroupCommitPolicy, entries: int, group_byt
     taken = size = 0
     for record in batch.records:
         taken += 1
-        size += record.size
+        size += record[RECORD_SIZE]
         if policy.group_full(entries + taken, group_bytes + size):
             break
     if taken == len(batch.records):

@@ -2,7 +2,7 @@
 and the records in flight between its two halves (see :mod:`bookie.journal`).
 
 Invariants:
-- a :class:`PendingRecord`'s ``size`` is its bytes in the segment: header + payload;
+- a :data:`PendingRecord`'s ``size`` is its bytes in the segment: header + payload;
 - a :class:`Batch` holds exactly two buffers per record (header, payload), in record order,
   and its ``size`` is the sum of its records' sizes: ready for one ``pwritev``;
 - :class:`JournalStats` is written by the journal's writer thread only.
@@ -103,7 +103,9 @@ class AddSink(Protocol):
 
 
 class EntryStore(Protocol):
-    """Where durable adds go (the ledger storage; see :meth:`JournalSet.attach_storage`)."""
+    """Where durable adds go (the ledger storage; see :meth:`JournalSet.attach_storage`). It may
+    also have ``add_entries(requests)``: :meth:`add_entry` for each of a run of
+    :class:`AddRequest`, in one call (the journal then uses it)."""
 
     def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None: ...
 
@@ -138,19 +140,14 @@ def complete_on_durable(on_durable: OnDurable, location: EntryLocation | None, e
         on_durable(location, error)
 
 
-class PendingRecord:
-    """One admitted record. With a ``sink``: an add, ``request`` its :class:`AddRequest`; without:
-    ``request`` is the :data:`OnDurable` to complete with the record's location."""
-
-    __slots__ = ("request", "sink", "started", "size")
-
-    def __init__(self, request: Any, sink: AddSink | None, started: float, size: int) -> None:
-        self.request = request
-        self.sink = sink
-        self.started = started
-        """The caller's clock when the request arrived (handed back to the sink)."""
-        self.size = size
-        """Header + payload bytes in the segment."""
+PendingRecord = tuple[Any, AddSink | None, float, int]
+"""One admitted record: ``(request, sink, started, size)``. A plain tuple, not a class: the
+loop makes one per add, and a run of them in C (``zip``). With a ``sink``: an add,
+``request`` its :class:`AddRequest`, ``started`` the caller's clock when it arrived (handed
+back to the sink); without: ``request`` is the :data:`OnDurable` to complete with the
+record's location. ``size``: header + payload bytes in the segment."""
+RECORD_SIZE = 3
+"""Index of ``size`` in a :data:`PendingRecord`."""
 
 
 class Batch:

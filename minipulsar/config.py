@@ -252,6 +252,9 @@ class BookieConfig:
     """TEST ONLY (not a BookKeeper key): when set, the disk monitor reads every ledger dir's used
     fraction (a number in [0, 1]) from this file instead of from statvfs; a missing or unreadable
     file falls back to statvfs."""
+    simulated_disk_model: str | None = setting("minipulsarSimulatedDiskModel", None)
+    """BENCH ONLY (not a BookKeeper key): a SIMULATED slow disk for the journal and entry-log
+    writers, e.g. ``hdd`` or ``hdd:fsync_ms=8,mb_s=120`` (bookie/disk_model.py). Unset: none."""
     # -- garbage collection and compaction (bookie/storage/gc.py) --
     gc_wait_time_ms: int = setting("gcWaitTime", 900_000, min_value=1)
     """A GC round every this many ms: drop the ledgers deleted from metadata, delete the entry

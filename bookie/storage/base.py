@@ -55,13 +55,19 @@ class LedgerStorage(ABC):
     def try_admit(self, ledger_id: int, payload_length: int) -> bool:
         """Reserve write-cache room for an add; False when there is none now (then ``await admit``)."""
 
+    def try_admit_all(self, ledger_ids: set[int], payload_bytes: int, entries: int) -> bool:
+        """Reserve room for several adds of ``ledger_ids`` at once (``payload_bytes`` in all), or
+        for none: False means "admit them one by one" (the default: never together)."""
+        return False
+
     @abstractmethod
     async def admit(self, ledger_id: int, payload_length: int) -> None:
         """Wait (first come, first served) for room, and reserve it."""
 
     @abstractmethod
-    def cancel_admission(self, ledger_id: int, payload_length: int) -> None:
-        """Give back the room of an admitted add that will not reach :meth:`add_entry`."""
+    def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:
+        """Give back the room of admitted adds (``entries`` of them, ``payload_length`` bytes in
+        all) that will not reach :meth:`add_entry`."""
 
     @abstractmethod
     def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:

@@ -27,7 +27,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -266,14 +266,32 @@ class DbLedgerStorage(LedgerStorage):
     def try_admit(self, ledger_id: int, payload_length: int) -> bool:
         return self._dirs[ledger_id % self._n].try_admit(payload_length)
 
+    def try_admit_all(self, ledger_ids: set[int], payload_bytes: int, entries: int) -> bool:
+        """Admit the adds of several ledgers together: all of them or none (False: admit them
+        one by one). Only when the ledgers share one dir (always, with one ledger dir)."""
+        first = next(iter(ledger_ids))
+        if self._n > 1 and any((ledger_id - first) % self._n for ledger_id in ledger_ids):
+            return False
+        return self._dirs[first % self._n].try_admit_all(payload_bytes, entries)
+
     async def admit(self, ledger_id: int, payload_length: int) -> None:
         await self._dirs[ledger_id % self._n].admit(payload_length)
 
-    def cancel_admission(self, ledger_id: int, payload_length: int) -> None:
-        self._dirs[ledger_id % self._n].cancel_admission(payload_length)
+    def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:
+        self._dirs[ledger_id % self._n].cancel_admission(payload_length, entries)
 
     def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
         self._dirs[ledger_id % self._n].add_entry(ledger_id, entry_id, lac, payload)
+
+    def add_entries(self, requests: Sequence[Any]) -> None:
+        """:meth:`add_entry` for a run of adds (``ledger_id``, ``entry_id``, ``lac``,
+        ``payload``): one call into the dir, with one ledger dir."""
+        if self._n == 1:
+            self._dirs[0].add_entries(requests)
+            return
+        for request in requests:
+            self._dirs[request.ledger_id % self._n].add_entry(request.ledger_id, request.entry_id, request.lac,
+                                                              request.payload)
 
     def fence(self, ledger_id: int) -> bool:
         return self._dir(ledger_id).fence(ledger_id)

@@ -14,6 +14,7 @@ meanwhile keeps its newer location.
 from __future__ import annotations
 
 import functools
+import itertools
 import sqlite3
 from collections.abc import Iterable, Sequence
 
@@ -57,6 +58,23 @@ class EntryLocationIndex:
         if inserted < len(locations):
             cursor.executemany("UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ?",
                                [(location, ledger_id, entry_id) for entry_id, location in locations])
+        return inserted
+
+    @staticmethod
+    def add_entry_locations(cursor: sqlite3.Cursor, ledger_id: int, entry_ids: Sequence[int],
+                            locations: Sequence[int]) -> int:
+        """:meth:`add_ledger_locations` from parallel lists (the flush's form: no pair per entry,
+        the parameters flattened in C)."""
+        inserted = 0
+        for first in range(0, len(entry_ids), _ROWS_PER_INSERT):
+            ids = entry_ids[first:first + _ROWS_PER_INSERT]
+            params = list(itertools.chain.from_iterable(
+                zip(itertools.repeat(ledger_id), ids, locations[first:first + _ROWS_PER_INSERT])))
+            cursor.execute(_insert_rows_sql(len(ids)), params)
+            inserted += cursor.rowcount
+        if inserted < len(entry_ids):
+            cursor.executemany("UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ?",
+                               zip(locations, itertools.repeat(ledger_id), entry_ids))
         return inserted
 
     def get(self, ledger_id: int, entry_id: int) -> int | None:

@@ -130,37 +130,40 @@ class EntryLogWriter:
 
     def append_run(self, ledger_id: int, entries: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
         """:meth:`append` for one ledger's ``(entry_id, payload)`` in order; returns their
-        ``(entry_id, location)``. The flush's inner loop, one call per ledger: headers, offsets
-        and buffers are built in C per ~:data:`WRITE_BUFFER_BYTES` slice (written as it fills,
-        as :meth:`append` does), since the flush thread holds the GIL that the event loop and
-        the journal thread wait for."""
-        count = len(entries)
+        ``(entry_id, location)`` (see :meth:`append_entries`)."""
+        entry_ids = [entry_id for entry_id, _ in entries]
+        return list(zip(entry_ids, self.append_entries(ledger_id, entry_ids, [payload for _, payload in entries])))
+
+    def append_entries(self, ledger_id: int, entry_ids: list[int], payloads: list[bytes]) -> list[int]:
+        """:meth:`append` for one ledger's entries in order; returns their locations. The
+        flush's inner loop, one call per ledger: headers, offsets and buffers are built in C
+        per ~:data:`WRITE_BUFFER_BYTES` slice (written as it fills, as :meth:`append` does),
+        with no object per entry besides its header, since the flush thread holds the GIL
+        that the event loop and the journal thread wait for."""
+        count = len(entry_ids)
         if not count:
             return []
-        entry_ids = [entry_id for entry_id, _ in entries]
-        payloads = [payload for _, payload in entries]
         run_bytes = RECORD_HEADER_SIZE * count + sum(map(len, payloads))
         per_slice = max(1, count * WRITE_BUFFER_BYTES // run_bytes)
-        locations: list[tuple[int, int]] = []
+        locations: list[int] = []
         for first in range(0, count, per_slice):
             ids, chunk = entry_ids[first:first + per_slice], payloads[first:first + per_slice]
             chunk_bytes = RECORD_HEADER_SIZE * len(chunk) + sum(map(len, chunk))
             if self._fd >= 0 and self._position + chunk_bytes <= self.log_size_limit:
                 locations += self._append_whole_run(ledger_id, ids, chunk, chunk_bytes)
             else:  # a new log, or a roll inside the slice: entry by entry
-                locations += [(entry_id, self.append(ledger_id, entry_id, payload)) for entry_id, payload in
-                              zip(ids, chunk)]
+                locations += map(self.append, itertools.repeat(ledger_id), ids, chunk)
         return locations
 
     def _append_whole_run(self, ledger_id: int, entry_ids: list[int], payloads: list[bytes],
-                          run_bytes: int) -> list[tuple[int, int]]:
+                          run_bytes: int) -> list[int]:
         """A run that fits in the current log: headers, offsets and buffers built in C."""
         start = self._position
         records = [b""] * (2 * len(payloads))
         records[0::2] = encode_record_headers(ledger_id, entry_ids, payloads)
         records[1::2] = payloads
         offsets = itertools.accumulate(map(RECORD_HEADER_SIZE.__add__, map(len, payloads)), initial=start)
-        locations = list(zip(entry_ids, map((self.log_id << 32).__or__, offsets)))  # zip drops the end offset
+        locations = list(map((self.log_id << 32).__or__, itertools.islice(offsets, len(payloads))))
         self._pending += records
         self._pending_bytes += run_bytes
         self._position = start + run_bytes

@@ -34,12 +34,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import operator
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from bookie import disk_model
 from bookie.storage import metrics
 from bookie.storage.checkpoint import Checkpoint, LastMarkFile
 from bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
@@ -61,6 +64,9 @@ from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
 from minipulsar.errors import NoSuchEntryError, NoSuchLedgerError, ServiceNotReadyError
 
 log = logging.getLogger(__name__)
+
+_LEDGER_ID, _ENTRY_ID = operator.attrgetter("ledger_id"), operator.attrgetter("entry_id")
+_LAC, _PAYLOAD = operator.attrgetter("lac"), operator.attrgetter("payload")
 
 RESPONSE_ENTRY_OVERHEAD_BYTES = 16
 """What one ``[entry_id, payload]`` pair costs in a READ_ENTRY_RESPONSE beyond its payload."""
@@ -199,6 +205,16 @@ class SingleDirectoryDbLedgerStorage:
         self._reserved += size
         return True
 
+    def try_admit_all(self, payload_bytes: int, entries: int) -> bool:
+        """Reserve room for ``entries`` entries of ``payload_bytes`` together (the adds of one
+        read), only if they fit the active half whole; False leaves nothing reserved (then
+        admit them one by one)."""
+        size = payload_bytes + ENTRY_OVERHEAD_BYTES * entries
+        if self._waiters or self._active.size_bytes + self._reserved + size > self._half_max:
+            return False
+        self._reserved += size
+        return True
+
     async def admit(self, payload_length: int) -> None:
         """Wait (FIFO) until the entry fits, and reserve its room; counted as a throttled write."""
         if self.try_admit(payload_length):
@@ -220,9 +236,9 @@ class SingleDirectoryDbLedgerStorage:
         finally:
             metrics.THROTTLED_WRITE.observe((time.monotonic() - started) * 1000)
 
-    def cancel_admission(self, payload_length: int) -> None:
-        """Give back a reservation whose add will not reach the storage (refused, journal failure)."""
-        self._reserved -= payload_length + ENTRY_OVERHEAD_BYTES
+    def cancel_admission(self, payload_length: int, entries: int = 1) -> None:
+        """Give back a reservation whose adds will not reach the storage (refused, journal failure)."""
+        self._reserved -= payload_length + ENTRY_OVERHEAD_BYTES * entries
         assert self._reserved >= 0, self._reserved
         self._wake_waiters()
 
@@ -251,6 +267,23 @@ class SingleDirectoryDbLedgerStorage:
         self._reserved -= len(payload) + ENTRY_OVERHEAD_BYTES
         self._active.put(ledger_id, entry_id, payload)
         self._ledgers.states.get_or_create(ledger_id).entry_added(entry_id, lac)
+        if self._active.size_bytes >= self._half_max or self._waiters:
+            self._request_flush()
+
+    def add_entries(self, requests: Sequence[Any]) -> None:
+        """:meth:`add_entry` for a run of admitted adds (``ledger_id``, ``entry_id``, ``lac``,
+        ``payload``) that the journal made durable; one ledger's run in a few C-level passes."""
+        ledger_ids = set(map(_LEDGER_ID, requests)) if len(requests) > 1 else ()
+        if len(ledger_ids) != 1:  # a lone add, or several ledgers: one by one
+            for request in requests:
+                self.add_entry(request.ledger_id, request.entry_id, request.lac, request.payload)
+            return
+        (ledger_id,) = ledger_ids
+        entry_ids = list(map(_ENTRY_ID, requests))
+        payloads = list(map(_PAYLOAD, requests))
+        self._reserved -= sum(map(len, payloads)) + ENTRY_OVERHEAD_BYTES * len(payloads)
+        self._active.put_run(ledger_id, entry_ids, payloads)
+        self._ledgers.states.get_or_create(ledger_id).entry_added(max(entry_ids), max(map(_LAC, requests)))
         if self._active.size_bytes >= self._half_max or self._waiters:
             self._request_flush()
 
@@ -310,32 +343,36 @@ class SingleDirectoryDbLedgerStorage:
         writer = self._writer
         assert writer is not None, "storage not open"
         started = time.monotonic()
-        by_ledger: list[tuple[int, list[tuple[int, int]]]] = []
+        by_ledger: list[tuple[int, list[int], list[int]]] = []
         usage: dict[tuple[int, int], int] = collections.defaultdict(int)
         flushed_bytes = 0
-        append_run, cache = writer.append_run, batch.cache
+        append_entries, cache = writer.append_entries, batch.cache
         try:
-            for ledger_id in sorted(cache.ledger_ids()):  # per ledger, not per entry: the flush holds the GIL
+            # Per ledger, not per entry, and no object per entry: the flush holds the GIL.
+            for ledger_id in sorted(cache.ledger_ids()):
                 ledger_entries = cache.entries_of(ledger_id)
-                entries = sorted(ledger_entries.items())
-                locations = append_run(ledger_id, entries)
-                by_ledger.append((ledger_id, locations))
-                ledger_bytes = sum(map(len, ledger_entries.values()))
+                entry_ids = sorted(ledger_entries)
+                payloads = list(map(ledger_entries.__getitem__, entry_ids))
+                locations = append_entries(ledger_id, entry_ids, payloads)
+                by_ledger.append((ledger_id, entry_ids, locations))
+                ledger_bytes = sum(map(len, payloads))
                 flushed_bytes += ledger_bytes
-                if locations[0][1] >> 32 == locations[-1][1] >> 32:  # all in one log (the usual case)
-                    usage[(locations[0][1] >> 32, ledger_id)] += ledger_bytes + RECORD_HEADER_SIZE * len(entries)
+                if locations[0] >> 32 == locations[-1] >> 32:  # all in one log (the usual case)
+                    usage[(locations[0] >> 32, ledger_id)] += ledger_bytes + RECORD_HEADER_SIZE * len(entry_ids)
                     continue
-                for (_, location), (_, payload) in zip(locations, entries):
+                for location, payload in zip(locations, payloads):
                     usage[(location >> 32, ledger_id)] += RECORD_HEADER_SIZE + len(payload)
             writer.flush()
+            if disk_model.MODEL is not None:  # bench only (minipulsarSimulatedDiskModel): a SIMULATED slow disk
+                disk_model.MODEL.wrote(self.directory, flushed_bytes, True)
         except BaseException:
             writer.abandon()  # its position is no longer known: the retry starts a new log
             raise
         entry_log_done = time.monotonic()
         inserted = 0
         with self._db.transaction() as cursor:
-            for ledger_id, locations in by_ledger:
-                inserted += self._locations.add_ledger_locations(cursor, ledger_id, locations)
+            for ledger_id, entry_ids, locations in by_ledger:
+                inserted += self._locations.add_entry_locations(cursor, ledger_id, entry_ids, locations)
             ledgers_started = time.monotonic()
             self._ledgers.persist(cursor, batch.ledgers)
             metrics.FLUSH_LEDGER_INDEX.observe((time.monotonic() - ledgers_started) * 1000)

@@ -5,7 +5,7 @@ the *active* one receives the adds that the journal made durable, the other one 
 flushed (sorted by ledger, then entry) into the entry logs. They swap at each flush.
 
 Invariants:
-- only the event loop mutates a half (:meth:`put`, :meth:`clear`); read threads only
+- only the event loop mutates a half (:meth:`put`, :meth:`put_run`, :meth:`clear`); read threads only
   :meth:`get`, and the flush thread only iterates a half that no longer receives adds. Each
   dict operation is atomic under the GIL, so a reader sees an entry or its absence, never a
   torn state;
@@ -49,6 +49,25 @@ class WriteCache:
             self.size_bytes += len(payload) + ENTRY_OVERHEAD_BYTES
         else:
             self.size_bytes += len(payload) - len(previous)
+
+    def put_run(self, ledger_id: int, entry_ids: list[int], payloads: list[bytes]) -> None:
+        """:meth:`put` for a run of one ledger's entries, in one ``dict.update`` when none of
+        them is here yet (the usual case: each entry is added once)."""
+        entries = self._ledgers.get(ledger_id)
+        if entries is None:
+            entries = self._ledgers[ledger_id] = {}
+        if not entries.keys().isdisjoint(entry_ids):  # re-added entries: replace them one by one
+            for entry_id, payload in zip(entry_ids, payloads):
+                self.put(ledger_id, entry_id, payload)
+            return
+        before = len(entries)
+        entries.update(zip(entry_ids, payloads))
+        added = len(entries) - before
+        if added == len(entry_ids):
+            self.size_bytes += sum(map(len, payloads)) + ENTRY_OVERHEAD_BYTES * added
+        else:  # an entry twice in the run: the last payload stays
+            self.size_bytes += sum(len(entries[entry_id]) for entry_id in set(entry_ids)) + ENTRY_OVERHEAD_BYTES * added
+        self.count += added
 
     def get(self, ledger_id: int, entry_id: int) -> bytes | None:
         entries = self._ledgers.get(ledger_id)

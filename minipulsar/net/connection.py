@@ -147,6 +147,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close_after_error(error)
         finally:
             decoder.compact()
+            self.commands_received()
 
     def pause_writing(self) -> None:
         assert self.writer is not None
@@ -191,6 +192,10 @@ class Connection(asyncio.BufferedProtocol):
     def command_received(self, command: Command) -> None:
         """A command that is not a response to one of our requests. Must not block."""
         raise NotImplementedError
+
+    def commands_received(self) -> None:
+        """Hook: every complete command of one read has been dispatched. A subclass that
+        collects work in :meth:`command_received` (e.g. a bookie's adds) does it here in one go."""
 
     def invalid_command(self, error: InvalidCommandError) -> None:
         """A well-framed but invalid body: answer ERROR and keep serving the connection."""

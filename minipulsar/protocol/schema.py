@@ -105,22 +105,34 @@ def _exact_decoder(cls: type[Command]):
     general path does). Anything else returns None and the general path decides.
     """
     namespace: dict[str, Any] = {"cls": cls, "MISSING": _MISSING}
-    lines = ["def decode(wire):", "    get = wire.get"]
+    required: list[str] = []
+    checks: list[str] = []
     for i, (name, accepted, default) in enumerate(cls._FIELDS):
-        value, types_name, default_name = f"v{i}", f"T{i}", f"D{i}"
-        namespace[types_name], namespace[default_name] = accepted, default
-        lines.append(f"    {value} = get({name!r}, MISSING)")
-        checked = object not in accepted
+        value = f"v{i}"
+        # One accepted type (the common case) is an identity test, cheaper than ``in`` a tuple.
+        if object in accepted:
+            wrong_type = ""
+        elif len(accepted) == 1:
+            namespace[f"T{i}"] = accepted[0]
+            wrong_type = f"{value}.__class__ is not T{i}"
+        else:
+            namespace[f"T{i}"] = accepted
+            wrong_type = f"{value}.__class__ not in T{i}"
         if default is _MISSING:
-            if checked:
-                lines.append(f"    if {value}.__class__ not in {types_name}: return None")
-            else:
-                lines.append(f"    if {value} is MISSING: return None")
+            required.append(f"        {value} = wire[{name!r}]")
+            if wrong_type:
+                checks.append(f"    if {wrong_type}: return None")
             continue
-        computed = f"{default_name}() if callable({default_name}) else {default_name}"
-        lines.append(f"    if {value} is MISSING: {value} = {computed}")
-        if checked:
-            lines.append(f"    elif {value}.__class__ not in {types_name}: return None")
+        # Whether the default is a factory is known now; the general path calls it per decode too.
+        namespace[f"D{i}"] = default
+        checks.append(f"    {value} = get({name!r}, MISSING)")
+        checks.append(f"    if {value} is MISSING: {value} = {f'D{i}()' if callable(default) else f'D{i}'}")
+        if wrong_type:
+            checks.append(f"    elif {wrong_type}: return None")
+    lines = ["def decode(wire):", "    get = wire.get"]
+    if required:  # subscripts, not get(): a missing field is rare, and then the general path names it
+        lines += ["    try:", *required, "    except KeyError:", "        return None"]
+    lines += checks
     lines.append(f"    return cls({', '.join(f'v{i}' for i in range(len(cls._FIELDS)))})")
     exec("\n".join(lines), namespace)  # noqa: S102 - generated from the class's own fields
     return namespace["decode"]
