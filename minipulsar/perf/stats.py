@@ -1,0 +1,168 @@
+"""What a perf run counts: messages, bytes, failures, acks, and latencies (HdrHistogram).
+
+pulsar-perf keeps two HdrHistogram ``Recorder``s fed with every sample: one read (and reset)
+per report interval, one read once at the end. Here the hot path appends the sample to an
+array (~0.1 µs; ``HdrHistogram.record_value`` costs ~1 µs in pure Python, enough to make the
+tool its own bottleneck), and :meth:`LatencyRecorder.take_interval` folds the samples into
+that interval's histogram, then adds the interval into the cumulative one. So both hold
+exactly the same samples, and every percentile is HdrHistogram's (3 significant digits).
+
+Units: a recorder counts in whatever integer unit its caller records — microseconds for
+publish and add-entry latency, whole milliseconds for end-to-end latency, as pulsar-perf — and
+reports milliseconds (``unit_ms`` converts). Throughput in Mbit/s is pulsar-perf's:
+bytes/s / 1024 / 1024 * 8.
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from hdrh.histogram import HdrHistogram
+
+SIGNIFICANT_DIGITS = 3
+PERCENTILES = (50, 95, 99, 99.9, 99.99, 99.999)
+MAX_LATENCY_US = 3_600_000_000
+"""pulsar-perf's clamp for µs latencies (one hour): slower means the run is broken, not slow."""
+MAX_LATENCY_MS = 10 * 24 * 3_600_000
+"""pulsar-perf's clamp for end-to-end latencies in ms (ten days)."""
+
+
+def mbit_per_s(size_bytes: int, elapsed_s: float) -> float:
+    """pulsar-perf's Mbit/s: binary megabits."""
+    return size_bytes / elapsed_s / 1024 / 1024 * 8 if elapsed_s > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LatencySummary:
+    """Latency figures in milliseconds (all 0.0 when ``count`` is 0)."""
+
+    count: int = 0
+    mean_ms: float = 0.0
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+    p99_ms: float = 0.0
+    p999_ms: float = 0.0
+    p9999_ms: float = 0.0
+    p99999_ms: float = 0.0
+    max_ms: float = 0.0
+
+    @classmethod
+    def of(cls, histogram: HdrHistogram, value_sum: int, unit_ms: float) -> "LatencySummary":
+        count = histogram.get_total_count()
+        if count == 0:
+            return cls()
+        values = histogram.get_percentile_to_value_dict(list(PERCENTILES))
+        p50, p95, p99, p999, p9999, p99999 = (values[p] * unit_ms for p in PERCENTILES)
+        # the exact mean (HdrHistogram's get_mean_value walks every bucket: ~40 ms a call)
+        return cls(count, value_sum / count * unit_ms, p50, p95, p99, p999, p9999, p99999,
+                   histogram.get_max_value() * unit_ms)
+
+
+class LatencyRecorder:
+    """Interval and cumulative latency histograms. ``record(value)`` is the hot path."""
+
+    __slots__ = ("unit_ms", "_highest", "_pending", "_interval", "_cumulative", "_cumulative_sum", "record")
+
+    def __init__(self, unit_ms: float, highest_value: int) -> None:
+        self.unit_ms = unit_ms
+        self._highest = highest_value
+        self._pending = array.array("q")
+        self._interval = HdrHistogram(1, highest_value, SIGNIFICANT_DIGITS)
+        self._cumulative = HdrHistogram(1, highest_value, SIGNIFICANT_DIGITS)
+        self._cumulative_sum = 0
+        self.record: Callable[[int], None] = self._pending.append
+        """``record(value)``: one sample, in the recorder's unit (values >= 0)."""
+
+    def take_interval(self) -> LatencySummary:
+        """The samples recorded since the last call (which move to the cumulative histogram)."""
+        interval, highest = self._interval, self._highest
+        interval.reset()
+        value_sum = 0
+        for value, count in collections.Counter(self._pending).items():
+            value = highest if value > highest else value  # out of range would be dropped silently
+            interval.record_value(value, count)
+            value_sum += value * count
+        del self._pending[:]  # in place: ``record`` stays bound to this array
+        self._cumulative.add(interval)
+        self._cumulative_sum += value_sum
+        return LatencySummary.of(interval, value_sum, self.unit_ms)
+
+    def cumulative(self) -> LatencySummary:
+        """Every sample so far (the pending ones are folded in first, as their own interval)."""
+        if self._pending:
+            self.take_interval()
+        return LatencySummary.of(self._cumulative, self._cumulative_sum, self.unit_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalStats:
+    """One report interval: rates over it, the running total of messages, its latencies."""
+
+    elapsed_s: float
+    total_messages: int
+    messages: int
+    msg_per_s: float
+    mbit_per_s: float
+    failures_per_s: float
+    acks_per_s: float
+    latency: LatencySummary
+
+
+class PerfStats:
+    """Counters and latencies of one run. The run's tasks call :meth:`record` /
+    :meth:`record_failure` / :meth:`record_ack`; the reporter calls :meth:`take_interval`."""
+
+    def __init__(self, latency_unit_ms: float, latency_highest: int, clock: Callable[[], float] = time.monotonic):
+        self.latency = LatencyRecorder(latency_unit_ms, latency_highest)
+        self._clock = clock
+        self.messages = 0
+        self.bytes = 0
+        self.failures = 0
+        self.acks = 0
+        self.ack_failures = 0
+        self._marks = (0, 0, 0, 0)
+        """(messages, bytes, failures, acks) at the start of the current interval."""
+        self._interval_start_s = clock()
+
+    def record(self, size_bytes: int, latency: int | None) -> None:
+        """One message done; ``latency`` None: not measured (warm-up, clock skew)."""
+        self.messages += 1
+        self.bytes += size_bytes
+        if latency is not None:
+            self.latency.record(latency)
+
+    def record_failure(self) -> None:
+        self.failures += 1
+
+    def record_ack(self, ok: bool = True) -> None:
+        if ok:
+            self.acks += 1
+        else:
+            self.ack_failures += 1
+
+    def restart_interval(self) -> None:
+        """Start the first interval now (when measuring starts, after set-up)."""
+        self._marks = (self.messages, self.bytes, self.failures, self.acks)
+        self._interval_start_s = self._clock()
+
+    def take_interval(self) -> IntervalStats:
+        now = self._clock()
+        elapsed_s = now - self._interval_start_s
+        messages, size_bytes, failures, acks = self._marks
+        interval = IntervalStats(
+            elapsed_s=elapsed_s, total_messages=self.messages, messages=self.messages - messages,
+            msg_per_s=_rate(self.messages - messages, elapsed_s),
+            mbit_per_s=mbit_per_s(self.bytes - size_bytes, elapsed_s),
+            failures_per_s=_rate(self.failures - failures, elapsed_s),
+            acks_per_s=_rate(self.acks - acks, elapsed_s), latency=self.latency.take_interval())
+        self._marks = (self.messages, self.bytes, self.failures, self.acks)
+        self._interval_start_s = now
+        return interval
+
+
+def _rate(count: int, elapsed_s: float) -> float:
+    return count / elapsed_s if elapsed_s > 0 else 0.0

@@ -1,0 +1,65 @@
+"""Goal: ``python -m bench`` runs a scenario end to end — probes, its own cluster (real
+processes), a measured run — and writes the JSON, the Markdown summary and (with matplotlib)
+the PNG chart; ``--into latest`` adds a scenario to the same run and summary; ``--disk-model``
+labels every report SIMULATED; both load generators (``minipulsar perf`` and the suite's own
+loop, ``--engine suite``) produce rows.
+
+Method: run the suite as a user would (a subprocess from the project root), with one bookie,
+one rate and sub-second runs; check the files and that their figures agree. No timing
+assertions: the figures depend on the machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--bookies", "1", "--duration", "0.6", "--warmup", "0.2", "--probe-secs", "0.1", "--interval", "0.3"]
+
+
+def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench", *TINY, "--out", str(tmp_path / "results"),
+         "--journal-dir", str(tmp_path / "journal"), "--ledger-dir", str(tmp_path / "ledgers"), *args],
+        capture_output=True, text=True, timeout=100, cwd=ROOT, stdin=subprocess.DEVNULL,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return completed
+
+
+def test_one_scenario_writes_json_markdown_and_chart_and_into_adds_to_the_same_run(tmp_path: Path) -> None:
+    first = run_suite(tmp_path, "--scenarios", "latency", "--rates", "300", "--disk-model", "hdd:fsync_ms=1,mb_s=0")
+    run_dir = (tmp_path / "results" / "latest").resolve()
+    assert f"summary: {run_dir / 'summary.md'}" in first.stdout
+    assert "[1/1 latency]" in first.stderr, "progress lines name the scenario"
+
+    latency = json.loads((run_dir / "latency.json").read_text())
+    assert "error" not in latency
+    (row,) = latency["rows"]
+    assert row["target_rate"] == 300 and row["messages"] > 0 and row["failures"] == 0
+    assert row["latency"]["p99_ms"] > 0 and row["msg_per_s"] > 0
+    assert "journal_device_flushes_per_s" in row and row["memory"]["broker_rss_mb"] > 0
+    assert latency["simulated_disk_model"]["label"].startswith("SIMULATED hdd")
+    run_info = json.loads((run_dir / "run.json").read_text())
+    assert run_info["probes"]["journal"]["fsyncs_per_s_4k"] > 0
+    assert run_info["probes"]["journal"]["seq_write_mb_per_s"] > 0
+    assert not list((tmp_path / "journal").iterdir()), "the bookies' dirs are removed from the user's mount"
+
+    summary = (run_dir / "summary.md").read_text()
+    assert "SIMULATED DISK" in summary and "## latency" in summary
+    assert f"{row['msg_per_s']:,.0f}" in summary, "the table shows the JSON's figure"
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert (run_dir / "latency.png").stat().st_size > 0
+
+    run_suite(tmp_path, "--into", "latest", "--scenarios", "size", "--sizes", "1024", "--engine", "suite")
+    assert (tmp_path / "results" / "latest").resolve() == run_dir, "--into adds to the run, not a new one"
+    size = json.loads((run_dir / "size.json").read_text())
+    assert [(r["size_bytes"], r["batching"]) for r in size["rows"]] == [(1024, True), (1024, False)]
+    assert {r["engine"] for r in size["rows"]} == {"suite"} and all(r["messages"] > 0 for r in size["rows"])
+    summary = (run_dir / "summary.md").read_text()
+    assert "## latency" in summary and "## size" in summary, "the summary covers both invocations"
+    assert "batched single-producer throughput, 1 KiB" in summary

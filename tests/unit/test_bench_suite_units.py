@@ -1,0 +1,119 @@
+"""Goal: the pure parts of the benchmark suite do what the reports rely on — the SIMULATED disk
+model's spec and timing (bookie/disk_model.py), the peers' RESP parser, the window rule, and
+the headline figures the summary quotes.
+
+Method: direct calls; timing checks are lower bounds only (a sleep never returns early).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.peers.resp import RedisError, encode, parse
+from bench.suite import report
+from bench.suite.profiles import PROFILES
+from bookie import disk_model
+from bookie.disk_model import DiskModel, DiskModelSpec
+from minipulsar.errors import ConfigError
+
+
+def test_disk_model_spec_takes_a_preset_and_overrides_and_refuses_the_rest() -> None:
+    assert DiskModelSpec.parse("hdd") == DiskModelSpec("hdd", 8.0, 120.0, False)
+    assert DiskModelSpec.parse("hdd:fsync_ms=2.5,mb_s=0,same_device=1") == DiskModelSpec("hdd", 2.5, 0.0, True)
+    assert "SIMULATED" in DiskModelSpec.parse("ssd").describe()
+    for bad in ("tape", "hdd:seek_ms=3", "hdd:fsync_ms=-1", "hdd:mb_s=fast", "hdd:fsync_ms"):
+        with pytest.raises(ConfigError):
+            DiskModelSpec.parse(bad)
+
+
+def test_disk_model_install_is_off_by_default_and_on_when_named() -> None:
+    try:
+        assert disk_model.install(None) is None and disk_model.MODEL is None
+        assert disk_model.install("") is None
+        model = disk_model.install("hdd:fsync_ms=1")
+        assert disk_model.MODEL is model and model.spec.fsync_ms == 1
+    finally:
+        disk_model.install(None)
+
+
+def test_disk_model_charges_fsync_latency_and_bandwidth() -> None:
+    model = DiskModel(DiskModelSpec("hdd", fsync_ms=10, mb_s=100))
+    started = time.monotonic()
+    model.wrote("/journal", 2_000_000, synced=True)  # 10 ms + 2 MB / 100 MB/s = 30 ms
+    assert time.monotonic() - started >= 0.030
+    started = time.monotonic()
+    model.wrote("/journal", 0, synced=False)  # nothing written, nothing synced: free
+    assert time.monotonic() - started < 0.030
+
+
+def test_one_modelled_device_serves_one_writer_at_a_time() -> None:
+    model = DiskModel(DiskModelSpec("hdd", fsync_ms=20, mb_s=0, same_device=True))
+    threads = [threading.Thread(target=model.wrote, args=(path, 0, True)) for path in ("/journal", "/ledgers")]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert time.monotonic() - started >= 0.040, "same_device: the second sync waits for the first"
+    separate = DiskModel(DiskModelSpec("hdd", fsync_ms=1, mb_s=0))
+    separate.wrote("/journal", 0, True)
+    separate.wrote("/ledgers", 0, True)
+    assert len(separate._devices) == 2, "by default each directory is its own device"
+
+
+def test_resp_parser_reads_whole_replies_only() -> None:
+    assert encode("XADD", "s", "*", "d", b"xy") == b"*5\r\n$4\r\nXADD\r\n$1\r\ns\r\n$1\r\n*\r\n$1\r\nd\r\n$2\r\nxy\r\n"
+    assert parse(b"$3\r\n1-0\r\n+OK\r\n") == (b"1-0", 9)
+    assert parse(b"$3\r\n1-0\r\n+OK\r\n", 9) == (b"OK", 14)
+    nested = b"*1\r\n*2\r\n$1\r\ns\r\n*1\r\n*2\r\n$3\r\n1-0\r\n*2\r\n$1\r\nd\r\n$1\r\nx\r\n"
+    assert parse(nested) == ([[b"s", [[b"1-0", [b"d", b"x"]]]]], len(nested))
+    for cut in range(1, len(nested)):
+        assert parse(nested[:cut]) is None, "an incomplete reply is left for the next read"
+    error, _ = parse(b"-ERR wrong\r\n")
+    assert isinstance(error, RedisError) and "wrong" in str(error)
+    assert parse(b"$-1\r\n") == (None, 5)
+
+
+def test_window_caps_bytes_in_flight() -> None:
+    quick = PROFILES["quick"]
+    assert quick.window(1024) == quick.max_outstanding
+    assert quick.window(64 * 1024) == quick.window_bytes_max // (64 * 1024)
+    assert quick.window(10**9) == 1
+
+
+def test_headline_quotes_the_issue_figures_and_only_real_peers() -> None:
+    results = {
+        "size": {"rows": [{"size_bytes": 1024, "batching": False, "msg_per_s": 10.0, "mb_per_s": 0.01},
+                          {"size_bytes": 1024, "batching": True, "msg_per_s": 50_000.0, "mb_per_s": 51.2}]},
+        "latency": {"rows": [{"target_rate": 1_000, "msg_per_s": 1_000, "latency": {"p99_ms": 2.0}},
+                             {"target_rate": 10_000, "msg_per_s": 9_990, "latency": {"p99_ms": 7.5}}]},
+        "disks": {"ratio_64k_to_journal_seq": 0.25, "mb_per_s_64k": 250.0, "journal_seq_write_mb_per_s": 1000.0},
+        "peers": {"reference": "minipulsar, batched", "rows": [
+            {"system": "minipulsar, batched", "minipulsar_ratio": 1.0},
+            {"system": "minipulsar, unbatched", "minipulsar_ratio": 5.0},
+            {"system": "redis streams, appendfsync always", "minipulsar_ratio": 2.0},
+            {"system": "nats jetstream, sync always", "skipped": "not installed"}]},
+    }
+    h = report.headline(results)
+    assert h["batched_1k_msg_per_s"] == 50_000.0
+    assert h["p99_ms_at_10k"] == 7.5
+    assert h["ratio_64k_to_journal_seq"] == 0.25
+    assert h["peer_ratios"] == {"redis streams, appendfsync always": 2.0}
+    assert not h["simulated"]
+    lines = report.headline_lines(results)
+    assert any("50,000 msg/s" in line for line in lines) and any("7.50 ms" in line for line in lines)
+
+
+def test_a_missing_peer_server_gives_a_reason_to_skip(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.peers import nats_jetstream, redis_streams
+
+    monkeypatch.setattr(redis_streams.shutil, "which", lambda _name: None)
+    assert "redis-server not found" in redis_streams.unavailable_reason()
+    monkeypatch.setattr(nats_jetstream, "server_binary", lambda: None)
+    assert "nats-server not found" in nats_jetstream.unavailable_reason()
+    config = nats_jetstream.server_config(4222, Path("/data/js"))
+    assert "sync_interval: always" in config and "listen: 127.0.0.1:4222" in config
