@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from minipulsar.metrics import RegisteredCollector
 
 from broker.topics.topic_stats import backlog_size, storage_size
 
@@ -74,13 +75,10 @@ _CONSUMER_FAMILIES = [
 ]
 
 
-class BrokerCollector:
+class BrokerCollector(RegisteredCollector):
     def __init__(self, service: "BrokerService") -> None:
         self._service = service
-        REGISTRY.register(self)
-
-    def unregister(self) -> None:
-        REGISTRY.unregister(self)
+        super().__init__()
 
     def collect(self):
         cluster = self._service.config.cluster_name

@@ -13,6 +13,30 @@ import prometheus_client
 from aiohttp import web
 
 
+class RegisteredCollector:
+    """A custom collector that adds itself to the process's default registry.
+
+    A process normally has one of each; when a test runs several servers in one process, the
+    first instance reports and later ones stay unregistered (prometheus-client refuses two
+    collectors exporting the same names).
+    """
+
+    def __init__(self) -> None:
+        try:
+            prometheus_client.REGISTRY.register(self)
+            self._registered = True
+        except ValueError:
+            self._registered = False
+
+    def unregister(self) -> None:
+        if self._registered:
+            prometheus_client.REGISTRY.unregister(self)
+            self._registered = False
+
+    def collect(self):  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+
 async def metrics_handler(request: web.Request) -> web.Response:
     body = prometheus_client.generate_latest(prometheus_client.REGISTRY)
     return web.Response(body=body, headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST})

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
+
+from minipulsar.metrics import RegisteredCollector
 
 if TYPE_CHECKING:
     from broker.loadbalance.load_manager import LoadManager
@@ -47,21 +48,12 @@ _BUNDLE_FAMILIES = [
 ]
 
 
-class LoadBalancerCollector:
+class LoadBalancerCollector(RegisteredCollector):
     def __init__(self, manager: "LoadManager", cluster: str, expose_bundles: bool = False) -> None:
         self._manager = manager
         self._cluster = cluster
         self._expose_bundles = expose_bundles
-        try:
-            REGISTRY.register(self)
-            self._registered = True
-        except ValueError:  # a second broker in one process (unit tests): the first one reports
-            self._registered = False
-
-    def unregister(self) -> None:
-        if self._registered:
-            REGISTRY.unregister(self)
-            self._registered = False
+        super().__init__()
 
     def collect(self):
         manager, cluster = self._manager, self._cluster

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
+
+from minipulsar.metrics import RegisteredCollector
 
 
 @dataclass(slots=True)
@@ -48,22 +49,13 @@ class NamespaceMetrics:
         self.topic_load_ms += elapsed_ms
 
 
-class NamespaceCollector:
+class NamespaceCollector(RegisteredCollector):
     def __init__(self, cluster: str, metrics: NamespaceMetrics, owned_bundles) -> None:
         self._cluster = cluster
         self._metrics = metrics
         self._owned_bundles = owned_bundles
         """() -> int: bundles owned now."""
-        try:
-            REGISTRY.register(self)
-            self._registered = True
-        except ValueError:  # a second broker in one process (unit tests): the first one reports
-            self._registered = False
-
-    def unregister(self) -> None:
-        if self._registered:
-            REGISTRY.unregister(self)
-            self._registered = False
+        super().__init__()
 
     def collect(self):
         m, labels = self._metrics, [self._cluster]
