@@ -110,6 +110,8 @@ class Consumer:
         self._last_dequeued: MessageId | None = None
         self._skip_through: MessageId | None = None
         """Non-durable resubscription: messages at or before this id were delivered already."""
+        self._seeked_to: MessageId | int | None = None
+        """Non-durable: the last seek's target, where a resubscription starts until a message is read."""
         self._seeking = False
         self._is_active: bool | None = None
         """Failover: whether the broker made this consumer the active one (None: not told)."""
@@ -248,12 +250,7 @@ class Consumer:
         message published at or after ``target`` ms since the epoch; messages already in the
         receiver queue are dropped."""
         self._check_open()
-        if isinstance(target, MessageId):
-            fields = {"ledger_id": target.ledger_id(), "entry_id": target.entry_id()}
-        elif isinstance(target, int) and not isinstance(target, bool):
-            fields = {"publish_time_ms": target}
-        else:
-            raise TypeError(f"seek takes a MessageId or a timestamp in ms, not {type(target).__name__}")
+        fields = _seek_fields(target)
         connection = self._require_connection()
         self._acks.flush()
         # The broker answers with this consumer's permits at zero, so whatever is queued when
@@ -272,6 +269,8 @@ class Consumer:
         self._clear_queue()
         self._batch_unacked.clear()
         self._last_dequeued = self._skip_through = None
+        if not self._config.durable:  # a non-durable resubscription starts here, not at the start id
+            self._seeked_to = target
         self._permits_to_return = 0
         if self._connection is connection and connection.is_open:
             connection.send(cmd.Flow(consumer_id=self._consumer_id, permits=self._queue_size))
@@ -311,9 +310,13 @@ class Consumer:
         the whole (empty) queue (ConnectionHandler hook)."""
         config = self._config
         start = config.start_message_id
-        if self._subscribed_once and not config.durable and self._last_dequeued is not None:
-            last = self._last_dequeued  # a Reader resumes after what the application already got
-            start, self._skip_through = [last.ledger_id(), last.entry_id()], last
+        seek_again = None
+        if self._subscribed_once and not config.durable:
+            if self._last_dequeued is not None:
+                last = self._last_dequeued  # a Reader resumes after what the application already got
+                start, self._skip_through = [last.ledger_id(), last.entry_id()], last
+            elif self._seeked_to is not None:  # nothing read since a seek: the new subscription
+                seek_again = _seek_fields(self._seeked_to)  # (the broker forgot it) seeks there too
         connection.consumers[self._consumer_id] = self
         try:
             await connection.request(
@@ -332,6 +335,8 @@ class Consumer:
             raise self._closed
         self._subscribed_once = True
         self._connection = connection
+        if seek_again is not None:
+            await connection.request(cmd.Seek, timeout_s=timeout_s, consumer_id=self._consumer_id, **seek_again)
         self._permits_to_return = 0
         self._acks.flush()
         connection.send(cmd.Flow(consumer_id=self._consumer_id, permits=self._queue_size))
@@ -583,3 +588,12 @@ def _done() -> asyncio.Future[None]:
     future = asyncio.get_running_loop().create_future()
     future.set_result(None)
     return future
+
+
+def _seek_fields(target: MessageId | int) -> dict[str, int]:
+    """SEEK's fields for a message id or a publish time in ms."""
+    if isinstance(target, MessageId):
+        return {"ledger_id": target.ledger_id(), "entry_id": target.entry_id()}
+    if isinstance(target, int) and not isinstance(target, bool):
+        return {"publish_time_ms": target}
+    raise TypeError(f"seek takes a MessageId or a timestamp in ms, not {type(target).__name__}")

@@ -123,3 +123,27 @@ async def test_a_reader_resumes_after_the_last_message_it_returned_across_a_rest
             rest = [int((await reader.read_next(20_000)).data()) for _ in range(70)]
             assert first + rest == list(range(100))
             assert reader._consumer._handler.reconnections == 1
+
+
+async def test_a_reader_that_seeked_resumes_at_the_seek_target_across_a_restart(tmp_path: Path) -> None:
+    """Goal: a Reader that seeked and read nothing since resumes at the seek target after a
+    broker restart, not at its original start. Method: 20 unbatched messages; seek to message
+    9's id (exclusive: 10 comes next), restart, read; then seek by the publish time of message
+    15, restart, read."""
+    async with process_cluster(tmp_path) as cluster:
+        async with Client(cluster.service_url, operation_timeout_seconds=60) as client:
+            producer = await client.create_producer("seek-on", batching_enabled=False)
+            ids = [await producer.send(b"%d" % i) for i in range(20)]
+            reader = await client.create_reader("seek-on", MessageId.earliest)
+            assert int((await reader.read_next(10_000)).data()) == 0
+            await reader.seek(ids[9])
+            await cluster.restart_broker(same_ports=True)
+            assert int((await reader.read_next(20_000)).data()) == 10
+
+            consumer = await client.subscribe("seek-on", "times", initial_position=InitialPosition.Earliest)
+            times = [(await consumer.receive(10_000)).publish_timestamp() for _ in range(20)]
+            await reader.seek(times[15])
+            await cluster.restart_broker(same_ports=True)
+            first_at_that_time = min(i for i, t in enumerate(times) if t >= times[15])
+            assert int((await reader.read_next(20_000)).data()) == first_at_that_time
+            assert reader._consumer._handler.reconnections == 2
