@@ -84,7 +84,7 @@ class Client(ClientSurface):
 
     async def create_producer(self, topic: str, producer_name: str | None = None, *,
                               initial_sequence_id: int | None = None, send_timeout_millis: int = 30_000,
-                              max_pending_messages: int = 1000, block_if_queue_full: bool = False,
+                              max_pending_messages: int = 1000, block_if_queue_full: bool = True,
                               max_pending_messages_across_partitions: int = 50_000,
                               message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
                               hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,

@@ -34,8 +34,9 @@ class ProducerConfig:
     max_pending_messages: int = 1000
     """Messages taken but not yet answered; 0: bounded only by the client's memory limit."""
     max_pending_messages_across_partitions: int = 50_000
-    block_if_queue_full: bool = False
-    """Pulsar's default: a full queue fails the send with ProducerQueueIsFull at once."""
+    block_if_queue_full: bool = True
+    """``pulsar.asyncio``'s default: a full queue makes the send wait (in order); False fails it
+    with ProducerQueueIsFull at once (the default of the Java and the sync Python clients)."""
     batching_enabled: bool = True
     """True for the asyncio API (the official sync API defaults to False)."""
     batching_max_messages: int = 1000

@@ -91,7 +91,7 @@ async def test_a_full_producer_fails_sends_when_not_blocking(client) -> None:
     """Goal: block_if_queue_full=False: the send past max_pending_messages fails at once with
     ProducerQueueIsFull and the others are unaffected; once they complete, sends work again.
     Method: max_pending_messages=10 and a 1 s batching delay keep 10 messages pending."""
-    producer = await client.create_producer("full-raises", max_pending_messages=10,
+    producer = await client.create_producer("full-raises", max_pending_messages=10, block_if_queue_full=False,
                                             batching_max_publish_delay_ms=1000)
     pending = [submit(producer, b"%d" % i) for i in range(10)]
     with pytest.raises(ProducerQueueIsFull):
@@ -134,7 +134,8 @@ async def test_the_client_memory_limit_bounds_pending_bytes(cluster) -> None:
     past it a non-blocking send fails with MemoryBufferIsFull, a blocking one waits.
     Method: a 1000-byte limit, 400-byte messages held by a 1 s batching delay."""
     async with Client(cluster.service_url, memory_limit_bytes=1000) as client:
-        raising = await client.create_producer("memory-a", batching_max_publish_delay_ms=1000)
+        raising = await client.create_producer("memory-a", block_if_queue_full=False,
+                                               batching_max_publish_delay_ms=1000)
         blocking = await client.create_producer("memory-b", block_if_queue_full=True,
                                                 batching_max_publish_delay_ms=1000)
         first = [submit(raising, bytes(400)) for _ in range(2)]
