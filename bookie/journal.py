@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from bookie import metrics
-from bookie.journal_files import JournalFiles, trim_segments
+from bookie.journal_files import RECYCLED_SEGMENTS_KEPT, JournalFiles, trim_segments
 from bookie.journal_format import (
     INT64_MAX,
     RECORD_HEADER_SIZE,
@@ -141,7 +141,7 @@ class Journal:
                 end_mark = LogMark(scan.segment_id, scan.end_offset)
         self.applied_mark = end_mark
         return ReplayResult(len(scans), sum(s.records for s in scans),
-                            tail is not None and tail.end is not ScanEnd.CLEAN, end_mark)
+                            tail is not None and not tail.end.clean, end_mark)
 
     async def start(self) -> None:
         """Open (or create) the segment to append to and start the writer thread."""
@@ -157,7 +157,7 @@ class Journal:
 
         Safe beside the writer thread: it only ever appends to the newest segment, which is
         at or after any mark."""
-        return trim_segments(self.directory, mark)
+        return trim_segments(self.directory, mark, RECYCLED_SEGMENTS_KEPT if self.settings.reuse_files else 0)
 
     def trim_soon(self, mark: LogMark | None) -> None:
         """:meth:`trim` on the journal's own trim thread once started (see

@@ -9,7 +9,10 @@ Invariants:
   created (and preallocated) on the preallocation thread once the current one is half full,
   so a roll is a file switch; at most one segment exists ahead of the current one;
 - trimming deletes only segments wholly before a persisted checkpoint's mark, which the
-  current segment never is: it is safe beside the writer, on the trim thread.
+  current segment never is: it is safe beside the writer, on the trim thread. With
+  ``journalReuseFiles`` it keeps up to :data:`RECYCLED_SEGMENTS_KEPT` of them for the next
+  segments to be written over (a full segment ends with an END record, so a replay of its
+  reuse stops where the new data does).
 """
 
 from __future__ import annotations
@@ -35,12 +38,16 @@ from bookie.journal_types import JournalSettings, JournalStats
 
 log = logging.getLogger("bookie.journal")  # one name for the whole journal's log lines
 
+RECYCLED_SEGMENTS_KEPT = 2
+"""journalReuseFiles: trimmed segment files kept for reuse (each up to journalMaxSizeMB)."""
 
-def trim_segments(directory: Path, mark: LogMark | None) -> list[int]:
-    """Delete the segments of ``directory`` wholly before ``mark``; blocking. Returns their ids."""
+
+def trim_segments(directory: Path, mark: LogMark | None, keep_for_reuse: int = 0) -> list[int]:
+    """Delete the segments of ``directory`` wholly before ``mark`` (keeping up to
+    ``keep_for_reuse`` files for reuse); blocking. Returns their ids."""
     if mark is None:
         return []
-    deleted = delete_segments_before(directory, mark.segment_id)
+    deleted = delete_segments_before(directory, mark.segment_id, keep_for_reuse)
     if deleted:
         log.info("journal %s: deleted %d segment(s) before checkpoint %s", directory, len(deleted), mark)
     return deleted
@@ -93,7 +100,7 @@ class JournalFiles:
         if scan.empty and len(segment_ids) > 1:
             self._cut_torn_tail(scans.get(segment_ids[-2]))
         return SegmentWriter.reopen(self.directory, scan, settings.prealloc_bytes, self._preallocator,
-                                    settings.max_segment_bytes, self._drop_cache)
+                                    settings.max_segment_bytes, self._drop_cache, settings.direct_io)
 
     def _cut_torn_tail(self, scan: SegmentScan | None) -> None:
         """Appending resumes in an empty segment created ahead of time: cut the damaged tail
@@ -112,7 +119,8 @@ class JournalFiles:
         started = time.monotonic()
         settings = self.settings
         writer = SegmentWriter.create(self.directory, segment_id, settings.prealloc_bytes, self._preallocator,
-                                      settings.max_segment_bytes, self._drop_cache)
+                                      settings.max_segment_bytes, self._drop_cache, settings.direct_io,
+                                      reuse=settings.reuse_files)
         metrics.JOURNAL_CREATION_LATENCY.observe((time.monotonic() - started) * 1000)
         return writer
 
@@ -147,6 +155,7 @@ class JournalFiles:
         started = time.monotonic()
         log.info("journal %s: rolling over from segment %x at %d bytes", self.directory, writer.segment_id,
                  writer.position)
+        writer.end()
         if not self.settings.sync_data:
             writer.sync()
         writer.close()
@@ -180,7 +189,7 @@ class JournalFiles:
 
     def _trim_logged(self, mark: LogMark | None) -> None:
         try:
-            trim_segments(self.directory, mark)
+            trim_segments(self.directory, mark, RECYCLED_SEGMENTS_KEPT if self.settings.reuse_files else 0)
         except OSError as exc:  # retried by the next checkpoint
             log.warning("journal %s: deleting segments before %s failed: %s", self.directory, mark, exc)
 

@@ -6,7 +6,12 @@ on a worker thread, never on the event loop.
 Invariants of :class:`SegmentWriter`:
 - ``position`` is the end of the valid records; every byte from ``position`` to the end of
   the file reads as zero (preallocated, or truncated and preallocated again when the segment
-  is reopened after a crash), so a replay stops exactly at ``position``;
+  is reopened after a crash), so a replay stops exactly at ``position`` — except in a reused
+  file (journalReuseFiles, :func:`take_recycled`), where the previous use's bytes follow and
+  the grouped format (:mod:`bookie.journal_format`) is what stops the replay there;
+- with ``direct_io`` the groups go through an ``O_DIRECT`` descriptor
+  (:class:`bookie.direct_io.DirectAppender`), which rewrites the partial last block with
+  every write, exactly as the page cache would write back the page holding it;
 - the file is preallocated (and synced) ahead of ``position`` in ``prealloc_bytes`` steps
   (journalPreAllocSizeMB), so that an fdatasync of a group never has to change the file's
   size. Preallocation runs on a background thread (:class:`Preallocator`) while the writer
@@ -37,13 +42,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bookie.direct_io import DirectAppender, open_direct
 from bookie.journal_format import (
+    FLAG_REUSED,
+    GROUPED_VERSIONS,
     RECORD_CRC_BY_VERSION,
     SEGMENT_HEADER_SIZE,
     SEGMENT_VERSION,
     LogMark,
     ScanEnd,
     ScannedRecord,
+    encode_end,
     encode_segment_header,
     parse_segment_file_name,
     read_segment_header,
@@ -88,11 +97,13 @@ class SegmentScan:
     header_ok: bool
     version: int = SEGMENT_VERSION
     """The segment's format version (its records' checksum)."""
+    reused: bool = False
+    """The file had a previous use (journalReuseFiles): its data ends in that use's bytes."""
 
     @property
     def empty(self) -> bool:
         """A valid segment without any record (created ahead of time, or never written)."""
-        return self.header_ok and self.end is ScanEnd.CLEAN and self.end_offset <= SEGMENT_HEADER_SIZE
+        return self.header_ok and self.end.clean and self.end_offset <= SEGMENT_HEADER_SIZE
 
 
 def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT_HEADER_SIZE) -> SegmentScan:
@@ -105,13 +116,16 @@ def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT
         start_offset = max(start_offset, SEGMENT_HEADER_SIZE)
         stream.seek(start_offset)
         offset, records = start_offset, 0
-        for item in scan_records(stream, start_offset, RECORD_CRC_BY_VERSION[header.version]):
+        grouped = segment_id if header.version in GROUPED_VERSIONS else None
+        for item in scan_records(stream, start_offset, RECORD_CRC_BY_VERSION[header.version], grouped,
+                                 header.reused):
             if isinstance(item, ScannedRecord):
                 visit(item)
                 offset = item.payload_offset + len(item.payload)
                 records += 1
             else:
-                return SegmentScan(segment_id, offset, item, records, header_ok=True, version=header.version)
+                return SegmentScan(segment_id, offset, item, records, header_ok=True, version=header.version,
+                                   reused=header.reused)
     raise AssertionError("scan_records always ends with a ScanEnd")
 
 
@@ -143,10 +157,13 @@ class SegmentWriter:
     zero-filling may run on the :class:`Preallocator`'s."""
 
     def __init__(self, directory: Path, segment_id: int, fd: int, position: int, prealloc_bytes: int,
-                 preallocator: Preallocator | None = None, limit_bytes: int = 0, drop_cache: bool = False) -> None:
+                 preallocator: Preallocator | None = None, limit_bytes: int = 0, drop_cache: bool = False,
+                 direct_io: bool = False) -> None:
         """``limit_bytes``: the segment rolls past this size (journalMaxSizeMB): zeros are not
         prepared beyond it in the background (only for a last group that crosses it).
-        ``drop_cache``: journalRemoveFromPageCache (see the module docstring)."""
+        ``drop_cache``: journalRemoveFromPageCache (see the module docstring).
+        ``direct_io``: append with ``O_DIRECT`` (:mod:`bookie.direct_io`) where the file
+        system allows it; nothing then reaches the page cache, so nothing is dropped."""
         self.directory = directory
         self.segment_id = segment_id
         self._fd = fd
@@ -158,21 +175,38 @@ class SegmentWriter:
         self._allocated_cap = -(-limit_bytes // prealloc_bytes) * prealloc_bytes if prealloc_bytes and limit_bytes else 0
         self._extension: concurrent.futures.Future | None = None
         self._extension_target = self._allocated
-        self._drop_cache = drop_cache and _FADV_DONTNEED is not None
+        self._direct: DirectAppender | None = None
+        if direct_io and (direct_fd := open_direct(segment_path(directory, segment_id))) >= 0:
+            try:
+                self._direct = DirectAppender(direct_fd, position, fd)
+            except BaseException:
+                os.close(direct_fd)
+                raise
+        self._drop_cache = drop_cache and _FADV_DONTNEED is not None and self._direct is None
         self._dropped = position - position % PAGE_BYTES
         """Pages below this offset were dropped from the page cache (page-aligned)."""
 
     @classmethod
     def create(cls, directory: Path, segment_id: int, prealloc_bytes: int,
                preallocator: Preallocator | None = None, limit_bytes: int = 0,
-               drop_cache: bool = False) -> SegmentWriter:
-        """A new, empty segment, durable (file and directory entry) before it is used."""
+               drop_cache: bool = False, direct_io: bool = False, reuse: bool = False) -> SegmentWriter:
+        """A new, empty segment, durable (file and directory entry) before it is used.
+
+        ``reuse`` (journalReuseFiles): take a recycled segment file if there is one (see
+        :func:`take_recycled`); its blocks are already written, so the groups written over
+        them need no block allocation and their syncs flush data only."""
         path = segment_path(directory, segment_id)
+        fd = take_recycled(directory, segment_id) if reuse else -1
+        if fd >= 0:
+            writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
+                         drop_cache, direct_io)
+            writer._extension_target = writer._allocated
+            return writer
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, encode_segment_header(segment_id))
             writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache)
+                         drop_cache, direct_io)
             writer._preallocate(writer._target_for(SEGMENT_HEADER_SIZE + 1))
             writer._extension_target = writer._allocated
             os.fsync(fd)
@@ -185,7 +219,7 @@ class SegmentWriter:
     @classmethod
     def reopen(cls, directory: Path, scan: SegmentScan, prealloc_bytes: int,
                preallocator: Preallocator | None = None, limit_bytes: int = 0,
-               drop_cache: bool = False) -> SegmentWriter:
+               drop_cache: bool = False, direct_io: bool = False) -> SegmentWriter:
         """Append to an existing segment (of the current version) after its last valid record.
 
         Whatever follows that record (a torn record, garbage, stale zeros) is cut off and the
@@ -196,7 +230,7 @@ class SegmentWriter:
         try:
             os.ftruncate(fd, scan.end_offset)
             writer = cls(directory, scan.segment_id, fd, scan.end_offset, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache)
+                         drop_cache, direct_io)
             writer._preallocate(writer._target_for(scan.end_offset + 1))
             writer._extension_target = writer._allocated
             os.fsync(fd)
@@ -284,7 +318,10 @@ class SegmentWriter:
         start = self.position
         if self._prealloc_bytes and start + size + self._prealloc_bytes // 2 > self._extension_target:
             self._ensure_allocated(start + size)
-        _pwritev_all(self._fd, buffers, size, start)
+        if self._direct is not None:
+            self._direct.append(buffers)
+        else:
+            _pwritev_all(self._fd, buffers, size, start)
         self.position = start + size
         return start
 
@@ -294,6 +331,13 @@ class SegmentWriter:
         instead of twice (each re-take can wait for the busy event loop)."""
         if size < 0:
             size = sum(map(len, buffers))
+        if self._direct is not None:
+            start = self.position
+            if self._prealloc_bytes and start + size + self._prealloc_bytes // 2 > self._extension_target:
+                self._ensure_allocated(start + size)
+            self._direct.append(buffers, sync=True)
+            self.position = start + size
+            return start
         if not _RWF_DSYNC or len(buffers) > IOV_MAX:
             start = self.append(buffers, size)
             self.sync()
@@ -315,6 +359,12 @@ class SegmentWriter:
         if self._drop_cache:
             self._drop_synced()
 
+    def end(self) -> None:
+        """Write the END record (durably) before the segment is rolled over: a replay then
+        knows the segment ended here, whatever follows (a reused file's old bytes)."""
+        record = encode_end(self.segment_id)
+        self.append_synced([record], len(record))
+
     def _drop_synced(self) -> None:
         """Drop the whole pages below ``position`` (synced: clean, so the kernel frees them)
         from the page cache, once at least :data:`DROP_CACHE_STEP_BYTES` of them piled up."""
@@ -328,6 +378,9 @@ class SegmentWriter:
         extension, self._extension = self._extension, None
         if extension is not None:
             concurrent.futures.wait([extension])
+        if self._direct is not None:
+            self._direct.close()
+            self._direct = None
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -390,6 +443,9 @@ def replay_directory(directory: Path, visit, start: LogMark | None = None) -> li
     for scan in scans:
         if not scan.header_ok:
             log.warning("journal %s: segment %x has no valid header; skipped", directory, scan.segment_id)
+        elif scan.end is ScanEnd.STALE and (scan is tail or scan.empty):
+            log.debug("journal %s: reused segment %x ends at offset %d after %d records", directory,
+                      scan.segment_id, scan.end_offset, scan.records)
         elif scan.end is not ScanEnd.CLEAN:
             is_tail = scan is tail
             (log.info if is_tail else log.warning)(
@@ -408,20 +464,60 @@ def tail_scan(scans: list[SegmentScan]) -> SegmentScan | None:
     return None
 
 
-def delete_segments_before(directory: Path, segment_id: int) -> list[int]:
+def delete_segments_before(directory: Path, segment_id: int, keep_for_reuse: int = 0) -> list[int]:
     """Delete every segment file whose id is below ``segment_id``; returns the ids deleted.
 
     Used once a checkpoint made everything before a mark durable in the ledger storage: those
     segments lie wholly before the mark. The segment holding the mark (and any later one,
-    including the one being appended to) is never touched.
+    including the one being appended to) is never touched. ``keep_for_reuse``
+    (journalReuseFiles): up to that many of them are renamed for reuse instead
+    (:func:`take_recycled`); the newest are kept, being the most likely to be whole.
     """
+    old_ids = [old for old in list_segments(directory) if old < segment_id]
+    room = max(0, keep_for_reuse - len(list_recycled(directory)))
+    recycle = set(old_ids[len(old_ids) - room:]) if room else set()
     deleted = []
-    for old in list_segments(directory):
-        if old >= segment_id:
-            break
+    for old in old_ids:
         try:
-            os.unlink(segment_path(directory, old))
+            if old in recycle:
+                os.rename(segment_path(directory, old), directory / f"{segment_file_name(old)}{RECYCLED_SUFFIX}")
+            else:
+                os.unlink(segment_path(directory, old))
         except FileNotFoundError:
             continue
         deleted.append(old)
     return deleted
+
+
+RECYCLED_SUFFIX = ".recycled"
+"""A segment file kept for reuse: ``{old id:016x}.txn.recycled`` (not a segment any more)."""
+
+
+def list_recycled(directory: Path) -> list[Path]:
+    return sorted(directory / name for name in os.listdir(directory) if name.endswith(RECYCLED_SUFFIX))
+
+
+def take_recycled(directory: Path, segment_id: int) -> int:
+    """Turn a recycled file into segment ``segment_id``; returns its fd, or -1 if none.
+
+    The new header (flagged reused) is written and synced before the rename, and the rename
+    is made durable before the segment is used: a crash leaves either a recycled file or a
+    valid, empty segment. Two threads may race for one file: the rename decides."""
+    for recycled in list_recycled(directory):
+        try:
+            fd = os.open(recycled, os.O_RDWR)
+        except FileNotFoundError:
+            continue
+        try:
+            os.pwrite(fd, encode_segment_header(segment_id, flags=FLAG_REUSED), 0)
+            os.fdatasync(fd)
+            os.rename(recycled, segment_path(directory, segment_id))
+        except FileNotFoundError:  # another thread took it
+            os.close(fd)
+            continue
+        except BaseException:
+            os.close(fd)
+            raise
+        fsync_directory(directory)
+        return fd
+    return -1

@@ -30,7 +30,7 @@ from typing import Any
 from bookie import disk_model, metrics
 from bookie.group_commit import FlushReason, GroupCommitPolicy
 from bookie.journal_files import JournalFiles
-from bookie.journal_format import LogMark
+from bookie.journal_format import RECORD_HEADER_SIZE, LogMark, encode_group_header
 from bookie.journal_segment import SegmentScan
 from bookie.journal_types import RECORD_SIZE, Batch, JournalStats
 from minipulsar.errors import MiniPulsarError, UnknownServerError
@@ -171,20 +171,21 @@ class JournalThread:
         if self._failure is not None:
             self._call_on_loop(self._group_done, group, self._failure)
             return
-        if len(group) == 1:
-            buffers = group[0].buffers
-        else:
-            buffers = []
-            for batch in group:
-                buffers += batch.buffers
+        buffers = [b""]
+        for batch in group:
+            buffers += batch.buffers
+        # The GROUP record first: its checksum covers the record headers (buffers[1::2]), which
+        # cover their payloads; a replay takes the group whole or not at all (journal_format).
+        buffers[0] = encode_group_header(writer.segment_id, buffers[1::2], group_bytes)
+        written_bytes = RECORD_HEADER_SIZE + group_bytes
         try:
             if self.settings.sync_data:
                 sync_started = time.monotonic()
-                start = writer.append_synced(buffers, group_bytes)
+                start = writer.append_synced(buffers, written_bytes)
                 metrics.JOURNAL_SYNC.observe((time.monotonic() - sync_started) * 1000)
                 self.stats.syncs += 1
             else:
-                start = writer.append(buffers, group_bytes)
+                start = writer.append(buffers, written_bytes)
         except Exception as exc:  # OSError, or a bug: either way the position is unknown
             log.error("journal %s: write failed, refusing further adds: %r", self.directory, exc)
             failure = UnknownServerError(f"journal write failed: {exc}")
@@ -192,10 +193,11 @@ class JournalThread:
             self._call_on_loop(self._group_done, group, failure)
             return
         if disk_model.MODEL is not None:  # bench only (minipulsarSimulatedDiskModel): a SIMULATED slow disk
-            disk_model.MODEL.wrote(self.directory, group_bytes, self.settings.sync_data)
-        end_mark = LogMark(writer.segment_id, start + group_bytes)
-        self._account(group, entries, group_bytes, reason)
-        self._call_on_loop(self._group_done, group, None, writer.segment_id, start, end_mark)
+            disk_model.MODEL.wrote(self.directory, written_bytes, self.settings.sync_data)
+        records_start = start + RECORD_HEADER_SIZE
+        end_mark = LogMark(writer.segment_id, records_start + group_bytes)
+        self._account(group, entries, written_bytes, reason)
+        self._call_on_loop(self._group_done, group, None, writer.segment_id, records_start, end_mark)
         self._after_write()
 
     def _account(self, group: list[Batch], entries: int, group_bytes: int, reason: FlushReason) -> None:

@@ -40,6 +40,10 @@ class JournalSettings:
     """journalMaxMemorySizeMb: bytes queued and not yet durable."""
     remove_from_page_cache: bool = True
     """journalRemoveFromPageCache: drop synced groups' pages from the page cache."""
+    direct_io: bool = True
+    """minipulsarJournalDirectIO: append with O_DIRECT (bookie/direct_io.py)."""
+    reuse_files: bool = True
+    """journalReuseFiles: write new segments over trimmed ones (bookie/journal_files.py)."""
 
     @classmethod
     def from_config(cls, config: BookieConfig) -> JournalSettings:
@@ -57,6 +61,8 @@ class JournalSettings:
             queue_entries_max=config.journal_queue_size,
             queue_bytes_max=config.journal_max_memory_size_mb * MIB,
             remove_from_page_cache=config.journal_remove_from_page_cache,
+            direct_io=config.journal_direct_io,
+            reuse_files=config.journal_reuse_files,
         )
 
 

@@ -204,6 +204,16 @@ class BookieConfig:
     cache (``posix_fadvise(DONTNEED)``): journal pages are never read again except by a replay,
     and a page cache that grows at the journal's write rate makes every new page cost a fresh
     allocation (bookie/journal_segment.py)."""
+    journal_direct_io: bool = setting("minipulsarJournalDirectIO", True)
+    """minipulsar's own key (BookKeeper's journal has no direct I/O): append journal groups with
+    ``O_DIRECT`` from an aligned buffer instead of through the page cache, where the file system
+    allows it (bookie/direct_io.py). journalRemoveFromPageCache then has nothing to drop."""
+    journal_reuse_files: bool = setting("journalReuseFiles", True)
+    """Write new journal segments over trimmed ones instead of deleting them (BookKeeper's key;
+    false there). On here: writing into never-written blocks costs an allocation per group
+    commit, and on a disk mounted with ``discard`` every deleted segment is handed back to
+    the device first; measured here, 64 KiB adds went ~18 % faster with reuse. Up to two
+    trimmed segments are kept (each up to journalMaxSizeMB)."""
     journal_adaptive_group_writes: bool = setting("journalAdaptiveGroupWrites", True)
     """True (BookKeeper's default): a group commit takes everything queued by the time it is
     due, in one write and one fsync; false: a group stops at journalBufferedWritesThreshold /
@@ -229,10 +239,17 @@ class BookieConfig:
     """Roll to a new entry log past this many bytes (BookKeeper: 1 GiB). 256 MiB here: on a laptop
     disk, compaction rewrites whole logs, and smaller logs let GC give space back sooner.
     Capped below 4 GiB because a location keeps the offset in 32 bits."""
-    flush_entrylog_bytes: int = setting("flushEntrylogBytes", 8 * 1024 * 1024, min_value=0)
+    db_storage_direct_io_entry_logger: bool = setting("dbStorage_directIOEntryLogger", True)
+    """Write entry logs with ``O_DIRECT`` from an aligned buffer, bypassing the page cache, where
+    the file system allows it (BookKeeper 4.16's key, false there; bookie/direct_io.py says why
+    it is on here). Reads still go through the page cache; the read-ahead cache serves readers
+    close behind the writers."""
+    flush_entrylog_bytes: int = setting("flushEntrylogBytes", 0, min_value=0)
     """fdatasync an entry log every this many bytes written during a flush, 0 = only at the end
-    (BookKeeper: 0; Pulsar's bookkeeper.conf: 256 MiB). 8 MiB here: a whole write-cache half of
-    dirty pages at once makes the kernel throttle every writer of the disk, the journal first."""
+    (BookKeeper: 0; Pulsar's bookkeeper.conf: 256 MiB). With dbStorage_directIOEntryLogger (the
+    default here) no dirty pages pile up, so 0 costs nothing; with page-cache entry logs set it
+    to a few MiB: a whole write-cache half of dirty pages at once makes the kernel throttle
+    every writer of the disk, the journal first."""
     num_read_worker_threads: int = setting("numReadWorkerThreads", 8, min_value=1)
     max_pending_read_requests_per_thread: int = setting("maxPendingReadRequestsPerThread", 2500, min_value=1)
     """Reads queued on one read thread; past it a read is answered TooManyRequests (BookKeeper:

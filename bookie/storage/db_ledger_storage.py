@@ -57,6 +57,7 @@ def settings_from_config(config: BookieConfig) -> StorageSettings:
         read_ahead_batch_bytes=config.db_storage_read_ahead_cache_batch_bytes_size,
         log_size_limit=config.log_size_limit,
         flush_entry_log_bytes=config.flush_entrylog_bytes,
+        direct_io_entry_logger=config.db_storage_direct_io_entry_logger,
     )
 
 

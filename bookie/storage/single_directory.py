@@ -113,8 +113,10 @@ class StorageSettings:
     """dbStorage_readAheadCacheBatchBytesSize (-1: no cap)."""
     log_size_limit: int = 256 << 20
     """logSizeLimit."""
-    flush_entry_log_bytes: int = 8 << 20
+    flush_entry_log_bytes: int = 0
     """flushEntrylogBytes (0: sync only at the end of a flush)."""
+    direct_io_entry_logger: bool = True
+    """dbStorage_directIOEntryLogger: write entry logs with O_DIRECT."""
     entry_log_cache_window_bytes: int = ENTRY_LOG_CACHE_WINDOW_BYTES
     """How much of the entry log being written stays in the page cache (negative: all;
     see :mod:`bookie.storage.entry_logger`)."""
@@ -173,7 +175,8 @@ class SingleDirectoryDbLedgerStorage:
         existing = list_entry_logs(self.directory)
         last_log_id = max(existing[-1] if existing else 0, self._log_metadata.last_log_id())
         self._writer = EntryLogWriter(self.directory, self.settings.log_size_limit, last_log_id + 1,
-                                      self.settings.flush_entry_log_bytes, self.settings.entry_log_cache_window_bytes)
+                                      self.settings.flush_entry_log_bytes, self.settings.entry_log_cache_window_bytes,
+                                      self.settings.direct_io_entry_logger)
         metrics.STORAGES.add(self)
         return LastMarkFile(self.directory).read()
 

@@ -15,6 +15,7 @@ from crc32c import crc32c
 from bookie.group_commit import GroupCommitPolicy
 from bookie.journal import Journal, JournalSettings
 from bookie.journal_format import (
+    SEGMENT_VERSION,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     RecordType,
@@ -52,7 +53,7 @@ async def write(directory: Path, entries: list[tuple[int, int, bytes]], **overri
 def test_records_carry_a_crc32c_of_the_header_rest_and_the_payload() -> None:
     header = encode_header(int(RecordType.ADD_ENTRY), 7, 3, 2, b"payload")
     assert int.from_bytes(header[:4], "big") == crc32c(b"payload", crc32c(header[4:]))
-    assert read_segment_header(encode_segment_header(5)) == (5, 2)
+    assert read_segment_header(encode_segment_header(5)) == (5, 3, 0)
 
 
 async def test_zeros_are_prepared_ahead_of_the_writer_and_the_file_never_grows_under_a_group(tmp_path: Path) -> None:
@@ -104,7 +105,8 @@ async def test_a_restart_next_to_an_empty_segment_cuts_the_torn_tail_before_it(t
     await (await write(tmp_path, second, prealloc_bytes=16 * KIB, max_segment_bytes=80 * KIB)).close()
     seen, result = replay(tmp_path)
     assert seen == first[:-1] + second and not result.lost_tail
-    assert os.path.getsize(segment_path(tmp_path, segment_id)) == end - RECORD_HEADER_SIZE - 1000
+    # cut where the last group began: its GROUP record and its one record
+    assert os.path.getsize(segment_path(tmp_path, segment_id)) == end - 2 * RECORD_HEADER_SIZE - 1000
 
 
 def _version_1_segment(directory: Path, segment_id: int, entries: list[tuple[int, int, bytes]]) -> None:
@@ -123,8 +125,8 @@ async def test_segments_of_the_zlib_format_replay_and_are_never_appended_to(tmp_
     assert replay(tmp_path)[0] == old
     new = [(4, 10 + i, os.urandom(300)) for i in range(3)]
     await (await write(tmp_path, new, prealloc_bytes=16 * KIB)).close()
-    assert list_segments(tmp_path) == [1, 2], "the new records went to a new (version 2) segment"
-    assert read_segment_header(segment_path(tmp_path, 2).read_bytes()[:SEGMENT_HEADER_SIZE]).version == 2
+    assert list_segments(tmp_path) == [1, 2], "the new records went to a new (current version) segment"
+    assert read_segment_header(segment_path(tmp_path, 2).read_bytes()[:SEGMENT_HEADER_SIZE]).version == SEGMENT_VERSION
     seen, result = replay(tmp_path)
     assert seen == old + new and not result.lost_tail
 
@@ -147,7 +149,7 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     from tests.unit.bookie.page_cache_support import resident_bytes
 
     entries = [(4, i, os.urandom(64 * KIB)) for i in range(48)]
-    journal = await write(tmp_path, entries, prealloc_bytes=1024 * KIB)
+    journal = await write(tmp_path, entries, prealloc_bytes=1024 * KIB, direct_io=False)
     writer = journal._files.current  # type: ignore[union-attr]
     assert writer is not None
     written = writer.position
