@@ -42,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.ceilings import fsync_append_ceiling, hop_ceiling, run_in_thread  # noqa: E402
+from bench.ceilings import fsync_append_ceiling, hop_ceiling, run_in_thread, shared_disk_ceiling  # noqa: E402
 from bench.common import (  # noqa: E402
     MB,
     ROOT,
@@ -421,6 +421,12 @@ def ceiling_runs(journal_root: Path, args: argparse.Namespace) -> dict[str, Any]
             fsync_append_ceiling, journal_root, size, args.disk_group_bytes, args.secs, args.disk_file_mb << 20)
         progress(f"disk ceiling {name}: {result['mb_per_s']:,.0f} MB/s, {result['records_per_s']:,.0f} records/s, "
                  f"{result['groups_per_s']:,.0f} fdatasync/s")
+    if "64k" in args.sizes:
+        progress("shared-disk ceiling 64k: the same loop beside a second writer of as many bytes (extra figure)")
+        ceilings["shared_disk_64k"] = result = run_in_thread(
+            shared_disk_ceiling, journal_root, SIZES["64k"], args.disk_group_bytes, args.secs, args.disk_file_mb << 20)
+        progress(f"shared-disk ceiling 64k: {result['mb_per_s']:,.0f} MB/s journaled "
+                 f"(+{result['second_writer_mb_per_s']:,.0f} MB/s by the second writer)")
     tool = Path(args.hop_ceiling)
     if not tool.exists():
         progress(f"hop ceiling skipped: {tool} not found (../shared is not beside the project)")
@@ -437,7 +443,11 @@ def ceiling_runs(journal_root: Path, args: argparse.Namespace) -> dict[str, Any]
 
 
 def bookie_settings(sync: bool, args: argparse.Namespace) -> dict[str, Any]:
-    settings: dict[str, Any] = {"journalSyncData": sync, "zkTimeout": 10_000}
+    # Steady state within a short run: a bookie writes every journal segment over a trimmed one
+    # (journalReuseFiles) except its first few. With BookKeeper's 2 GiB segments a run of a few
+    # seconds would measure only those first, freshly allocated segments.
+    settings: dict[str, Any] = {"journalSyncData": sync, "zkTimeout": 10_000,
+                                "journalMaxSizeMB": args.journal_segment_mb}
     for item in args.bookie_set:
         key, _, value = item.partition("=")
         settings[key.strip()] = value.strip()
@@ -470,6 +480,7 @@ def throughput_result(ceilings: dict[str, Any], runs: list[dict[str, Any]], args
     on_1k, on_64k, off_1k, off_64k = pick("1k", True), pick("64k", True), pick("1k", False), pick("64k", False)
     hop = ceilings.get("hop", {}).get("msgs_per_s")
     disk_64k, disk_1k = ceilings["disk_64k"].get("mb_per_s"), ceilings["disk_1k"].get("mb_per_s")
+    shared_64k = ceilings.get("shared_disk_64k", {}).get("mb_per_s")
     return {
         "name": "bookie_bench",
         "mode": "throughput",
@@ -489,6 +500,8 @@ def throughput_result(ceilings: dict[str, Any], runs: list[dict[str, Any]], args
         "mb_per_s_64k_nosync": off_64k.get("mb_per_s"),
         "ratio_1k_nosync": ratio(off_1k.get("adds_per_s"), hop),
         "ratio_64k_nosync": ratio(off_64k.get("mb_per_s"), disk_64k),
+        "shared_disk_fsync_mb_per_s_64k": shared_64k,
+        "ratio_64k_shared_disk": ratio(on_64k.get("mb_per_s"), shared_64k),
         "ceilings": ceilings,
         "runs": runs,
         "params": _params(args),
@@ -551,6 +564,10 @@ def print_throughput(result: dict[str, Any]) -> None:
           f"{fmt(result['hop_ceiling_per_s_1k'])} = {fmt(result['ratio_1k'], '.2f')}  (target >= 0.5)")
     print(f"ratio_64k = MB/s 64k sync on / disk fsync MB/s = {fmt(result['mb_per_s_64k'], '.1f')} / "
           f"{fmt(result['disk_fsync_mb_per_s_64k'], '.1f')} = {fmt(result['ratio_64k'], '.2f')}  (target >= 0.6)")
+    if result.get("shared_disk_fsync_mb_per_s_64k"):
+        print(f"  extra: ratio_64k_shared_disk = MB/s 64k sync on / journal MB/s beside a second writer = "
+              f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['shared_disk_fsync_mb_per_s_64k'], '.1f')} = "
+              f"{fmt(result['ratio_64k_shared_disk'], '.2f')}  (journal and ledgers on one disk, as here)")
     print(f"sync off: ratio_1k {fmt(result['ratio_1k_nosync'], '.2f')}, ratio_64k {fmt(result['ratio_64k_nosync'], '.2f')}")
 
 
@@ -584,6 +601,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="entry sizes to run against the bookie (default both)")
     parser.add_argument("--bookie-set", action="append", default=[], metavar="KEY=VALUE",
                         help="extra bookkeeper.conf setting for the bookie (repeatable)")
+    parser.add_argument("--journal-segment-mb", type=int, default=256, metavar="MB",
+                        help="journalMaxSizeMB of the bookie (default 256: segments are reused within the "
+                             "warm-up, as in a bookie that has run for a while; --bookie-set overrides it)")
     parser.add_argument("--disk-group-bytes", type=int, default=512 * 1024, metavar="BYTES",
                         help="disk ceiling: bytes per fdatasync (default 512 KiB = journalBufferedWritesThreshold)")
     parser.add_argument("--disk-file-mb", type=int, default=256, help="disk ceiling: preallocated file size (MiB)")

@@ -3,7 +3,10 @@
 - :func:`fsync_append_ceiling`: the fsync'd append rate a plain Python loop gets (one
   ``pwrite`` + one ``fdatasync`` per group of records, on a preallocated file, in a thread);
 - :func:`hop_ceiling`: ``../shared/tools/hop_ceiling.py``'s bare asyncio group-commit server,
-  run as a subprocess, its table row parsed.
+  run as a subprocess, its table row parsed;
+- :func:`shared_disk_ceiling` (extra, not one of the issue's two): the same fsync'd append
+  loop beside a second writer that appends as many bytes again to another file and syncs
+  them — what a bookie whose journal and ledger dirs share one disk can get at most.
 """
 
 from __future__ import annotations
@@ -61,6 +64,75 @@ def fsync_append_ceiling(directory: Path, record_bytes: int, group_bytes: int, s
         "mb_per_s": groups * len(group) / elapsed_s / MB,
         "groups_per_s": groups / elapsed_s,
         "fdatasync_ms_avg": sync_s / groups * 1000 if groups else None,
+    }
+
+
+def shared_disk_ceiling(directory: Path, record_bytes: int, group_bytes: int, secs: float,
+                        file_bytes: int, copy_chunk_bytes: int = 1024 * 1024,
+                        copy_sync_bytes: int = 32 * 1024 * 1024) -> dict[str, Any]:
+    """:func:`fsync_append_ceiling`'s loop (the "journal") beside a thread appending the same
+    bytes to a second file in ``copy_chunk_bytes`` writes, synced every ``copy_sync_bytes``
+    (the "entry log", never ahead of the journal): every byte written twice to one disk, as a
+    bookie with both dirs there does. ``mb_per_s`` is the journal's rate."""
+    records = max(1, group_bytes // record_bytes)
+    group = os.urandom(record_bytes) * records
+    chunk = os.urandom(copy_chunk_bytes)
+    file_bytes = max(file_bytes, 4 * len(group), 4 * len(chunk))
+    paths = [directory / f"shared-ceiling-{name}-{os.getpid()}.bin" for name in ("journal", "log")]
+    fds = [os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644) for path in paths]
+    done = {"journal": 0, "log": 0}
+    stop = threading.Event()
+
+    def copy_loop() -> None:
+        offset = synced_at = 0
+        while not stop.is_set():
+            if done["log"] + len(chunk) > done["journal"]:
+                time.sleep(0.0002)
+                continue
+            if offset + len(chunk) > file_bytes:
+                offset = 0
+            os.pwrite(fds[1], chunk, offset)
+            offset += len(chunk)
+            done["log"] += len(chunk)
+            if done["log"] - synced_at >= copy_sync_bytes:
+                os.fdatasync(fds[1])
+                synced_at = done["log"]
+
+    try:
+        zeros = bytes(1024 * 1024)
+        for fd in fds:
+            for offset in range(0, file_bytes, len(zeros)):
+                os.pwrite(fd, zeros, offset)
+            os.fsync(fd)
+        copier = threading.Thread(target=copy_loop, name="shared-ceiling-log")
+        copier.start()
+        groups, offset = 0, 0
+        started = time.perf_counter()
+        deadline = started + secs
+        try:
+            while time.perf_counter() < deadline:
+                if offset + len(group) > file_bytes:
+                    offset = 0
+                os.pwrite(fds[0], group, offset)
+                os.fdatasync(fds[0])
+                offset += len(group)
+                done["journal"] += len(group)
+                groups += 1
+        finally:
+            stop.set()
+            copier.join()
+        elapsed_s = time.perf_counter() - started
+    finally:
+        for fd in fds:
+            os.close(fd)
+        for path in paths:
+            path.unlink(missing_ok=True)
+    return {
+        "record_bytes": record_bytes,
+        "records_per_group": records,
+        "mb_per_s": done["journal"] / elapsed_s / MB,
+        "second_writer_mb_per_s": done["log"] / elapsed_s / MB,
+        "groups_per_s": groups / elapsed_s,
     }
 
 

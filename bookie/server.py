@@ -61,6 +61,9 @@ READ_COUNT_MAX = 10_000
 
 class BookieConnection(ServerConnection):
     SERVER_VERSION = "minipulsar-bookie"
+    receive_pipeline_bytes = 1024 * 1024
+    """Adds of tens of KiB arrive back to back from a few broker connections: read them 1 MiB
+    at a time (a few such connections per bookie)."""
 
     def __init__(self, bookie: Bookie, bookie_id: str, *, disk_monitor: LedgerDirsMonitor, load: BookieLoad,
                  **kwargs: Any) -> None:

@@ -33,7 +33,7 @@ from minipulsar.net.rpc import RequestTable
 from minipulsar.net.writer import CoalescingWriter
 from minipulsar.protocol.codec import CommandDecoder, encode
 from minipulsar.protocol.commands import Error, Ping, Pong
-from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE
+from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, PIPELINE_CAPACITY
 from minipulsar.protocol.schema import Command
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,10 @@ class Connection(asyncio.BufferedProtocol):
     Subclasses implement :meth:`command_received` and may override :meth:`closed`.
     """
 
+    receive_pipeline_bytes: int = PIPELINE_CAPACITY
+    """What the receive buffer grows to once frames pile up (a subclass receiving big frames
+    at a high rate asks for more; see :class:`minipulsar.protocol.frames.FrameDecoder`)."""
+
     def __init__(
         self,
         *,
@@ -62,7 +66,7 @@ class Connection(asyncio.BufferedProtocol):
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
     ) -> None:
         self._loop = asyncio.get_running_loop()
-        self._decoder = CommandDecoder(max_frame_size)
+        self._decoder = CommandDecoder(max_frame_size, self.receive_pipeline_bytes)
         self._requests = RequestTable(self._loop)
         self.keepalive_interval_s = keepalive_interval_s
         self.request_timeout_s = request_timeout_s

@@ -14,7 +14,7 @@ import msgpack
 
 from minipulsar.errors import InvalidCommandError
 from minipulsar.protocol.commands import AddEntryResponse
-from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, FrameDecoder
+from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, PIPELINE_CAPACITY, FrameDecoder
 from minipulsar.protocol.schema import Command, decode_command
 
 _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
@@ -85,8 +85,8 @@ class CommandDecoder:
 
     __slots__ = ("_frames", "get_buffer", "buffer_updated")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        self._frames = FrameDecoder(max_frame_size)
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, pipeline_capacity: int = PIPELINE_CAPACITY) -> None:
+        self._frames = FrameDecoder(max_frame_size, pipeline_capacity)
         # Read straight into the frame buffer (asyncio.BufferedProtocol); bound once.
         self.get_buffer = self._frames.get_buffer
         self.buffer_updated = self._frames.buffer_updated

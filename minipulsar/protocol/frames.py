@@ -39,7 +39,8 @@ INITIAL_CAPACITY = 64 * 1024
 READ_BYTES_MIN = 16 * 1024
 """Room guaranteed to a read: below it the tail is compacted or the buffer grown."""
 PIPELINE_CAPACITY = 256 * 1024
-"""The buffer grows to at least this once frames arrive faster than one buffer per read."""
+"""The buffer grows to at least this once frames arrive faster than one buffer per read
+(a connection carrying big frames asks for more: :class:`FrameDecoder`'s ``pipeline_capacity``)."""
 SHRINK_ABOVE = 1024 * 1024
 """An empty buffer larger than this (after a big frame) is given back."""
 
@@ -54,14 +55,19 @@ class FrameDecoder:
     into :attr:`view`, no copy) until they return ``None``, then call :meth:`compact` once.
     """
 
-    __slots__ = ("_buffer", "_view", "_start", "_end", "max_frame_size")
+    __slots__ = ("_buffer", "_view", "_start", "_end", "max_frame_size", "_pipeline_capacity", "_shrink_above")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, pipeline_capacity: int = PIPELINE_CAPACITY) -> None:
+        """``pipeline_capacity``: what the buffer grows to once frames pile up. A bookie's adds
+        of 64 KiB ran ~10 % faster with 1 MiB than with 256 KiB: a quarter of the reads, and of
+        the partial frames moved to the front after each one."""
         self._buffer = bytearray(INITIAL_CAPACITY)
         self._view = memoryview(self._buffer)
         self._start = 0
         self._end = 0
         self.max_frame_size = max_frame_size
+        self._pipeline_capacity = pipeline_capacity
+        self._shrink_above = max(SHRINK_ABOVE, pipeline_capacity)
 
     # -- bytes in -------------------------------------------------------------------------------
 
@@ -103,7 +109,7 @@ class FrameDecoder:
             # Same-size move (never a resize): legal while memoryviews of the buffer exist.
             buffer[0:pending] = self._view[start:end]
         else:
-            capacity = max(pending + size, 2 * len(buffer), PIPELINE_CAPACITY)
+            capacity = max(pending + size, 2 * len(buffer), self._pipeline_capacity)
             grown = bytearray(capacity)
             grown[0:pending] = self._view[start:end]
             self._buffer, self._view = grown, memoryview(grown)
@@ -152,7 +158,7 @@ class FrameDecoder:
         """Once per read, not per frame: forget consumed bytes (free when all were consumed)."""
         if self._start == self._end:
             self._start = self._end = 0
-            if len(self._buffer) > SHRINK_ABOVE:
+            if len(self._buffer) > self._shrink_above:
                 self._buffer = bytearray(INITIAL_CAPACITY)
                 self._view = memoryview(self._buffer)
         elif len(self._buffer) - self._end < READ_BYTES_MIN:

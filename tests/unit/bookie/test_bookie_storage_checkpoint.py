@@ -60,3 +60,49 @@ def test_max_is_per_journal() -> None:
     a = Checkpoint((LogMark(1, 50), None))
     b = Checkpoint((LogMark(1, 40), LogMark(2, 16), LogMark(3, 16)))
     assert a.max(b) == Checkpoint((LogMark(1, 50), LogMark(2, 16), LogMark(3, 16)))
+
+
+async def test_under_load_the_last_mark_is_written_at_most_every_interval_and_always_when_asked(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: flushes the write cache asks for (a half full) write the lastMark files at most
+    every LAST_MARK_MIN_INTERVAL_S; an explicit checkpoint always writes them, and nothing is
+    lost either way. Method: a 1 MB write cache filled many times over within the interval
+    (made long), counting lastMark writes; then checkpoint() and a restart."""
+    from bookie.storage import db_ledger_storage
+    from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
+    from tests.unit.bookie.bookie_storage_support import (add_many, crash_image, read_all, started_bookie,
+                                                           storage)
+
+    monkeypatch.setattr(db_ledger_storage, "LAST_MARK_MIN_INTERVAL_S", 3600.0)
+    writes: list[Checkpoint] = []
+    original = SingleDirectoryDbLedgerStorage.write_last_mark
+
+    def counting(self, checkpoint):
+        writes.append(checkpoint)
+        original(self, checkpoint)
+
+    monkeypatch.setattr(SingleDirectoryDbLedgerStorage, "write_last_mark", counting)
+    root = tmp_path / "bookie"
+    bookie = await started_bookie(root, dbStorage_writeCacheMaxSizeMb=2)
+    try:
+        flushes = checkpoints_completed()
+        await add_many(bookie, [0, 1], range(400), size=10_000)  # ~8 MB: several flushes of full halves
+        assert checkpoints_completed() - flushes >= 3
+        assert len(writes) <= 2, "the first flush may write it (nothing persisted yet): then none within the interval"
+        before = len(writes)
+        completed = await storage(bookie).checkpoint()
+        assert len(writes) > before and writes[-1] == completed
+        image = crash_image(root)
+    finally:
+        await bookie.close()
+    restarted = await started_bookie(image)
+    try:
+        for ledger_id in (0, 1):
+            assert [e for e, _ in await read_all(restarted, ledger_id, 0, 400)] == list(range(400))
+    finally:
+        await restarted.close()
+
+
+def checkpoints_completed() -> int:
+    from bookie.storage import metrics as storage_metrics
+    return int(storage_metrics.CHECKPOINTS._value.get())

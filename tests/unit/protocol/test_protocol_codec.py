@@ -90,3 +90,27 @@ def test_stream_with_large_payloads_decodes_across_random_reads(commands: list[C
         decoder.feed(stream[start:end])
         seen += decode_all(decoder)
     assert seen == commands
+
+
+def test_a_decoder_asked_for_a_bigger_pipeline_grows_to_it_and_keeps_it_between_reads() -> None:
+    """Goal: a connection of big frames (a bookie's adds) reads 1 MiB at a time; others keep
+    the default. Method: feed 64 KiB frames back to back through get_buffer, as the transport
+    does, and look at the room each read is given."""
+    from minipulsar.protocol.frames import PIPELINE_CAPACITY, FrameDecoder
+
+    frame = LENGTH.pack(64 * 1024) + bytes(64 * 1024)
+    for capacity in (PIPELINE_CAPACITY, 1024 * 1024):
+        decoder = FrameDecoder(pipeline_capacity=capacity)
+        stream = memoryview(frame * 40)
+        largest = 0
+        while stream:
+            room = decoder.get_buffer(-1)
+            largest = max(largest, len(room))
+            size = min(len(room), len(stream))
+            room[:size] = stream[:size]
+            decoder.buffer_updated(size)
+            stream = stream[size:]
+            while decoder.next_span() is not None:
+                pass
+            decoder.compact()
+        assert capacity - 64 * 1024 <= largest <= capacity, (capacity, largest)
