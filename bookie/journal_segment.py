@@ -519,5 +519,6 @@ def take_recycled(directory: Path, segment_id: int) -> int:
             os.close(fd)
             raise
         fsync_directory(directory)
+        log.info("journal %s: segment %x is written over recycled %s", directory, segment_id, recycled.name)
         return fd
     return -1

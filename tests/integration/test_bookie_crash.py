@@ -195,6 +195,7 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
     ledgers = Ledgers()
     landed = {"checkpoint": 0, "rollover": 0}
     kills, port, started_at = 0, 0, time.monotonic()
+    reused = 0
     while kills < KILLS_MIN or landed["checkpoint"] < KILLS_IN_CHECKPOINT_MIN or \
             landed["rollover"] < KILLS_IN_ROLLOVER_MIN:
         assert time.monotonic() - started_at < TIME_BUDGET_S, (
@@ -213,6 +214,7 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
             kills += 1
             for where in where_it_landed(process.log_path):
                 landed[where] += 1
+            reused += process.log_path.read_text(errors="replace").count("is written over recycled")
         finally:
             if writer is not None:
                 writer.cancel()
@@ -226,7 +228,8 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
         await resend_unacked(conn, ledgers)
         await verify_all(conn, ledgers)
         conn.close()
-    print(f"crash test: {kills} kills ({landed}), {ledgers.total_acked} entries acked, "
+    assert reused > 0, "journalReuseFiles: some segments were written over trimmed ones between kills"
+    print(f"crash test: {kills} kills ({landed}), {reused} segments reused, {ledgers.total_acked} entries acked, "
           f"{time.monotonic() - started_at:.1f}s, seed {SEED}")
 
 
