@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,13 +13,20 @@ import pytest
 from bookie.direct_io import BLOCK_BYTES, DirectAppender, open_direct
 
 
-def _direct_appender(path: Path, position: int, **kwargs) -> tuple[DirectAppender, int]:
+@contextlib.contextmanager
+def _direct_appender(path: Path, position: int, **kwargs) -> Iterator[DirectAppender]:
+    """An appender at ``position`` of ``path`` (skips where the file system refuses O_DIRECT)."""
     read_fd = os.open(path, os.O_RDWR)
     direct_fd = open_direct(path)
     if direct_fd < 0:
         os.close(read_fd)
         pytest.skip(f"{path.parent} does not do O_DIRECT")
-    return DirectAppender(direct_fd, position, read_fd, **kwargs), read_fd
+    appender = DirectAppender(direct_fd, position, read_fd, **kwargs)
+    try:
+        yield appender
+    finally:
+        appender.close()
+        os.close(read_fd)
 
 
 def _chunks(seed: int, count: int, largest: int) -> list[bytes]:
@@ -29,33 +38,25 @@ def _chunks(seed: int, count: int, largest: int) -> list[bytes]:
 def test_synchronous_appends_leave_exactly_the_bytes_then_zeros_to_the_block_end(tmp_path: Path, sync: bool) -> None:
     path = tmp_path / "log"
     path.write_bytes(b"HEADER-16-BYTES!")
-    appender, read_fd = _direct_appender(path, 16)
     expected = bytearray(b"HEADER-16-BYTES!")
-    try:
+    with _direct_appender(path, 16) as appender:
         for chunk in _chunks(1, 60, 9000):  # odd sizes: most appends rewrite a partial block
             appender.append([chunk[: len(chunk) // 2], chunk[len(chunk) // 2:]], sync=sync)
             expected += chunk
             assert appender.position == len(expected)
-        data = path.read_bytes()
-        assert data[: len(expected)] == expected
-        assert len(data) % BLOCK_BYTES == 0 and data[len(expected):] == bytes(len(data) - len(expected))
-    finally:
-        appender.close()
-        os.close(read_fd)
+    data = path.read_bytes()
+    assert data[: len(expected)] == expected
+    assert len(data) % BLOCK_BYTES == 0 and data[len(expected):] == bytes(len(data) - len(expected))
 
 
 def test_an_append_bigger_than_the_staging_buffer_goes_out_in_several_writes(tmp_path: Path) -> None:
     path = tmp_path / "log"
     path.write_bytes(b"x" * 100)
-    appender, read_fd = _direct_appender(path, 100, staging_bytes=16 * 1024)
-    try:
-        big = os.urandom(70_000)
+    big = os.urandom(70_000)
+    with _direct_appender(path, 100, staging_bytes=16 * 1024) as appender:
         appender.append([big[:30_000], big[30_000:]], sync=True)
         appender.append([b"tail"], sync=True)
         assert path.read_bytes()[: 100 + 70_004] == b"x" * 100 + big + b"tail"
-    finally:
-        appender.close()
-        os.close(read_fd)
 
 
 def test_appending_resumes_after_bytes_written_through_the_page_cache(tmp_path: Path) -> None:
@@ -63,21 +64,16 @@ def test_appending_resumes_after_bytes_written_through_the_page_cache(tmp_path: 
     path = tmp_path / "log"
     existing = os.urandom(3 * BLOCK_BYTES + 123)
     path.write_bytes(existing)
-    appender, read_fd = _direct_appender(path, len(existing))
-    try:
+    with _direct_appender(path, len(existing)) as appender:
         appender.append([b"more"], sync=True)
         assert path.read_bytes()[: len(existing) + 4] == existing + b"more"
-    finally:
-        appender.close()
-        os.close(read_fd)
 
 
 def test_background_writes_hand_whole_chunks_to_the_writers_and_flush_writes_the_rest(tmp_path: Path) -> None:
     path = tmp_path / "log"
     path.write_bytes(b"H" * 16)
-    appender, read_fd = _direct_appender(path, 16, background_writes=True, name="test-writer")
     expected = bytearray(b"H" * 16)
-    try:
+    with _direct_appender(path, 16, background_writes=True, name="test-writer") as appender:
         for round_ in range(3):  # several flushes, each followed by more appends
             for chunk in _chunks(round_, 200, 70_000):
                 appender.append([chunk])
@@ -85,17 +81,16 @@ def test_background_writes_hand_whole_chunks_to_the_writers_and_flush_writes_the
             assert os.path.getsize(path) > 16, "chunks went out before the flush"
             appender.flush()
             assert path.read_bytes()[: len(expected)] == expected
-    finally:
-        appender.close()
-        os.close(read_fd)
 
 
 def test_a_failed_background_write_is_raised_by_the_flush(tmp_path: Path) -> None:
     path = tmp_path / "log"
     path.write_bytes(b"")
-    read_fd = os.open(path, os.O_RDONLY)
-    if open_direct(path) < 0:
+    probe = open_direct(path)
+    if probe < 0:
         pytest.skip("no O_DIRECT here")
+    os.close(probe)
+    read_fd = os.open(path, os.O_RDONLY)
     bad_fd = os.open(path, os.O_RDONLY | os.O_DIRECT)  # writes fail with EBADF
     appender = DirectAppender(bad_fd, 0, read_fd, background_writes=True, name="test-writer")
     try:

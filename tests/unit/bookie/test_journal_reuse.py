@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bookie.group_commit import GroupCommitPolicy
-from bookie.journal import Journal, JournalSettings
+from bookie.journal import Journal
 from bookie.journal_format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
@@ -29,19 +28,7 @@ from bookie.journal_segment import (
     take_recycled,
 )
 
-KIB = 1024
-
-
-def settings(**overrides) -> JournalSettings:
-    return JournalSettings(policy=GroupCommitPolicy(max_group_wait_s=0), **overrides)
-
-
-def replay(directory: Path, start=None):
-    seen: list[tuple[int, int, bytes]] = []
-    result = Journal(directory, 0, settings()).replay(
-        lambda record, location, payload: seen.append((record.ledger_id, record.entry_id, bytes(payload)))
-        if record.type is RecordType.ADD_ENTRY else None, start)
-    return seen, result
+from tests.unit.bookie.test_journal_segments import KIB, replay, settings
 
 
 def _group(segment_id: int, records: list[tuple[int, int, bytes]]) -> list[bytes]:

@@ -18,6 +18,7 @@ from bookie.journal_format import (
     SEGMENT_VERSION,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
+    LogMark,
     RecordType,
     encode_header,
     encode_segment_header,
@@ -33,11 +34,12 @@ def settings(**overrides) -> JournalSettings:
     return JournalSettings(policy=GroupCommitPolicy(max_group_wait_s=0), **overrides)
 
 
-def replay(directory: Path):
+def replay(directory: Path, start: LogMark | None = None):
+    """Every ADD record replayed from ``start``, as ``(ledger, entry, payload)``, and the result."""
     seen: list[tuple[int, int, bytes]] = []
     result = Journal(directory, 0, settings()).replay(
         lambda record, location, payload: seen.append((record.ledger_id, record.entry_id, bytes(payload)))
-        if record.type is RecordType.ADD_ENTRY else None)
+        if record.type is RecordType.ADD_ENTRY else None, start)
     return seen, result
 
 
