@@ -15,6 +15,7 @@ Either way the listener is unregistered first, so a late push cannot reach it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Protocol
 
@@ -129,8 +130,16 @@ class ConnectionPool:
         if pending is None:
             pending = asyncio.ensure_future(self._open(host, port))
             self._connecting[key] = pending
-            pending.add_done_callback(lambda _: self._connecting.pop(key, None))
+            pending.add_done_callback(functools.partial(self._attempt_done, key))
         return await asyncio.shield(pending)
+
+    def _attempt_done(self, key: Address, attempt: asyncio.Future[ClientConnection]) -> None:
+        """Forget the attempt; its failure reaches every ``get`` still awaiting it, and when
+        none is (their callers gave up, or the client closed meanwhile) it is dropped here
+        rather than logged by asyncio as "never retrieved"."""
+        self._connecting.pop(key, None)
+        if not attempt.cancelled():
+            attempt.exception()
 
     async def _open(self, host: str, port: int) -> ClientConnection:
         connection = await connect(
@@ -150,8 +159,10 @@ class ConnectionPool:
 
     async def close(self) -> None:
         self._closed = True
-        for pending in self._connecting.values():
+        attempts = list(self._connecting.values())
+        for pending in attempts:
             pending.cancel()
+        await asyncio.gather(*attempts, return_exceptions=True)
         connections = list(self._connections.values())
         self._connections.clear()
         for connection in connections:
