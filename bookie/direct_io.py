@@ -13,8 +13,9 @@ device's block. :class:`DirectAppender` keeps the file's partial last block in m
 writes it again, with the new bytes after it and zeros up to the next block boundary, on every
 append — the bytes already there are rewritten unchanged, as the page cache would write back
 the page holding them. So the file's format does not change: the bytes after the end of the
-data read as zeros (which is what a journal segment's replay and an entry-log scan stop at),
-and a file written this way can be appended to buffered, and the other way round.
+data up to the block boundary are zeros (beyond it, whatever the file held: the zeros of a
+preallocated journal segment, the old bytes of a reused one), and a file written this way can
+be appended to buffered, and the other way round.
 
 Blocking I/O: call it from the thread that owns the file, never the event loop.
 """
