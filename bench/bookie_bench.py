@@ -60,6 +60,7 @@ from bench.common import (  # noqa: E402
     ratio,
     running,
 )
+from bench.suite.diskstats import FlushWindow  # noqa: E402
 from minipulsar.errors import MiniPulsarError, TooManyRequestsError  # noqa: E402
 from minipulsar.net import Connection, connect  # noqa: E402
 from minipulsar.net.loop import run  # noqa: E402
@@ -296,11 +297,14 @@ async def open_writer(bookie: ServerProcess, ledger_id: int, size: int, window: 
                          role="bench")
 
 
-async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Warm up, measure ``--secs`` with a progress line per interval, then drain the window."""
+async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, args: argparse.Namespace,
+                         disk_dirs: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """Warm up, measure ``--secs`` with a progress line per interval, then drain the window.
+    ``disk_dirs``: what the devices under them wrote meanwhile is reported (``devices``)."""
     writer.begin()
     await asyncio.sleep(args.warmup)
     writer.measuring = True
+    disks = device_windows(disk_dirs)
     started, bookie_cpu0, own_cpu0 = time.perf_counter(), process_cpu_s(bookie.proc.pid), _own_cpu_s()
     deadline, last_acked, last_t, mark = started + args.secs, 0, started, writer.histogram.mark()
     while (now := time.perf_counter()) < deadline and writer.is_open:
@@ -314,6 +318,7 @@ async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, a
     elapsed_s = time.perf_counter() - started
     bookie_cpu = (process_cpu_s(bookie.proc.pid) - bookie_cpu0) / elapsed_s * 100
     own_cpu = (_own_cpu_s() - own_cpu0) / elapsed_s * 100
+    devices = {window.device: window.stop() for window in disks}
     await asyncio.wait_for(writer.stop(), DRAIN_TIMEOUT_S)
     result = {
         "label": label,
@@ -327,6 +332,7 @@ async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, a
         "bookie_cpu_pct": bookie_cpu,
         "client_cpu_pct": own_cpu,
         "secs": elapsed_s,
+        "devices": devices,
     }
     if writer.errors:
         result["last_error"] = writer.last_error
@@ -334,12 +340,24 @@ async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, a
     return result
 
 
+def device_windows(directories: tuple[Path, ...]) -> list[FlushWindow]:
+    """One started :class:`FlushWindow` per block device under ``directories`` (journal and
+    ledger dirs on one disk count once)."""
+    windows: dict[str | None, FlushWindow] = {}
+    for directory in directories:
+        window = FlushWindow(directory).start()
+        if window.device is not None:
+            windows.setdefault(window.device, window)
+    return list(windows.values())
+
+
 def _own_cpu_s() -> float:
     times = os.times()
     return times.user + times.system
 
 
-async def writer_runs(bookie: ServerProcess, sync: bool, first_ledger_id: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+async def writer_runs(bookie: ServerProcess, sync: bool, first_ledger_id: int, args: argparse.Namespace,
+                      dirs: BookieDirs) -> list[dict[str, Any]]:
     results = []
     for index, (name, size) in enumerate(SIZES.items()):
         if name not in args.sizes:
@@ -347,7 +365,8 @@ async def writer_runs(bookie: ServerProcess, sync: bool, first_ledger_id: int, a
         writer = await open_writer(bookie, first_ledger_id + index, size, effective_window(args, size),
                                    rate_per_s=args.rate, cheap=args.client == "cheap")
         try:
-            result = await measure_writer(writer, bookie, f"bookie {name} sync={'on' if sync else 'off'}", args)
+            result = await measure_writer(writer, bookie, f"bookie {name} sync={'on' if sync else 'off'}", args,
+                                          (dirs.journal, dirs.ledgers))
         finally:
             writer.close()
         result["sync"] = sync
@@ -468,7 +487,7 @@ def throughput_mode(args: argparse.Namespace) -> dict[str, Any]:
                 progress(f"starting a bookie with journalSyncData={str(sync).lower()} "
                          f"(journal {dirs.journal}, ledgers {dirs.ledgers})")
                 with running(bookie):
-                    runs += run(writer_runs(bookie, sync, 10 if sync else 20, args))
+                    runs += run(writer_runs(bookie, sync, 10 if sync else 20, args, dirs))
     return throughput_result(ceilings, runs, args)
 
 
@@ -502,11 +521,19 @@ def throughput_result(ceilings: dict[str, Any], runs: list[dict[str, Any]], args
         "ratio_64k_nosync": ratio(off_64k.get("mb_per_s"), disk_64k),
         "shared_disk_fsync_mb_per_s_64k": shared_64k,
         "ratio_64k_shared_disk": ratio(on_64k.get("mb_per_s"), shared_64k),
+        "device_write_mb_per_s_64k": journal_device_write(on_64k),
         "ceilings": ceilings,
         "runs": runs,
         "params": _params(args),
         **environment(),
     }
+
+
+def journal_device_write(run: dict[str, Any]) -> float | None:
+    """MB/s the journal's device wrote during ``run`` (its journal, and its entry logs when the
+    ledger dirs share it): the first device measured is the journal's."""
+    devices = list(run.get("devices", {}).values())
+    return devices[0].get("device_write_mb_per_s") if devices else None
 
 
 def catch_up_mode(args: argparse.Namespace) -> dict[str, Any]:
@@ -568,6 +595,11 @@ def print_throughput(result: dict[str, Any]) -> None:
         print(f"  extra: ratio_64k_shared_disk = MB/s 64k sync on / journal MB/s beside a second writer = "
               f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['shared_disk_fsync_mb_per_s_64k'], '.1f')} = "
               f"{fmt(result['ratio_64k_shared_disk'], '.2f')}  (journal and ledgers on one disk, as here)")
+    if result.get("device_write_mb_per_s_64k"):
+        print(f"  the journal's disk wrote {fmt(result['device_write_mb_per_s_64k'], ',.0f')} MB/s during 64k sync on "
+              f"(journal, and entry logs when they share it) = "
+              f"{fmt(ratio(result['device_write_mb_per_s_64k'], result['disk_fsync_mb_per_s_64k']), '.2f')} "
+              f"x the disk fsync ceiling")
     print(f"sync off: ratio_1k {fmt(result['ratio_1k_nosync'], '.2f')}, ratio_64k {fmt(result['ratio_64k_nosync'], '.2f')}")
 
 

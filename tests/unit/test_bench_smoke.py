@@ -52,6 +52,18 @@ def test_throughput_mode_writes_every_figure_and_ratio(tmp_path: Path) -> None:
     else:  # ../shared is not beside the project: the bench says so and leaves the ratio out
         assert result["hop_ceiling_per_s_1k"] is None and result["ratio_1k"] is None
     assert not list((tmp_path / "journal").iterdir()), "the bench removes its own dirs"
+    assert_device_wrote_what_was_acked(next(run for run in result["runs"] if run["entry_bytes"] == 65536 and run["sync"]))
+
+
+def assert_device_wrote_what_was_acked(run: dict) -> None:
+    """With sync on, every payload acked in the measured window is on the journal's disk: the
+    device wrote at least that much, less what was in flight when the window opened."""
+    if not run["devices"]:  # a file system /proc/diskstats cannot name (tmpfs, overlay): nothing to check
+        return
+    journal_device = next(iter(run["devices"].values()))
+    acked_bytes = run["mb_per_s"] * 1e6 * run["secs"]
+    written_bytes = journal_device["device_write_mb_per_s"] * 1e6 * run["secs"]
+    assert written_bytes >= acked_bytes - run["window"] * run["entry_bytes"], (journal_device, run["adds"])
 
 
 def test_catch_up_reader_mode_reports_add_p99_with_and_without_the_reader(tmp_path: Path) -> None:
