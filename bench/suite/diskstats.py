@@ -17,6 +17,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+SECTOR_BYTES = 512
+"""/proc/diskstats counts 512-byte sectors whatever the device's block size."""
+
 
 def device_name(path: Path) -> str | None:
     """The /proc/diskstats name of the block device backing ``path`` (None if not found)."""
@@ -39,13 +42,9 @@ def read_flushes(device: str | None) -> tuple[int, int] | None:
 
 
 def read_bytes_written(device: str | None) -> int | None:
-    """Bytes ``device`` has written since boot (sectors are 512 bytes whatever the device's
-    block size); None if not found."""
+    """Bytes ``device`` has written since boot; None if not found."""
     fields = _fields(device)
     return None if fields is None else int(fields[9]) * SECTOR_BYTES
-
-
-SECTOR_BYTES = 512
 
 
 def _fields(device: str | None) -> list[str] | None:
@@ -77,8 +76,9 @@ class FlushWindow:
         return self
 
     def stop(self) -> dict[str, float | str | None]:
-        """``device``, ``device_flushes_per_s``, ``device_flush_ms_per_s`` and
-        ``device_write_mb_per_s`` (MB = 10^6 bytes; None where /proc/diskstats cannot tell)."""
+        """``device``, ``device_flushes_per_s``, ``device_flush_ms_per_s``,
+        ``device_written_bytes`` and ``device_write_mb_per_s`` (MB = 10^6 bytes; None or left
+        out where /proc/diskstats cannot tell)."""
         end, written = read_flushes(self.device), read_bytes_written(self.device)
         elapsed_s = max(time.monotonic() - self._started_s, 1e-9)
         result: dict[str, float | str | None] = {"device": self.device, "device_flushes_per_s": None}
@@ -86,5 +86,6 @@ class FlushWindow:
             result["device_flushes_per_s"] = (end[0] - self._start[0]) / elapsed_s
             result["device_flush_ms_per_s"] = (end[1] - self._start[1]) / elapsed_s
         if self._start_written is not None and written is not None:
+            result["device_written_bytes"] = written - self._start_written
             result["device_write_mb_per_s"] = (written - self._start_written) / elapsed_s / 1e6
         return result
