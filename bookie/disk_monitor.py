@@ -1,4 +1,4 @@
-"""Disk space of the ledger dirs, and the bookie's writable / read-only state that follows from it.
+"""Disk space of the ledger dirs, and whether any of them can take new entries.
 
 BookKeeper's ``LedgerDirsMonitor``: every ``diskCheckInterval`` the used fraction of each ledger
 dir is read (``statvfs``: 1 - available / total, as Java's ``getUsableSpace`` counts it). The
@@ -12,9 +12,9 @@ rules (:func:`check_dirs`, pure):
   once) is below ``diskUsageLwmThreshold``. That gap is the hysteresis: a read-only bookie
   does not flap back to writable (and move its registration) on every small deletion.
 
-No writable dir left means the bookie is read-only (``readOnlyModeEnabled``; otherwise the
-owner shuts the bookie down). The monitor only reports: its listener is told when the
-writable state changes, and the service moves the registration and refuses adds.
+No writable dir left makes the bookie read-only (``readOnlyModeEnabled``, :mod:`bookie.state`;
+otherwise the owner shuts the bookie down). The monitor only reports: its listener is told
+when the writable state changes.
 
 Tests drive a real process through ``minipulsarDiskUsageOverrideFile`` (TEST ONLY): when set
 and readable, that file's number is every dir's used fraction; free bytes are derived from it
@@ -124,7 +124,6 @@ class LedgerDirsMonitor:
         self.dirs = [Path(d) for d in config.ledger_dirs]
         self.thresholds = Thresholds.from_config(config)
         self.interval_s = config.disk_check_interval_ms / 1000
-        self.read_only_mode_enabled = config.read_only_mode_enabled
         self.override_file = config.disk_usage_override_file
         self.listener = listener
         self.usages: list[DirUsage] = []
@@ -132,9 +131,6 @@ class LedgerDirsMonitor:
         self.full_dirs: frozenset[Path] = frozenset()
         self.writable = True
         """At least one ledger dir can take new entries."""
-        self.read_only = False
-        """Adds are refused: every dir is full and readOnlyModeEnabled. A plain attribute, read
-        by every add."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -163,7 +159,6 @@ class LedgerDirsMonitor:
         self._log_changes(usages, full)
         self.usages, self.full_dirs = usages, full
         self.writable = len(full) < len(self.dirs)
-        self.read_only = not self.writable and self.read_only_mode_enabled
         metrics.LEDGER_WRITABLE_DIRS.set(len(self.dirs) - len(full))
         if self.writable != was_writable and self.listener is not None:
             self.listener(self.writable)

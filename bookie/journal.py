@@ -43,6 +43,7 @@ import logging
 import operator
 import queue
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,9 @@ class Journal:
         """JOURNAL_ADD_ENTRY, written by this journal's thread only."""
         self.applied_mark: LogMark | None = None
         """End of the last group completed on the loop (see the module docstring)."""
+        self.on_failed: Callable[[int, MiniPulsarError], None] | None = None
+        """Told ``(index, failure)`` on the loop, once, when the writer thread stops after a
+        failed write, sync or roll (the bookie then turns read-only: :mod:`bookie.state`)."""
 
     # -- lifecycle: replay, start, trim, close --------------------------------------------------
 
@@ -289,8 +293,14 @@ class Journal:
 
     def _writer_failed(self, failure: MiniPulsarError) -> None:
         """On the writer thread: refuse admissions from now on, before the failed group's
-        completion reaches the loop (one attribute store: atomic under the GIL)."""
+        completion reaches the loop (one attribute store: atomic under the GIL); then tell
+        :attr:`on_failed`, on the loop."""
         self._failure = failure
+        if self.on_failed is not None and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self.on_failed, self.index, failure)
+            except RuntimeError:  # the loop is closed: the bookie is gone anyway
+                pass
 
     # -- the hand-over to the writer thread ---------------------------------------------------------
 

@@ -10,12 +10,14 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 from bookie.journal import Journal
 from bookie.journal_types import EntryStore, JournalSettings
 from bookie.storage.checkpoint import Checkpoint
 from minipulsar.config import BookieConfig
+from minipulsar.errors import MiniPulsarError
 
 
 class JournalSet:
@@ -34,6 +36,11 @@ class JournalSet:
         """Where every journal puts its durable adds (before telling their sinks)."""
         for journal in self.journals:
             journal.storage = storage
+
+    def on_failed(self, listener: Callable[[int, MiniPulsarError], None]) -> None:
+        """Tell ``listener(index, failure)`` on the loop when a journal's writer stops."""
+        for journal in self.journals:
+            journal.on_failed = listener
 
     def for_ledger(self, ledger_id: int) -> Journal:
         return self.journals[ledger_id % len(self.journals)]

@@ -14,7 +14,8 @@ skips the hot ones, so the figures describe the last few seconds, not the proces
 - ``ledgerDirsUsedFraction``, ``ledgerDirsFreeBytes``, ``ledgerDirsTotalBytes``, per-dir
   ``ledgerDirsUsage`` and ``writableLedgerDirs``: from the disk monitor's last check;
 - ``pendingAdds``, ``pendingReads``, ``readPoolPending``: requests in the bookie right now;
-- ``readOnly`` and ``state`` (``writable`` / ``readonly``).
+- ``readOnly`` and ``state`` (``writable`` / ``readonly``), and ``readOnlyReasons``
+  (:mod:`bookie.state`).
 
 Invariant: :meth:`BookieLoad.report` does no I/O (it runs on the loop for every BOOKIE_INFO);
 a sampler task takes one :class:`LoadSample` per ``SAMPLE_INTERVAL_S`` in a thread, keeps the
@@ -39,6 +40,7 @@ from prometheus_client import Histogram
 from bookie import metrics
 from bookie.disk_monitor import LedgerDirsMonitor, filesystem_space, total_used_fraction
 from bookie.read_pool import ReadThreadPool
+from bookie.state import BookieState
 
 log = logging.getLogger(__name__)
 
@@ -127,9 +129,10 @@ def io_util_percent(old: LoadSample, new: LoadSample, devices: Sequence[int | No
 
 class BookieLoad:
     def __init__(self, journal_dirs: Sequence[str], ledger_dirs: Sequence[str],
-                 disk_monitor: LedgerDirsMonitor, read_pool: ReadThreadPool | None,
+                 disk_monitor: LedgerDirsMonitor, state: BookieState, read_pool: ReadThreadPool | None,
                  sample_interval_s: float = SAMPLE_INTERVAL_S, window_s: float = WINDOW_S) -> None:
         self.disk_monitor = disk_monitor
+        self.state = state
         self.read_pool = read_pool
         self.sample_interval_s = sample_interval_s
         self._journal_dirs, self._ledger_dirs = list(journal_dirs), list(ledger_dirs)
@@ -206,8 +209,9 @@ class BookieLoad:
                  "freeBytes": usage.free_bytes, "full": usage.directory in self.disk_monitor.full_dirs}
                 for usage in usages],
             "writableLedgerDirs": len(usages) - len(self.disk_monitor.full_dirs),
-            "readOnly": self.disk_monitor.read_only,
-            "state": "readonly" if self.disk_monitor.read_only else "writable",
+            "readOnly": self.state.read_only,
+            "state": "readonly" if self.state.read_only else "writable",
+            "readOnlyReasons": list(self.state.causes),
         }
 
     def _pending(self) -> dict:

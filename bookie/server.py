@@ -12,11 +12,11 @@ connection then stops reading until every waiting add is admitted (TCP back-pres
 of unbounded buffering). Reads and fencing run as tasks: they wait for the disk or for a
 durable fence record.
 
-While the bookie is read-only (every ledger dir full, see :mod:`bookie.disk_monitor`) adds are
-refused with BookieReadOnly before they reach the journal — except recovery adds, which ledger
-recovery needs to close a ledger — and reads are served as usual. Reads beyond the read
-thread pool's bound are refused with TooManyRequests (:mod:`bookie.read_pool`). BOOKIE_INFO
-answers from memory (:mod:`bookie.load`).
+While the bookie is read-only (every ledger dir full, or a journal failed: see
+:mod:`bookie.state`) adds are refused with BookieReadOnly before they reach the journal —
+except recovery adds, which ledger recovery needs to close a ledger — and reads are served as
+usual. Reads beyond the read thread pool's bound are refused with TooManyRequests
+(:mod:`bookie.read_pool`). BOOKIE_INFO answers from memory (:mod:`bookie.load`).
 
 Requests with out-of-range numbers are refused with InvalidCommand (the schema has already
 checked the types).
@@ -32,9 +32,9 @@ from typing import Any
 
 from bookie import metrics
 from bookie.bookie import Bookie
-from bookie.disk_monitor import LedgerDirsMonitor
 from bookie.journal_format import INT64_MAX
 from bookie.load import BookieLoad
+from bookie.state import BookieState
 from minipulsar.errors import BookieReadOnlyError, InvalidCommand
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses
@@ -65,12 +65,12 @@ class BookieConnection(ServerConnection):
     """Adds of tens of KiB arrive back to back from a few broker connections: read them 1 MiB
     at a time (a few such connections per bookie)."""
 
-    def __init__(self, bookie: Bookie, bookie_id: str, *, disk_monitor: LedgerDirsMonitor, load: BookieLoad,
+    def __init__(self, bookie: Bookie, bookie_id: str, *, state: BookieState, load: BookieLoad,
                  **kwargs: Any) -> None:
         super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
         self.bookie = bookie
         self.bookie_id = bookie_id
-        self.disk_monitor = disk_monitor
+        self.state = state
         self.load = load
         self._adds: list[AddEntry] = []
         """The adds of the read being dispatched (see :meth:`commands_received`)."""
@@ -110,11 +110,11 @@ class BookieConnection(ServerConnection):
         adds, self._adds = self._adds, []
         started = self._last_received  # when the read that brought these requests was handled
         metrics.TOTALS.adds_in_progress += len(adds)
-        if self.disk_monitor.read_only:
+        if self.state.read_only:
             refused = [cmd for cmd in adds if not cmd.recovery]
             if refused:
                 self.adds_done(refused, started,
-                               BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: its ledger dirs are full"))
+                               BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: {self.state.reason}"))
                 adds = [cmd for cmd in adds if cmd.recovery]
         if not adds:
             return

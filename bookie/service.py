@@ -9,8 +9,10 @@ While serving: garbage collection drops the ledgers deleted from the metadata st
 compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round and answers when it is done;
 ``GET`` tells whether a forced round is running); the disk monitor turns the bookie read-only
 when no ledger dir is writable (adds refused with BookieReadOnly, the registration moved to
-the read-only path) and back once usage falls below ``diskUsageLwmThreshold``; with
-``readOnlyModeEnabled=false`` it stops the bookie instead, as BookKeeper does.
+the read-only path) and back once usage falls below ``diskUsageLwmThreshold``; a journal whose
+writer failed (a full or failing journal disk) turns it read-only until it restarts
+(:mod:`bookie.state`); with ``readOnlyModeEnabled=false`` either stops the bookie instead, as
+BookKeeper does.
 Stop: first stop taking work (stop accepting connections and reading requests), answer the
 reads already queued and stop the read pool, let every journal group in flight be written,
 synced and answered, close the journals and the storage, then delete the registration and
@@ -36,6 +38,7 @@ from bookie.load import BookieLoad
 from bookie.read_pool import ReadThreadPool
 from bookie.registration import DEFAULT_RACK, BookieRegistration
 from bookie.server import BookieConnection
+from bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
 from bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
 from minipulsar.errors import ServiceNotReadyError
@@ -67,14 +70,16 @@ class BookieService:
     def __init__(self, config: BookieConfig, store: MetadataStore | None = None,
                  stop: asyncio.Event | None = None) -> None:
         """``store``: an already open metadata store (tests); else one is opened from the config.
-        ``stop``: set when the bookie must shut down by itself (every ledger dir full and
-        read-only mode disabled); the process then stops it as on SIGTERM."""
+        ``stop``: set when the bookie must shut down by itself (every ledger dir full, or a
+        journal failed, with read-only mode disabled); the process then stops it as on SIGTERM."""
         self.config = config
         disk_model.install(config.simulated_disk_model)  # bench only; None (the default): no model
         self.read_pool = ReadThreadPool(config.num_read_worker_threads, config.max_pending_read_requests_per_thread)
         self.bookie = Bookie(config, read_executor=self.read_pool)
+        self.state = BookieState(self._read_only_changed)
+        self.bookie.journals.on_failed(self._journal_failed)
         self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed)
-        self.load = BookieLoad(config.journal_dirs, config.ledger_dirs, self.disk_monitor, self.read_pool)
+        self.load = BookieLoad(config.journal_dirs, config.ledger_dirs, self.disk_monitor, self.state, self.read_pool)
         self._stop_event = stop
         self.store = store
         self._owns_store = store is None
@@ -96,7 +101,7 @@ class BookieService:
         return f"{self.host}:{self.port}"
 
     def _new_connection(self) -> BookieConnection:
-        return BookieConnection(self.bookie, self.bookie_id, disk_monitor=self.disk_monitor, load=self.load)
+        return BookieConnection(self.bookie, self.bookie_id, state=self.state, load=self.load)
 
     async def start(self) -> None:
         config, loop = self.config, asyncio.get_running_loop()
@@ -117,10 +122,10 @@ class BookieService:
             "ledgerDirs": [str(Path(d).resolve()) for d in config.ledger_dirs],
             "rack": DEFAULT_RACK,
             "instanceId": cookie.instanceId,
-        }, config.session_timeout_ms, read_only=self.disk_monitor.read_only)
+        }, config.session_timeout_ms, read_only=self.state.read_only)
         await self.registration.register()
         self.bookie.start_gc(MetadataStoreLedgers(self.store), self._disk_pressure)
-        metrics.SERVER_STATUS.set(0 if self.disk_monitor.read_only else 1)
+        metrics.SERVER_STATUS.set(0 if self.state.read_only else 1)
         log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
                  ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
 
@@ -134,17 +139,33 @@ class BookieService:
     def _writable_changed(self, writable: bool) -> None:
         """The disk monitor found the first writable ledger dir again, or lost the last one."""
         if not writable and not self.config.read_only_mode_enabled:
-            log.error("every ledger dir is full and readOnlyModeEnabled=false: shutting the bookie down")
-            if self._stop_event is not None:
-                self._stop_event.set()
+            self._shut_down("every ledger dir is full and readOnlyModeEnabled=false")
             return
-        log.warning("bookie %s is now %s", self.bookie_id, "writable" if writable else
-                    "read-only: every ledger dir is above diskUsageThreshold; adds are refused")
+        self.state.set_cause(LEDGER_DIRS_FULL, not writable)
+
+    def _journal_failed(self, index: int, failure: BaseException) -> None:
+        """A journal's writer stopped (on the loop, once per journal)."""
+        log.error("journal %d (%s) failed: %s", index, self.config.journal_dirs[index], failure)
+        if not self.config.read_only_mode_enabled:
+            self._shut_down(f"journal {index} failed and readOnlyModeEnabled=false")
+            return
+        self.state.set_cause(journal_failed(index, failure), True)
+
+    def _shut_down(self, why: str) -> None:
+        log.error("%s: shutting the bookie down", why)
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    def _read_only_changed(self, read_only: bool, reason: str) -> None:
+        if read_only:
+            log.warning("bookie %s is now read-only (%s): adds are refused, reads served", self.bookie_id, reason)
+        else:
+            log.warning("bookie %s is writable again (cleared: %s)", self.bookie_id, reason)
         if self._stopped:
             return
         if self.registration is not None:
-            self.registration.set_read_only(not writable)
-            metrics.SERVER_STATUS.set(1 if writable else 0)
+            self.registration.set_read_only(read_only)
+            metrics.SERVER_STATUS.set(0 if read_only else 1)
 
     async def stop(self) -> None:
         """Finish what was accepted, then leave: see the module docstring for the order."""

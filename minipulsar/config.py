@@ -264,7 +264,8 @@ class BookieConfig:
     the threshold would move its registration on every check. 0.90 gives a 5-point band."""
     disk_check_interval_ms: int = setting("diskCheckInterval", 10_000, min_value=10)
     read_only_mode_enabled: bool = setting("readOnlyModeEnabled", True)
-    """With every ledger dir full: turn read-only (true), or shut the bookie down (false)."""
+    """With every ledger dir full, or a journal that failed to write: turn read-only (true), or
+    shut the bookie down (false; BookKeeper always shuts down on a journal failure)."""
     disk_usage_override_file: str | None = setting("minipulsarDiskUsageOverrideFile", None)
     """TEST ONLY (not a BookKeeper key): when set, the disk monitor reads every ledger dir's used
     fraction (a number in [0, 1]) from this file instead of from statvfs; a missing or unreadable

@@ -4,6 +4,7 @@ client connection: adds, range reads, fencing, LAC, info, registration, HTTP, re
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import json
 from collections.abc import AsyncIterator
@@ -16,7 +17,14 @@ import pytest_asyncio
 from bookie.registration import registration_path
 from bookie.service import BookieService
 from minipulsar.config import BookieConfig, load_config
-from minipulsar.errors import InvalidCommand, LedgerFencedError, NoSuchEntryError, NoSuchLedgerError
+from minipulsar.errors import (
+    BookieReadOnlyError,
+    InvalidCommand,
+    LedgerFencedError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    UnknownServerError,
+)
 from minipulsar.metadata import open_metadata_store
 from minipulsar.net import Connection, connect
 from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry, ReadLac
@@ -255,6 +263,61 @@ async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, sto
         responses = await asyncio.gather(*(add(conn, 14, i, payload(14, i)) for i in range(300)))
         assert sorted(r.entry_id for r in responses) == list(range(300))
         assert len(await read(conn, 14, 0, 300)) == 300
+    finally:
+        conn.close()
+        await service.stop()
+
+
+def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every journal write from now on fails as on a full journal disk."""
+    from bookie import journal_segment
+
+    def no_space(self, buffers, size=-1) -> int:  # noqa: ANN001
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal_segment.SegmentWriter, "append", no_space)
+    monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", no_space)
+
+
+async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
+        client: RawClient, service: BookieService, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: a journal that can no longer write (its disk full) takes the bookie out of new
+    ensembles without taking it down. Method: the journal's writes fail from some add on:
+    that add fails, the registration moves under readonly/, later adds are refused with
+    BookieReadOnly saying why, the entries added before are still read, BOOKIE_INFO says
+    read-only and why."""
+    for entry_id in range(3):
+        await add(client, 15, entry_id, payload(15, entry_id))
+    fail_journal_writes(monkeypatch)
+    with pytest.raises(UnknownServerError, match="No space left"):
+        await add(client, 15, 3, payload(15, 3))
+    observer = await open_metadata_store(store_url)
+    try:
+        await wait_for(lambda: observer.exists(registration_path(service.bookie_id, read_only=True)), 10,
+                       message="registration not moved under readonly/")
+        assert not await observer.exists(registration_path(service.bookie_id))
+    finally:
+        await observer.close()
+    with pytest.raises(BookieReadOnlyError, match="journal 0 failed"):
+        await add(client, 15, 3, payload(15, 3))
+    assert await read(client, 15, 0, 10) == [(i, payload(15, i)) for i in range(3)]
+    info = (await client.request(BookieInfo)).info
+    assert info["readOnly"] is True and "No space left" in info["readOnlyReasons"][0]
+
+
+async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
+        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """BookKeeper's behaviour: a journal that fails takes the bookie down (readOnlyModeEnabled=false)."""
+    stop = asyncio.Event()
+    service = BookieService(bookie_config(tmp_path, store_url, readOnlyModeEnabled="false"), stop=stop)
+    await service.start()
+    conn = await connect(RawClient, service.host, service.port)
+    try:
+        fail_journal_writes(monkeypatch)
+        with pytest.raises(UnknownServerError):
+            await add(conn, 16, 0, payload(16, 0))
+        await asyncio.wait_for(stop.wait(), 10)
+        assert not service.state.read_only
     finally:
         conn.close()
         await service.stop()

@@ -82,8 +82,8 @@ def monitor_config(tmp_path: Path, **overrides: str) -> BookieConfig:
         "minipulsarDiskUsageOverrideFile": str(tmp_path / "usage"), **overrides})
 
 
-async def test_the_monitor_turns_read_only_and_back_with_hysteresis(tmp_path: Path) -> None:
-    """Goal: the listener hears each writable/read-only transition once, at the thresholds,
+async def test_the_monitor_loses_its_last_writable_dir_and_gets_it_back_with_hysteresis(tmp_path: Path) -> None:
+    """Goal: the listener hears each writable/no-writable-dir transition once, at the thresholds,
     and bookie_ledger_writable_dirs follows. Method: drive the usage file through
     0.5 → 0.97 → 0.92 → 0.5, checking after each step."""
     changes: list[bool] = []
@@ -92,18 +92,18 @@ async def test_the_monitor_turns_read_only_and_back_with_hysteresis(tmp_path: Pa
     override.write_text("0.5")
     await monitor.start()
     try:
-        assert monitor.writable and not monitor.read_only and changes == []
+        assert monitor.writable and changes == []
         assert REGISTRY.get_sample_value("bookie_ledger_writable_dirs") == 2
         override.write_text("0.97")
         await monitor.check()
-        assert monitor.read_only and changes == [False]
+        assert not monitor.writable and changes == [False]
         assert REGISTRY.get_sample_value("bookie_ledger_writable_dirs") == 0
         override.write_text("0.92")
         await monitor.check()
-        assert monitor.read_only and changes == [False], "above the lwm: still read-only"
+        assert not monitor.writable and changes == [False], "above the lwm: still full"
         override.write_text("0.5")
         await monitor.check()
-        assert not monitor.read_only and changes == [False, True]
+        assert monitor.writable and changes == [False, True]
         assert REGISTRY.get_sample_value("bookie_ledger_writable_dirs") == 2
     finally:
         await monitor.close()
@@ -116,19 +116,6 @@ async def test_the_monitor_checks_on_its_interval(tmp_path: Path) -> None:
     try:
         (tmp_path / "usage").write_text("0.99")
         await wait_for(lambda: changes == [False], timeout_s=5)
-        assert monitor.read_only
-    finally:
-        await monitor.close()
-
-
-async def test_with_read_only_mode_disabled_full_dirs_do_not_make_the_bookie_read_only(tmp_path: Path) -> None:
-    """The service shuts the bookie down instead (BookKeeper's behaviour); the monitor only
-    reports that no dir is writable."""
-    changes: list[bool] = []
-    monitor = LedgerDirsMonitor(monitor_config(tmp_path, readOnlyModeEnabled="false"), changes.append)
-    (tmp_path / "usage").write_text("0.99")
-    await monitor.start()
-    try:
-        assert not monitor.writable and not monitor.read_only and changes == [False]
+        assert not monitor.writable
     finally:
         await monitor.close()

@@ -12,6 +12,7 @@ from bookie import metrics
 from bookie.disk_monitor import LedgerDirsMonitor
 from bookie.load import BookieLoad, HistogramSnapshot, LoadSample, io_util_percent, latency_in_window
 from bookie.read_pool import ReadThreadPool
+from bookie.state import LEDGER_DIRS_FULL, BookieState
 from minipulsar.config import BookieConfig, load_config
 from tests.support.process import wait_for
 
@@ -61,9 +62,11 @@ async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) 
     samples; usage 0.97 makes the bookie read-only."""
     config = load_config_for(tmp_path)
     (tmp_path / "usage").write_text("0.3")
-    monitor = LedgerDirsMonitor(config)
+    state = BookieState()
+    monitor = LedgerDirsMonitor(config, lambda writable: state.set_cause(LEDGER_DIRS_FULL, not writable))
     pool = ReadThreadPool(1, 10)
-    load = BookieLoad(config.journal_dirs, config.ledger_dirs, monitor, pool, sample_interval_s=0.05, window_s=5)
+    load = BookieLoad(config.journal_dirs, config.ledger_dirs, monitor, state, pool, sample_interval_s=0.05,
+                      window_s=5)
     await monitor.start()
     await load.start()
     try:
@@ -87,6 +90,7 @@ async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) 
         await monitor.check()
         report = load.report()
         assert report["readOnly"] is True and report["state"] == "readonly" and report["writableLedgerDirs"] == 0
+        assert report["readOnlyReasons"] == [LEDGER_DIRS_FULL]
         assert load.disk_space() == (report["ledgerDirsFreeBytes"], report["ledgerDirsTotalBytes"])
     finally:
         await load.close()
