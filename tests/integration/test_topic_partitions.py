@@ -47,13 +47,15 @@ async def test_partition_metadata_admin_and_auto_creation(tmp_path: Path) -> Non
             partitions = await client.get_topic_partitions("orders")
             assert partitions == [f"persistent://public/default/orders-partition-{i}" for i in range(6)]
             whole = await client.create_producer("orders")  # a producer over every partition (issue 7)
-            assert (whole.num_partitions(), (await whole.send(b"routed")).partition() in range(6)) == (6, True)
+            routed_to = (await whole.send(b"routed")).partition()
+            assert (whole.num_partitions(), routed_to in range(6)) == (6, True)
             await whole.close()
-            producer = await client.create_producer(partitions[1])  # a partition is an ordinary topic
-            await producer.send(b"to partition 1")
-            consumer = await client.subscribe(partitions[1], "sub", initial_position=InitialPosition.Earliest)
-            assert (await consumer.receive(timeout_millis=10_000)).data() == b"to partition 1"
-            assert await client.get_topic_partitions(partitions[1]) == [partitions[1]]
+            other = partitions[(routed_to + 1) % 6]  # a partition that holds nothing yet
+            producer = await client.create_producer(other)  # a partition is an ordinary topic
+            await producer.send(b"to that partition")
+            consumer = await client.subscribe(other, "sub", initial_position=InitialPosition.Earliest)
+            assert (await consumer.receive(timeout_millis=10_000)).data() == b"to that partition"
+            assert await client.get_topic_partitions(other) == [other]
 
             # allowAutoTopicCreationType=partitioned: a new topic gets defaultNumPartitions ...
             assert len(await client.get_topic_partitions("fresh")) == 3
