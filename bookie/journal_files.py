@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from bookie import metrics
+from bookie.direct_io import StagingBuffers
 from bookie.journal_format import SEGMENT_VERSION, LogMark, ScanEnd
 from bookie.journal_segment import (
     Preallocator,
@@ -68,6 +69,9 @@ class JournalFiles:
         """The next segment, being created ahead of time (see :meth:`after_write`)."""
         self._preallocator = Preallocator(f"journal-prealloc-{index}")
         self._trimmer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"journal-trim-{index}")
+        self.staging = StagingBuffers(keep=1)
+        """The direct writes' staging buffer, handed from each segment to the next (a segment
+        created ahead of time takes one while the current one still has its own)."""
         self._drop_cache = settings.remove_from_page_cache and settings.sync_data
         """Only synced pages are clean, which is what lets the kernel free them at once."""
 
@@ -100,7 +104,8 @@ class JournalFiles:
         if scan.empty and len(segment_ids) > 1:
             self._cut_torn_tail(scans.get(segment_ids[-2]))
         return SegmentWriter.reopen(self.directory, scan, settings.prealloc_bytes, self._preallocator,
-                                    settings.max_segment_bytes, self._drop_cache, settings.direct_io)
+                                    settings.max_segment_bytes, self._drop_cache, settings.direct_io,
+                                    staging=self.staging)
 
     def _cut_torn_tail(self, scan: SegmentScan | None) -> None:
         """Appending resumes in an empty segment created ahead of time: cut the damaged tail
@@ -120,7 +125,7 @@ class JournalFiles:
         settings = self.settings
         writer = SegmentWriter.create(self.directory, segment_id, settings.prealloc_bytes, self._preallocator,
                                       settings.max_segment_bytes, self._drop_cache, settings.direct_io,
-                                      reuse=settings.reuse_files)
+                                      reuse=settings.reuse_files, staging=self.staging)
         metrics.JOURNAL_CREATION_LATENCY.observe((time.monotonic() - started) * 1000)
         return writer
 
@@ -203,3 +208,4 @@ class JournalFiles:
         next_writer, self.next_writer = self.next_writer, None
         if next_writer is not None and not next_writer.cancelled() and next_writer.exception() is None:
             next_writer.result().close()
+        self.staging.close()

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bookie.direct_io import DirectAppender, open_direct
+from bookie.direct_io import DirectAppender, StagingBuffers, open_direct
 from bookie.journal_format import (
     FLAG_REUSED,
     GROUPED_VERSIONS,
@@ -158,12 +158,13 @@ class SegmentWriter:
 
     def __init__(self, directory: Path, segment_id: int, fd: int, position: int, prealloc_bytes: int,
                  preallocator: Preallocator | None = None, limit_bytes: int = 0, drop_cache: bool = False,
-                 direct_io: bool = False) -> None:
+                 direct_io: bool = False, staging: StagingBuffers | None = None) -> None:
         """``limit_bytes``: the segment rolls past this size (journalMaxSizeMB): zeros are not
         prepared beyond it in the background (only for a last group that crosses it).
         ``drop_cache``: journalRemoveFromPageCache (see the module docstring).
         ``direct_io``: append with ``O_DIRECT`` (:mod:`bookie.direct_io`) where the file
-        system allows it; nothing then reaches the page cache, so nothing is dropped."""
+        system allows it; nothing then reaches the page cache, so nothing is dropped.
+        ``staging``: the journal's staging buffers for direct writes, reused segment after segment."""
         self.directory = directory
         self.segment_id = segment_id
         self._fd = fd
@@ -178,7 +179,7 @@ class SegmentWriter:
         self._direct: DirectAppender | None = None
         if direct_io and (direct_fd := open_direct(segment_path(directory, segment_id))) >= 0:
             try:
-                self._direct = DirectAppender(direct_fd, position, fd)
+                self._direct = DirectAppender(direct_fd, position, fd, staging=staging)
             except BaseException:
                 os.close(direct_fd)
                 raise
@@ -189,7 +190,8 @@ class SegmentWriter:
     @classmethod
     def create(cls, directory: Path, segment_id: int, prealloc_bytes: int,
                preallocator: Preallocator | None = None, limit_bytes: int = 0,
-               drop_cache: bool = False, direct_io: bool = False, reuse: bool = False) -> SegmentWriter:
+               drop_cache: bool = False, direct_io: bool = False, reuse: bool = False,
+               staging: StagingBuffers | None = None) -> SegmentWriter:
         """A new, empty segment, durable (file and directory entry) before it is used.
 
         ``reuse`` (journalReuseFiles): take a recycled segment file if there is one (see
@@ -199,14 +201,14 @@ class SegmentWriter:
         fd = take_recycled(directory, segment_id) if reuse else -1
         if fd >= 0:
             writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache, direct_io)
+                         drop_cache, direct_io, staging)
             writer._extension_target = writer._allocated
             return writer
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.write(fd, encode_segment_header(segment_id))
             writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache, direct_io)
+                         drop_cache, direct_io, staging)
             writer._preallocate(writer._target_for(SEGMENT_HEADER_SIZE + 1))
             writer._extension_target = writer._allocated
             os.fsync(fd)
@@ -219,7 +221,8 @@ class SegmentWriter:
     @classmethod
     def reopen(cls, directory: Path, scan: SegmentScan, prealloc_bytes: int,
                preallocator: Preallocator | None = None, limit_bytes: int = 0,
-               drop_cache: bool = False, direct_io: bool = False) -> SegmentWriter:
+               drop_cache: bool = False, direct_io: bool = False,
+               staging: StagingBuffers | None = None) -> SegmentWriter:
         """Append to an existing segment (of the current version) after its last valid record.
 
         Whatever follows that record (a torn record, garbage, stale zeros) is cut off and the
@@ -230,7 +233,7 @@ class SegmentWriter:
         try:
             os.ftruncate(fd, scan.end_offset)
             writer = cls(directory, scan.segment_id, fd, scan.end_offset, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache, direct_io)
+                         drop_cache, direct_io, staging)
             writer._preallocate(writer._target_for(scan.end_offset + 1))
             writer._extension_target = writer._allocated
             os.fsync(fd)

@@ -34,7 +34,7 @@ import os
 import threading
 from pathlib import Path
 
-from bookie.direct_io import DirectAppender, open_direct
+from bookie.direct_io import BACKGROUND_BUFFERS, DirectAppender, StagingBuffers, open_direct
 from bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache, fsync_directory
 from bookie.storage.entry_log import (
     LOG_HEADER_SIZE,
@@ -105,6 +105,8 @@ class EntryLogWriter:
         self.cache_window_bytes = cache_window_bytes
         self.direct_io = direct_io
         self._direct: DirectAppender | None = None
+        self._staging = StagingBuffers(keep=BACKGROUND_BUFFERS)
+        """The direct writes' staging buffers, handed from each log to the next."""
         self._dropped = 0
         """The current log's pages below this offset were dropped from the page cache."""
         self.log_id = next_log_id - 1
@@ -232,7 +234,8 @@ class EntryLogWriter:
             fsync_directory(self.directory)
             if self.direct_io and (direct_fd := open_direct(path)) >= 0:
                 self._direct = DirectAppender(direct_fd, LOG_HEADER_SIZE, fd, background_writes=True,
-                                              name=f"entry-log-writer-{self.directory.parent.name}")
+                                              name=f"entry-log-writer-{self.directory.parent.name}",
+                                              staging=self._staging)
         except BaseException:
             os.close(fd)
             if direct_fd >= 0 and self._direct is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bookie.direct_io import BLOCK_BYTES, DirectAppender, open_direct
+from bookie.direct_io import BLOCK_BYTES, DirectAppender, StagingBuffers, open_direct
 
 
 @contextlib.contextmanager
@@ -112,3 +112,33 @@ def test_open_direct_answers_minus_one_where_the_file_system_refuses_it(tmp_path
 
     monkeypatch.setattr(os, "open", refuse)
     assert open_direct(tmp_path / "log") == -1
+
+
+def test_the_next_appender_writes_through_the_buffer_the_last_one_gave_back(tmp_path: Path) -> None:
+    """Goal: appenders that follow one another (a journal's segments, a ledger dir's entry
+    logs) reuse one staging buffer, and what the previous file left in it never reaches the
+    next file. Method: three files appended in turn through one StagingBuffers; each file
+    must hold exactly its own bytes, then zeros to the block end."""
+    staging = StagingBuffers(keep=1)
+    for index, fill in enumerate([b"a", b"b", b"c"]):
+        path = tmp_path / f"log-{index}"
+        path.write_bytes(b"H" * 10)
+        data = fill * (30_000 - 9_000 * index)  # each shorter than the last: stale bytes would show
+        with _direct_appender(path, 10, staging_bytes=64 * 1024, staging=staging) as appender:
+            appender.append([data], sync=True)
+        written = path.read_bytes()
+        assert written[: 10 + len(data)] == b"H" * 10 + data
+        assert len(written) % BLOCK_BYTES == 0 and written[10 + len(data):] == bytes(len(written) - 10 - len(data))
+    assert staging.mapped == 1
+
+
+def test_buffers_given_back_beyond_keep_are_unmapped(tmp_path: Path) -> None:
+    staging = StagingBuffers(keep=1)
+    first, second = staging.take(BLOCK_BYTES), staging.take(BLOCK_BYTES)
+    staging.give(first)
+    staging.give(second)
+    assert second.closed and not first.closed
+    assert staging.take(BLOCK_BYTES) is first and staging.mapped == 2
+    staging.give(first)
+    staging.close()
+    assert first.closed

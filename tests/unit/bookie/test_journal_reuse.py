@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from bookie.journal import Journal
+from bookie.journal_files import JournalFiles
 from bookie.journal_format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
@@ -27,6 +28,7 @@ from bookie.journal_segment import (
     segment_path,
     take_recycled,
 )
+from bookie.journal_types import JournalStats
 
 from tests.unit.bookie.test_journal_segments import KIB, replay, settings
 
@@ -114,6 +116,28 @@ def test_a_torn_group_in_a_reused_file_is_dropped_whole(tmp_path: Path) -> None:
     seen: list = []
     scan = scan_segment(segment_path(tmp_path, 2), 2, lambda item: seen.append(item.record.entry_id))
     assert seen == [0, 1, 2, 3, 4] and scan.end is ScanEnd.TORN
+
+
+def test_segments_rolling_over_write_through_the_same_two_staging_buffers(tmp_path: Path) -> None:
+    """Goal: a journal rolling over segment after segment maps no new direct-I/O staging buffer
+    per segment (a fresh page is a page fault inside the writer's copy): the segment created
+    ahead of time takes a second one, and each roll hands the old one back. Method: 64 KiB
+    segments, groups appended through JournalFiles until six rolls; every record replays."""
+    files = JournalFiles(tmp_path, 0, settings(max_segment_bytes=64 * KIB, prealloc_bytes=16 * KIB), JournalStats())
+    files.open(None, [])
+    written: list[tuple[int, int, bytes]] = []
+    try:
+        while files.stats.rolls < 6:
+            assert files.current is not None
+            records = [(7, len(written) + i, os.urandom(3000)) for i in range(4)]
+            _write_groups(files.current, [records])
+            written += records
+            files.after_write()
+    finally:
+        files.close()
+    assert 1 <= files.staging.mapped <= 2
+    seen, result = replay(tmp_path)
+    assert seen == written and not result.lost_tail
 
 
 def test_a_segment_that_rolled_over_ends_with_an_end_record(tmp_path: Path) -> None:
