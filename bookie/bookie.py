@@ -213,9 +213,10 @@ class Bookie:
 
     async def add_when_admitted(self, request: AddRequest, sink: AddSink, started: float = 0.0) -> None:
         """Wait for room in the write cache, then in the journal (both FIFO), then admit the
-        add; the fence is checked again."""
+        add; the fence is checked again. ``started``: when the add arrived (0: unknown); the
+        write cache refuses it dbStorage_maxThrottleTimeMs after that (TooManyRequests)."""
         ledger_id, recovery, size, storage = request.ledger_id, request.recovery, len(request.payload), self.storage
-        await storage.admit(ledger_id, size)
+        await storage.admit(ledger_id, size, recovery, started or None)
         journal: Journal = self.journals.for_ledger(ledger_id)
         try:
             self._check_not_fenced(ledger_id, recovery)  # fenced while this add waited?

@@ -132,6 +132,7 @@ class LedgerDirsMonitor:
         self.writable = True
         """At least one ledger dir can take new entries."""
         self._task: asyncio.Task[None] | None = None
+        self._check_now: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Check once now (the bookie registers in the state this finds), then every interval."""
@@ -139,22 +140,33 @@ class LedgerDirsMonitor:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="ledger-dirs-monitor")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        tasks = [task for task in (self._task, self._check_now) if task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.interval_s)
-            try:
-                await self.check()
-            except OSError as exc:  # a dir vanished or its disk failed: keep the last state
-                log.error("checking the ledger dirs failed: %s", exc)
+            await self._check_logged()  # a dir vanished or its disk failed: the last state stays
+
+    def check_soon(self) -> None:
+        """Check now, in the background, unless a check is already running (a ledger dir just
+        ran out of space: waiting for the next round would let adds pile up meanwhile)."""
+        if self._check_now is not None and not self._check_now.done():
+            return
+        self._check_now = asyncio.get_running_loop().create_task(self._check_logged(), name="ledger-dirs-check")
+
+    async def _check_logged(self) -> None:
+        try:
+            await self.check()
+        except OSError as exc:
+            log.error("checking the ledger dirs failed: %s", exc)
 
     async def check(self) -> None:
         """Read the usage of every dir, apply the thresholds, and tell the listener of a change."""
         usages = await asyncio.to_thread(read_usages, self.dirs, self.override_file)
-        was_writable = self.writable
+        was_writable = self.writable  # read after the await: a check_soon() may have run meanwhile
         full = check_dirs(usages, self.full_dirs, self.thresholds)
         self._log_changes(usages, full)
         self.usages, self.full_dirs = usages, full

@@ -9,7 +9,10 @@ run of adds from one read, answered with one buffer of pre-laid-out frames) — 
 task, a closure or a future per add: at ~100k adds/s every per-add Python call counts. Only
 when the journal or the write cache is full do adds wait, in order, in one task; the
 connection then stops reading until every waiting add is admitted (TCP back-pressure instead
-of unbounded buffering). Reads and fencing run as tasks: they wait for the disk or for a
+of unbounded buffering). An add that found no write-cache room within
+``dbStorage_maxThrottleTimeMs`` of its arrival is refused with TooManyRequests (BookKeeper's
+rejected write), and the waiting adds are refused with BookieReadOnly once the bookie turns
+read-only: none of them reached the journal. Reads and fencing run as tasks: they wait for the disk or for a
 durable fence record.
 
 While the bookie is read-only (every ledger dir full, or a journal failed: see
@@ -135,11 +138,13 @@ class BookieConnection(ServerConnection):
 
     async def _admit_waiting(self) -> None:
         """Admit the waiting adds one by one, in order, each as soon as there is room."""
-        waiting = self._waiting
+        waiting, state = self._waiting, self.state
         try:
             while waiting:
                 cmd, started = waiting[0]
                 try:
+                    if state.read_only and not cmd.recovery:  # turned read-only while it waited
+                        raise BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: {state.reason}")
                     await self.bookie.add_when_admitted(cmd, self, started)
                 except Exception as error:
                     self.add_done(cmd, started, error)

@@ -41,7 +41,7 @@ from bookie.server import BookieConnection
 from bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
 from bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
-from minipulsar.errors import ServiceNotReadyError
+from minipulsar.errors import BookieReadOnlyError, ServiceNotReadyError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net.server import Listener
@@ -79,6 +79,7 @@ class BookieService:
         self.state = BookieState(self._read_only_changed)
         self.bookie.journals.on_failed(self._journal_failed)
         self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed)
+        self.bookie.storage.no_space_listener = self._ledger_dir_out_of_space
         self.load = BookieLoad(config.journal_dirs, config.ledger_dirs, self.disk_monitor, self.state, self.read_pool)
         self._stop_event = stop
         self.store = store
@@ -143,6 +144,11 @@ class BookieService:
             return
         self.state.set_cause(LEDGER_DIRS_FULL, not writable)
 
+    def _ledger_dir_out_of_space(self) -> None:
+        """A flush failed with ENOSPC: check the dirs now rather than at the next round."""
+        if not self._stopped:
+            self.disk_monitor.check_soon()
+
     def _journal_failed(self, index: int, failure: BaseException) -> None:
         """A journal's writer stopped (on the loop, once per journal)."""
         log.error("journal %d (%s) failed: %s", index, self.config.journal_dirs[index], failure)
@@ -159,6 +165,12 @@ class BookieService:
     def _read_only_changed(self, read_only: bool, reason: str) -> None:
         if read_only:
             log.warning("bookie %s is now read-only (%s): adds are refused, reads served", self.bookie_id, reason)
+            # Adds waiting for write-cache room have not reached the journal: refuse them now
+            # rather than after dbStorage_maxThrottleTimeMs (the flush may be what failed).
+            refused = self.bookie.storage.refuse_waiting(
+                BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: {reason}"))
+            if refused:
+                log.warning("refused %d adds that were waiting for write-cache room", refused)
         else:
             log.warning("bookie %s is writable again (cleared: %s)", self.bookie_id, reason)
         if self._stopped:

@@ -223,6 +223,11 @@ class BookieConfig:
     """Both halves of the write cache, split across the ledger dirs (BookKeeper: 25% of direct
     memory, e.g. 1 GiB on a 4 GiB heap+direct bookie). 64 MB suits a laptop running three
     bookies; one half fills in ~0.3 s at 100 MB/s, which keeps flushes large and sequential."""
+    db_storage_max_throttle_time_ms: int = setting("dbStorage_maxThrottleTimeMs", 10_000, min_value=1)
+    """How long an add may wait for room in a full write cache (its flush running, or failing)
+    before it is refused with TooManyRequests (BookKeeper: 10 000, then
+    OperationRejectedException → ETOOMANYREQUESTS; counted in bookie_rejected_write_requests).
+    Such an add has not reached the journal: refusing it loses nothing acknowledged."""
     db_storage_read_ahead_cache_max_size_mb: int = setting("dbStorage_readAheadCacheMaxSizeMb", 32, min_value=1)
     """Read-ahead cache, split across the ledger dirs (BookKeeper: 25% of direct memory); 32 MB for a laptop."""
     db_storage_read_ahead_cache_batch_size: int = setting("dbStorage_readAheadCacheBatchSize", 100, min_value=0)

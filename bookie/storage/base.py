@@ -61,8 +61,20 @@ class LedgerStorage(ABC):
         return False
 
     @abstractmethod
-    async def admit(self, ledger_id: int, payload_length: int) -> None:
-        """Wait (first come, first served) for room, and reserve it."""
+    async def admit(self, ledger_id: int, payload_length: int, recovery: bool = False,
+                    since: float | None = None) -> None:
+        """Wait (first come, first served) for room, and reserve it. ``since``: when the add
+        arrived (``time.monotonic()``), if it already waited; the storage's bound counts from then.
+
+        Raises:
+            TooManyRequestsError: no room within the storage's bound (dbStorage_maxThrottleTimeMs).
+            BookieReadOnlyError: refused by :meth:`refuse_waiting` (never a ``recovery`` add).
+        """
+
+    def refuse_waiting(self, error: BaseException) -> int:
+        """Refuse the adds waiting in :meth:`admit` with ``error``, recovery adds excepted (the
+        bookie turned read-only); returns how many. The default: nobody waits."""
+        return 0
 
     @abstractmethod
     def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:

@@ -14,7 +14,9 @@ or adds wait for room:
 
 Invariants:
 - at most one checkpoint in flight; a failed one keeps its halves (still readable, still in
-  the journal) and is retried, whole, after :data:`RETRY_DELAY_S`;
+  the journal) and is retried, whole, every :data:`RETRY_DELAY_S` (one timer); one that
+  failed for lack of space also tells :attr:`DbLedgerStorage.no_space_listener`. Adds waiting
+  for room meanwhile are refused after dbStorage_maxThrottleTimeMs (TooManyRequests);
 - blocking work (flush, replay, open, close) never runs on the event loop;
 - the replay at start puts entries into the write cache; a full half is flushed on the spot
   *without* moving the mark (a crash then replays those records again: harmless, an entry
@@ -24,6 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import time
@@ -44,6 +47,9 @@ log = logging.getLogger(__name__)
 
 MB = 1024 * 1024
 RETRY_DELAY_S = 1.0
+FAILURE_LOG_EVERY = 30
+"""While a checkpoint keeps failing, one log line per this many attempts (after the first)."""
+_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 LAST_MARK_MIN_INTERVAL_S = 0.5
 """Under load, the lastMark files are written at most this often (see ``_mark_due``): the
 journals then keep up to this much more to replay after a crash, and are trimmed as often."""
@@ -61,6 +67,7 @@ def settings_from_config(config: BookieConfig) -> StorageSettings:
         log_size_limit=config.log_size_limit,
         flush_entry_log_bytes=config.flush_entrylog_bytes,
         direct_io_entry_logger=config.db_storage_direct_io_entry_logger,
+        max_throttle_s=config.db_storage_max_throttle_time_ms / 1000,
     )
 
 
@@ -88,7 +95,14 @@ class DbLedgerStorage(LedgerStorage):
         self._running: _Checkpointing | None = None
         self._idle: asyncio.Future[None] | None = None
         self._retry: _Checkpointing | None = None
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._failures = 0
+        """Failed attempts of the checkpoint being retried (0 once one completes)."""
         self._flush_requested = False
+        self.no_space_listener: Callable[[], None] | None = None
+        """Called on the loop when a checkpoint failed for lack of space (ENOSPC, EDQUOT): the
+        disk monitor then checks the dirs at once instead of at its next round (BookKeeper's
+        LedgerDirsListener.diskFull), so the bookie turns read-only before more adds pile up."""
         self._timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = EMPTY_CHECKPOINT
         """The latest checkpoint completed (loop side)."""
@@ -137,12 +151,13 @@ class DbLedgerStorage(LedgerStorage):
         """Finish the checkpoint in flight, checkpoint what is left, then release everything."""
         loop = asyncio.get_running_loop()
         self._closing = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._retry_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._retry_timer = None
         if self._loop is not None:
             await self._wait_idle()
-            if self._has_work():
+            if self._retry is not None or self._has_work():
                 self._start_checkpoint()
                 await self._wait_idle()
         await loop.run_in_executor(None, self._close_blocking)
@@ -203,11 +218,11 @@ class DbLedgerStorage(LedgerStorage):
     def _on_timer(self) -> None:
         assert self._loop is not None
         self._timer = self._loop.call_later(self._flush_interval_s, self._on_timer)
-        if self._running is None and self._has_work():
-            self._start_checkpoint()
+        if self._running is None and self._retry is None and self._has_work():
+            self._start_checkpoint()  # a failed checkpoint is retried by its own timer only
 
     def _has_work(self) -> bool:
-        return (self._retry is not None or any(d.has_unflushed_changes for d in self._dirs)
+        return (any(d.has_unflushed_changes for d in self._dirs)
                 or self._source.new_checkpoint() != self._last_checkpoint
                 or self._persisted != self._last_checkpoint)
 
@@ -232,12 +247,12 @@ class DbLedgerStorage(LedgerStorage):
         self._running = None
         error = future.exception() if not future.cancelled() else asyncio.CancelledError()
         if error is None:
+            if self._failures:
+                log.warning("checkpoint %d completed after %d failed attempts", job.sequence, self._failures)
+            self._failures = 0
             self._completed(job)
         else:
-            log.error("checkpoint %d failed, retrying in %.1fs: %r", job.sequence, RETRY_DELAY_S, error)
-            self._retry = job
-            if self._loop is not None and not self._closing:
-                self._loop.call_later(RETRY_DELAY_S, self._retry_now)
+            self._failed(job, error)
         idle, self._idle = self._idle, None
         if idle is not None and not idle.done():
             idle.set_result(None)
@@ -246,7 +261,26 @@ class DbLedgerStorage(LedgerStorage):
             self._flush_requested = False
             self._start_checkpoint(persist_mark=self._mark_due())
 
+    def _failed(self, job: _Checkpointing, error: BaseException) -> None:
+        """Keep the job for one retry after :data:`RETRY_DELAY_S` (its halves stay readable,
+        its records stay in the journal); log the first failure and then every
+        :data:`FAILURE_LOG_EVERY`-th, not one line a second while a disk stays full."""
+        self._failures += 1
+        if self._failures == 1 or self._failures % FAILURE_LOG_EVERY == 0:
+            log.error("checkpoint %d failed (%d attempts so far), retrying every %.1fs: %r", job.sequence,
+                      self._failures, RETRY_DELAY_S, error)
+        self._retry = job
+        if self._loop is None or self._closing:
+            return
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
+        self._retry_timer = self._loop.call_later(RETRY_DELAY_S, self._retry_now)
+        if (isinstance(error, OSError) and error.errno in _NO_SPACE_ERRNOS
+                and self.no_space_listener is not None):
+            self.no_space_listener()
+
     def _retry_now(self) -> None:
+        self._retry_timer = None
         if self._running is None and self._retry is not None and not self._closing:
             self._start_checkpoint()
 
@@ -291,8 +325,12 @@ class DbLedgerStorage(LedgerStorage):
             return False
         return self._dirs[first % self._n].try_admit_all(payload_bytes, entries)
 
-    async def admit(self, ledger_id: int, payload_length: int) -> None:
-        await self._dirs[ledger_id % self._n].admit(payload_length)
+    async def admit(self, ledger_id: int, payload_length: int, recovery: bool = False,
+                    since: float | None = None) -> None:
+        await self._dirs[ledger_id % self._n].admit(payload_length, recovery, since)
+
+    def refuse_waiting(self, error: BaseException) -> int:
+        return sum(directory.refuse_waiting(error) for directory in self._dirs)
 
     def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:
         self._dirs[ledger_id % self._n].cancel_admission(payload_length, entries)

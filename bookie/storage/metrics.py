@@ -39,8 +39,8 @@ THROTTLED_WRITE_REQUESTS = Gauge(
 THROTTLED_WRITE = Histogram("bookie_throttled_write", "Time an add waited for room in the write cache (ms)",
                             buckets=LATENCY_BUCKETS_MS)
 REJECTED_WRITE_REQUESTS = Gauge(
-    "bookie_rejected_write_requests", "Adds refused for lack of write-cache room (monotonic; always 0 here: "
-    "adds wait at admission instead, before the journal)")
+    "bookie_rejected_write_requests", "Adds refused (TooManyRequests) after waiting dbStorage_maxThrottleTimeMs "
+    "for room in the write cache, before the journal (monotonic)")
 
 WRITE_CACHE_SIZE = Gauge("bookie_write_cache_size", "Bytes in the write caches (both halves)")
 WRITE_CACHE_SIZE.set_function(lambda: sum(s.write_cache_size_bytes for s in list(STORAGES)))

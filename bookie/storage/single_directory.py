@@ -61,7 +61,7 @@ from bookie.storage.ledger_metadata_index import LedgerMetadataIndex, LedgerRow
 from bookie.storage.ledger_state import LedgerState
 from bookie.storage.read_cache import ReadCache
 from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
-from minipulsar.errors import NoSuchEntryError, NoSuchLedgerError, ServiceNotReadyError
+from minipulsar.errors import NoSuchEntryError, NoSuchLedgerError, ServiceNotReadyError, TooManyRequestsError
 
 log = logging.getLogger(__name__)
 
@@ -120,10 +120,21 @@ class StorageSettings:
     entry_log_cache_window_bytes: int = ENTRY_LOG_CACHE_WINDOW_BYTES
     """How much of the entry log being written stays in the page cache (negative: all;
     see :mod:`bookie.storage.entry_logger`)."""
+    max_throttle_s: float = 10.0
+    """dbStorage_maxThrottleTimeMs / 1000: an add waits this long at most for room."""
 
     @property
     def half_max_bytes(self) -> int:
         return max(1, self.write_cache_max_bytes // 2)
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    """An add waiting for room in the active half (identity, not value, tells two apart)."""
+
+    future: asyncio.Future[None]
+    size: int
+    recovery: bool
 
 
 @dataclass(slots=True)
@@ -158,7 +169,7 @@ class SingleDirectoryDbLedgerStorage:
         self._flushing = WriteCache()
         self._reserved = 0
         """Bytes admitted (journal write pending) and not yet put into the active half."""
-        self._waiters: collections.deque[tuple[asyncio.Future[None], int]] = collections.deque()
+        self._waiters: collections.deque[_Waiter] = collections.deque()
         self._indexed_entries = 0
         self._read_gate = threading.Condition()
         self._reads_in_flight = 0
@@ -218,26 +229,62 @@ class SingleDirectoryDbLedgerStorage:
         self._reserved += size
         return True
 
-    async def admit(self, payload_length: int) -> None:
-        """Wait (FIFO) until the entry fits, and reserve its room; counted as a throttled write."""
+    async def admit(self, payload_length: int, recovery: bool = False, since: float | None = None) -> None:
+        """Wait (FIFO) until the entry fits, and reserve its room; counted as a throttled write.
+
+        ``since``: when the add arrived (``time.monotonic()``), if it already waited behind
+        others; the bound counts from then.
+
+        Raises:
+            TooManyRequestsError: no room came within ``max_throttle_s`` (the flush is slow or
+                failing): BookKeeper's rejected write. Nothing was journaled.
+            BookieReadOnlyError (or whatever :meth:`refuse_waiting` was given): the bookie
+                turned read-only meanwhile; ``recovery`` adds are not refused that way.
+        """
         if self.try_admit(payload_length):
             return
         metrics.THROTTLED_WRITE_REQUESTS.inc()
         started = time.monotonic()
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        item = (waiter, payload_length + ENTRY_OVERHEAD_BYTES)
+        loop = asyncio.get_running_loop()
+        item = _Waiter(loop.create_future(), payload_length + ENTRY_OVERHEAD_BYTES, recovery)
         self._waiters.append(item)
+        waited_s = started - since if since is not None else 0.0
+        timer = loop.call_later(max(0.0, self.settings.max_throttle_s - waited_s), self._reject, item)
         try:
-            await waiter
+            await item.future
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._reserved -= item[1]  # reserved for us just before the cancellation
-            else:
+            if item.future.done() and not item.future.cancelled():
+                self._reserved -= item.size  # reserved for us just before the cancellation
+            elif item in self._waiters:
                 self._waiters.remove(item)
             self._wake_waiters()
             raise
         finally:
+            timer.cancel()
             metrics.THROTTLED_WRITE.observe((time.monotonic() - started) * 1000)
+
+    def _reject(self, item: _Waiter) -> None:
+        """``max_throttle_s`` passed and the add still waits for room: refuse it."""
+        if item.future.done():
+            return
+        self._waiters.remove(item)
+        metrics.REJECTED_WRITE_REQUESTS.inc()
+        item.future.set_exception(TooManyRequestsError(
+            f"the write cache of {self.directory} had no room for {self.settings.max_throttle_s:g}s "
+            f"(dbStorage_maxThrottleTimeMs): its flush is slow or failing"))
+        self._wake_waiters()  # the next ones may fit now that this one gave up its place
+
+    def refuse_waiting(self, error: BaseException) -> int:
+        """Refuse every add waiting for room with ``error`` (the bookie turned read-only), except
+        recovery adds; returns how many were refused. None of them reached the journal."""
+        refused = [item for item in self._waiters if not item.recovery]
+        for item in refused:
+            self._waiters.remove(item)
+            if not item.future.done():
+                item.future.set_exception(error)
+        if refused:
+            self._wake_waiters()
+        return len(refused)
 
     def cancel_admission(self, payload_length: int, entries: int = 1) -> None:
         """Give back a reservation whose adds will not reach the storage (refused, journal failure)."""
@@ -247,11 +294,11 @@ class SingleDirectoryDbLedgerStorage:
 
     def _wake_waiters(self) -> None:
         waiters = self._waiters
-        while waiters and self._fits(waiters[0][1]):
-            waiter, size = waiters.popleft()
-            if not waiter.done():
-                self._reserved += size
-                waiter.set_result(None)
+        while waiters and self._fits(waiters[0].size):
+            item = waiters.popleft()
+            if not item.future.done():
+                self._reserved += item.size
+                item.future.set_result(None)
 
     @property
     def wants_flush(self) -> bool:

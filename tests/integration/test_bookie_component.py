@@ -23,6 +23,7 @@ from minipulsar.errors import (
     LedgerFencedError,
     NoSuchEntryError,
     NoSuchLedgerError,
+    TooManyRequestsError,
     UnknownServerError,
 )
 from minipulsar.metadata import open_metadata_store
@@ -318,6 +319,94 @@ async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
             await add(conn, 16, 0, payload(16, 0))
         await asyncio.wait_for(stop.wait(), 10)
         assert not service.state.read_only
+    finally:
+        conn.close()
+        await service.stop()
+
+
+def fail_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every flush of a write-cache half from now on fails as on a full ledger disk."""
+    from bookie.storage import single_directory
+
+    def no_space(self, batch) -> None:  # noqa: ANN001
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(single_directory.SingleDirectoryDbLedgerStorage, "flush", no_space)
+
+
+async def _add_all(conn: RawClient, ledger_id: int, entry_ids: range, size: int) -> dict[int, object]:
+    """Send the adds together; every one must be answered (acked or refused) within 30 s."""
+    outcomes = await asyncio.wait_for(asyncio.gather(
+        *(add(conn, ledger_id, i, payload(ledger_id, i, size)) for i in entry_ids), return_exceptions=True), 30)
+    return dict(zip(entry_ids, outcomes))
+
+
+async def _assert_reads_back(conn: RawClient, ledger_id: int, entry_ids: list[int], size: int) -> None:
+    for entry_id in entry_ids:
+        assert await read(conn, ledger_id, entry_id) == [(entry_id, payload(ledger_id, entry_id, size))]
+
+
+async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_loses_no_acked_add(
+        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: a flush that fails for lack of space makes the disk monitor look at once, not at
+    its next round (ten minutes away here): the bookie turns read-only, the adds waiting for
+    write-cache room are answered with BookieReadOnly instead of waiting for a flush that
+    cannot succeed, and every acknowledged add reads back; once space is back, the bookie is
+    writable and the retried flush goes through. Method: a 1 MB write cache, 300 adds of
+    10 KB sent together after flushes start failing with ENOSPC and the usage reads 0.99."""
+    usage = tmp_path / "usage"
+    service = BookieService(bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1",
+                                          diskCheckInterval="600000", minipulsarDiskUsageOverrideFile=str(usage)))
+    await service.start()
+    conn = await connect(RawClient, service.host, service.port)
+    try:
+        before = await _add_all(conn, 17, range(5), 10_000)
+        assert not any(isinstance(o, BaseException) for o in before.values())
+        fail_flushes(monkeypatch)
+        usage.write_text("0.99")  # what statvfs says once the disk is full
+        outcomes = await _add_all(conn, 17, range(5, 305), 10_000)
+        refused = {type(o) for o in outcomes.values() if isinstance(o, BaseException)}
+        assert refused == {BookieReadOnlyError}, refused
+        assert service.state.read_only
+        acked = [*before, *(i for i, o in outcomes.items() if not isinstance(o, BaseException))]
+        await _assert_reads_back(conn, 17, acked, 10_000)
+
+        monkeypatch.undo()
+        usage.write_text("0.5")
+        await service.disk_monitor.check()  # its next round
+        assert not service.state.read_only
+        assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 18, range(100), 10_000)).values())
+        await service.bookie.storage.checkpoint()
+        await _assert_reads_back(conn, 17, acked, 10_000)
+    finally:
+        conn.close()
+        await service.stop()
+
+
+async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_refused(
+        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: dbStorage_maxThrottleTimeMs bounds the wait for write-cache room: with flushes
+    failing while the disk monitor sees no full dir, adds are refused with TooManyRequests
+    (none acknowledged is lost) and the bookie serves on; once a flush works, adds go through."""
+    from bookie.storage import metrics as storage_metrics
+
+    service = BookieService(bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1",
+                                          dbStorage_maxThrottleTimeMs="100"))
+    await service.start()
+    conn = await connect(RawClient, service.host, service.port)
+    try:
+        rejected_before = storage_metrics.REJECTED_WRITE_REQUESTS._value.get()
+        fail_flushes(monkeypatch)
+        outcomes = await _add_all(conn, 19, range(120), 10_000)
+        refused = {type(o) for o in outcomes.values() if isinstance(o, BaseException)}
+        assert refused == {TooManyRequestsError}, refused
+        assert storage_metrics.REJECTED_WRITE_REQUESTS._value.get() > rejected_before
+        assert not service.state.read_only
+        acked = [i for i, o in outcomes.items() if not isinstance(o, BaseException)]
+        await _assert_reads_back(conn, 19, acked, 10_000)
+        monkeypatch.undo()
+        await service.bookie.storage.checkpoint()  # the failed one, retried now
+        assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 20, range(40), 10_000)).values())
     finally:
         conn.close()
         await service.stop()

@@ -4,12 +4,16 @@ bounded admission, waiting for room (throttling), swaps, and the sorted flush.""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+
+import pytest
 
 from bookie.storage import metrics
 from bookie.storage.entry_log import split_location
 from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
 from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
+from minipulsar.errors import BookieReadOnlyError, TooManyRequestsError
 
 KIB = 1024
 
@@ -92,6 +96,47 @@ async def test_a_cancelled_admission_gives_its_room_to_the_next_waiter(tmp_path:
     assert not waiting.done()
     directory.cancel_admission(3 * KIB)  # e.g. the journal refused the first add
     await asyncio.wait_for(waiting, 5)
+    directory.close()
+
+
+async def test_an_add_without_room_within_max_throttle_time_is_refused_and_the_next_one_moves_up(
+        tmp_path: Path) -> None:
+    """Goal: BookKeeper's dbStorage_maxThrottleTimeMs — an add that waited that long for room
+    (the flush slow or failing) is refused with TooManyRequests and counted as rejected, and
+    the add queued behind it is admitted at once if it fits. Method: a 4 KiB half holding
+    3 KiB; a 3 KiB add waits and is refused after 0.2 s; a 100-byte add behind it then fits."""
+    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB,
+                                                                         max_throttle_s=0.2))
+    directory.open()
+    assert directory.try_admit(3 * KIB)
+    directory.add_entry(1, 0, -1, bytes(3 * KIB))
+    rejected_before = metrics.REJECTED_WRITE_REQUESTS._value.get()
+    started = time.monotonic()
+    big = asyncio.ensure_future(directory.admit(3 * KIB))
+    small = asyncio.ensure_future(directory.admit(100))
+    with pytest.raises(TooManyRequestsError, match="dbStorage_maxThrottleTimeMs"):
+        await asyncio.wait_for(big, 5)
+    await asyncio.wait_for(small, 5)
+    assert time.monotonic() - started >= 0.2
+    assert metrics.REJECTED_WRITE_REQUESTS._value.get() == rejected_before + 1
+    directory.close()
+
+
+async def test_refusing_the_waiting_adds_spares_recovery_adds(tmp_path: Path) -> None:
+    """Goal: when the bookie turns read-only the adds waiting for room (not journaled yet) are
+    refused at once, except recovery adds, which ledger recovery needs; those get room later."""
+    directory = _directory(tmp_path, 4 * KIB)
+    assert directory.try_admit(3 * KIB)
+    directory.add_entry(1, 0, -1, bytes(3 * KIB))
+    plain = asyncio.ensure_future(directory.admit(2 * KIB))
+    recovery = asyncio.ensure_future(directory.admit(2 * KIB, recovery=True))
+    await asyncio.sleep(0)
+    assert directory.refuse_waiting(BookieReadOnlyError("read-only")) == 1
+    with pytest.raises(BookieReadOnlyError):
+        await asyncio.wait_for(plain, 5)
+    assert not recovery.done()
+    directory.swap()
+    await asyncio.wait_for(recovery, 5)
     directory.close()
 
 
