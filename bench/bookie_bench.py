@@ -141,6 +141,10 @@ class AddWriter(Connection):
     def entries_sent(self) -> int:
         return self._next_entry
 
+    @property
+    def in_flight(self) -> int:
+        return len(self._sent_at)
+
     def begin(self) -> None:
         self._sending = True
         self._started_ns = time.perf_counter_ns()
@@ -319,7 +323,11 @@ async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, a
     bookie_cpu = (process_cpu_s(bookie.proc.pid) - bookie_cpu0) / elapsed_s * 100
     own_cpu = (_own_cpu_s() - own_cpu0) / elapsed_s * 100
     devices = {window.device: window.stop() for window in disks}
-    await asyncio.wait_for(writer.stop(), DRAIN_TIMEOUT_S)
+    try:
+        await asyncio.wait_for(writer.stop(), DRAIN_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise SystemExit(f"{label}: {writer.in_flight} adds still unanswered {DRAIN_TIMEOUT_S:.0f}s after the "
+                         f"run (see the bookie's log, {bookie.log_path.name})") from None
     result = {
         "label": label,
         "entry_bytes": len(writer.payload),

@@ -124,8 +124,10 @@ class BookieDirs:
 @contextlib.contextmanager
 def bench_dirs(journal_dir: str | None, ledger_dir: str | None, keep: bool = False) -> Iterator[tuple[Path, Path, Path]]:
     """``(journal parent, ledger parent, logs)``: fresh temp dirs inside the given ones (or the
-    system temp dir), removed at the end unless ``keep``; the user's own dirs stay untouched."""
+    system temp dir), removed at the end unless ``keep`` — except the logs of a run that
+    failed; the user's own dirs stay untouched."""
     created: list[Path] = []
+    failed = False
 
     def fresh(parent: str | None, prefix: str) -> Path:
         if parent is not None:
@@ -139,9 +141,15 @@ def bench_dirs(journal_dir: str | None, ledger_dir: str | None, keep: bool = Fal
         ledgers = fresh(ledger_dir, "bench-ledgers-")
         logs = fresh(None, "bench-logs-")
         yield journal, ledgers, logs
+    except BaseException:
+        failed = True
+        raise
     finally:
         if not keep:
             for path in created:
+                if failed and path.name.startswith("bench-logs-"):
+                    print(f"the run failed: the servers' logs are kept in {path}", file=sys.stderr)
+                    continue
                 shutil.rmtree(path, ignore_errors=True)
 
 

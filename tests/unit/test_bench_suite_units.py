@@ -1,18 +1,20 @@
 """Goal: the pure parts of the benchmark suite do what the reports rely on — the SIMULATED disk
 model's spec and timing (bookie/disk_model.py), the peers' RESP parser, the window rule, and
-the headline figures the summary quotes.
+the headline figures the summary quotes, and the bench's temp dirs.
 
 Method: direct calls; timing checks are lower bounds only (a sleep never returns early).
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from bench.common import bench_dirs
 from bench.peers.resp import RedisError, encode, parse
 from bench.suite import report
 from bench.suite.profiles import PROFILES
@@ -117,3 +119,17 @@ def test_a_missing_peer_server_gives_a_reason_to_skip(monkeypatch: pytest.Monkey
     assert "nats-server not found" in nats_jetstream.unavailable_reason()
     config = nats_jetstream.server_config(4222, Path("/data/js"))
     assert "sync_interval: always" in config and "listen: 127.0.0.1:4222" in config
+
+
+def test_a_failed_run_keeps_the_servers_logs_and_drops_its_data(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit), bench_dirs(str(tmp_path / "j"), str(tmp_path / "l")) as (journal, ledgers, logs):
+        (logs / "bookie.log").write_text("why it failed")
+        raise SystemExit("the bookie did not answer")
+    try:
+        assert (logs / "bookie.log").read_text() == "why it failed"
+        assert not journal.exists() and not ledgers.exists()
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+    with bench_dirs(str(tmp_path / "j"), str(tmp_path / "l")) as (_, _, logs):
+        pass
+    assert not logs.exists()
