@@ -12,6 +12,9 @@ In the same run, on the same journal disk, two ceilings:
 - **hop**: ``../shared/tools/hop_ceiling.py run --server journal``: the barest asyncio server
   that only journals (group commit, fdatasync) and acks: the add rate Python can reach at all.
 
+With 64 KiB, two extra figures: the shared-disk ceiling and the bookie's own I/O pattern at
+full speed (:mod:`bench.ceilings`), to tell a disk-bound figure from a pipeline-bound one.
+
 Sketch (2 cores, 1 KiB adds, 1000 in flight): the hop ceiling is ~220k acked msgs/s, ~4.5 µs
 of server CPU per message; a bookie at ratio 0.5 has ~9 µs per add for framing, validation,
 journal record, group commit, storage insert and the answer. A 1 ms group wait at 100k adds/s
@@ -42,7 +45,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.ceilings import fsync_append_ceiling, hop_ceiling, run_in_thread, shared_disk_ceiling  # noqa: E402
+from bench.ceilings import (  # noqa: E402
+    fsync_append_ceiling,
+    hop_ceiling,
+    io_pattern_ceiling,
+    run_in_thread,
+    shared_disk_ceiling,
+)
 from bench.common import (  # noqa: E402
     MB,
     ROOT,
@@ -69,6 +78,7 @@ from minipulsar.protocol.schema import Command  # noqa: E402
 from tests.support.process import ServerProcess  # noqa: E402
 
 KIB = 1024
+MIB = 1024 * KIB
 SIZES = {"1k": 1 * KIB, "64k": 64 * KIB}
 HOP_CEILING = ROOT.parent / "shared" / "tools" / "hop_ceiling.py"
 """``../shared/tools/hop_ceiling.py``: beside the project on every developer machine and in CI."""
@@ -437,7 +447,7 @@ async def catch_up_runs(bookie: ServerProcess, args: argparse.Namespace) -> dict
 # -- ceilings ----------------------------------------------------------------------------------
 
 
-def ceiling_runs(journal_root: Path, args: argparse.Namespace) -> dict[str, Any]:
+def ceiling_runs(journal_root: Path, ledger_root: Path, args: argparse.Namespace) -> dict[str, Any]:
     ceilings: dict[str, Any] = {}
     if args.no_ceilings:
         progress("ceilings skipped (--no-ceilings): no ratios in this run")
@@ -454,6 +464,15 @@ def ceiling_runs(journal_root: Path, args: argparse.Namespace) -> dict[str, Any]
             shared_disk_ceiling, journal_root, SIZES["64k"], args.disk_group_bytes, args.secs, args.disk_file_mb << 20)
         progress(f"shared-disk ceiling 64k: {result['mb_per_s']:,.0f} MB/s journaled "
                  f"(+{result['second_writer_mb_per_s']:,.0f} MB/s by the second writer)")
+        progress("I/O-pattern ceiling 64k: the bookie's direct writes, back to back, in its journal and ledger dirs "
+                 "(extra figure)")
+        ceilings["io_pattern_64k"] = result = run_in_thread(io_pattern_ceiling, journal_root, ledger_root, args.secs,
+                                                            4 * MIB, MIB, 2, args.disk_file_mb << 20)
+        if "skipped" in result:
+            progress(f"I/O-pattern ceiling 64k skipped: {result['skipped']}")
+        else:
+            progress(f"I/O-pattern ceiling 64k: {result['mb_per_s']:,.0f} MB/s (journal "
+                     f"{result['journal_mb_per_s']:,.0f}, entry logs {result['entry_log_mb_per_s']:,.0f})")
     tool = Path(args.hop_ceiling)
     if not tool.exists():
         progress(f"hop ceiling skipped: {tool} not found (../shared is not beside the project)")
@@ -484,7 +503,7 @@ def bookie_settings(sync: bool, args: argparse.Namespace) -> dict[str, Any]:
 def throughput_mode(args: argparse.Namespace) -> dict[str, Any]:
     syncs = {"on": [True], "off": [False], "both": [True, False]}[args.sync]
     with bench_dirs(args.journal_dir, args.ledger_dir, args.keep) as (journal_root, ledger_root, logs):
-        ceilings = ceiling_runs(journal_root, args)
+        ceilings = ceiling_runs(journal_root, ledger_root, args)
         runs: list[dict[str, Any]] = []
         metastore = metastore_process(logs / "metastore-data", logs)
         with running(metastore):
@@ -508,6 +527,7 @@ def throughput_result(ceilings: dict[str, Any], runs: list[dict[str, Any]], args
     hop = ceilings.get("hop", {}).get("msgs_per_s")
     disk_64k, disk_1k = ceilings["disk_64k"].get("mb_per_s"), ceilings["disk_1k"].get("mb_per_s")
     shared_64k = ceilings.get("shared_disk_64k", {}).get("mb_per_s")
+    pattern_64k = ceilings.get("io_pattern_64k", {}).get("mb_per_s")
     return {
         "name": "bookie_bench",
         "mode": "throughput",
@@ -529,6 +549,8 @@ def throughput_result(ceilings: dict[str, Any], runs: list[dict[str, Any]], args
         "ratio_64k_nosync": ratio(off_64k.get("mb_per_s"), disk_64k),
         "shared_disk_fsync_mb_per_s_64k": shared_64k,
         "ratio_64k_shared_disk": ratio(on_64k.get("mb_per_s"), shared_64k),
+        "io_pattern_mb_per_s_64k": pattern_64k,
+        "ratio_64k_io_pattern": ratio(on_64k.get("mb_per_s"), pattern_64k),
         "device_write_mb_per_s_64k": journal_device_write(on_64k),
         "ceilings": ceilings,
         "runs": runs,
@@ -603,6 +625,10 @@ def print_throughput(result: dict[str, Any]) -> None:
         print(f"  extra: ratio_64k_shared_disk = MB/s 64k sync on / journal MB/s beside a second writer = "
               f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['shared_disk_fsync_mb_per_s_64k'], '.1f')} = "
               f"{fmt(result['ratio_64k_shared_disk'], '.2f')}  (journal and ledgers on one disk, as here)")
+    if result.get("io_pattern_mb_per_s_64k"):
+        print(f"  extra: ratio_64k_io_pattern = MB/s 64k sync on / the bookie's own direct-I/O pattern at full speed = "
+              f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['io_pattern_mb_per_s_64k'], '.1f')} = "
+              f"{fmt(result['ratio_64k_io_pattern'], '.2f')}  (its journal and ledger dirs, where they are)")
     if result.get("device_write_mb_per_s_64k"):
         print(f"  the journal's disk wrote {fmt(result['device_write_mb_per_s_64k'], ',.0f')} MB/s during 64k sync on "
               f"(journal, and entry logs when they share it) = "

@@ -6,12 +6,16 @@
   run as a subprocess, its table row parsed;
 - :func:`shared_disk_ceiling` (extra, not one of the issue's two): the same fsync'd append
   loop beside a second writer that appends as many bytes again to another file and syncs
-  them — what a bookie whose journal and ledger dirs share one disk can get at most.
+  them — what a bookie whose journal and ledger dirs share one disk can get at most;
+- :func:`io_pattern_ceiling` (extra): the bookie's own write pattern, direct I/O, issued back
+  to back by threads that do nothing else — journal groups synced in one write each, entry-log
+  chunks from two writers — in the journal and ledger dirs: what the disks give that pattern.
 """
 
 from __future__ import annotations
 
 import math
+import mmap
 import os
 import subprocess
 import sys
@@ -21,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import MB, ROOT
+
+MiB = 1024 * 1024
 
 
 def fsync_append_ceiling(directory: Path, record_bytes: int, group_bytes: int, secs: float,
@@ -134,6 +140,99 @@ def shared_disk_ceiling(directory: Path, record_bytes: int, group_bytes: int, se
         "second_writer_mb_per_s": done["log"] / elapsed_s / MB,
         "groups_per_s": groups / elapsed_s,
     }
+
+
+def io_pattern_ceiling(journal_dir: Path, ledger_dir: Path, secs: float, journal_write_bytes: int = 4 * MiB,
+                       log_chunk_bytes: int = MiB, log_writers: int = 2, file_bytes: int = 256 * MiB) -> dict[str, Any]:
+    """The bookie's 64 KiB write pattern with no Python pipeline in front of it: one thread
+    writes journal groups of ``journal_write_bytes`` with ``O_DIRECT`` + ``RWF_DSYNC`` (write
+    and sync in one call, as the journal does) over a preallocated file, back to back, while
+    ``log_writers`` threads append ``log_chunk_bytes`` ``O_DIRECT`` writes to entry logs that
+    grow (new files, as the flush writes), never more than the journal wrote (an entry is
+    journaled before it is flushed). ``mb_per_s``: the payload rate such a bookie could reach
+    at most, min(journal, entry logs). ``{"skipped": why}`` where a dir refuses ``O_DIRECT``."""
+    o_direct, rwf_dsync = getattr(os, "O_DIRECT", 0), getattr(os, "RWF_DSYNC", 0)
+    file_bytes = max(file_bytes, journal_write_bytes, log_chunk_bytes)
+    if not o_direct or not rwf_dsync:
+        return {"skipped": "no O_DIRECT / RWF_DSYNC here"}
+    journal_path = journal_dir / f"pattern-journal-{os.getpid()}.bin"
+    log_paths = [ledger_dir / f"pattern-log-{i}-{os.getpid()}.bin" for i in range(log_writers)]
+    done = {"journal": 0, "log": 0}
+    lock, stop = threading.Lock(), threading.Event()
+    errors: list[BaseException] = []
+
+    def direct_fd(path: Path) -> int:
+        return os.open(path, os.O_WRONLY | o_direct)
+
+    def log_loop(path: Path) -> None:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            fd, chunk = direct_fd(path), mmap.mmap(-1, log_chunk_bytes)
+            chunk.write(os.urandom(log_chunk_bytes))
+            offset = 0
+            try:
+                while not stop.is_set():
+                    with lock:
+                        allowed = done["log"] + log_chunk_bytes <= done["journal"]
+                        if allowed:
+                            done["log"] += log_chunk_bytes
+                    if not allowed:
+                        time.sleep(0.0002)
+                        continue
+                    if offset + log_chunk_bytes > file_bytes:  # the next entry log: a new file
+                        os.ftruncate(fd, 0)
+                        offset = 0
+                    os.pwritev(fd, [chunk], offset)
+                    offset += log_chunk_bytes
+            finally:
+                os.close(fd)
+        except BaseException as exc:  # re-raised by the caller
+            errors.append(exc)
+            stop.set()
+
+    try:
+        prealloc = os.open(journal_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            zeros = bytes(MiB)
+            for offset in range(0, file_bytes, MiB):
+                os.pwrite(prealloc, zeros, offset)
+            os.fsync(prealloc)
+        finally:
+            os.close(prealloc)
+        try:
+            fd = direct_fd(journal_path)
+        except OSError as exc:
+            return {"skipped": f"{journal_dir}: no O_DIRECT ({exc.strerror})"}
+        group = mmap.mmap(-1, journal_write_bytes)
+        group.write(os.urandom(journal_write_bytes))
+        writers = [threading.Thread(target=log_loop, args=(path,), name="pattern-log") for path in log_paths]
+        for writer in writers:
+            writer.start()
+        started = time.perf_counter()
+        try:
+            offset = 0
+            while time.perf_counter() - started < secs and not stop.is_set():
+                if offset + journal_write_bytes > file_bytes:
+                    offset = 0
+                os.pwritev(fd, [group], offset, rwf_dsync)
+                offset += journal_write_bytes
+                with lock:
+                    done["journal"] += journal_write_bytes
+        finally:
+            stop.set()
+            for writer in writers:
+                writer.join()
+            os.close(fd)
+        elapsed_s = time.perf_counter() - started
+    finally:
+        for path in (journal_path, *log_paths):
+            path.unlink(missing_ok=True)
+    if errors:
+        raise errors[0]
+    journal_mb_s, log_mb_s = done["journal"] / elapsed_s / MB, done["log"] / elapsed_s / MB
+    return {"mb_per_s": min(journal_mb_s, log_mb_s), "journal_mb_per_s": journal_mb_s,
+            "entry_log_mb_per_s": log_mb_s, "journal_write_bytes": journal_write_bytes,
+            "log_chunk_bytes": log_chunk_bytes, "log_writers": log_writers}
 
 
 def run_in_thread(function: Any, *args: Any) -> Any:
