@@ -121,7 +121,10 @@ class StagingBuffers:
             kept, self._free = self._free, {}
         for buffers in kept.values():
             for buffer in buffers:
-                buffer.close()
+                try:
+                    buffer.close()
+                except BufferError:  # a slice still referenced (by a failed write's traceback): freed with it
+                    pass
 
 
 class DirectAppender:

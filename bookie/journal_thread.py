@@ -108,7 +108,10 @@ class JournalThread:
         try:
             self._write_loop()
         finally:
-            self.files.close()
+            try:
+                self.files.close()
+            except Exception as exc:  # closed as far as they could be: stop anyway, or close() would wait forever
+                log.error("journal %s: closing the segments failed: %r", self.directory, exc)
             self._call_on_loop(_set_result, self._stopped, None)
 
     # -- group assembly -------------------------------------------------------------------------

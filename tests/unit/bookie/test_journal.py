@@ -329,3 +329,18 @@ async def test_applied_mark_waits_for_the_loop_not_for_the_fsync(tmp_path: Path,
     await future
     assert journal.applied_mark > before
     await journal.close()
+
+
+async def test_a_journal_whose_files_fail_to_close_still_stops(tmp_path: Path, monkeypatch) -> None:
+    """Goal: close() returns even when closing the segments fails (EIO from a failing disk):
+    the bookie's shutdown must not hang on it."""
+    from bookie import journal_files
+
+    def failing_close(self) -> None:
+        raise OSError(5, "Input/output error")
+
+    journal = Journal(tmp_path, 0, settings())
+    await journal.start()
+    await journal.add_entry(1, 0, -1, b"written")
+    monkeypatch.setattr(journal_files.JournalFiles, "close", failing_close)
+    await asyncio.wait_for(journal.close(), 10)
