@@ -12,8 +12,8 @@ connection then stops reading until every waiting add is admitted (TCP back-pres
 of unbounded buffering). An add that found no write-cache room within
 ``dbStorage_maxThrottleTimeMs`` of its arrival is refused with TooManyRequests (BookKeeper's
 rejected write), and the waiting adds are refused with BookieReadOnly once the bookie turns
-read-only: none of them reached the journal. Reads and fencing run as tasks: they wait for the disk or for a
-durable fence record.
+read-only: none of them reached the journal. Reads and fencing run as tasks: they wait for
+the disk or for a durable fence record.
 
 While the bookie is read-only (every ledger dir full, or a journal failed: see
 :mod:`bookie.state`) adds are refused with BookieReadOnly before they reach the journal —
@@ -38,7 +38,7 @@ from bookie.bookie import Bookie
 from bookie.journal_format import INT64_MAX
 from bookie.load import BookieLoad
 from bookie.state import BookieState
-from minipulsar.errors import BookieReadOnlyError, InvalidCommand
+from minipulsar.errors import InvalidCommand
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses
 from minipulsar.protocol.commands import (
@@ -116,8 +116,7 @@ class BookieConnection(ServerConnection):
         if self.state.read_only:
             refused = [cmd for cmd in adds if not cmd.recovery]
             if refused:
-                self.adds_done(refused, started,
-                               BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: {self.state.reason}"))
+                self.adds_done(refused, started, self.state.refusal(self.bookie_id))
                 adds = [cmd for cmd in adds if cmd.recovery]
         if not adds:
             return
@@ -144,7 +143,7 @@ class BookieConnection(ServerConnection):
                 cmd, started = waiting[0]
                 try:
                     if state.read_only and not cmd.recovery:  # turned read-only while it waited
-                        raise BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: {state.reason}")
+                        raise state.refusal(self.bookie_id)
                     await self.bookie.add_when_admitted(cmd, self, started)
                 except Exception as error:
                     self.add_done(cmd, started, error)

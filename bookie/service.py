@@ -41,7 +41,7 @@ from bookie.server import BookieConnection
 from bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
 from bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
-from minipulsar.errors import BookieReadOnlyError, ServiceNotReadyError
+from minipulsar.errors import ServiceNotReadyError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net.server import Listener
@@ -167,8 +167,7 @@ class BookieService:
             log.warning("bookie %s is now read-only (%s): adds are refused, reads served", self.bookie_id, reason)
             # Adds waiting for write-cache room have not reached the journal: refuse them now
             # rather than after dbStorage_maxThrottleTimeMs (the flush may be what failed).
-            refused = self.bookie.storage.refuse_waiting(
-                BookieReadOnlyError(f"bookie {self.bookie_id} is read-only: {reason}"))
+            refused = self.bookie.storage.refuse_waiting(self.state.refusal(self.bookie_id))
             if refused:
                 log.warning("refused %d adds that were waiting for write-cache room", refused)
         else:

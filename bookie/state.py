@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from minipulsar.errors import BookieReadOnlyError
+
 LEDGER_DIRS_FULL = "every ledger dir is above diskUsageThreshold"
 
 
@@ -40,6 +42,10 @@ class BookieState:
     def reason(self) -> str:
         """Every cause, for error messages and logs ("" while writable)."""
         return "; ".join(self.causes)
+
+    def refusal(self, bookie_id: str) -> BookieReadOnlyError:
+        """The error an add refused for being read-only gets, saying why."""
+        return BookieReadOnlyError(f"bookie {bookie_id} is read-only: {self.reason}")
 
     def set_cause(self, cause: str, holds: bool) -> None:
         if holds:

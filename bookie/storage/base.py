@@ -19,6 +19,7 @@ from, replayed records go in through :meth:`replay_entry` / :meth:`fence`, and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 from bookie.storage.checkpoint import Checkpoint
 from bookie.storage.ledger_state import LedgerState
@@ -26,6 +27,11 @@ from bookie.storage.ledger_state import LedgerState
 
 class LedgerStorage(ABC):
     """Entries and per-ledger state. Methods run on the event loop unless they say otherwise."""
+
+    no_space_listener: Callable[[], None] | None = None
+    """Called on the loop when a flush failed for lack of space (ENOSPC, EDQUOT): the disk
+    monitor then checks the dirs at once instead of at its next round (BookKeeper's
+    LedgerDirsListener.diskFull), so the bookie turns read-only before more adds pile up."""
 
     # -- start-up and shutdown ----------------------------------------------------------------
 

@@ -99,10 +99,6 @@ class DbLedgerStorage(LedgerStorage):
         self._failures = 0
         """Failed attempts of the checkpoint being retried (0 once one completes)."""
         self._flush_requested = False
-        self.no_space_listener: Callable[[], None] | None = None
-        """Called on the loop when a checkpoint failed for lack of space (ENOSPC, EDQUOT): the
-        disk monitor then checks the dirs at once instead of at its next round (BookKeeper's
-        LedgerDirsListener.diskFull), so the bookie turns read-only before more adds pile up."""
         self._timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = EMPTY_CHECKPOINT
         """The latest checkpoint completed (loop side)."""
