@@ -624,7 +624,7 @@ def print_throughput(result: dict[str, Any]) -> None:
     if result.get("shared_disk_fsync_mb_per_s_64k"):
         print(f"  extra: ratio_64k_shared_disk = MB/s 64k sync on / journal MB/s beside a second writer = "
               f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['shared_disk_fsync_mb_per_s_64k'], '.1f')} = "
-              f"{fmt(result['ratio_64k_shared_disk'], '.2f')}  (journal and ledgers on one disk, as here)")
+              f"{fmt(result['ratio_64k_shared_disk'], '.2f')}  (both writers on the journal's disk)")
     if result.get("io_pattern_mb_per_s_64k"):
         print(f"  extra: ratio_64k_io_pattern = MB/s 64k sync on / the bookie's own direct-I/O pattern at full speed = "
               f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['io_pattern_mb_per_s_64k'], '.1f')} = "
