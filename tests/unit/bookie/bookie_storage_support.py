@@ -70,6 +70,16 @@ async def read_all(bookie: Bookie, ledger_id: int, first: int, count: int) -> li
 def crash_image(root: Path) -> Path:
     """Copy every dir of a running, idle bookie: what a SIGKILL at this instant leaves on disk
     (everything written is in the page cache, which a process crash does not lose)."""
-    image = root.parent / f"{root.name}-image-{next(_images)}"
-    shutil.copytree(root, image)
-    return image
+    for _ in range(20):
+        image = root.parent / f"{root.name}-image-{next(_images)}"
+        try:
+            shutil.copytree(root, image)
+            return image
+        except shutil.Error as error:
+            # A journal helper thread renamed or deleted a file while it was being copied (a
+            # recycled segment taken for the next one, a trimmed one): not an instant's
+            # picture. Copy again; anything else is a real error.
+            if not all("No such file or directory" in str(why) for _src, _dst, why in error.args[0]):
+                raise
+            shutil.rmtree(image, ignore_errors=True)
+    raise AssertionError(f"{root} kept changing while it was copied")
