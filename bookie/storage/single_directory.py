@@ -278,8 +278,8 @@ class SingleDirectoryDbLedgerStorage:
         """Refuse every add waiting for room with ``error`` (the bookie turned read-only), except
         recovery adds; returns how many were refused. None of them reached the journal."""
         refused = [item for item in self._waiters if not item.recovery]
+        self._waiters = collections.deque(item for item in self._waiters if item.recovery)
         for item in refused:
-            self._waiters.remove(item)
             if not item.future.done():
                 item.future.set_exception(error)
         if refused:
