@@ -8,15 +8,23 @@ or adds wait for room:
 1. on the loop, in one callback: capture the checkpoint (each journal's applied mark) and swap
    every dir's halves — so every record before a mark is in a half being flushed, or earlier;
 2. on the flush thread: each dir writes its half sorted into entry logs, fsyncs them, and
-   commits the locations in one index transaction; then ``lastMark`` is written atomically in
-   every dir, and the journals delete their segments wholly before it;
+   commits the locations in one index transaction; then, if every dir's flush succeeded,
+   ``lastMark`` is written atomically in every dir, and the journals delete their segments
+   wholly before it;
 3. on the loop: the flushed halves are dropped; if more is due, the next checkpoint starts.
 
 Invariants:
-- at most one checkpoint in flight; a failed one keeps its halves (still readable, still in
-  the journal) and is retried, whole, every :data:`RETRY_DELAY_S` (one timer); one that
-  failed for lack of space also tells :attr:`DbLedgerStorage.no_space_listener`. Adds waiting
-  for room meanwhile are refused after dbStorage_maxThrottleTimeMs (TooManyRequests);
+- at most one checkpoint in flight, and the dirs flush independently within it: a dir whose
+  flush failed keeps its half (still readable, still in the journal) and retries that half
+  alone, every :data:`RETRY_DELAY_S` (one timer), while the other dirs go on swapping and
+  flushing theirs — as BookKeeper's per-dir storages do, so one full ledger disk does not stop
+  the adds to the ledgers of the others. A half that was flushed is never written again;
+- the mark moves only with a checkpoint in which every dir swapped its active half and every
+  flush succeeded: while a dir retries an old half, its active one holds records before any
+  newer mark, so the journals keep them;
+- a flush that failed for lack of space tells :attr:`DbLedgerStorage.no_space_listener`. Adds
+  to that dir's ledgers waiting for room are refused after dbStorage_maxThrottleTimeMs
+  (TooManyRequests);
 - blocking work (flush, replay, open, close) never runs on the event loop;
 - the replay at start puts entries into the write cache; a full half is flushed on the spot
   *without* moving the mark (a crash then replays those records again: harmless, an entry
@@ -32,7 +40,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from bookie.storage import metrics
@@ -75,18 +83,33 @@ def settings_from_config(config: BookieConfig) -> StorageSettings:
 class _Checkpointing:
     sequence: int
     checkpoint: Checkpoint
-    batches: list[FlushBatch]
+    batches: list[FlushBatch | None]
+    """Per dir: the half to flush (its active one just swapped, or one whose flush failed,
+    retried), or None (a failed half not due for its retry yet)."""
+    complete: bool
+    """Every dir swapped its active half for this checkpoint: once all of them are flushed,
+    everything before ``checkpoint`` is in the entry logs, and the mark may move."""
+    retried: bool = False
+    """Some of ``batches`` are halves whose flush failed before."""
     persist_mark: bool = True
     """False for a flush the write cache asked for within :data:`LAST_MARK_MIN_INTERVAL_S` of
     the last persisted mark: the data is flushed, the lastMark files are left for a later one."""
+    flushed: list[bool] = field(default_factory=list)
+    """Per dir, set on the flush thread: its batch is in the entry logs and indexed."""
+    errors: list[BaseException] = field(default_factory=list)
+    """The dirs' flush failures, then the lastMark write's (set on the flush thread)."""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.errors)
 
 
 class DbLedgerStorage(LedgerStorage):
     def __init__(self, config: BookieConfig, checkpoint_source: CheckpointSource,
                  settings: StorageSettings | None = None) -> None:
         settings = settings or settings_from_config(config)
-        self._dirs = [SingleDirectoryDbLedgerStorage(d, settings, self.request_flush)
-                      for d in LedgerDirs(config.ledger_dirs).current_dirs]
+        self._dirs = [SingleDirectoryDbLedgerStorage(d, settings, functools.partial(self._dir_wants_flush, index))
+                      for index, d in enumerate(LedgerDirs(config.ledger_dirs).current_dirs)]
         self._n = len(self._dirs)
         self._source = checkpoint_source
         self._flush_interval_s = config.flush_interval_ms / 1000
@@ -94,10 +117,13 @@ class DbLedgerStorage(LedgerStorage):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running: _Checkpointing | None = None
         self._idle: asyncio.Future[None] | None = None
-        self._retry: _Checkpointing | None = None
+        self._unflushed: list[FlushBatch | None] = [None] * self._n
+        """Per dir: the half whose flush failed, kept until a retry writes it."""
+        self._retry_due = False
+        """The retry timer fired: the next checkpoint retries the failed halves."""
         self._retry_timer: asyncio.TimerHandle | None = None
         self._failures = 0
-        """Failed attempts of the checkpoint being retried (0 once one completes)."""
+        """Checkpoints that failed since the mark last moved."""
         self._flush_requested = False
         self._timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = EMPTY_CHECKPOINT
@@ -135,8 +161,10 @@ class DbLedgerStorage(LedgerStorage):
             directory.flush_completed(batch)
 
     def replay_completed(self, checkpoint: Checkpoint) -> None:
-        job = _Checkpointing(0, checkpoint, [directory.swap() for directory in self._dirs])
+        job = _Checkpointing(0, checkpoint, [directory.swap() for directory in self._dirs], complete=True)
         self._flush_blocking(job)
+        if job.failed:
+            raise job.errors[0]
         self._completed(job)
 
     async def start(self) -> None:
@@ -153,9 +181,14 @@ class DbLedgerStorage(LedgerStorage):
         self._timer = self._retry_timer = None
         if self._loop is not None:
             await self._wait_idle()
-            if self._retry is not None or self._has_work():
-                self._start_checkpoint()
+            for _ in range(2):  # the failed halves first, if any; then the rest
+                if not (self._has_failed_halves or self._has_work()):
+                    break
+                self._start_checkpoint(retry_failed=True)
+                job = self._running
                 await self._wait_idle()
+                if job is None or job.failed or job.complete:
+                    break
         await loop.run_in_executor(None, self._close_blocking)
 
     async def _wait_idle(self) -> None:
@@ -177,12 +210,15 @@ class DbLedgerStorage(LedgerStorage):
         """
         assert self._loop is not None and not self._closing, "storage not serving"
         await self._wait_idle()
-        self._start_checkpoint()
-        job = self._running
-        await self._wait_idle()
-        if self._retry is job:
-            raise RuntimeError(f"checkpoint {job.sequence} failed")
-        return job.checkpoint
+        while True:  # at most twice: the failed halves retried first leave the mark where it is
+            self._start_checkpoint(retry_failed=True)
+            job = self._running
+            assert job is not None
+            await self._wait_idle()
+            if job.failed:
+                raise RuntimeError(f"checkpoint {job.sequence} failed: {job.errors[0]!r}")
+            if job.complete:
+                return job.checkpoint
 
     async def run_exclusive(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking ``fn(*args)`` on the flush thread: garbage collection's index and
@@ -197,13 +233,20 @@ class DbLedgerStorage(LedgerStorage):
 
     def request_flush(self) -> None:
         """A dir's active half is full or adds wait for room: checkpoint now, or right after
-        the one in flight."""
+        the one in flight (a dir whose last flush failed waits for its retry)."""
         if self._loop is None or self._closing:
             return  # replay (flushes inline) or shutdown (close() does the last checkpoint)
-        if self._running is not None or self._retry is not None:
+        if self._running is not None:
             self._flush_requested = True
             return
         self._start_checkpoint(persist_mark=self._mark_due())
+
+    def _dir_wants_flush(self, index: int) -> None:
+        """Dir ``index`` asks for a flush: not while its last one failed (its half is retried
+        by the timer; a checkpoint now could not swap it, and adds arriving there would start
+        one after another)."""
+        if self._unflushed[index] is None:
+            self.request_flush()
 
     def _mark_due(self) -> bool:
         """Whether a flush the write cache asked for also writes the lastMark files: at most
@@ -214,90 +257,128 @@ class DbLedgerStorage(LedgerStorage):
     def _on_timer(self) -> None:
         assert self._loop is not None
         self._timer = self._loop.call_later(self._flush_interval_s, self._on_timer)
-        if self._running is None and self._retry is None and self._has_work():
-            self._start_checkpoint()  # a failed checkpoint is retried by its own timer only
+        if self._running is None and self._has_work():
+            self._start_checkpoint()  # failed halves wait for their own timer
 
     def _has_work(self) -> bool:
         return (any(d.has_unflushed_changes for d in self._dirs)
                 or self._source.new_checkpoint() != self._last_checkpoint
                 or self._persisted != self._last_checkpoint)
 
-    def _start_checkpoint(self, persist_mark: bool = True) -> None:
+    @property
+    def _has_failed_halves(self) -> bool:
+        return any(batch is not None for batch in self._unflushed)
+
+    def _start_checkpoint(self, persist_mark: bool = True, retry_failed: bool = False) -> None:
         assert self._loop is not None and self._running is None
-        job = self._retry or self._capture(persist_mark)
-        self._retry = None
+        job = self._capture(persist_mark, retry_failed or self._retry_due)
         self._running = job
         self._idle = self._loop.create_future()
         future = self._loop.run_in_executor(self._executor, self._flush_blocking, job)
         future.add_done_callback(functools.partial(self._checkpoint_done, job))
 
-    def _capture(self, persist_mark: bool = True) -> _Checkpointing:
-        """The checkpoint, and the halves holding everything before it: one loop callback."""
+    def _capture(self, persist_mark: bool, retry_failed: bool) -> _Checkpointing:
+        """The checkpoint, and the halves holding everything before it: one loop callback. A
+        dir whose last flush failed swaps nothing; its failed half comes along if ``retry_failed``."""
         checkpoint = self._source.new_checkpoint()
-        batches = [directory.swap() for directory in self._dirs]
+        if retry_failed:
+            self._retry_due = False
+        batches = [directory.swap() if failed is None else failed if retry_failed else None
+                   for directory, failed in zip(self._dirs, self._unflushed)]
         self._sequence += 1
-        return _Checkpointing(self._sequence, checkpoint, batches, persist_mark)
+        return _Checkpointing(self._sequence, checkpoint, batches, complete=not self._has_failed_halves,
+                              retried=retry_failed and self._has_failed_halves, persist_mark=persist_mark)
 
     def _checkpoint_done(self, job: _Checkpointing, future: asyncio.Future) -> None:
         assert self._running is job
         self._running = None
-        error = future.exception() if not future.cancelled() else asyncio.CancelledError()
-        if error is None:
+        if future.cancelled() or future.exception() is not None:  # a bug, or the executor shut down
+            job.errors.append(asyncio.CancelledError() if future.cancelled() else future.exception())
+        for index, (directory, batch) in enumerate(zip(self._dirs, job.batches)):
+            if batch is None:
+                continue
+            if index < len(job.flushed) and job.flushed[index]:
+                directory.flush_completed(batch)
+                self._unflushed[index] = None
+            else:
+                self._unflushed[index] = batch
+        if job.failed:
+            self._failed(job)
+        elif job.complete:
             if self._failures:
-                log.warning("checkpoint %d completed after %d failed attempts", job.sequence, self._failures)
+                log.warning("checkpoint %d completed after %d failed", job.sequence, self._failures)
             self._failures = 0
-            self._completed(job)
-        else:
-            self._failed(job, error)
+            self._last_checkpoint = job.checkpoint
+            metrics.CHECKPOINTS.inc()
+        elif job.retried:  # failed halves written: the checkpoint that can move the mark comes next
+            self._flush_requested = True
         idle, self._idle = self._idle, None
         if idle is not None and not idle.done():
             idle.set_result(None)
-        if error is None and not self._closing and (
-                self._flush_requested or any(d.wants_flush for d in self._dirs)):
+        if not self._closing and (self._flush_requested or any(
+                d.wants_flush for d, failed in zip(self._dirs, self._unflushed) if failed is None)):
             self._flush_requested = False
             self._start_checkpoint(persist_mark=self._mark_due())
 
-    def _failed(self, job: _Checkpointing, error: BaseException) -> None:
-        """Keep the job for one retry after :data:`RETRY_DELAY_S` (its halves stay readable,
-        its records stay in the journal); log the first failure and then every
+    def _failed(self, job: _Checkpointing) -> None:
+        """Keep the failed halves for a retry after :data:`RETRY_DELAY_S` (they stay readable,
+        their records stay in the journal); log the first failure and then every
         :data:`FAILURE_LOG_EVERY`-th, not one line a second while a disk stays full."""
         self._failures += 1
         if self._failures == 1 or self._failures % FAILURE_LOG_EVERY == 0:
-            log.error("checkpoint %d failed (%d attempts so far), retrying every %.1fs: %r", job.sequence,
-                      self._failures, RETRY_DELAY_S, error)
-        self._retry = job
+            failed_dirs = [str(d.directory) for d, b in zip(self._dirs, self._unflushed) if b is not None]
+            log.error("checkpoint %d failed (%d since the mark last moved), retrying every %.1fs; "
+                      "dirs with a failed flush: %s: %r", job.sequence, self._failures, RETRY_DELAY_S,
+                      failed_dirs or "none", job.errors[0])
         if self._loop is None or self._closing:
             return
-        if self._retry_timer is not None:
-            self._retry_timer.cancel()
-        self._retry_timer = self._loop.call_later(RETRY_DELAY_S, self._retry_now)
-        if (isinstance(error, OSError) and error.errno in _NO_SPACE_ERRNOS
+        if self._retry_timer is None:
+            self._retry_timer = self._loop.call_later(RETRY_DELAY_S, self._retry_now)
+        if (any(isinstance(e, OSError) and e.errno in _NO_SPACE_ERRNOS for e in job.errors)
                 and self.no_space_listener is not None):
             self.no_space_listener()
 
     def _retry_now(self) -> None:
         self._retry_timer = None
-        if self._running is None and self._retry is not None and not self._closing:
+        if self._closing:
+            return
+        self._retry_due = True
+        if self._running is None:
             self._start_checkpoint()
+        else:
+            self._flush_requested = True
 
     def _completed(self, job: _Checkpointing) -> None:
+        """Replay only: every batch flushed, the mark written."""
         for directory, batch in zip(self._dirs, job.batches):
-            directory.flush_completed(batch)
+            if batch is not None:
+                directory.flush_completed(batch)
         self._last_checkpoint = job.checkpoint
         metrics.CHECKPOINTS.inc()
 
     # -- checkpoints (flush thread) ----------------------------------------------------------------
 
     def _flush_blocking(self, job: _Checkpointing) -> None:
+        """Flush each dir's batch (one failing leaves the others flushed), then write the mark
+        if it may move. Never raises for a dir: the outcome is in ``job.flushed`` and
+        ``job.errors``."""
         started = time.monotonic()
-        entries = sum(len(batch.cache) for batch in job.batches)
-        size = sum(batch.cache.size_bytes for batch in job.batches)
-        log.debug("checkpoint %d started: %d entries, %d bytes, mark %s", job.sequence, entries, size,
+        batches = [batch for batch in job.batches if batch is not None]
+        log.debug("checkpoint %d started: %d entries, %d bytes, mark %s", job.sequence,
+                  sum(len(batch.cache) for batch in batches), sum(batch.cache.size_bytes for batch in batches),
                   job.checkpoint)
-        for directory, batch in zip(self._dirs, job.batches):
-            if batch.cache or batch.ledgers:
-                directory.flush(batch)
-        if job.checkpoint != self._persisted and job.persist_mark:
+        job.flushed = [False] * len(job.batches)
+        for index, (directory, batch) in enumerate(zip(self._dirs, job.batches)):
+            if batch is None:
+                continue
+            try:
+                if batch.cache or batch.ledgers:
+                    directory.flush(batch)
+            except Exception as exc:  # OSError mostly (ENOSPC, EIO); the other dirs flush on
+                job.errors.append(exc)
+                continue
+            job.flushed[index] = True
+        if not job.failed and job.complete and job.checkpoint != self._persisted and job.persist_mark:
             for directory in self._dirs:
                 directory.write_last_mark(job.checkpoint)
             self._persisted = job.checkpoint
@@ -305,7 +386,7 @@ class DbLedgerStorage(LedgerStorage):
             self._source.checkpoint_complete(job.checkpoint)
         metrics.FLUSH.observe((time.monotonic() - started) * 1000)
         log.debug("checkpoint %d done in %.1f ms: entry logs %s, mark %s", job.sequence,
-                  (time.monotonic() - started) * 1000, sorted({i for b in job.batches for i in b.logs}),
+                  (time.monotonic() - started) * 1000, sorted({i for b in batches for i in b.logs}),
                   job.checkpoint)
 
     # -- adds, fences, reads: routed to the ledger's dir --------------------------------------------
@@ -325,7 +406,7 @@ class DbLedgerStorage(LedgerStorage):
                     since: float | None = None) -> None:
         await self._dirs[ledger_id % self._n].admit(payload_length, recovery, since)
 
-    def refuse_waiting(self, error: BaseException) -> int:
+    def refuse_waiting(self, error: Callable[[], BaseException]) -> int:
         return sum(directory.refuse_waiting(error) for directory in self._dirs)
 
     def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:

@@ -397,7 +397,10 @@ async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_ref
     try:
         rejected_before = storage_metrics.REJECTED_WRITE_REQUESTS._value.get()
         fail_flushes(monkeypatch)
+        started = service.bookie.storage._sequence
         outcomes = await _add_all(conn, 19, range(120), 10_000)
+        # The adds knocking at the failed dir start no checkpoint each: its retry timer (1 s) does.
+        assert service.bookie.storage._sequence - started <= 5
         refused = {type(o) for o in outcomes.values() if isinstance(o, BaseException)}
         assert refused == {TooManyRequestsError}, refused
         assert storage_metrics.REJECTED_WRITE_REQUESTS._value.get() > rejected_before
@@ -407,6 +410,67 @@ async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_ref
         monkeypatch.undo()
         await service.bookie.storage.checkpoint()  # the failed one, retried now
         assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 20, range(40), 10_000)).values())
+    finally:
+        conn.close()
+        await service.stop()
+
+
+async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_nor_its_acked_adds(
+        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Goal: with two ledger dirs, one whose flushes fail (ENOSPC, the disk monitor not seeing
+    it full) stops neither the adds to the other dir's ledgers nor that dir's flushes, as
+    BookKeeper's per-dir storages; the mark stays put (the journal keeps every record the
+    failed dir has not flushed) until the failed dir flushes again, no half is written twice,
+    and every acked add reads back. Method: a 1 MB write cache over two dirs,
+    dbStorage_maxThrottleTimeMs 100, the flushes of ``ledgers-0`` failing; ledger 20 lives
+    there, ledger 21 in ``ledgers-1``."""
+    from bookie.storage import single_directory
+
+    service = BookieService(bookie_config(
+        tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100",
+        ledgerDirectories=f"{tmp_path}/ledgers-0,{tmp_path}/ledgers-1"))
+    await service.start()
+    storage = service.bookie.storage
+    conn = await connect(RawClient, service.host, service.port)
+    flush = single_directory.SingleDirectoryDbLedgerStorage.flush
+    flushed: dict[str, list[object]] = {"ledgers-0": [], "ledgers-1": []}
+    """Per dir, the halves flushed (kept alive, so that their ids stay distinct)."""
+
+    def flush_or_fail(self, batch) -> None:  # noqa: ANN001
+        name = self.directory.parent.name
+        if name == "ledgers-0":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        flush(self, batch)
+        flushed[name].append(batch.cache)
+
+    try:
+        assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 20, range(5), 10_000)).values())
+        mark = await storage.checkpoint()
+        monkeypatch.setattr(single_directory.SingleDirectoryDbLedgerStorage, "flush", flush_or_fail)
+        failed_dir = await _add_all(conn, 20, range(5, 105), 10_000)
+        other_dir = await _add_all(conn, 21, range(300), 10_000)
+
+        assert not any(isinstance(o, BaseException) for o in other_dir.values())  # 3 MB: many flushes
+        assert len(flushed["ledgers-1"]) >= 4
+        refused = {type(o) for o in failed_dir.values() if isinstance(o, BaseException)}
+        assert refused == {TooManyRequestsError}, refused
+        assert storage.last_checkpoint == mark
+        assert not service.state.read_only
+        acked = [*range(5), *(i for i, o in failed_dir.items() if not isinstance(o, BaseException))]
+        await _assert_reads_back(conn, 20, acked, 10_000)
+        await _assert_reads_back(conn, 21, list(range(300)), 10_000)
+
+        monkeypatch.setattr(single_directory.SingleDirectoryDbLedgerStorage, "flush",
+                            lambda self, batch: (flush(self, batch),
+                                                 flushed[self.directory.parent.name].append(batch.cache)))
+        assert (await storage.checkpoint()) != mark
+        assert storage.last_checkpoint != mark
+        assert flushed["ledgers-0"]
+        assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 20, range(105, 145), 10_000)).values())
+        for halves in flushed.values():
+            assert len(halves) == len(set(map(id, halves))), "a half was flushed twice"
+        await _assert_reads_back(conn, 20, acked, 10_000)
+        await _assert_reads_back(conn, 21, list(range(300)), 10_000)
     finally:
         conn.close()
         await service.stop()
