@@ -145,12 +145,15 @@ class DirectAppender:
 
     def __init__(self, fd: int, position: int, read_fd: int, staging_bytes: int = STAGING_BYTES, *,
                  background_writes: bool = False, name: str = "direct-writer",
-                 staging: StagingBuffers | None = None) -> None:
+                 staging: StagingBuffers | None = None,
+                 writers: concurrent.futures.Executor | None = None) -> None:
         """``fd``: from :func:`open_direct` (owned: :meth:`close` closes it). ``position``: the
         end of the data; the partial block before it is read back through ``read_fd`` (a
         buffered descriptor of the same file) so the next write can rewrite it.
         ``staging``: where the staging buffers come from and go back to on :meth:`close`
-        (default: new ones, unmapped on close)."""
+        (default: new ones, unmapped on close). ``writers``: with ``background_writes``, the
+        threads that write (shared by the appenders that follow one another, left running on
+        :meth:`close`; default: :data:`BACKGROUND_WRITERS` of its own, stopped on close)."""
         self._fd = fd
         if background_writes:
             staging_bytes, count = BACKGROUND_BUFFER_BYTES, BACKGROUND_BUFFERS
@@ -164,7 +167,8 @@ class DirectAppender:
         """Per staging buffer: its write in progress on the writer thread, if any."""
         self._index = 0
         self._view = self._views[0]
-        self._executor = concurrent.futures.ThreadPoolExecutor(BACKGROUND_WRITERS, thread_name_prefix=name) \
+        self._owns_executor = background_writes and writers is None
+        self._executor = (writers or concurrent.futures.ThreadPoolExecutor(BACKGROUND_WRITERS, thread_name_prefix=name)) \
             if background_writes else None
         self._base = position - position % BLOCK_BYTES
         """File offset of the current staging buffer's first byte (a block boundary)."""
@@ -282,7 +286,10 @@ class DirectAppender:
         """Close, after any write in progress (its error, if any, is dropped: the caller is
         abandoning or has flushed the file)."""
         if self._executor is not None:
-            self._executor.shutdown(wait=True)
+            if self._owns_executor:
+                self._executor.shutdown(wait=True)
+            else:  # the staging buffers go back only once nothing writes from them
+                concurrent.futures.wait([write for write in self._writes if write is not None])
             self._executor = None
         self._writes = [None] * len(self._writes)
         if self._fd >= 0:

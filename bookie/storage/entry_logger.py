@@ -28,13 +28,14 @@ Invariants:
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import logging
 import os
 import threading
 from pathlib import Path
 
-from bookie.direct_io import BACKGROUND_BUFFERS, DirectAppender, StagingBuffers, open_direct
+from bookie.direct_io import BACKGROUND_BUFFERS, BACKGROUND_WRITERS, DirectAppender, StagingBuffers, open_direct
 from bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache, fsync_directory
 from bookie.storage.entry_log import (
     LOG_HEADER_SIZE,
@@ -107,6 +108,8 @@ class EntryLogWriter:
         self._direct: DirectAppender | None = None
         self._staging = StagingBuffers(keep=BACKGROUND_BUFFERS)
         """The direct writes' staging buffers, handed from each log to the next."""
+        self._writers: concurrent.futures.ThreadPoolExecutor | None = None
+        """The direct writes' threads, shared by the logs (started with the first one)."""
         self._dropped = 0
         """The current log's pages below this offset were dropped from the page cache."""
         self.log_id = next_log_id - 1
@@ -221,7 +224,7 @@ class EntryLogWriter:
         self.flush()
         if self.cache_window_bytes >= 0 and self._direct is None:
             drop_from_page_cache(self._fd, 0, 0)  # the whole log: the window moves to the next one
-        self.close()
+        self._close_log()
         self._create(self.log_id + 1)
 
     def _create(self, log_id: int) -> None:
@@ -233,9 +236,11 @@ class EntryLogWriter:
             os.fsync(fd)
             fsync_directory(self.directory)
             if self.direct_io and (direct_fd := open_direct(path)) >= 0:
+                if self._writers is None:
+                    self._writers = concurrent.futures.ThreadPoolExecutor(
+                        BACKGROUND_WRITERS, thread_name_prefix=f"entry-log-writer-{self.directory.parent.name}")
                 self._direct = DirectAppender(direct_fd, LOG_HEADER_SIZE, fd, background_writes=True,
-                                              name=f"entry-log-writer-{self.directory.parent.name}",
-                                              staging=self._staging)
+                                              staging=self._staging, writers=self._writers)
         except BaseException:
             os.close(fd)
             if direct_fd >= 0 and self._direct is None:
@@ -259,11 +264,18 @@ class EntryLogWriter:
         self._unsynced = False
         self._unsynced_bytes = 0
         try:
-            self.close()
+            self._close_log()
         except OSError:
             self._fd = -1
 
     def close(self) -> None:
+        """Close the current log and stop the writer threads."""
+        self._close_log()
+        if self._writers is not None:
+            self._writers.shutdown(wait=True)
+            self._writers = None
+
+    def _close_log(self) -> None:
         if self._direct is not None:
             self._direct.close()
             self._direct = None

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import random
+import threading
 from pathlib import Path
 
 import pytest
 
+from bookie import direct_io
 from bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE, make_location, split_location
 from bookie.storage.entry_logger import (
     CorruptEntryError,
@@ -176,3 +178,33 @@ def test_a_rolled_entry_log_leaves_the_page_cache_whole(tmp_path: Path) -> None:
     assert len(logs) >= 3
     assert all(resident_bytes(entry_log_path(tmp_path, log_id)) == 0 for log_id in logs[:-1])
     writer.close()
+
+
+def test_direct_entry_logs_share_their_writer_threads_and_close_stops_them(tmp_path: Path, monkeypatch) -> None:
+    """Goal: the background direct writes of one log after another go through the same
+    BACKGROUND_WRITERS threads (not new ones per log), which close() stops; every entry reads
+    back. Method: 3 MiB logs, 12 MiB of 64 KiB entries; the threads that wrote are recorded."""
+    writing_threads: list[threading.Thread] = []  # kept alive: distinct objects are distinct threads
+    write = direct_io.DirectAppender._write_exactly
+
+    def recorded(self, data, offset, flags=0) -> None:  # noqa: ANN001
+        if threading.current_thread() not in writing_threads:
+            writing_threads.append(threading.current_thread())
+        write(self, data, offset, flags)
+
+    monkeypatch.setattr(direct_io.DirectAppender, "_write_exactly", recorded)
+    writer = EntryLogWriter(tmp_path, 3 * 1024 * KIB, 1, direct_io=True)
+    entries = [(1, i, bytes([i % 251]) * (64 * KIB)) for i in range(192)]
+    locations = [writer.append(ledger_id, entry_id, payload) for ledger_id, entry_id, payload in entries]
+    writer.flush()
+    if writer._direct is None:
+        writer.close()
+        pytest.skip(f"{tmp_path}: no O_DIRECT")
+    assert len(list_entry_logs(tmp_path)) >= 4
+    background = [t for t in writing_threads if t is not threading.current_thread()]
+    assert 0 < len(background) <= direct_io.BACKGROUND_WRITERS
+    writer.close()
+    assert not any(t.is_alive() for t in background)
+    reader = EntryLogReader(tmp_path)
+    assert all(reader.read(loc, l, e)[0] == p for (l, e, p), loc in zip(entries, locations))
+    reader.close()
