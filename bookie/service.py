@@ -22,6 +22,7 @@ close the metadata session.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import socket
@@ -167,7 +168,7 @@ class BookieService:
             log.warning("bookie %s is now read-only (%s): adds are refused, reads served", self.bookie_id, reason)
             # Adds waiting for write-cache room have not reached the journal: refuse them now
             # rather than after dbStorage_maxThrottleTimeMs (the flush may be what failed).
-            refused = self.bookie.storage.refuse_waiting(self.state.refusal(self.bookie_id))
+            refused = self.bookie.storage.refuse_waiting(functools.partial(self.state.refusal, self.bookie_id))
             if refused:
                 log.warning("refused %d adds that were waiting for write-cache room", refused)
         else:

@@ -77,9 +77,9 @@ class LedgerStorage(ABC):
             BookieReadOnlyError: refused by :meth:`refuse_waiting` (never a ``recovery`` add).
         """
 
-    def refuse_waiting(self, error: BaseException) -> int:
-        """Refuse the adds waiting in :meth:`admit` with ``error``, recovery adds excepted (the
-        bookie turned read-only); returns how many. The default: nobody waits."""
+    def refuse_waiting(self, error: Callable[[], BaseException]) -> int:
+        """Refuse the adds waiting in :meth:`admit`, each with a new ``error()``, recovery adds
+        excepted (the bookie turned read-only); returns how many. The default: nobody waits."""
         return 0
 
     @abstractmethod

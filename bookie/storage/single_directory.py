@@ -274,14 +274,15 @@ class SingleDirectoryDbLedgerStorage:
             f"(dbStorage_maxThrottleTimeMs): its flush is slow or failing"))
         self._wake_waiters()  # the next ones may fit now that this one gave up its place
 
-    def refuse_waiting(self, error: BaseException) -> int:
-        """Refuse every add waiting for room with ``error`` (the bookie turned read-only), except
-        recovery adds; returns how many were refused. None of them reached the journal."""
+    def refuse_waiting(self, error: Callable[[], BaseException]) -> int:
+        """Refuse every add waiting for room with a new ``error()`` (the bookie turned
+        read-only), except recovery adds; returns how many were refused. None of them reached
+        the journal."""
         refused = [item for item in self._waiters if not item.recovery]
         self._waiters = collections.deque(item for item in self._waiters if item.recovery)
         for item in refused:
             if not item.future.done():
-                item.future.set_exception(error)
+                item.future.set_exception(error())
         if refused:
             self._wake_waiters()
         return len(refused)

@@ -131,7 +131,7 @@ async def test_refusing_the_waiting_adds_spares_recovery_adds(tmp_path: Path) ->
     plain = asyncio.ensure_future(directory.admit(2 * KIB))
     recovery = asyncio.ensure_future(directory.admit(2 * KIB, recovery=True))
     await asyncio.sleep(0)
-    assert directory.refuse_waiting(BookieReadOnlyError("read-only")) == 1
+    assert directory.refuse_waiting(lambda: BookieReadOnlyError("read-only")) == 1
     with pytest.raises(BookieReadOnlyError):
         await asyncio.wait_for(plain, 5)
     assert not recovery.done()
