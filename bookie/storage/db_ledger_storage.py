@@ -7,7 +7,8 @@ or adds wait for room:
 
 1. on the loop, in one callback: capture the checkpoint (each journal's applied mark) and swap
    every dir's halves — so every record before a mark is in a half being flushed, or earlier;
-2. on the flush thread: each dir writes its half sorted into entry logs, fsyncs them, and
+2. on the flush thread (and one more thread per further dir, all dirs at once: each may be
+   its own disk): each dir writes its half sorted into entry logs, fsyncs them, and
    commits the locations in one index transaction; then, if every dir's flush succeeded,
    ``lastMark`` is written atomically in every dir, and the journals delete their segments
    wholly before it;
@@ -114,6 +115,10 @@ class DbLedgerStorage(LedgerStorage):
         self._source = checkpoint_source
         self._flush_interval_s = config.flush_interval_ms / 1000
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db-storage-flush")
+        self._dir_flushers = ThreadPoolExecutor(max_workers=self._n - 1, thread_name_prefix="db-storage-flush-dir") \
+            if self._n > 1 else None
+        """With several ledger dirs, the flush thread flushes one and these the others, at once:
+        each dir may sit on its own disk (BookKeeper's per-dir storages flush on their own threads)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running: _Checkpointing | None = None
         self._idle: asyncio.Future[None] | None = None
@@ -197,6 +202,8 @@ class DbLedgerStorage(LedgerStorage):
 
     def _close_blocking(self) -> None:
         self._executor.shutdown(wait=True)
+        if self._dir_flushers is not None:
+            self._dir_flushers.shutdown(wait=True)
         for directory in self._dirs:
             directory.close()
 
@@ -359,25 +366,25 @@ class DbLedgerStorage(LedgerStorage):
     # -- checkpoints (flush thread) ----------------------------------------------------------------
 
     def _flush_blocking(self, job: _Checkpointing) -> None:
-        """Flush each dir's batch (one failing leaves the others flushed), then write the mark
-        if it may move. Never raises for a dir: the outcome is in ``job.flushed`` and
+        """Flush the dirs' batches, at once (one failing leaves the others flushed), then write
+        the mark if it may move. Never raises for a dir: the outcome is in ``job.flushed`` and
         ``job.errors``."""
         started = time.monotonic()
         batches = [batch for batch in job.batches if batch is not None]
         log.debug("checkpoint %d started: %d entries, %d bytes, mark %s", job.sequence,
                   sum(len(batch.cache) for batch in batches), sum(batch.cache.size_bytes for batch in batches),
                   job.checkpoint)
+        todo = [(index, batch) for index, batch in enumerate(job.batches) if batch is not None]
+        others = [self._dir_flushers.submit(self._flush_dir, *item) for item in todo[1:]] \
+            if self._dir_flushers is not None else []  # with one dir there are no others
+        outcomes = [self._flush_dir(*todo[0])] if todo else []
+        outcomes += [future.result() for future in others]
         job.flushed = [False] * len(job.batches)
-        for index, (directory, batch) in enumerate(zip(self._dirs, job.batches)):
-            if batch is None:
-                continue
-            try:
-                if batch.cache or batch.ledgers:
-                    directory.flush(batch)
-            except Exception as exc:  # OSError mostly (ENOSPC, EIO); the other dirs flush on
-                job.errors.append(exc)
-                continue
-            job.flushed[index] = True
+        for (index, _), error in zip(todo, outcomes):
+            if error is None:
+                job.flushed[index] = True
+            else:
+                job.errors.append(error)
         if not job.failed and job.complete and job.checkpoint != self._persisted and job.persist_mark:
             for directory in self._dirs:
                 directory.write_last_mark(job.checkpoint)
@@ -388,6 +395,16 @@ class DbLedgerStorage(LedgerStorage):
         log.debug("checkpoint %d done in %.1f ms: entry logs %s, mark %s", job.sequence,
                   (time.monotonic() - started) * 1000, sorted({i for b in batches for i in b.logs}),
                   job.checkpoint)
+
+    def _flush_dir(self, index: int, batch: FlushBatch) -> Exception | None:
+        """Flush one dir's batch; its failure (OSError mostly: ENOSPC, EIO), not raised: the
+        other dirs flush on."""
+        try:
+            if batch.cache or batch.ledgers:
+                self._dirs[index].flush(batch)
+        except Exception as exc:
+            return exc
+        return None
 
     # -- adds, fences, reads: routed to the ledger's dir --------------------------------------------
 

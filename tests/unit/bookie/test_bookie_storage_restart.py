@@ -193,6 +193,32 @@ async def test_adds_wait_for_a_slow_flush_and_none_is_lost(tmp_path: Path, monke
         await restarted.close()
 
 
+async def test_the_ledger_dirs_flush_at_the_same_time(tmp_path: Path, monkeypatch) -> None:
+    """Goal: with two ledger dirs (each may be its own disk), a checkpoint flushes both at
+    once, not one after the other. Method: each dir's flush waits for the other's to start
+    (5 s at most); one after the other, the first would wait in vain."""
+    started = {name: threading.Event() for name in ("ledgers-a", "ledgers-b")}
+    saw_the_other: dict[str, bool] = {}
+    real_flush = SingleDirectoryDbLedgerStorage.flush
+
+    def meeting_flush(self, batch) -> None:
+        name = self.directory.parent.name
+        started[name].set()
+        other = "ledgers-b" if name == "ledgers-a" else "ledgers-a"
+        saw_the_other[name] = started[other].wait(5)
+        real_flush(self, batch)
+
+    bookie = await started_bookie(tmp_path / "bookie")
+    try:
+        await add_many(bookie, range(4), range(10))  # ledgers 0..3: both dirs get entries
+        monkeypatch.setattr(SingleDirectoryDbLedgerStorage, "flush", meeting_flush)
+        await storage(bookie).checkpoint()
+        assert saw_the_other == {"ledgers-a": True, "ledgers-b": True}
+        await _assert_all_readable(bookie, range(4), 10)
+    finally:
+        await bookie.close()
+
+
 async def test_the_flush_interval_checkpoints_a_cache_that_is_not_full(tmp_path: Path) -> None:
     root = tmp_path / "bookie"
     bookie = await started_bookie(root, flushInterval=50)
