@@ -10,6 +10,7 @@ tests/integration/test_bookie_crash.py.
 from __future__ import annotations
 
 import asyncio
+import errno
 import threading
 from pathlib import Path
 
@@ -217,6 +218,46 @@ async def test_the_ledger_dirs_flush_at_the_same_time(tmp_path: Path, monkeypatc
         await _assert_all_readable(bookie, range(4), 10)
     finally:
         await bookie.close()
+
+
+async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_journal(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """Goal: while one ledger dir's flushes fail, the checkpoints the other dir's full cache
+    asks for flush that dir but never move the mark past what the failing dir holds; a bookie
+    closed in that state (its last checkpoint failing too) replays those entries from the
+    journal at the next start. Method: 1 MB write cache, flushes of ``ledgers-a`` (even
+    ledgers) failing with ENOSPC; ledger 0 gets entries that cannot be flushed, then ledger 1
+    (``ledgers-b``) several halves' worth; close, restart with the disk healthy, read back."""
+    real_flush = SingleDirectoryDbLedgerStorage.flush
+    flushed_b = []
+
+    def failing_in_a(self, batch) -> None:
+        if self.directory.parent.name == "ledgers-a":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_flush(self, batch)
+        flushed_b.append(batch)
+
+    root = tmp_path / "bookie"
+    bookie = await started_bookie(root, dbStorage_writeCacheMaxSizeMb=1)
+    await add_many(bookie, range(2), range(10))
+    mark = await storage(bookie).checkpoint()
+    monkeypatch.setattr(SingleDirectoryDbLedgerStorage, "flush", failing_in_a)
+    await add_many(bookie, [0], range(10, 20))
+    with pytest.raises(RuntimeError, match="No space left"):
+        await storage(bookie).checkpoint()
+    await add_many(bookie, [1], range(10, 410), size=4 * KIB)  # ~1.6 MB: ledgers-b's halves fill
+    assert len(flushed_b) >= 3
+    assert storage(bookie).last_checkpoint == mark
+    await asyncio.wait_for(bookie.close(), 30)
+    monkeypatch.undo()
+    restarted = await started_bookie(root)
+    try:
+        await _assert_all_readable(restarted, [0], 20)
+        got = await read_all(restarted, 1, 10, 400)
+        assert [e for e, _ in got] == list(range(10, 410))
+        assert all(p == payload_for(1, e, 4 * KIB) for e, p in got)
+    finally:
+        await restarted.close()
 
 
 async def test_the_flush_interval_checkpoints_a_cache_that_is_not_full(tmp_path: Path) -> None:
