@@ -168,8 +168,10 @@ class DirectAppender:
         self._index = 0
         self._view = self._views[0]
         self._owns_executor = background_writes and writers is None
-        self._executor = (writers or concurrent.futures.ThreadPoolExecutor(BACKGROUND_WRITERS, thread_name_prefix=name)) \
-            if background_writes else None
+        self._executor: concurrent.futures.Executor | None = None
+        if background_writes:
+            self._executor = writers or concurrent.futures.ThreadPoolExecutor(BACKGROUND_WRITERS,
+                                                                              thread_name_prefix=name)
         self._base = position - position % BLOCK_BYTES
         """File offset of the current staging buffer's first byte (a block boundary)."""
         self._filled = 0

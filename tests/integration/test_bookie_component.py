@@ -466,7 +466,8 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
         assert (await storage.checkpoint()) != mark
         assert storage.last_checkpoint != mark
         assert flushed["ledgers-0"]
-        assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 20, range(105, 145), 10_000)).values())
+        after = await _add_all(conn, 20, range(105, 145), 10_000)
+        assert not any(isinstance(o, BaseException) for o in after.values())
         for halves in flushed.values():
             assert len(halves) == len(set(map(id, halves))), "a half was flushed twice"
         await _assert_reads_back(conn, 20, acked, 10_000)
