@@ -46,6 +46,8 @@ def test_throughput_mode_writes_every_figure_and_ratio(tmp_path: Path) -> None:
     assert all(run["p99_ms"] is not None for run in result["runs"])
     assert result["disk_fsync_mb_per_s_64k"] > 0
     assert result["ratio_64k"] == pytest.approx(result["mb_per_s_64k"] / result["disk_fsync_mb_per_s_64k"])
+    assert result["disk_fsync_mb_per_s_64k_after"] > 0, "measured again right after the sync-on runs"
+    assert result["ratio_64k_after"] == pytest.approx(result["mb_per_s_64k"] / result["disk_fsync_mb_per_s_64k_after"])
     if "skipped" not in result["ceilings"]["io_pattern_64k"]:  # the temp dir's file system may refuse O_DIRECT
         assert result["io_pattern_mb_per_s_64k"] > 0
         assert result["ratio_64k_io_pattern"] == pytest.approx(result["mb_per_s_64k"] / result["io_pattern_mb_per_s_64k"])
