@@ -35,6 +35,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import errno
 import functools
 import logging
@@ -99,6 +100,8 @@ class _Checkpointing:
     """Per dir, set on the flush thread: its batch is in the entry logs and indexed."""
     errors: list[BaseException] = field(default_factory=list)
     """The dirs' flush failures, then the lastMark write's (set on the flush thread)."""
+    dir_errors: dict[int, BaseException] = field(default_factory=dict)
+    """Per dir index, its flush's failure (also in ``errors``)."""
 
     @property
     def failed(self) -> bool:
@@ -129,6 +132,8 @@ class DbLedgerStorage(LedgerStorage):
         self._retry_timer: asyncio.TimerHandle | None = None
         self._failures = 0
         """Checkpoints that failed since the mark last moved."""
+        self._dir_failure: list[str | None] = [None] * self._n
+        """Per dir: how its flush last failed (logged when it changes), None once it flushes."""
         self._flush_requested = False
         self._timer: asyncio.TimerHandle | None = None
         self._last_checkpoint = EMPTY_CHECKPOINT
@@ -307,6 +312,9 @@ class DbLedgerStorage(LedgerStorage):
             if index < len(job.flushed) and job.flushed[index]:
                 directory.flush_completed(batch)
                 self._unflushed[index] = None
+                if self._dir_failure[index] is not None:
+                    self._dir_failure[index] = None
+                    log.warning("ledger dir %s flushes again (checkpoint %d)", directory.directory, job.sequence)
             else:
                 self._unflushed[index] = batch
         if job.failed:
@@ -329,9 +337,17 @@ class DbLedgerStorage(LedgerStorage):
 
     def _failed(self, job: _Checkpointing) -> None:
         """Keep the failed halves for a retry after :data:`RETRY_DELAY_S` (they stay readable,
-        their records stay in the journal); log the first failure and then every
-        :data:`FAILURE_LOG_EVERY`-th, not one line a second while a disk stays full."""
+        their records stay in the journal). Logged: each dir's failure when it starts or
+        changes (another dir failing meanwhile is not hidden), and the checkpoint's first
+        failure and then every :data:`FAILURE_LOG_EVERY`-th — not one line a second while a
+        disk stays full."""
         self._failures += 1
+        for index, error in job.dir_errors.items():
+            failure = f"{type(error).__name__} {getattr(error, 'errno', None)}"
+            if failure != self._dir_failure[index]:
+                self._dir_failure[index] = failure
+                log.error("ledger dir %s: flush failed in checkpoint %d: %r", self._dirs[index].directory,
+                          job.sequence, error)
         if self._failures == 1 or self._failures % FAILURE_LOG_EVERY == 0:
             failed_dirs = [str(d.directory) for d, b in zip(self._dirs, self._unflushed) if b is not None]
             log.error("checkpoint %d failed (%d since the mark last moved), retrying every %.1fs; "
@@ -377,7 +393,10 @@ class DbLedgerStorage(LedgerStorage):
         todo = [(index, batch) for index, batch in enumerate(job.batches) if batch is not None]
         others = [self._dir_flushers.submit(self._flush_dir, *item) for item in todo[1:]] \
             if self._dir_flushers is not None else []  # with one dir there are no others
-        outcomes = [self._flush_dir(*todo[0])] if todo else []
+        try:
+            outcomes = [self._flush_dir(*todo[0])] if todo else []
+        finally:  # even on a BaseException: a dir still flushing must not be retried beside itself
+            concurrent.futures.wait(others)
         outcomes += [future.result() for future in others]
         job.flushed = [False] * len(job.batches)
         for (index, _), error in zip(todo, outcomes):
@@ -385,6 +404,7 @@ class DbLedgerStorage(LedgerStorage):
                 job.flushed[index] = True
             else:
                 job.errors.append(error)
+                job.dir_errors[index] = error
         if not job.failed and job.complete and job.checkpoint != self._persisted and job.persist_mark:
             for directory in self._dirs:
                 directory.write_last_mark(job.checkpoint)

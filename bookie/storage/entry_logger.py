@@ -3,10 +3,12 @@
 Blocking file I/O only; never called on the event loop.
 
 Invariants:
-- :class:`EntryLogWriter` belongs to the flush thread. After a restart it never appends to an
-  existing log (its tail may hold a torn record of a flush cut short): it starts a new log
-  with a higher id. A new log's header and directory entry are fsynced before any record
-  that the index could point at;
+- :class:`EntryLogWriter` is used by one thread at a time: the checkpoint's flush of its dir
+  (the flush thread or a dir-flush thread) or, between checkpoints, garbage collection's
+  compaction on the flush thread. After a restart it never appends to an existing log (its
+  tail may hold a torn record of a flush cut short): it starts a new log with a higher id. A
+  new log's header and directory entry are fsynced before any record that the index could
+  point at; a log whose creation failed half-way is removed (or its id skipped);
 - a log is rolled (synced, closed, and a new one started) before a record would take it past
   ``logSizeLimit``; a record bigger than the limit gets a log of its own;
 - :meth:`EntryLogWriter.flush` writes and fsyncs everything appended: only after it returns
@@ -245,11 +247,24 @@ class EntryLogWriter:
             os.close(fd)
             if direct_fd >= 0 and self._direct is None:
                 os.close(direct_fd)
+            self._forget_failed_log(path, log_id)
             raise
         self._fd, self.log_id, self._position = fd, log_id, LOG_HEADER_SIZE
         self._dropped = 0
         self.logs_created.append(log_id)
         log.debug("entry log %s created", path)
+
+    def _forget_failed_log(self, path: Path, log_id: int) -> None:
+        """A log whose creation failed half-way (its header or an fsync: a full disk) holds
+        nothing: remove it, or the next attempt, with the same id and ``O_EXCL``, would fail
+        with EEXIST long after the disk has room again. If it cannot be removed, its id is
+        skipped (log ids need not be contiguous); never another writer's file."""
+        try:
+            os.unlink(path)
+        except OSError as exc:
+            log.warning("entry log %s: its creation failed and it cannot be removed (%s); skipping id %d",
+                        path, exc, log_id)
+            self.log_id = max(self.log_id, log_id)
 
     @property
     def current_log_id(self) -> int:
@@ -274,6 +289,7 @@ class EntryLogWriter:
         if self._writers is not None:
             self._writers.shutdown(wait=True)
             self._writers = None
+        self._staging.close()
 
     def _close_log(self) -> None:
         if self._direct is not None:

@@ -3,6 +3,7 @@ and a writer that never appends to a log of an earlier run."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import threading
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bookie import direct_io
+from bookie.storage import entry_logger
 from bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE, make_location, split_location
 from bookie.storage.entry_logger import (
     CorruptEntryError,
@@ -208,3 +210,70 @@ def test_direct_entry_logs_share_their_writer_threads_and_close_stops_them(tmp_p
     reader = EntryLogReader(tmp_path)
     assert all(reader.read(loc, l, e)[0] == p for (l, e, p), loc in zip(entries, locations))
     reader.close()
+
+
+@pytest.mark.parametrize("failing", ["header", "fsync"])
+def test_a_log_whose_creation_failed_half_way_is_removed_so_the_next_attempt_succeeds(
+        tmp_path: Path, monkeypatch, failing: str) -> None:
+    """Goal: a new log's header write or fsync failing (a full disk) leaves no file behind, so
+    the retry, which asks for the same id with O_EXCL, creates it once the disk has room again
+    (it failed with EEXIST forever, and the dir never flushed again). Method: the first
+    creation's header write (or fsync) fails with ENOSPC, the second works."""
+    real = os.write if failing == "header" else os.fsync
+    calls = {"n": 0}
+
+    def fails_once(*args):  # noqa: ANN002, ANN202
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*args)
+
+    writer = EntryLogWriter(tmp_path, 1 << 30, 1)
+    monkeypatch.setattr(entry_logger.os, "write" if failing == "header" else "fsync", fails_once)
+    with pytest.raises(OSError) as failed:
+        writer.append(1, 0, b"first try")
+    assert failed.value.errno == errno.ENOSPC
+    assert list_entry_logs(tmp_path) == []
+    monkeypatch.undo()
+    writer.abandon()  # what the storage does after a failed flush
+    location = writer.append(1, 0, b"retried")
+    writer.flush()
+    writer.close()
+    assert split_location(location) == (1, LOG_HEADER_SIZE)
+    reader = EntryLogReader(tmp_path)
+    assert reader.read(location, 1, 0)[0] == b"retried"
+    reader.close()
+
+
+def test_a_failed_log_that_cannot_be_removed_has_its_id_skipped(tmp_path: Path, monkeypatch) -> None:
+    """Goal: when the half-created log cannot even be removed, the next attempt takes the next
+    id instead of failing with EEXIST on the same one. Method: header write and unlink fail."""
+    def no_space(*args):  # noqa: ANN002, ANN202
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def no_unlink(*args):  # noqa: ANN002, ANN202
+        raise OSError(errno.EIO, "Input/output error")
+
+    writer = EntryLogWriter(tmp_path, 1 << 30, 1)
+    monkeypatch.setattr(entry_logger.os, "write", no_space)
+    monkeypatch.setattr(entry_logger.os, "unlink", no_unlink)
+    with pytest.raises(OSError):
+        writer.append(1, 0, b"first try")
+    monkeypatch.undo()
+    location = writer.append(1, 0, b"retried")
+    writer.flush()
+    writer.close()
+    assert split_location(location) == (2, LOG_HEADER_SIZE)
+    assert list_entry_logs(tmp_path) == [1, 2]
+
+
+def test_close_unmaps_the_direct_staging_buffers(tmp_path: Path) -> None:
+    writer = EntryLogWriter(tmp_path, 1 << 30, 1, direct_io=True)
+    writer.append(1, 0, b"x" * (64 * KIB))
+    writer.flush()
+    if writer._direct is None:
+        writer.close()
+        pytest.skip(f"{tmp_path}: no O_DIRECT")
+    staging = writer._staging
+    writer.close()
+    assert staging._free == {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import threading
 from pathlib import Path
 
@@ -258,6 +259,77 @@ async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_jour
         assert all(p == payload_for(1, e, 4 * KIB) for e, p in got)
     finally:
         await restarted.close()
+
+
+async def test_a_dir_whose_new_entry_log_hit_a_full_disk_flushes_again_once_there_is_room(
+        tmp_path: Path, monkeypatch) -> None:
+    """Goal: a checkpoint whose new entry log was created but whose header could not be written
+    (ENOSPC) does not leave that dir unable to flush: once the disk has room, the retry creates
+    the log and the mark moves (the half-created file made every retry fail with EEXIST, the
+    mark stuck until a restart). Method: the header writes of ``ledgers-a`` fail, then work."""
+    from bookie.storage import entry_logger
+
+    real_header = entry_logger.encode_log_header
+
+    def full_disk(log_id: int) -> bytes:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    root = tmp_path / "bookie"
+    bookie = await started_bookie(root)
+    try:
+        await add_many(bookie, range(2), range(10))
+        monkeypatch.setattr(entry_logger, "encode_log_header", full_disk)
+        with pytest.raises(RuntimeError, match="No space left"):
+            await storage(bookie).checkpoint()
+        monkeypatch.setattr(entry_logger, "encode_log_header", real_header)
+        mark = await storage(bookie).checkpoint()
+        assert mark == storage(bookie).last_checkpoint == bookie.journals.new_checkpoint()
+        await _assert_all_readable(bookie, range(2), 10)
+    finally:
+        await bookie.close()
+    restarted = await started_bookie(root)
+    try:
+        await _assert_all_readable(restarted, range(2), 10)
+    finally:
+        await restarted.close()
+
+
+async def test_each_dir_failing_is_logged_when_it_starts(tmp_path: Path, monkeypatch, caplog) -> None:
+    """Goal: while one dir keeps failing (its checkpoint errors logged only now and then),
+    another dir starting to fail is logged at once, and so is a dir flushing again. Method:
+    ``ledgers-a`` fails with ENOSPC, a few checkpoints later ``ledgers-b`` with EIO too."""
+    real_flush = SingleDirectoryDbLedgerStorage.flush
+    failing = {"ledgers-a": errno.ENOSPC}
+
+    def flush(self, batch) -> None:
+        code = failing.get(self.directory.parent.name)
+        if code is not None:
+            raise OSError(code, os.strerror(code))
+        real_flush(self, batch)
+
+    monkeypatch.setattr(SingleDirectoryDbLedgerStorage, "flush", flush)
+    bookie = await started_bookie(tmp_path / "bookie")
+    try:
+        caplog.set_level("ERROR", logger="bookie.storage.db_ledger_storage")
+        for attempt in range(3):
+            await add_many(bookie, range(2), range(attempt * 5, attempt * 5 + 5))
+            with pytest.raises(RuntimeError):
+                await storage(bookie).checkpoint()
+        failing["ledgers-b"] = errno.EIO
+        await add_many(bookie, range(2), range(15, 20))
+        with pytest.raises(RuntimeError):
+            await storage(bookie).checkpoint()
+        dir_lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ledger dir ")]
+        assert len([line for line in dir_lines if "ledgers-a" in line and "No space" in line]) == 1
+        assert len([line for line in dir_lines if "ledgers-b" in line and "Input/output" in line]) == 1
+        caplog.set_level("WARNING", logger="bookie.storage.db_ledger_storage")
+        failing.clear()
+        await storage(bookie).checkpoint()
+        again = [r.getMessage() for r in caplog.records if "flushes again" in r.getMessage()]
+        assert sorted(line.split()[2].rsplit("/", 2)[1] for line in again) == ["ledgers-a", "ledgers-b"]
+        await _assert_all_readable(bookie, range(2), 20)
+    finally:
+        await bookie.close()
 
 
 async def test_the_flush_interval_checkpoints_a_cache_that_is_not_full(tmp_path: Path) -> None:
