@@ -11,9 +11,10 @@ state and the entry-log usage in a single transaction:
 - ``meta``: counters (entries indexed, highest entry-log id).
 
 Invariants:
-- one writer connection, used by one thread at a time (start-up, then the flush thread); a
-  transaction is committed with ``synchronous=FULL``, i.e. the WAL is fsynced before
-  :meth:`IndexDb.transaction` returns — the checkpoint is written only after that;
+- one writer connection, used by one thread at a time (start-up, then the checkpoint's flush
+  of this dir on the flush thread or a dir-flush thread, or garbage collection between
+  checkpoints); a transaction is committed with ``synchronous=FULL``, i.e. the WAL is fsynced
+  before :meth:`IndexDb.transaction` returns — the checkpoint is written only after that;
 - readers get their own connection per thread (:meth:`IndexDb.reader`) and see the last
   committed transaction; no reader ever blocks the writer (WAL).
 """

@@ -6,11 +6,14 @@ entry-log usage), the read-ahead cache and this dir's ``lastMark``. Who calls wh
 - the event loop: admission (:meth:`try_admit`, :meth:`admit`), :meth:`add_entry`,
   :meth:`fence`, :meth:`ledger`, and the flush hand-over
   (:meth:`swap`, :meth:`flush_completed`);
-- the flush thread: :meth:`flush` and :meth:`write_last_mark`;
+- a checkpoint's flush: :meth:`flush` and :meth:`write_last_mark`, on the storage's flush
+  thread or, with several dirs, on one of its dir-flush threads (a different one from one
+  checkpoint to the next, but one thread at a time: checkpoints do not overlap);
 - read threads: :meth:`read_entries` (blocking, thread-safe);
 - start-up (a worker thread, before serving): :meth:`open`, :meth:`replay_entry`;
 - garbage collection (:mod:`bookie.storage.gc`): its loop-side calls on the loop, its index
-  and entry-log writes on the flush thread (so they never interleave with a flush), its
+  and entry-log writes on the flush thread between checkpoints (so they never interleave with
+  a flush), its
   scans on its own thread.
 
 Invariants:
