@@ -77,7 +77,7 @@ from bookie.journal_types import (
     ReplayVisitor,
     complete_on_durable,
 )
-from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
+from minipulsar.errors import MiniPulsarError, ServiceNotReadyError, UnknownServerError
 
 __all__ = ["AddRequest", "AddSink", "EntryStore", "Journal", "JournalSettings", "JournalStats", "OnDurable",
            "ReplayResult", "ReplayVisitor"]
@@ -167,8 +167,11 @@ class Journal:
         """:meth:`trim` on the journal's own trim thread once started (see
         :meth:`JournalFiles.trim_soon`), else now."""
         files = self._files
-        if files is None:
-            self.trim(mark)
+        if files is None:  # at start (the replay's checkpoint): a failure must not stop the bookie
+            try:
+                self.trim(mark)
+            except OSError as exc:  # retried by the next checkpoint
+                log.warning("journal %s: deleting segments before %s failed: %s", self.directory, mark, exc)
             return
         files.trim_soon(mark)
 
@@ -417,6 +420,11 @@ class Journal:
             else:
                 for request in run:
                     store.cancel_admission(request.ledger_id, len(request.payload))
+        except Exception as exc:  # a bug: these adds are not acknowledged (the mark may pass them)
+            log.exception("journal %s: storing %d journaled entries failed", self.directory, len(run))
+            if error is None:
+                error = UnknownServerError(f"the bookie could not store the entry: {exc!r}")
+        try:
             sink.adds_done(run, started, error)
         except Exception:  # a bug in one completion must not strand the rest of the group
             log.exception("journal %s: completing a record failed", self.directory)

@@ -234,8 +234,18 @@ class ScannedRecord(NamedTuple):
     payload: bytes
 
 
-def scan_records(stream: BinaryIO, start_offset: int, crc: Crc = record_crc,
-                 segment_id: int | None = None, reused: bool = False) -> Iterator[ScannedRecord | ScanEnd]:
+class GroupCut(NamedTuple):
+    """Yielded by a grouped scan just before its :class:`ScanEnd` when the data ends inside a
+    group (cut short by a crash, or damaged) whose first records were yielded: the valid data
+    ends at the group's start, ``offset``. An append must resume there, not after those
+    records: a new group written after them would sit inside the range the cut group's header
+    announces, and a later replay through it would stop there as corrupt."""
+
+    offset: int
+
+
+def scan_records(stream: BinaryIO, start_offset: int, crc: Crc = record_crc, segment_id: int | None = None,
+                 reused: bool = False) -> Iterator[ScannedRecord | GroupCut | ScanEnd]:
     """Yield every valid record of ``stream`` from ``start_offset``, then one :class:`ScanEnd`.
 
     ``stream`` must be positioned at ``start_offset``; ``crc`` is the checksum of the
@@ -246,7 +256,9 @@ def scan_records(stream: BinaryIO, start_offset: int, crc: Crc = record_crc,
     that checks out may be one of the previous use's at the same offset: there a group's
     records are yielded only once the whole group checked out (none of them was acknowledged
     before it was whole). The offset of the end of the valid data is the last record's
-    ``payload_offset + len(payload)`` (or ``start_offset`` if none).
+    ``payload_offset + len(payload)`` (or ``start_offset`` if none) — or, in a grouped segment
+    whose data ends inside a group after some of its records were yielded, the :class:`GroupCut`
+    yielded just before the :class:`ScanEnd`.
     """
     if segment_id is None:
         yield from _scan_plain(stream, start_offset, crc)
@@ -288,7 +300,8 @@ def _scan_plain(stream: BinaryIO, offset: int, checksum: Crc) -> Iterator[Scanne
         offset += RECORD_HEADER_SIZE + length
 
 
-def _scan_groups(stream: BinaryIO, offset: int, segment_id: int, reused: bool) -> Iterator[ScannedRecord | ScanEnd]:
+def _scan_groups(stream: BinaryIO, offset: int, segment_id: int,
+                 reused: bool) -> Iterator[ScannedRecord | GroupCut | ScanEnd]:
     while True:
         item = _read_record(stream, crc32c)
         if isinstance(item, ScanEnd):
@@ -301,6 +314,7 @@ def _scan_groups(stream: BinaryIO, offset: int, segment_id: int, reused: bool) -
         if kind == RecordType.END:
             yield ScanEnd.CLEAN
             return
+        group_offset = offset
         offset += RECORD_HEADER_SIZE
         records: list[ScannedRecord] = []
         headers: list[bytes] = []
@@ -309,14 +323,14 @@ def _scan_groups(stream: BinaryIO, offset: int, segment_id: int, reused: bool) -
             item = _read_record(stream, crc32c)
             if isinstance(item, ScanEnd):  # cut short inside a group: a crash mid-write, or damage
                 if not reused:
-                    yield from records
+                    yield from _cut(records, group_offset)
                 yield ScanEnd.TORN if item is not ScanEnd.CORRUPT or reused else ScanEnd.CORRUPT
                 return
             (_, length, kind, ledger_id, entry_id, lac), header, payload = item
             left -= RECORD_HEADER_SIZE + length
             if kind in _GROUPING_TYPES or left < 0:
                 if not reused:
-                    yield from records
+                    yield from _cut(records, group_offset)
                 yield ScanEnd.TORN if reused else ScanEnd.CORRUPT
                 return
             records.append(ScannedRecord(JournalRecord(RecordType(kind), ledger_id, entry_id, lac),
@@ -325,12 +339,21 @@ def _scan_groups(stream: BinaryIO, offset: int, segment_id: int, reused: bool) -
             offset += RECORD_HEADER_SIZE + length
         if crc32c(b"".join(headers)) != group_crc:
             if not reused:  # every record checks out, the group record does not: damage
-                yield from records
+                yield from _cut(records, group_offset)
                 yield ScanEnd.CORRUPT
             else:  # records of the previous use inside the group's range: cut short
                 yield ScanEnd.TORN
             return
         yield from records
+
+
+def _cut(records: list[ScannedRecord], group_offset: int) -> Iterator[ScannedRecord | GroupCut]:
+    """The records of a group that ends cut short (replayed: none was acknowledged unless the
+    group was whole once, and then they are all that is left of it), then where the valid data
+    ends: the group's start."""
+    yield from records
+    if records:
+        yield GroupCut(group_offset)
 
 
 _RECORD_TYPES = frozenset(int(t) for t in RecordType)

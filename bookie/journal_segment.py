@@ -18,7 +18,10 @@ Invariants of :class:`SegmentWriter`:
   still has at least half a step ahead: inline, it stalled the group that crossed a step.
   The writer never writes past ``allocated`` (what the background thread has finished), and
   the background thread never touches bytes below it; the writer waits for an extension only
-  when it catches up with it;
+  when it catches up with it (and extends inline a group bigger than what the extension
+  prepared). Preallocation works through a descriptor of its own: its whole-file fdatasync
+  would otherwise be the one told of a failed writeback of the writer's pages (the kernel
+  reports such an error once per open file), and the writer's synced write then succeed;
 - a new segment file and its directory entry are fsynced before the first record goes in
   (the next segment is created ahead of time on the background thread: it is then a valid,
   empty segment on disk, which a replay reads as such);
@@ -46,6 +49,7 @@ from bookie.direct_io import DirectAppender, StagingBuffers, open_direct
 from bookie.journal_format import (
     FLAG_REUSED,
     GROUPED_VERSIONS,
+    GroupCut,
     RECORD_CRC_BY_VERSION,
     SEGMENT_HEADER_SIZE,
     SEGMENT_VERSION,
@@ -123,6 +127,8 @@ def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT
                 visit(item)
                 offset = item.payload_offset + len(item.payload)
                 records += 1
+            elif isinstance(item, GroupCut):
+                offset = item.offset
             else:
                 return SegmentScan(segment_id, offset, item, records, header_ok=True, version=header.version,
                                    reused=header.reused)
@@ -176,12 +182,16 @@ class SegmentWriter:
         self._allocated_cap = -(-limit_bytes // prealloc_bytes) * prealloc_bytes if prealloc_bytes and limit_bytes else 0
         self._extension: concurrent.futures.Future | None = None
         self._extension_target = self._allocated
+        self._prealloc_fd = os.open(segment_path(directory, segment_id), os.O_RDWR) if prealloc_bytes else -1
+        """Preallocation's own descriptor (see the module docstring)."""
         self._direct: DirectAppender | None = None
         if direct_io and (direct_fd := open_direct(segment_path(directory, segment_id))) >= 0:
             try:
                 self._direct = DirectAppender(direct_fd, position, fd, staging=staging)
             except BaseException:
                 os.close(direct_fd)
+                if self._prealloc_fd >= 0:
+                    os.close(self._prealloc_fd)
                 raise
         self._drop_cache = drop_cache and _FADV_DONTNEED is not None and self._direct is None
         self._dropped = position - position % PAGE_BYTES
@@ -200,11 +210,14 @@ class SegmentWriter:
         path = segment_path(directory, segment_id)
         fd = take_recycled(directory, segment_id) if reuse else -1
         if fd >= 0:
-            writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache, direct_io, staging)
-            writer._extension_target = writer._allocated
-            return writer
+            try:
+                return cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
+                           drop_cache, direct_io, staging)
+            except BaseException:
+                os.close(fd)
+                raise
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        writer = None
         try:
             os.write(fd, encode_segment_header(segment_id))
             writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
@@ -214,7 +227,7 @@ class SegmentWriter:
             os.fsync(fd)
             fsync_directory(directory)
         except BaseException:
-            os.close(fd)
+            _close_after_failure(writer, fd)
             raise
         return writer
 
@@ -230,6 +243,7 @@ class SegmentWriter:
         """
         assert scan.header_ok and scan.version == SEGMENT_VERSION
         fd = os.open(segment_path(directory, scan.segment_id), os.O_RDWR)
+        writer = None
         try:
             os.ftruncate(fd, scan.end_offset)
             writer = cls(directory, scan.segment_id, fd, scan.end_offset, prealloc_bytes, preallocator, limit_bytes,
@@ -238,7 +252,7 @@ class SegmentWriter:
             writer._extension_target = writer._allocated
             os.fsync(fd)
         except BaseException:
-            os.close(fd)
+            _close_after_failure(writer, fd)
             raise
         return writer
 
@@ -260,18 +274,18 @@ class SegmentWriter:
         if not self._prealloc_bytes or self._allocated >= target:
             return
         try:
-            os.posix_fallocate(self._fd, self._allocated, target - self._allocated)
+            os.posix_fallocate(self._prealloc_fd, self._allocated, target - self._allocated)
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                 raise
             self._write_zeros(target)
-        os.fdatasync(self._fd)  # the new size and extents: what reading the data back needs
+        os.fdatasync(self._prealloc_fd)  # the new size and extents: what reading the data back needs
         self._allocated = target
 
     def _write_zeros(self, target: int) -> None:
         offset = self._allocated
         while offset < target:
-            offset += os.pwrite(self._fd, _ZEROS[: min(len(_ZEROS), target - offset)], offset)
+            offset += os.pwrite(self._prealloc_fd, _ZEROS[: min(len(_ZEROS), target - offset)], offset)
 
     def _ensure_allocated(self, end: int) -> None:
         """On the writer thread, before a write ending at ``end``: start extending the zeros in
@@ -305,10 +319,18 @@ class SegmentWriter:
         if end > self._allocated:  # caught up with the extension in progress
             try:
                 extension.result()
-            except OSError:
-                self._preallocate(self._target_for(end))  # once more, inline: raises if the disk is full
+            except OSError as exc:
+                log.warning("journal %s: preallocating segment %x failed: %s", self.directory, self.segment_id, exc)
             finally:
                 self._extension, self._extension_target = None, self._allocated
+            if end > self._allocated:  # it failed, or this group goes beyond what it prepared
+                self._preallocate(self._target_for(end))  # inline: raises if the disk is full
+                self._extension_target = self._allocated
+
+    def _prepare(self, end: int) -> None:
+        """Before a write ending at ``end``: the cheap test, then :meth:`_ensure_allocated`."""
+        if self._prealloc_bytes and (end > self._allocated or end + self._prealloc_bytes // 2 > self._extension_target):
+            self._ensure_allocated(end)
 
     def append(self, buffers: list[bytes], size: int = -1) -> int:
         """Write ``buffers`` at ``position`` (no sync); returns the offset they start at.
@@ -319,8 +341,7 @@ class SegmentWriter:
         if size < 0:
             size = sum(map(len, buffers))
         start = self.position
-        if self._prealloc_bytes and start + size + self._prealloc_bytes // 2 > self._extension_target:
-            self._ensure_allocated(start + size)
+        self._prepare(start + size)
         if self._direct is not None:
             self._direct.append(buffers)
         else:
@@ -336,8 +357,7 @@ class SegmentWriter:
             size = sum(map(len, buffers))
         if self._direct is not None:
             start = self.position
-            if self._prealloc_bytes and start + size + self._prealloc_bytes // 2 > self._extension_target:
-                self._ensure_allocated(start + size)
+            self._prepare(start + size)
             self._direct.append(buffers, sync=True)
             self.position = start + size
             return start
@@ -346,8 +366,7 @@ class SegmentWriter:
             self.sync()
             return start
         start = self.position
-        if self._prealloc_bytes and start + size + self._prealloc_bytes // 2 > self._extension_target:
-            self._ensure_allocated(start + size)
+        self._prepare(start + size)
         written = os.pwritev(self._fd, buffers, start, _RWF_DSYNC)
         self.position = start + size
         if written < size:  # a short write (rare): the rest, then a sync of everything
@@ -384,9 +403,18 @@ class SegmentWriter:
         if self._direct is not None:
             self._direct.close()
             self._direct = None
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        for fd in (self._fd, self._prealloc_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._prealloc_fd = -1
+
+
+def _close_after_failure(writer: SegmentWriter | None, fd: int) -> None:
+    """Release what a failed :meth:`SegmentWriter.create` / ``reopen`` opened."""
+    if writer is not None:
+        writer.close()
+    else:
+        os.close(fd)
 
 
 def drop_from_page_cache(fd: int, offset: int, length: int) -> None:
@@ -505,7 +533,9 @@ def take_recycled(directory: Path, segment_id: int) -> int:
 
     The new header (flagged reused) is written and synced before the rename, and the rename
     is made durable before the segment is used: a crash leaves either a recycled file or a
-    valid, empty segment. Two threads may race for one file: the rename decides."""
+    valid, empty segment. One caller at a time per directory (the journal's preallocation
+    thread, or its writer when that thread has not made the next segment): two racing for one
+    file would both write their header into it before one rename failed."""
     for recycled in list_recycled(directory):
         try:
             fd = os.open(recycled, os.O_RDWR)
@@ -515,13 +545,17 @@ def take_recycled(directory: Path, segment_id: int) -> int:
             os.pwrite(fd, encode_segment_header(segment_id, flags=FLAG_REUSED), 0)
             os.fdatasync(fd)
             os.rename(recycled, segment_path(directory, segment_id))
-        except FileNotFoundError:  # another thread took it
+        except FileNotFoundError:  # gone meanwhile: the next one
             os.close(fd)
             continue
         except BaseException:
             os.close(fd)
             raise
-        fsync_directory(directory)
+        try:
+            fsync_directory(directory)
+        except BaseException:
+            os.close(fd)
+            raise
         log.info("journal %s: segment %x is written over recycled %s", directory, segment_id, recycled.name)
         return fd
     return -1

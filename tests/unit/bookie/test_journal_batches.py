@@ -117,6 +117,26 @@ async def test_a_refused_add_gives_its_write_cache_room_back_and_tells_its_sink(
     await journal.close()
 
 
+async def test_adds_the_storage_fails_to_take_are_answered_with_an_error(tmp_path: Path) -> None:
+    """Goal: if putting journaled adds into the storage raises (a bug), their sink still hears
+    of them, with an error — they are not acknowledged, and not left unanswered until the
+    client's timeout. Method: a store whose add_entry raises for one run of adds."""
+    journal = Journal(tmp_path, 0, settings())
+    await journal.start()
+    sink = Sink(3)
+
+    class FailingStore(Store):
+        def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
+            raise RuntimeError("a bug in the write cache")
+
+    journal.storage = FailingStore(sink)
+    for entry_id in range(3):
+        assert journal.try_add(Add(1, entry_id, b"x" * 10), sink, 1.0)
+    await asyncio.wait_for(sink.done, 10)
+    assert [(ids, type(error)) for ids, _, error in sink.calls] == [([0, 1, 2], UnknownServerError)]
+    await journal.close()
+
+
 async def test_a_group_bigger_than_one_pwritev_is_written_whole(tmp_path: Path) -> None:
     """Goal: a group of more than IOV_MAX buffers (two per record) is written completely and in
     order. Method: 1500 records queued in one loop iteration, then replay."""

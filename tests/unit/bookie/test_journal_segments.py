@@ -5,13 +5,17 @@ which are replayed but never appended to."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import struct
+import threading
 import zlib
 from pathlib import Path
 
+import pytest
 from crc32c import crc32c
 
+from bookie import journal_segment
 from bookie.group_commit import GroupCommitPolicy
 from bookie.journal import Journal, JournalSettings
 from bookie.journal_format import (
@@ -20,11 +24,12 @@ from bookie.journal_format import (
     SEGMENT_HEADER_SIZE,
     LogMark,
     RecordType,
+    encode_group_header,
     encode_header,
     encode_segment_header,
     read_segment_header,
 )
-from bookie.journal_segment import SegmentWriter, list_segments, segment_path
+from bookie.journal_segment import Preallocator, SegmentWriter, list_segments, scan_segment, segment_path
 from tests.support.process import wait_for
 
 KIB = 1024
@@ -161,3 +166,141 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     await journal.close()
     seen, result = replay(tmp_path)
     assert seen == entries and not result.lost_tail
+
+
+def _group(segment_id: int, first: int, count: int, size: int) -> tuple[list[bytes], int]:
+    """A GROUP record and ``count`` ADD records of ``size`` bytes (entries ``first``...)."""
+    buffers, total = [b""], 0
+    for entry_id in range(first, first + count):
+        payload = bytes([entry_id % 250 + 1]) * size
+        buffers += [encode_header(int(RecordType.ADD_ENTRY), 1, entry_id, entry_id - 1, payload), payload]
+        total += RECORD_HEADER_SIZE + size
+    buffers[0] = encode_group_header(segment_id, buffers[1::2], total)
+    return buffers, RECORD_HEADER_SIZE + total
+
+
+def _entries_replayed(directory: Path, segment_id: int) -> list[int]:
+    seen: list[int] = []
+    scan_segment(segment_path(directory, segment_id), segment_id, lambda scanned: seen.append(scanned.record.entry_id))
+    return seen
+
+
+@pytest.mark.parametrize("case", ["while-the-extension-runs", "group-bigger-than-the-extension"])
+def test_no_group_is_written_past_the_zeros_prepared_for_it(tmp_path: Path, monkeypatch, case: str) -> None:
+    """Goal: the writer never writes past what preallocation finished, so a zero-fill (a file
+    system without fallocate) never lands on synced, acknowledged records. It did twice: a
+    group written while an extension was still running (only the extension's target was
+    checked), and a group bigger than what the extension it waited for prepared.
+    Method: posix_fallocate unsupported; the background zero-fill is held until the writer
+    waits for it (or to the end, if it never does); then every record written must replay."""
+    release = threading.Event()
+
+    def no_fallocate(fd: int, offset: int, length: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            release.wait(10)
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(journal_segment.os, "posix_fallocate", no_fallocate)
+    preallocator = Preallocator("test-prealloc")
+    writer = SegmentWriter.create(tmp_path, 1, 1024 * KIB, preallocator, limit_bytes=64 * 1024 * KIB)
+    buffers, size = _group(1, 0, 6, 100 * KIB)  # ends at ~600 KiB: an extension to 2 MiB starts
+    writer.append_synced(buffers, size)
+    extension = writer._extension
+    assert extension is not None
+    wait_for_it = extension.result
+    extension.result = lambda *args, **kwargs: (release.set(), wait_for_it(*args, **kwargs))[1]
+    if case == "while-the-extension-runs":
+        buffers, size = _group(1, 6, 5, 100 * KIB)  # ends at ~1.1 MiB: past what is prepared
+        writer.append_synced(buffers, size)
+        written = 11
+    else:
+        buffers, size = _group(1, 6, 20, 100 * KIB)  # ends at ~2.6 MiB: past the extension's 2 MiB
+        writer.append_synced(buffers, size)
+        buffers, size = _group(1, 26, 1, 10 * KIB)
+        writer.append_synced(buffers, size)
+        written = 27
+    assert writer.position <= writer._allocated
+    release.set()
+    writer.close()
+    preallocator.close()
+    assert _entries_replayed(tmp_path, 1) == list(range(written))
+
+
+def test_preallocation_syncs_through_a_descriptor_of_its_own(tmp_path: Path, monkeypatch) -> None:
+    """Goal: the preallocation's fdatasync (of the whole file) is never made through the
+    writer's descriptor: the kernel reports a failed writeback once per open file, so it would
+    take the error that the writer's synced write must see. Method: every fdatasync and
+    posix_fallocate is recorded with its descriptor while groups cross several steps."""
+    calls: list[tuple[str, int]] = []
+    real_sync, real_fallocate = os.fdatasync, os.posix_fallocate
+
+    def fdatasync(fd: int) -> None:
+        calls.append(("fdatasync", fd))
+        real_sync(fd)
+
+    def posix_fallocate(fd: int, offset: int, length: int) -> None:
+        calls.append(("fallocate", fd))
+        real_fallocate(fd, offset, length)
+
+    preallocator = Preallocator("test-prealloc")
+    writer = SegmentWriter.create(tmp_path, 1, 64 * KIB, preallocator, limit_bytes=64 * 1024 * KIB)
+    monkeypatch.setattr(journal_segment.os, "fdatasync", fdatasync)
+    monkeypatch.setattr(journal_segment.os, "posix_fallocate", posix_fallocate)
+    for first in range(0, 40, 4):
+        buffers, size = _group(1, first, 4, 16 * KIB)
+        writer.append(buffers, size)
+        writer.sync()
+    writer.close()
+    preallocator.close()
+    monkeypatch.undo()
+    fallocate_fds = {fd for name, fd in calls if name == "fallocate"}
+    assert fallocate_fds, "the groups crossed several steps: preallocation ran"
+    writer_syncs = {fd for name, fd in calls if name == "fdatasync"} - fallocate_fds
+    assert writer_syncs, "the writer's own syncs"
+    writer_fd = next(iter(writer_syncs))
+    assert writer_fd not in fallocate_fds
+    assert _entries_replayed(tmp_path, 1) == list(range(40))
+
+
+async def test_appending_after_a_group_cut_short_resumes_at_the_group_start(tmp_path: Path) -> None:
+    """Goal: after a crash that cut a group short, appending resumes where that group starts,
+    so a replay from any earlier mark reads through to the groups written after the restart.
+    (It resumed after the cut group's surviving records, inside the range the group's header
+    announces: a replay from before stopped there as corrupt and lost every later add.)
+    Method: two groups of 5 adds; the second cut inside its second record; a restart appends 3
+    adds; then replays from the start and from the restart's mark."""
+    async def write_group(first: int) -> tuple[int, LogMark]:
+        journal = Journal(tmp_path, 0, settings(reuse_files=False, direct_io=False, prealloc_bytes=64 * KIB))
+        result = journal.replay(lambda *args: None)
+        await journal.start()
+        await asyncio.gather(*(journal.add_entry(1, first + i, first + i - 1, bytes([i + 1]) * 1000)
+                               for i in range(5 if first < 100 else 3)))
+        end = journal._files.current.position  # type: ignore[union-attr]
+        await journal.close()
+        return end, result.end_mark
+
+    await write_group(0)
+    end, _ = await write_group(5)
+    with open(segment_path(tmp_path, list_segments(tmp_path)[-1]), "r+b") as segment:
+        segment.truncate(end - 3 * (RECORD_HEADER_SIZE + 1000) - 500)  # entry 5 whole, 6 torn
+    seen, result = replay(tmp_path)
+    assert [e for _, e, _ in seen] == [0, 1, 2, 3, 4, 5] and result.lost_tail
+    _, restart_mark = await write_group(100)
+    seen, result = replay(tmp_path)
+    assert [e for _, e, _ in seen] == [0, 1, 2, 3, 4, 100, 101, 102]
+    assert not result.lost_tail
+    assert [e for _, e, _ in replay(tmp_path, restart_mark)[0]] == [100, 101, 102]
+
+
+def test_trimming_that_fails_at_start_is_logged_and_left_for_the_next_checkpoint(tmp_path: Path, monkeypatch,
+                                                                                  caplog) -> None:
+    """Goal: deleting old segments is housekeeping: when it fails during start-up (the replay's
+    checkpoint trims before the journal's threads run), the bookie still starts."""
+    from bookie import journal as journal_module
+
+    def failing(*args) -> list[int]:  # noqa: ANN002
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(journal_module, "trim_segments", failing)
+    Journal(tmp_path, 0, settings()).trim_soon(LogMark(2, SEGMENT_HEADER_SIZE))
+    assert "deleting segments before" in caplog.text and "Permission denied" in caplog.text
