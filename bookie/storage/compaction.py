@@ -32,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bookie.storage.entry_log import split_location
 from bookie.storage.entry_logger import CorruptEntryError
 from bookie.storage.single_directory import CompactedEntry, EntryLogUsage, SingleDirectoryDbLedgerStorage
 
@@ -122,6 +123,13 @@ class CompactionAborted(Exception):
     """A compaction stopped before its old log could go (time bound, or a read that failed)."""
 
 
+class EntryLogNotCompacted(CompactionAborted):
+    """This one log cannot be compacted now (an entry failed its checks, or the index still
+    points into it afterwards): it stays, and the compaction goes on with the next log — as
+    BookKeeper's GC logs a failed ``compactEntryLog`` and moves on. One damaged record must
+    not stop every later compaction of every dir."""
+
+
 class EntryLogCompactor:
     def __init__(self, run_on_gc_thread: RunBlocking, run_exclusive: RunBlocking, throttle: CompactionThrottle,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -137,8 +145,10 @@ class EntryLogCompactor:
         """Copy the live entries of ``usage.log_id`` into the current entry log, then delete it.
 
         Raises:
-            CompactionAborted: ``deadline`` (clock time) passed first, or an entry could not be
-                read; what was moved stays moved, the old log stays (a later round goes on).
+            CompactionAborted: ``deadline`` (clock time) passed first; what was moved stays
+                moved, the old log stays (a later round goes on).
+            EntryLogNotCompacted: an entry could not be read, or the log is still referenced
+                after the move: the same, for this log only.
         """
         log_id = usage.log_id
         started = self._clock()
@@ -157,7 +167,7 @@ class EntryLogCompactor:
             stats.entries_moved += moved
             stats.bytes_moved += moved_bytes
         if not await self._exclusive(delete_log, directory, log_id):
-            raise CompactionAborted(f"entry log {log_id:x}: still referenced after compaction")
+            raise EntryLogNotCompacted(f"entry log {log_id:x}: still referenced after compaction")
         stats.logs_compacted = 1
         stats.reclaimed_bytes = max(0, usage.size_bytes - stats.bytes_moved)
         log.info("%s: compacted entry log %x (usage %.3f): %d entries, %d bytes moved, %d bytes reclaimed "
@@ -172,7 +182,7 @@ def _read_chunk(directory: SingleDirectoryDbLedgerStorage, live: list[tuple[int,
     index to go on from.
 
     Raises:
-        CompactionAborted: an entry failed its checks (the old log must not go).
+        EntryLogNotCompacted: an entry failed its checks (the old log must not go).
     """
     entries: list[CompactedEntry] = []
     size = 0
@@ -182,7 +192,7 @@ def _read_chunk(directory: SingleDirectoryDbLedgerStorage, live: list[tuple[int,
         try:
             payload = directory.read_at(location, ledger_id, entry_id)
         except CorruptEntryError as exc:
-            raise CompactionAborted(str(exc)) from exc
+            raise EntryLogNotCompacted(f"entry log {split_location(location)[0]:x}: {exc}") from exc
         entries.append((ledger_id, entry_id, location, payload))
         size += len(payload)
         index += 1

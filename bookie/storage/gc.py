@@ -13,7 +13,10 @@ Every ``gcWaitTime`` (or when forced: ``PUT /api/v1/bookie/gc``) one round runs,
    (being written right now) is kept for a later round. The others leave memory (state,
    write cache) on the loop, the read-ahead cache on the GC thread, then the index
    (locations, ledgers, usage) in one transaction on the flush thread — after any flush
-   already holding their entries, since the flush thread runs jobs in order;
+   already holding their entries, since the flush thread runs jobs in order. Except a half
+   whose flush failed and is retried after that transaction: its entries of deleted ledgers
+   are indexed again (and the ledger known again after a restart) until the next round
+   deletes them once more;
 2. **dead entry logs**: logs whose live bytes are 0 are deleted;
 3. **compaction**, if due: major when ``majorCompactionInterval`` elapsed (logs with usage
    below ``majorCompactionThreshold``), else minor on its interval and threshold
@@ -47,6 +50,7 @@ from bookie.storage.compaction import (
     CompactionStats,
     CompactionThrottle,
     EntryLogCompactor,
+    EntryLogNotCompacted,
     delete_log,
     logs_to_compact,
     logs_to_delete,
@@ -386,7 +390,13 @@ class GarbageCollector:
                                              threshold):
                     if deadline is not None and self._clock() >= deadline:
                         raise CompactionAborted("compaction time bound reached")
-                    done = await self.compactor.compact(directory, usage, deadline)
+                    try:
+                        done = await self.compactor.compact(directory, usage, deadline)
+                    except EntryLogNotCompacted as exc:
+                        log.error("%s compaction: %s: left in place, going on with the next log",
+                                  kind.value, exc)
+                        result.errors.append(f"compaction: {exc}")
+                        continue
                     stats.add(done)
                     metrics.RECLAIMED_COMPACTION_SPACE_BYTES.inc(done.reclaimed_bytes)
                     metrics.COMPACTED_ENTRY_TOTAL.inc(done.entries_moved)

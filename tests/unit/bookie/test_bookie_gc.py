@@ -18,6 +18,9 @@ import pytest
 
 from bookie.bookie import Bookie
 from bookie.storage import metrics
+from bookie.storage.compaction import logs_to_compact
+from bookie.storage.entry_log import RECORD_HEADER_SIZE, split_location
+from bookie.storage.entry_logger import entry_log_path
 from bookie.storage.single_directory import EntryLogUsage, SingleDirectoryDbLedgerStorage
 from minipulsar.errors import NoSuchLedgerError
 from tests.unit.bookie.bookie_storage_support import add, add_many, payload_for, read_all, started_bookie, storage
@@ -266,6 +269,38 @@ async def test_compaction_moves_live_entries_and_updates_the_index(tmp_path: Pat
     assert all(u.usage >= 0.5 for u in await usages(bookie)), "nothing left below the threshold"
     rows = await asyncio.to_thread(directory._log_metadata.live_bytes_by_log)
     assert all(log_id in remaining for log_id in rows), "the old logs' usage rows went with them"
+    await bookie.close()
+
+
+async def test_a_log_with_a_damaged_record_is_left_and_the_others_are_compacted(tmp_path: Path) -> None:
+    """Goal: a live record failing its CRC in one log keeps that log (it must not go) but not
+    the others: they are compacted in the same round (one damaged record stopped every later
+    compaction of every dir, round after round). Method: as above; one payload byte of a live
+    entry in the emptiest log flipped before a forced major compaction."""
+    bookie = await gc_bookie(tmp_path / "bookie")
+    await write_and_checkpoint(bookie, range(24), 20)
+    await write_and_checkpoint(bookie, [100], 70)
+    live = [i for i in range(24) if i % 3 == 0] + [100]
+    bookie.start_gc(FakeLedgers(live))
+    await bookie.gc.force(force_major=False)  # the other ledgers go; nothing is below the minor threshold
+    candidates = logs_to_compact(await usages(bookie), 0.5)
+    assert len(candidates) >= 4
+    directory = the_dir(bookie)
+    damaged = candidates[0].log_id
+    ledger_id, entry_id, location = (await asyncio.to_thread(directory.live_entries, damaged))[0]
+    offset = split_location(location)[1] + RECORD_HEADER_SIZE + 10
+    with open(entry_log_path(directory.directory, damaged), "r+b") as log_file:
+        log_file.seek(offset)
+        byte = log_file.read(1)
+        log_file.seek(offset)
+        log_file.write(bytes([byte[0] ^ 0xFF]))
+
+    result = await bookie.gc.force()
+    assert result.compacted_entry_logs == len(candidates) - 1
+    assert len(result.errors) == 1 and f"entry log {damaged:x}: " in result.errors[0]
+    assert damaged in log_ids_on_disk(bookie)
+    intact = [l for l in live if l != ledger_id]
+    await assert_ledgers_intact(bookie, [l for l in intact if l != 100], 20)
     await bookie.close()
 
 
