@@ -81,7 +81,7 @@ class BookieRegistration:
         self.store.add_session_listener(self._on_session_event)
         deadline = time.monotonic() + self._session_timeout_s * 1.5 + 2.0
         waited = False
-        while not await self._create():
+        while not await self._create(path := self.path):
             if await self._replace_own_stale_key():
                 continue
             if not waited:
@@ -94,7 +94,10 @@ class BookieRegistration:
                     f"{self.bookie_id}?")
             await asyncio.sleep(POLL_INTERVAL_S)
         self._registered = True
-        log.info("registered as %s", self.path)
+        log.info("registered as %s", path)
+        if path != self.path:  # turned read-only (or back) while the key was being created:
+            self._ensure_registered()  # create it where it belongs now and delete this one
+            return
         try:
             await self._delete_own_key(self.other_path)  # a previous run's, if it was in the other mode
         except MiniPulsarError as exc:  # it expires with that run's session anyway
@@ -141,10 +144,11 @@ class BookieRegistration:
         except (NotFoundError, BadVersionError):
             pass  # gone already, or rewritten since we read it (then no longer ours to judge)
 
-    async def _create(self) -> bool:
-        """True when the key is created by us now; False when a key is already there."""
+    async def _create(self, path: str | None = None) -> bool:
+        """True when the key (at ``path``, default :attr:`path`) is created by us now; False
+        when a key is already there."""
         try:
-            await self.store.put(self.path, self.value, NOT_EXISTS, ephemeral=True)
+            await self.store.put(path or self.path, self.value, NOT_EXISTS, ephemeral=True)
         except AlreadyExistsError:
             return False
         return True

@@ -1,0 +1,50 @@
+"""The bookie's registration key on an in-memory metadata store: where it lives when the bookie
+turns read-only (or back) while it registers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from bookie.registration import BookieRegistration, registration_path
+from minipulsar.metadata.memory import MemoryMetadataStore
+from tests.support.process import wait_for
+
+
+class HookedStore(MemoryMetadataStore):
+    """Runs ``on_put`` once, right after a put is applied and before its caller resumes: the
+    moment a reply is in flight."""
+
+    on_put: Callable[[], None] | None = None
+
+    async def put(self, path, value, expected_version=None, *, ephemeral=False):  # noqa: ANN001, ANN201
+        stat = await super().put(path, value, expected_version, ephemeral=ephemeral)
+        if self.on_put is not None:
+            hook, self.on_put = self.on_put, None
+            hook()
+        return stat
+
+
+@pytest.mark.parametrize("read_only_at_start", [False, True])
+async def test_a_mode_flip_while_registering_leaves_the_key_where_the_mode_says(read_only_at_start: bool) -> None:
+    """Goal: the bookie turning read-only (or writable) while its key is being created ends
+    with the key under the path of the new mode, and none under the other. (register() then
+    deleted "the other path's" key — by then the one it had just created — and the bookie was
+    registered nowhere.)"""
+    store = HookedStore(session_timeout_ms=10_000)
+    registration = BookieRegistration(store, "b1:3181", {"instanceId": "x"}, 10_000, read_only=read_only_at_start)
+    store.on_put = lambda: registration.set_read_only(not read_only_at_start)
+    try:
+        await registration.register()
+        now = registration_path("b1:3181", not read_only_at_start)
+        before = registration_path("b1:3181", read_only_at_start)
+        await wait_for(lambda: store.get(now), 5, message=f"not registered under {now}")
+        await wait_for(lambda: _absent(store, before), 5, message=f"still registered under {before}")
+    finally:
+        await registration.unregister()
+        await store.close()
+
+
+async def _absent(store: MemoryMetadataStore, path: str) -> bool:
+    return await store.get(path) is None
