@@ -279,9 +279,10 @@ class Bookie:
             raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
         return state
 
-    async def read_entries(self, ledger_id: int, first_entry_id: int, count: int,
-                           max_bytes: int) -> list[tuple[int, bytes]]:
-        """Up to ``count`` consecutive entries from ``first_entry_id`` within ``max_bytes``.
+    async def read_entries(self, ledger_id: int, first_entry_id: int, count: int, max_bytes: int,
+                           ready: asyncio.Future[None] | None = None) -> list[tuple[int, bytes]]:
+        """Up to ``count`` consecutive entries from ``first_entry_id`` within ``max_bytes``;
+        admitted to the read executor at once, read once ``ready`` (if given) is done.
 
         Raises:
             NoSuchLedgerError / NoSuchEntryError: unknown ledger / first entry not here.
@@ -290,7 +291,7 @@ class Bookie:
         self.ledger(ledger_id)
         storage = self.storage
         entries = await self.read_executor.submit(
-            ledger_id, lambda: storage.read_entries(ledger_id, first_entry_id, count, max_bytes))
+            ledger_id, lambda: storage.read_entries(ledger_id, first_entry_id, count, max_bytes), ready)
         metrics.TOTALS.read_bytes += sum(len(payload) for _, payload in entries)
         return entries
 

@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import threading
@@ -64,8 +65,12 @@ class ReadThreadPool:
     def pending_total(self) -> int:
         return sum(self.pending)
 
-    def submit(self, key: int, fn: Callable[[], T]) -> asyncio.Future[T]:
+    def submit(self, key: int, fn: Callable[[], T], ready: asyncio.Future[None] | None = None) -> asyncio.Future[T]:
         """Run ``fn()`` on thread ``key mod threads``; must be called on the event loop.
+
+        ``ready``: the task takes its place in the thread's count now, and joins the thread's
+        queue once ``ready`` is done (cancelled: it never runs, its future is cancelled) — as a
+        BookKeeper read thread blocked on a channel that is not writable holds its queue.
 
         Returns:
             A future of the loop, completed with ``fn``'s result or exception.
@@ -85,8 +90,24 @@ class ReadThreadPool:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self.pending[index] += 1
-        self._queues[index].put((fn, future, loop, index, time.monotonic()))
+        if ready is None or ready.done() and not ready.cancelled():
+            self._queues[index].put((fn, future, loop, index, time.monotonic()))
+        else:
+            ready.add_done_callback(functools.partial(self._ready, fn, future, loop, index))
         return future
+
+    def _ready(self, fn: Callable[[], Any], future: asyncio.Future, loop: asyncio.AbstractEventLoop, index: int,
+               ready: asyncio.Future[None]) -> None:
+        """A task's turn came (or it was given up): queue it, or give its place back."""
+        if ready.cancelled() or future.cancelled() or self._closed:
+            self.pending[index] -= 1
+            if not future.done():
+                if self._closed and not ready.cancelled():
+                    future.set_exception(ServiceNotReadyError("the bookie is shutting down: reads are no longer served"))
+                else:
+                    future.cancel()
+            return
+        self._queues[index].put((fn, future, loop, index, time.monotonic()))
 
     def close(self) -> None:
         """Run every task already queued, then stop the threads. Blocking: call it off the loop

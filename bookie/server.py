@@ -15,6 +15,16 @@ rejected write), and the waiting adds are refused with BookieReadOnly once the b
 read-only: none of them reached the journal. Reads and fencing run as tasks: they wait for
 the disk or for a durable fence record.
 
+Memory per connection stays bounded whatever the peer does: at most
+:data:`READS_IN_FLIGHT_MAX` reads of a connection run at once, and none starts while its
+transport holds more unsent bytes than its high-water mark; the next ones wait their turn,
+in order — already admitted to the read thread pool (so its bound still answers
+TooManyRequests at once, and they hold their thread's queue slots meanwhile, as BookKeeper's
+read threads do while blocked on a channel that is not writable) and their fencing already
+applied. The connection stops reading the socket while any read or add waits or its
+responses are not being taken: a peer that sends requests but never reads the answers (each
+READ_ENTRY answer may be MiBs) gets TCP back-pressure, not a bookie growing without bound.
+
 While the bookie is read-only (every ledger dir full, or a journal failed: see
 :mod:`bookie.state`) adds are refused with BookieReadOnly before they reach the journal —
 except recovery adds, which ledger recovery needs to close a ledger — and reads are served as
@@ -60,6 +70,10 @@ RESPONSE_OVERHEAD_BYTES = 1024
 """Room kept in a READ_ENTRY_RESPONSE frame for everything but the payloads."""
 READ_COUNT_MAX = 10_000
 """Entries asked for in one READ_ENTRY beyond this are not read (the response says how many came)."""
+READS_IN_FLIGHT_MAX = 64
+"""READ_ENTRY requests of one connection read at once (their answers are what a peer that
+does not read can leave in memory); the next ones wait their turn."""
+_ADDS_WAITING, _READS_WAITING, _UNSENT = "adds waiting for room", "reads waiting", "responses not taken"
 
 
 class BookieConnection(ServerConnection):
@@ -80,6 +94,34 @@ class BookieConnection(ServerConnection):
         self._waiting: collections.deque[tuple[AddEntry, float]] = collections.deque()
         """Adds that found no room, with their arrival time, admitted in order by ``_admitting``."""
         self._admitting: asyncio.Task[None] | None = None
+        self._payload_max = bookie.config.max_frame_size - RESPONSE_OVERHEAD_BYTES
+        self._reads_running = 0
+        """Reads that had their turn and are not answered yet."""
+        self._read_turns: collections.deque[asyncio.Future[None]] = collections.deque()
+        """Reads waiting for their turn (see the module docstring), in arrival order."""
+        self._paused_for: set[str] = set()
+        """Why the socket is not read now (any reason pauses it)."""
+
+    def _pause_reading(self, reason: str) -> None:
+        if not self._paused_for and self.transport is not None and not self.transport.is_closing():
+            self.transport.pause_reading()
+        self._paused_for.add(reason)
+
+    def _resume_reading(self, reason: str) -> None:
+        if reason not in self._paused_for:
+            return
+        self._paused_for.discard(reason)
+        if not self._paused_for and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._pause_reading(_UNSENT)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._resume_reading(_UNSENT)
+        self._grant_read_turns()
 
     # -- ADD_ENTRY ------------------------------------------------------------------------------
 
@@ -99,6 +141,13 @@ class BookieConnection(ServerConnection):
 
     def _add_received(self, cmd: AddEntry) -> None:
         """Collect the add: the adds of one read are admitted together once it is dispatched."""
+        if len(cmd.payload) > self._payload_max:
+            # The frame fit, but the READ_ENTRY_RESPONSE carrying it back would not: refused
+            # now rather than acknowledged and then unreadable by every peer.
+            self.reply_error(cmd, InvalidCommand(
+                f"ADD_ENTRY payload of {len(cmd.payload)} bytes is above the largest entry this bookie can "
+                f"send back ({self._payload_max} bytes: maxFrameSize less {RESPONSE_OVERHEAD_BYTES})"))
+            return
         if not (0 <= cmd.ledger_id <= INT64_MAX and 0 <= cmd.entry_id <= INT64_MAX and -1 <= cmd.lac <= INT64_MAX):
             try:
                 _check_id("ledger_id", cmd.ledger_id, 0)  # one of them raises, naming the field
@@ -129,8 +178,7 @@ class BookieConnection(ServerConnection):
         # stops reading until all are admitted (TCP back-pressure, not unbounded buffering).
         self._waiting.extend((cmd, started) for cmd in adds)
         if self._admitting is None:
-            if self.transport is not None:
-                self.transport.pause_reading()
+            self._pause_reading(_ADDS_WAITING)
             task = self._admitting = self._loop.create_task(self._admit_waiting())
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -153,8 +201,7 @@ class BookieConnection(ServerConnection):
             metrics.TOTALS.adds_in_progress -= len(waiting)
             waiting.clear()
             self._admitting = None
-            if self.transport is not None and not self.transport.is_closing():
-                self.transport.resume_reading()
+            self._resume_reading(_ADDS_WAITING)
 
     def add_done(self, cmd: AddEntry, started: float, error: BaseException | None) -> None:
         self.adds_done([cmd], started, error)
@@ -183,9 +230,33 @@ class BookieConnection(ServerConnection):
                                  f"got count={cmd.count} max_bytes={cmd.max_bytes}")
         # Fence here, in the read path: commands behind this one on the connection see it.
         fenced = self.bookie.fence(cmd.ledger_id) if cmd.fence else None
-        return self._read_entry(cmd, fenced)
+        return self._read_entry(cmd, fenced, self._read_turn())
 
-    async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None) -> None:
+    def _may_run_read(self) -> bool:
+        return self._reads_running < READS_IN_FLIGHT_MAX and not (self.writer is not None and self.writer.paused)
+
+    def _read_turn(self) -> asyncio.Future[None] | None:
+        """None: the read may run now (counted as running); else the future of its turn."""
+        if not self._read_turns and self._may_run_read():
+            self._reads_running += 1
+            return None
+        turn: asyncio.Future[None] = self._loop.create_future()
+        self._read_turns.append(turn)
+        self._pause_reading(_READS_WAITING)
+        return turn
+
+    def _grant_read_turns(self) -> None:
+        turns = self._read_turns
+        while turns and (turns[0].done() or self._may_run_read()):
+            turn = turns.popleft()
+            if not turn.done():  # else given up: refused by the read pool, or the connection closed
+                self._reads_running += 1
+                turn.set_result(None)
+        if not turns:
+            self._resume_reading(_READS_WAITING)
+
+    async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None, turn: asyncio.Future[None] | None) -> None:
+        """One read; ``turn``: see :meth:`_read_turn` (the read pool runs it once it is done)."""
         started = time.monotonic()
         metrics.TOTALS.reads_in_progress += 1
         success = False
@@ -195,7 +266,7 @@ class BookieConnection(ServerConnection):
             frame_budget = self.bookie.config.max_frame_size - RESPONSE_OVERHEAD_BYTES
             max_bytes = min(cmd.max_bytes, frame_budget) if cmd.max_bytes else frame_budget
             entries = await self.bookie.read_entries(cmd.ledger_id, cmd.first_entry_id,
-                                                     min(cmd.count, READ_COUNT_MAX), max_bytes)
+                                                     min(cmd.count, READ_COUNT_MAX), max_bytes, ready=turn)
             lac = self.bookie.ledger(cmd.ledger_id).lac
             self.send(ReadEntryResponse(id=cmd.id, ledger_id=cmd.ledger_id,
                                         entries=[[e, p] for e, p in entries], lac=lac))
@@ -204,6 +275,11 @@ class BookieConnection(ServerConnection):
             metrics.TOTALS.reads_in_progress -= 1
             latency = metrics.READ_ENTRY_REQUEST_OK if success else metrics.READ_ENTRY_REQUEST_FAILED
             latency.observe((time.monotonic() - started) * 1000)
+            if turn is None or (turn.done() and not turn.cancelled()):
+                self._reads_running -= 1
+            else:
+                turn.cancel()
+            self._grant_read_turns()
 
     @handles(ReadLac)
     def read_lac(self, cmd: ReadLac) -> Any:

@@ -16,11 +16,28 @@ from typing import Protocol, TypeVar
 T = TypeVar("T")
 
 
+def copy_outcome(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
+    """Complete ``target`` as ``source`` completes (unless ``target`` was cancelled meanwhile)."""
+    def copy(done: asyncio.Future[T]) -> None:
+        if target.done():
+            return
+        if done.cancelled():
+            target.cancel()
+        elif done.exception() is not None:
+            target.set_exception(done.exception())
+        else:
+            target.set_result(done.result())
+
+    source.add_done_callback(copy)
+
+
 class ReadExecutor(Protocol):
-    def submit(self, key: int, fn: Callable[[], T]) -> asyncio.Future[T]:
+    def submit(self, key: int, fn: Callable[[], T], ready: asyncio.Future[None] | None = None) -> asyncio.Future[T]:
         """Run ``fn()`` off the loop; called on the loop, the future completes on the loop.
 
         ``key`` (the ledger id) lets an ordered executor keep one ledger's reads in order.
+        ``ready``: the read is admitted now but runs only once ``ready`` is done (cancelled:
+        it never runs, and its future is cancelled).
 
         Raises:
             TooManyRequestsError: the executor's queue for ``key`` is full (the read is refused).
@@ -33,8 +50,20 @@ class ThreadPoolReadExecutor:
     def __init__(self, threads: int) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="bookie-read")
 
-    def submit(self, key: int, fn: Callable[[], T]) -> asyncio.Future[T]:
-        return asyncio.get_running_loop().run_in_executor(self._pool, fn)
+    def submit(self, key: int, fn: Callable[[], T], ready: asyncio.Future[None] | None = None) -> asyncio.Future[T]:
+        loop = asyncio.get_running_loop()
+        if ready is None or ready.done() and not ready.cancelled():
+            return loop.run_in_executor(self._pool, fn)
+        result: asyncio.Future[T] = loop.create_future()
+
+        def start(_: asyncio.Future[None]) -> None:
+            if ready.cancelled() or result.cancelled():
+                result.cancel()
+                return
+            copy_outcome(loop.run_in_executor(self._pool, fn), result)
+
+        ready.add_done_callback(start)
+        return result
 
     def close(self) -> None:
         """Blocking: waits for the reads in flight."""

@@ -29,6 +29,9 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[Any, Any], Any]
 
+CLOSE_GRACE_S = 5.0
+"""On shutdown, how long a connection may take to flush its last bytes before it is aborted."""
+
 
 def handles(*command_types: type[Command]) -> Callable[[Handler], Handler]:
     """Mark a :class:`ServerConnection` method as the handler of ``command_types``."""
@@ -166,13 +169,23 @@ class Listener:
         if self._server is not None:
             self._server.close()
 
-    async def close(self) -> None:
+    async def close(self, grace_s: float = CLOSE_GRACE_S) -> None:
+        """Close every connection, flushing what is queued; a connection whose peer has not
+        taken its bytes within ``grace_s`` (a client that stopped reading) is aborted."""
         if self._server is None:
             return
         self._server.close()
         for connection in list(self.connections):
             connection.close()
-        await asyncio.gather(*(c.wait_closed() for c in list(self.connections)), return_exceptions=True)
+        closing = [asyncio.ensure_future(c.wait_closed()) for c in list(self.connections)]
+        if closing:
+            await asyncio.wait(closing, timeout=grace_s)
+        for connection in list(self.connections):
+            log.warning("%s: the peer did not take its last responses within %.0fs; aborting", connection.peer,
+                        grace_s)
+            connection.abort()
+        if closing:
+            await asyncio.gather(*closing, return_exceptions=True)
         await self._server.wait_closed()
         self._server = None
 

@@ -13,8 +13,8 @@ import msgpack
 import pytest_asyncio
 
 from minipulsar.net import Connection, connect
-from minipulsar.protocol.commands import PROTOCOL_VERSION, AddEntry, ReadEntry
-from tests.support.process import ServerProcess, started
+from minipulsar.protocol.commands import PROTOCOL_VERSION, AddEntry, BookieInfo, ReadEntry, ReadLac
+from tests.support.process import ServerProcess, started, wait_for
 
 REPLY_TIMEOUT_S = 5.0
 
@@ -117,3 +117,108 @@ async def test_garbage_gets_an_error_or_a_closed_connection_and_service_goes_on(
     too_large = await replies(bookie.host, bookie.port, struct.pack(">I", 2**31), handshake=True)
     assert too_large == "closed" or too_large[0]["code"] == "TooLarge"
     good.close()
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+async def test_a_client_that_never_reads_its_answers_does_not_grow_the_bookie(bookie: ServerProcess) -> None:
+    """Goal: a peer that sends READ_ENTRY requests and never reads the answers gets TCP
+    back-pressure: the bookie answers about READS_IN_FLIGHT_MAX of them and no more while
+    nobody reads (it answered all: +600 MB for 30 KB of requests), other connections are served
+    meanwhile, and once the peer reads, every answer comes, in order. Method: one 1 MiB entry;
+    600 reads of it sent at once on a raw socket; answered reads (pendingReads of BOOKIE_INFO)
+    and the bookie's RSS watched for 3 s after the first 64 were answered; then the answers."""
+    reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
+    checker = await connect(RawClient, bookie.host, bookie.port)
+    try:
+        writer.write(CONNECT)
+        assert (await _read_frame(reader))["t"] == "CONNECTED"
+        payload = bytes(range(256)) * 4096
+        writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1, "payload": payload}))
+        assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
+        before = _rss_bytes(bookie.proc.pid)
+        reads = 600
+        writer.write(b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0})
+                              for i in range(reads)))
+        await writer.drain()
+
+        async def answered() -> int:
+            return reads - (await checker.request(BookieInfo)).info["pendingReads"]
+
+        await wait_for(lambda: _at_least(answered(), 64), 20, message="the first reads were not answered")
+        deadline = asyncio.get_running_loop().time() + 3.0
+        while asyncio.get_running_loop().time() < deadline:  # an invariant over a window, not a sleep
+            done = await answered()
+            grown = _rss_bytes(bookie.proc.pid) - before
+            assert done <= 64 + 32, f"{done} reads answered while nobody reads the answers"
+            assert grown < 250 * 1024 * 1024, f"the bookie grew by {grown >> 20} MiB for answers nobody reads"
+            lac = await checker.request(ReadLac, ledger_id=77)
+            assert lac.last_entry_id == 0, "another connection is served meanwhile"
+        for i in range(reads):
+            answer = await asyncio.wait_for(_read_frame(reader), 20)
+            assert answer["t"] == "READ_ENTRY_RESPONSE" and answer["id"] == 10 + i
+            assert answer["entries"] == [[0, payload]]
+    finally:
+        writer.close()
+        checker.close()
+
+
+async def _at_least(count, minimum: int) -> bool:  # noqa: ANN001
+    return await count >= minimum
+
+
+async def test_a_client_that_never_reads_does_not_hold_up_shutdown(bookie: ServerProcess) -> None:
+    """Goal: SIGTERM stops the bookie cleanly (exit 0, after deleting its registration) even while a
+    peer that stopped reading holds MiBs of unsent answers: closing waited for them until the
+    keep-alive gave up (~60 s), past the supervisor's SIGKILL. Method: 20 reads of a 1 MiB
+    entry nobody reads, then stop()."""
+    reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
+    checker = await connect(RawClient, bookie.host, bookie.port)
+    try:
+        writer.write(CONNECT)
+        assert (await _read_frame(reader))["t"] == "CONNECTED"
+        writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 5, "entry_id": 0, "lac": -1,
+                            "payload": b"y" * (1024 * 1024)}))
+        assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
+        writer.write(b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 5, "first_entry_id": 0})
+                              for i in range(20)))
+        await writer.drain()
+
+        async def no_read_in_progress() -> bool:
+            info = await checker.request(BookieInfo)
+            return info.info["pendingReads"] == 0 and info.info["readPoolPending"] == 0
+
+        await wait_for(no_read_in_progress, 20, message="the bookie's reads did not settle")
+        checker.close()
+        assert await asyncio.to_thread(bookie.stop, 12.0) == 0, "SIGKILLed: the bookie did not stop in time"
+        tail = bookie.log_tail(80)
+        assert "did not take its last responses" in tail and "stopped" in tail
+    finally:
+        writer.close()
+        checker.close()
+
+
+async def test_an_entry_too_big_to_be_read_back_is_refused_not_acknowledged(bookie: ServerProcess) -> None:
+    """Goal: an ADD_ENTRY whose frame fits but whose READ_ENTRY_RESPONSE would not (it was
+    acknowledged, and every peer then refused the answer as too large, dropping the whole
+    connection) is refused with InvalidCommand; the largest entry accepted reads back.
+    Method: payloads just above and just below maxFrameSize - 1 KiB, on the project's client."""
+    max_frame = 5 * 1024 * 1024 + 64 * 1024
+    client = await connect(RawClient, bookie.host, bookie.port)
+    try:
+        refused = await replies(bookie.host, bookie.port, frame(
+            {"t": "ADD_ENTRY", "id": 2, "ledger_id": 9, "entry_id": 0, "lac": -1,
+             "payload": b"z" * (max_frame - 512)}), handshake=True)
+        assert isinstance(refused, list) and refused[-1]["t"] == "ERROR"
+        assert refused[-1]["code"] == "InvalidCommand" and "largest entry" in refused[-1]["message"]
+        payload = b"a" * (max_frame - 1024)
+        await client.request(AddEntry, ledger_id=9, entry_id=0, lac=-1, payload=payload)
+        answer = await client.request(ReadEntry, ledger_id=9, first_entry_id=0)
+        assert answer.entries == [[0, payload]]
+    finally:
+        client.close()

@@ -96,3 +96,27 @@ async def test_close_runs_the_queued_tasks_then_refuses_new_ones() -> None:
     with pytest.raises(ServiceNotReadyError):
         pool.submit(0, lambda: None)
     pool.close()  # idempotent
+
+
+async def test_a_task_waiting_for_its_turn_holds_its_place_and_runs_once_ready(pool: ReadThreadPool) -> None:
+    """Goal: a task submitted with ``ready`` counts against its thread's bound at once (as a
+    BookKeeper read thread blocked on a busy channel holds its queue) but runs only once
+    ``ready`` is done; given up (cancelled), it never runs and gives its place back."""
+    loop = asyncio.get_running_loop()
+    ran: list[str] = []
+    first, second = loop.create_future(), loop.create_future()
+    waiting = pool.submit(0, lambda: ran.append("first") or "first", first)
+    given_up = pool.submit(0, lambda: ran.append("second") or "second", second)
+    assert pool.pending[0] == 2 and ran == []
+    third = pool.submit(0, lambda: "third")
+    with pytest.raises(TooManyRequestsError):
+        pool.submit(0, lambda: "refused")
+    first.set_result(None)
+    assert await waiting == "first" and ran == ["first"]
+    second.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await given_up
+    assert "second" not in ran
+    assert await third == "third"
+    assert pool.pending[0] == 0
+    assert await pool.submit(0, lambda: "room again") == "room again"
