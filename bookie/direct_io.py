@@ -231,8 +231,8 @@ class DirectAppender:
             os.fdatasync(self._fd)
 
     def _hand_over(self, whole: int) -> None:
-        """Write the current buffer's first ``whole`` bytes (whole blocks): on the writer
-        thread when there is one, going on in the other buffer; else here."""
+        """Write the current buffer's first ``whole`` bytes (whole blocks): on a writer
+        thread when there are some, going on in the next staging buffer; else here."""
         view, rest = self._view, self._filled - whole
         if self._executor is None:
             self._write_exactly(view[:whole], self._base)
@@ -282,6 +282,9 @@ class DirectAppender:
             self._wait(index)
 
     def sync(self) -> None:
+        """fdatasync what was written, after the background writes in flight (not what is
+        still only in the staging buffer: :meth:`flush` writes that)."""
+        self._drain()
         os.fdatasync(self._fd)
 
     def close(self) -> None:

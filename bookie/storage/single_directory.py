@@ -239,8 +239,8 @@ class SingleDirectoryDbLedgerStorage:
         others; the bound counts from then.
 
         Raises:
-            TooManyRequestsError: no room came within ``max_throttle_s`` (the flush is slow or
-                failing): BookKeeper's rejected write. Nothing was journaled.
+            TooManyRequestsError: no room came within ``max_throttle_s`` (the flushes do not keep
+                up, or one is failing): BookKeeper's rejected write. Nothing was journaled.
             BookieReadOnlyError (or whatever :meth:`refuse_waiting` was given): the bookie
                 turned read-only meanwhile; ``recovery`` adds are not refused that way.
         """
@@ -251,13 +251,17 @@ class SingleDirectoryDbLedgerStorage:
         loop = asyncio.get_running_loop()
         item = _Waiter(loop.create_future(), payload_length + ENTRY_OVERHEAD_BYTES, recovery)
         self._waiters.append(item)
+        # try_admit's flush request may have swapped the halves at once (no checkpoint was
+        # running), waking the waiters queued *before* this one: without this call it would
+        # wait for a wake-up that already happened, with the room free.
+        self._wake_waiters()
         waited_s = started - since if since is not None else 0.0
         timer = loop.call_later(max(0.0, self.settings.max_throttle_s - waited_s), self._reject, item)
         try:
             await item.future
         except asyncio.CancelledError:
-            if item.future.done() and not item.future.cancelled():
-                self._reserved -= item.size  # reserved for us just before the cancellation
+            if item.future.done() and not item.future.cancelled() and item.future.exception() is None:
+                self._reserved -= item.size  # granted (room reserved for us) just before the cancellation
             elif item in self._waiters:
                 self._waiters.remove(item)
             self._wake_waiters()
@@ -274,7 +278,7 @@ class SingleDirectoryDbLedgerStorage:
         metrics.REJECTED_WRITE_REQUESTS.inc()
         item.future.set_exception(TooManyRequestsError(
             f"the write cache of {self.directory} had no room for {self.settings.max_throttle_s:g}s "
-            f"(dbStorage_maxThrottleTimeMs): its flush is slow or failing"))
+            f"(dbStorage_maxThrottleTimeMs): its flushes do not keep up, or one is failing"))
         self._wake_waiters()  # the next ones may fit now that this one gave up its place
 
     def refuse_waiting(self, error: Callable[[], BaseException]) -> int:

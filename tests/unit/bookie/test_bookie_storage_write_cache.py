@@ -14,6 +14,7 @@ from bookie.storage.entry_log import split_location
 from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
 from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
 from minipulsar.errors import BookieReadOnlyError, TooManyRequestsError
+from tests.support.process import wait_for
 
 KIB = 1024
 
@@ -166,4 +167,47 @@ def test_a_flush_writes_the_entries_sorted_by_ledger_then_entry(tmp_path: Path) 
     directory.flush_completed(batch)
     offsets = {key: split_location(directory._locations.get(*key))[1] for key in order}
     assert sorted(offsets, key=offsets.get) == sorted(order)
+    directory.close()
+
+
+async def test_an_add_whose_flush_request_swapped_at_once_is_admitted_at_once(tmp_path: Path) -> None:
+    """Goal: when an add finds no room and its flush request swaps the halves on the spot (no
+    checkpoint running), the add is admitted into the now empty half — it waited for a wake-up
+    that had already happened, and was refused after dbStorage_maxThrottleTimeMs."""
+    holder: list[SingleDirectoryDbLedgerStorage] = []
+    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB,
+                                                                         max_throttle_s=30.0),
+                                               request_flush=lambda: holder[0].swap())
+    holder.append(directory)
+    directory.open()
+    assert directory.try_admit(3 * KIB)
+    directory.add_entry(1, 0, -1, bytes(3 * KIB))
+    await asyncio.wait_for(directory.admit(2 * KIB), 5)
+    directory.close()
+
+
+@pytest.mark.parametrize("refusal", ["read-only", "max-throttle-time"])
+async def test_a_refused_add_cancelled_before_it_resumes_gives_back_no_room(tmp_path: Path, refusal: str) -> None:
+    """Goal: an add refused while it waited for room (the bookie turned read-only, or
+    dbStorage_maxThrottleTimeMs passed) and cancelled before it resumed (its connection
+    closed in the same loop turn) had no room reserved and gives none back: the reservations
+    stayed negative, and the write cache's bound was off for good."""
+    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB,
+                                                                         max_throttle_s=30.0))
+    directory.open()
+    assert directory.try_admit(3 * KIB)
+    directory.add_entry(1, 0, -1, bytes(3 * KIB))
+    waiting = asyncio.ensure_future(directory.admit(2 * KIB))
+    await wait_for(lambda: len(directory._waiters) == 1, 5)
+    if refusal == "read-only":
+        directory.refuse_waiting(lambda: BookieReadOnlyError("read-only"))
+    else:
+        directory._reject(directory._waiters[0])
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert directory._reserved == 0
+    directory.swap()
+    assert directory.try_admit(100)
+    directory.cancel_admission(100)  # e.g. the journal refused it: asserted the bound before
+    assert directory._reserved == 0
     directory.close()
