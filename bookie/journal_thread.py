@@ -127,7 +127,12 @@ class JournalThread:
             if carry is not None:
                 item, carry = carry, None
             else:
-                item = self._next_item(group)
+                try:
+                    item = self._next_item(group)
+                except Exception as exc:  # a bug: no add may wait forever for this thread
+                    self._broken(group, exc)
+                    group, entries, group_bytes = [], 0, 0
+                    continue
             while item is not None:  # drain whatever is queued: it joins this group (see group_full)
                 if item is STOP:
                     stopping = True
@@ -232,6 +237,17 @@ class JournalThread:
         """Fail every later group here, and every later admission on the loop at once."""
         self._failure = failure
         self._on_failure(failure)
+
+    def _broken(self, group: list[Batch], exc: Exception) -> None:
+        """The group assembly itself failed (a bug): fail the journal as a failed write does,
+        and the group being assembled with it; later groups fail in :meth:`_commit`."""
+        log.error("journal %s: the writer thread failed, refusing further adds: %r", self.directory, exc,
+                  exc_info=exc)
+        failure = self._failure or UnknownServerError(f"journal writer failed: {exc!r}")
+        if self._failure is None:
+            self._fail(failure)
+        if group:
+            self._call_on_loop(self._group_done, group, failure)
 
 
 def split_batch(batch: Batch, policy: GroupCommitPolicy, entries: int, group_bytes: int) -> tuple[Batch, Batch | None]:

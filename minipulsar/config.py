@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import os
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -107,6 +109,8 @@ def _convert(key: str, value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
             converted = value if isinstance(value, int) and not isinstance(value, bool) else int(str(text).strip())
         elif hint is float:
             converted = float(value)
+            if not math.isfinite(converted):  # inf and nan pass every range check
+                raise ValueError(value)
         elif hint is str:
             converted = str(value)
         elif typing.get_origin(hint) in (list, tuple):
@@ -313,9 +317,21 @@ class BookieConfig:
             raise ValueError("journalDirectories must name at least one directory")
         if not self.ledger_dirs:
             raise ValueError("ledgerDirectories must name at least one directory")
+        named = [os.path.normpath(os.path.abspath(d)) for d in (*self.journal_dirs, *self.ledger_dirs)]
+        if len(set(named)) < len(named):
+            twice = sorted({d for d in named if named.count(d) > 1})
+            raise ValueError(f"each journal and ledger directory must be its own: {', '.join(twice)} is named twice "
+                             f"(journalDirectories={','.join(self.journal_dirs)} "
+                             f"ledgerDirectories={','.join(self.ledger_dirs)})")
         if self.minor_compaction_threshold > self.major_compaction_threshold:
             raise ValueError(f"minorCompactionThreshold ({self.minor_compaction_threshold}) must not exceed "
                              f"majorCompactionThreshold ({self.major_compaction_threshold})")
+        if not 0 < self.disk_usage_threshold < 1:  # as BookKeeper's DiskChecker.validateThreshold
+            raise ValueError(f"diskUsageThreshold ({self.disk_usage_threshold}) must be above 0 and below 1")
+        if self.disk_usage_warn_threshold > self.disk_usage_threshold:
+            raise ValueError(f"diskUsageWarnThreshold ({self.disk_usage_warn_threshold}) must not exceed "
+                             f"diskUsageThreshold ({self.disk_usage_threshold}); lowering diskUsageThreshold "
+                             f"below 0.9 needs diskUsageWarnThreshold and diskUsageLwmThreshold set too")
         if not self.disk_usage_lwm_threshold <= self.disk_usage_threshold:
             raise ValueError(f"diskUsageLwmThreshold ({self.disk_usage_lwm_threshold}) must not exceed "
                              f"diskUsageThreshold ({self.disk_usage_threshold}); lowering "

@@ -146,6 +146,34 @@ def test_broker_valid_quorums_load(e: int, qw: int, qa: int) -> None:
     assert (config.ensemble_size, config.write_quorum, config.ack_quorum) == (e, qw, qa)
 
 
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf"])
+def test_a_number_that_is_not_finite_is_refused(value: str) -> None:
+    """inf and nan pass every range check (journalMaxGroupWaitMSec=inf killed the journal's
+    writer thread; nan made it spin), so they are refused where numbers are read."""
+    with pytest.raises(ConfigError, match="journalMaxGroupWaitMSec") as caught:
+        load_config(BookieConfig, overrides={"journalMaxGroupWaitMSec": value})
+    assert "a number" in str(caught.value)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"diskUsageThreshold": "0", "diskUsageWarnThreshold": "0", "diskUsageLwmThreshold": "0"},
+     "diskUsageThreshold (0.0) must be above 0 and below 1"),
+    ({"diskUsageThreshold": "1"}, "diskUsageThreshold (1.0) must be above 0 and below 1"),
+    ({"diskUsageThreshold": "0.9", "diskUsageWarnThreshold": "0.95", "diskUsageLwmThreshold": "0.8"},
+     "diskUsageWarnThreshold (0.95) must not exceed diskUsageThreshold (0.9)"),
+])
+def test_bookie_disk_thresholds_are_checked_as_bookkeeper_does(overrides: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(BookieConfig, overrides=overrides)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("journal, ledgers", [("/data/bk", "/data/bk"), ("/data/j", "/data/l,/data/l/")])
+def test_a_bookie_directory_named_twice_is_refused(journal: str, ledgers: str) -> None:
+    with pytest.raises(ConfigError, match="named twice"):
+        load_config(BookieConfig, overrides={"journalDirectories": journal, "ledgerDirectories": ledgers})
+
+
 def test_metastore_session_timeout_bounds_are_checked() -> None:
     with pytest.raises(ConfigError, match="minSessionTimeout"):
         load_config(MetastoreConfig, overrides={"minSessionTimeout": "5000", "maxSessionTimeout": "2000"})

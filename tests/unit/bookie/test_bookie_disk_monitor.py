@@ -68,8 +68,9 @@ def test_the_override_file_replaces_statvfs_and_a_bad_one_falls_back(tmp_path: P
 
 def test_a_low_water_mark_above_the_threshold_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="diskUsageLwmThreshold"):
-        load_config(BookieConfig, overrides={"diskUsageThreshold": "0.8"})
-    config = load_config(BookieConfig, overrides={"diskUsageThreshold": "0.8", "diskUsageLwmThreshold": "0.8"})
+        load_config(BookieConfig, overrides={"diskUsageThreshold": "0.8", "diskUsageWarnThreshold": "0.8"})
+    config = load_config(BookieConfig, overrides={"diskUsageThreshold": "0.8", "diskUsageWarnThreshold": "0.8",
+                                                  "diskUsageLwmThreshold": "0.8"})
     assert config.disk_usage_lwm_threshold == config.disk_usage_threshold == 0.8
 
 

@@ -255,6 +255,29 @@ async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path
     assert adds(seen) == [(1, 0, b"before")]
 
 
+async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_add(tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """Goal: an unexpected error on the writer thread outside the write itself (a bug; it was
+    journalMaxGroupWaitMSec=inf's OverflowError) fails the journal like a failed write: the
+    adds being grouped and every later one are answered with the error, none waits forever,
+    and the journal still closes. Method: the group timer raises once a group is open."""
+    from bookie import journal_thread
+
+    def broken_wait(self, group):  # noqa: ANN001, ANN202
+        if group:
+            raise OverflowError("timeout value is too large")
+        return self._queue.get()
+
+    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(max_group_wait_s=1.0)))
+    await journal.start()
+    monkeypatch.setattr(journal_thread.JournalThread, "_next_item", broken_wait)
+    with pytest.raises(Exception, match="journal writer failed"):
+        await asyncio.wait_for(journal.add_entry(1, 0, -1, b"grouped"), 10)
+    with pytest.raises(Exception, match="journal writer failed"):
+        await asyncio.wait_for(journal.add_entry(1, 1, -1, b"refused"), 10)
+    await asyncio.wait_for(journal.close(), 10)
+
+
 @pytest.mark.parametrize("adaptive", [True, False])
 async def test_adaptive_group_writes_decide_whether_a_group_takes_the_whole_queue(
         tmp_path: Path, monkeypatch, adaptive: bool) -> None:
