@@ -103,7 +103,8 @@ class ReadThreadPool:
             self.pending[index] -= 1
             if not future.done():
                 if self._closed and not ready.cancelled():
-                    future.set_exception(ServiceNotReadyError("the bookie is shutting down: reads are no longer served"))
+                    future.set_exception(ServiceNotReadyError("the bookie is shutting down: reads are no longer "
+                                                              "served"))
                 else:
                     future.cancel()
             return

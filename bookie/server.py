@@ -255,7 +255,8 @@ class BookieConnection(ServerConnection):
         if not turns:
             self._resume_reading(_READS_WAITING)
 
-    async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None, turn: asyncio.Future[None] | None) -> None:
+    async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None,
+                          turn: asyncio.Future[None] | None) -> None:
         """One read; ``turn``: see :meth:`_read_turn` (the read pool runs it once it is done)."""
         started = time.monotonic()
         metrics.TOTALS.reads_in_progress += 1
