@@ -5,9 +5,12 @@ on a mix of directories from different bookies or from an older layout, which wo
 ledger with entries silently missing. The rules here:
 
 - no cookie anywhere and no journal data: a new bookie; write a fresh cookie everywhere;
-- every directory holds the same cookie (same instance id, same set of directories): start;
-- anything else (a dir without a cookie beside dirs with one, two instance ids, a changed set
-  of journal or ledger dirs) refuses to start with :class:`InvalidCookieError`.
+- every directory holds the same cookie (same instance id, same journal and ledger dirs *in
+  the same order*: a ledger lives in dir ``ledger_id mod n`` and each journal's checkpoint
+  mark is kept by its position, so a reordered list would hide acknowledged ledgers or replay
+  a journal from another's mark): start;
+- anything else (a dir without a cookie beside dirs with one, two instance ids, a changed or
+  reordered list of journal or ledger dirs) refuses to start with :class:`InvalidCookieError`.
 
 The bookie id (host:port) is recorded once the port is bound (:func:`record_bookie_id`) but
 not enforced: with ``--port 0`` it changes on each start, which only moves where brokers
@@ -45,8 +48,9 @@ class Cookie:
     ledgerDirs: list[str]
 
     def same_bookie(self, other: Cookie) -> bool:
-        return (self.layoutVersion, self.instanceId, sorted(self.journalDirs), sorted(self.ledgerDirs)) == \
-            (other.layoutVersion, other.instanceId, sorted(other.journalDirs), sorted(other.ledgerDirs))
+        """Same instance and the same dirs in the same order (as BookKeeper's cookie compares them)."""
+        return (self.layoutVersion, self.instanceId, list(self.journalDirs), list(self.ledgerDirs)) == \
+            (other.layoutVersion, other.instanceId, list(other.journalDirs), list(other.ledgerDirs))
 
 
 def _cookie_path(directory: Path) -> Path:
@@ -101,9 +105,13 @@ def check_cookies(journal_dirs: list[Path], ledger_dirs: list[Path]) -> Cookie:
             raise InvalidCookieError(
                 f"{directory} has no cookie but {reference_dir} has one: directories were added or wiped")
         if not cookie.same_bookie(replace(expected, instanceId=reference.instanceId)):
+            reordered = (sorted(cookie.journalDirs) == sorted(expected.journalDirs)
+                         and sorted(cookie.ledgerDirs) == sorted(expected.ledgerDirs))
             raise InvalidCookieError(
                 f"the cookie in {directory} ({cookie}) does not match this bookie's directories "
-                f"(journalDirectories={expected.journalDirs}, ledgerDirectories={expected.ledgerDirs})")
+                f"(journalDirectories={expected.journalDirs}, ledgerDirectories={expected.ledgerDirs})"
+                + ("; they are the same dirs in another order: list them as when the bookie was created "
+                   "(ledgers are placed, and journal marks kept, by position)" if reordered else ""))
     return reference
 
 

@@ -36,6 +36,20 @@ def test_a_changed_set_of_directories_is_refused(tmp_path: Path) -> None:
         check_cookies([tmp_path / "j"], [tmp_path / "l", tmp_path / "l2"])
 
 
+@pytest.mark.parametrize("reordered", ["ledger", "journal"])
+def test_the_same_directories_in_another_order_are_refused(tmp_path: Path, reordered: str) -> None:
+    """A ledger lives in dir ``ledger_id mod n`` and each journal's mark is kept by position:
+    reordered lists hid acknowledged ledgers, or replayed a journal from another's mark."""
+    journals, ledgers = [tmp_path / "j1", tmp_path / "j2"], [tmp_path / "l1", tmp_path / "l2"]
+    check_cookies(journals, ledgers)
+    if reordered == "ledger":
+        ledgers = ledgers[::-1]
+    else:
+        journals = journals[::-1]
+    with pytest.raises(InvalidCookieError, match="same dirs in another order"):
+        check_cookies(journals, ledgers)
+
+
 def test_directories_of_two_bookies_are_refused(tmp_path: Path) -> None:
     check_cookies([tmp_path / "j1"], [tmp_path / "l1"])
     check_cookies([tmp_path / "j2"], [tmp_path / "l2"])
