@@ -160,10 +160,7 @@ class BookieRegistration:
             self._task.cancel()
         for path in (self.path, self.other_path):  # both, in case a move was half done
             try:
-                if path == self.path:
-                    await self.store.delete(path)
-                else:
-                    await self._delete_own_key(path)
+                await self._delete_own_key(path)  # never another instance's key under this id
             except NotFoundError:
                 pass
             except MiniPulsarError as exc:

@@ -48,3 +48,18 @@ async def test_a_mode_flip_while_registering_leaves_the_key_where_the_mode_says(
 
 async def _absent(store: MemoryMetadataStore, path: str) -> bool:
     return await store.get(path) is None
+
+
+async def test_unregistering_never_deletes_another_instances_key() -> None:
+    """Goal: a bookie that failed to register (another instance holds the id) deletes nothing
+    when it unregisters: it deleted the live bookie's key."""
+    store = HookedStore(session_timeout_ms=10_000)
+    live = BookieRegistration(store, "b1:3181", {"instanceId": "live"}, 10_000)
+    other = BookieRegistration(store, "b1:3181", {"instanceId": "other"}, 10_000)
+    try:
+        await live.register()
+        await other.unregister()
+        assert await store.get(registration_path("b1:3181", False)) is not None
+    finally:
+        await live.unregister()
+        await store.close()
