@@ -26,7 +26,9 @@ import functools
 import gc
 import logging
 import socket
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 from aiohttp import web
 
@@ -49,6 +51,7 @@ from minipulsar.net.server import Listener
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
 _WILDCARD_ADDRESSES = ("", "0.0.0.0", "::")
 METADATA_CLOSE_TIMEOUT_S = 5.0
 
@@ -67,6 +70,10 @@ def tune_gc() -> None:
     gc.set_threshold(10_000, *gc.get_threshold()[1:])
 
 
+class StartAborted(Exception):
+    """A stop was asked (SIGTERM, SIGINT) while the bookie was starting: it stops before serving."""
+
+
 class BookieService:
     def __init__(self, config: BookieConfig, store: MetadataStore | None = None,
                  stop: asyncio.Event | None = None) -> None:
@@ -83,6 +90,8 @@ class BookieService:
         self.bookie.storage.no_space_listener = self._ledger_dir_out_of_space
         self.load = BookieLoad(config.journal_dirs, config.ledger_dirs, self.disk_monitor, self.state, self.read_pool)
         self._stop_event = stop
+        self.failure: str | None = None
+        """Why the bookie shut itself down (:meth:`_shut_down`), if it did: not a requested stop."""
         self.store = store
         self._owns_store = store is None
         self.listener = Listener(self._new_connection)
@@ -106,10 +115,17 @@ class BookieService:
         return BookieConnection(self.bookie, self.bookie_id, state=self.state, load=self.load)
 
     async def start(self) -> None:
+        """Start, in the order of the module docstring.
+
+        Raises:
+            StartAborted: the stop event was set meanwhile (checked after the replay, which runs
+                to its end, and while waiting for the metadata store or an old registration).
+        """
         config, loop = self.config, asyncio.get_running_loop()
         journal_dirs = [Path(d) for d in config.journal_dirs]
         cookie = await loop.run_in_executor(None, self._prepare_dirs, journal_dirs)
         await self.bookie.start()
+        self._check_not_stopping()
         await self.disk_monitor.start()
         await self.load.start()
         bound_host, self.port = await self.listener.start(config.bind_address, config.port)
@@ -117,7 +133,8 @@ class BookieService:
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         self.http_port = await self.http.start(config.bind_address, config.http_port)
         if self.store is None:
-            self.store = await open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms)
+            self.store = await self._unless_stopping(
+                open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms))
         self.registration = BookieRegistration(self.store, self.bookie_id, {
             "httpPort": self.http_port,
             "journalDirs": [str(Path(d).resolve()) for d in config.journal_dirs],
@@ -125,11 +142,33 @@ class BookieService:
             "rack": DEFAULT_RACK,
             "instanceId": cookie.instanceId,
         }, config.session_timeout_ms, read_only=self.state.read_only)
-        await self.registration.register()
+        await self._unless_stopping(self.registration.register())
         self.bookie.start_gc(MetadataStoreLedgers(self.store), self._disk_pressure)
         metrics.SERVER_STATUS.set(0 if self.state.read_only else 1)
         log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
                  ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
+
+    def _check_not_stopping(self) -> None:
+        if self._stop_event is not None and self._stop_event.is_set():
+            raise StartAborted("stopped while starting")
+
+    async def _unless_stopping(self, work: Awaitable[T]) -> T:
+        """``await work``, unless the stop event is set first (a metadata store that does not
+        answer, an old registration waited out for up to the session timeout): then cancel it."""
+        self._check_not_stopping()
+        task = asyncio.ensure_future(work)
+        if self._stop_event is None:
+            return await task
+        stopping = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise StartAborted("stopped while starting")
+        return task.result()
 
     def _prepare_dirs(self, journal_dirs: list[Path]):
         self.bookie.ledger_dirs.create()
@@ -160,6 +199,7 @@ class BookieService:
 
     def _shut_down(self, why: str) -> None:
         log.error("%s: shutting the bookie down", why)
+        self.failure = why
         if self._stop_event is not None:
             self._stop_event.set()
 

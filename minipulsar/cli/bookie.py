@@ -11,15 +11,20 @@ Flags map to ``bookkeeper.conf`` keys: ``--port`` → ``bookiePort``, ``--http-p
 ``bindAddress``, ``--advertised-address`` → ``advertisedAddress``. Port 0 picks a free port;
 the bookie id is ``host:port`` of the bound port. Prints ``READY bookie host:port
 http=host:port`` once registered. SIGTERM/SIGINT: stop accepting, answer every add in
-flight, close the journals, delete the registration, exit 0.
+flight, close the journals, delete the registration, exit 0 (also when asked while starting:
+the bookie then stops before it registers). A bookie that shut itself down (every ledger dir
+full or a journal failed, with ``readOnlyModeEnabled=false``) exits with 5, BookKeeper's
+``ExitCode.BOOKIE_EXCEPTION``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 
 from minipulsar.cli.common import (
+    EXIT_FAILURE,
     add_server_arguments,
     announce_ready,
     config_error_exit,
@@ -28,6 +33,8 @@ from minipulsar.cli.common import (
 )
 from minipulsar.config import BookieConfig
 from minipulsar.errors import ConfigError
+
+log = logging.getLogger("minipulsar")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -66,14 +73,23 @@ def run(args: argparse.Namespace) -> int:
     return run_server("bookie", lambda stop: serve(config, stop), args.log_level)
 
 
-async def serve(config: BookieConfig, stop: asyncio.Event) -> None:
-    from bookie.service import BookieService, tune_gc  # the CLI is the only place that imports bookie code
+async def serve(config: BookieConfig, stop: asyncio.Event) -> int:
+    """Start, serve until ``stop`` is set, stop. Returns the exit code: 0 after a requested
+    stop (also one asked while starting), :data:`EXIT_FAILURE` when the bookie shut itself down
+    (every ledger dir full or a journal failed, with readOnlyModeEnabled=false)."""
+    # The CLI is the only place that imports bookie code.
+    from bookie.service import BookieService, StartAborted, tune_gc
 
     service = BookieService(config, stop=stop)
     try:
-        await service.start()
+        try:
+            await service.start()
+        except StartAborted:
+            log.info("bookie stopped while starting")
+            return EXIT_FAILURE if service.failure is not None else 0
         tune_gc()  # after start-up: see its docstring
         announce_ready("bookie", service.host, service.port, (service.host, service.http_port))
         await stop.wait()
     finally:
         await service.stop()
+    return EXIT_FAILURE if service.failure is not None else 0

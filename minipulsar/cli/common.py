@@ -5,7 +5,10 @@ A server process prints exactly one line on stdout once it serves::
     READY <role> <host>:<port> [http=<host>:<port>]
 
 and logs everything else to stderr. Tests, the standalone launcher and ``docker compose``
-wait for that line. SIGTERM and SIGINT stop the process cleanly (exit code 0).
+wait for that line. SIGTERM and SIGINT stop the process cleanly (exit code 0). A server that
+cannot start exits with 2; one that stopped itself on a failure while serving (a bookie whose
+disks failed, with read-only mode disabled) with :data:`EXIT_FAILURE`, so that a supervisor
+restarting on failure does restart it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ log = logging.getLogger("minipulsar")
 T = TypeVar("T")
 
 LOG_FORMAT = "%(asctime)s %(levelname)-5s %(name)s: %(message)s"
+EXIT_FAILURE = 5
+"""Exit code of a server that stopped itself on a failure, not a requested stop (BookKeeper's
+``ExitCode.BOOKIE_EXCEPTION``)."""
 
 
 def setup_logging(level: str | None = None) -> None:
@@ -66,29 +72,33 @@ def announce_ready(role: str, host: str, port: int, http: tuple[str, int] | None
     log.info("%s ready on %s:%d%s", role, host, port, f", http on {http[0]}:{http[1]}" if http else "")
 
 
-def run_server(role: str, serve: Callable[[asyncio.Event], Awaitable[None]], log_level: str | None) -> int:
+def run_server(role: str, serve: Callable[[asyncio.Event], Awaitable[int | None]], log_level: str | None) -> int:
     """Run ``serve(stop_event)`` until it returns; SIGTERM/SIGINT set the event.
 
-    ``serve`` starts the server, announces READY, awaits the event, and shuts down.
+    ``serve`` starts the server, announces READY, awaits the event, and shuts down; it may
+    return an exit code (:data:`EXIT_FAILURE` after stopping itself on a failure).
     Configuration and start-up errors end the process with exit code 2 and one clear line.
     """
     setup_logging(log_level)
     tune_malloc()
 
-    async def main() -> None:
+    async def main() -> int | None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(stop)
+        return await serve(stop)
 
     try:
-        run(main())
+        code = run(main()) or 0
     except (ConfigError, MiniPulsarError, OSError) as exc:
         log.error("%s cannot start: %s", role, exc)
         return 2
-    log.info("%s stopped", role)
-    return 0
+    if code:
+        log.error("%s stopped on a failure (exit code %d)", role, code)
+    else:
+        log.info("%s stopped", role)
+    return code
 
 
 def config_error_exit(exc: ConfigError) -> int:

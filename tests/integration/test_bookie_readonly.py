@@ -6,6 +6,9 @@ test-only ``minipulsarDiskUsageOverrideFile``."""
 from __future__ import annotations
 
 import asyncio
+import json
+import signal
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -137,12 +140,52 @@ async def test_a_restarted_bookie_removes_the_read_only_key_its_killed_run_left(
 async def test_with_read_only_mode_disabled_full_disks_stop_the_bookie(
         tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
     """BookKeeper's readOnlyModeEnabled=false: no writable ledger dir left shuts the bookie
-    down (cleanly: its registration goes with it)."""
+    down (cleanly: its registration goes with it), with BookKeeper's exit code for a bookie
+    failure (5, not 0: a supervisor that restarts on failure must see one)."""
     usage = tmp_path / "usage"
     usage.write_text("0.5")
     bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", "--set", "readOnlyModeEnabled=false")
     async with started(bookie):
         usage.write_text("0.99")
-        assert await asyncio.to_thread(bookie.proc.wait, 10) == 0
+        assert await asyncio.to_thread(bookie.proc.wait, 10) == 5
         assert await registered_under(observer, bookie) == set()
         assert "readOnlyModeEnabled=false" in bookie.log_tail()
+
+
+async def test_with_read_only_mode_disabled_a_bookie_started_on_full_disks_never_registers(
+        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    """The same at start: it stops before registering (it registered as writable, printed READY
+    and exited 0)."""
+    (tmp_path / "usage").write_text("0.99")
+    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", "--set", "readOnlyModeEnabled=false")
+    try:
+        with pytest.raises(RuntimeError, match="exited with 5"):
+            await asyncio.to_thread(bookie.start)
+    finally:
+        await asyncio.to_thread(bookie.stop)
+    assert set(await observer.children(AVAILABLE)) <= {"readonly"} and not await observer.children(READONLY)
+
+
+async def test_sigterm_while_starting_stops_the_bookie_before_it_registers(
+        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    """Goal: SIGTERM while the bookie waits to register (here: for a key of its id that another
+    instance holds) stops it at once with exit 0, never registered — it carried on, registered,
+    printed READY and only then stopped, past a supervisor's SIGKILL if the wait was long."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    held = f"{AVAILABLE}/127.0.0.1:{port}"
+    await observer.put(held, json.dumps({"instanceId": "another-instance"}).encode(), ephemeral=True)
+    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", port=port)
+    starting = asyncio.create_task(asyncio.to_thread(bookie.start))
+    try:
+        await wait_for(lambda: (tmp_path / "logs" / "bookie.log").exists()
+                       and "waiting for it to go" in (tmp_path / "logs" / "bookie.log").read_text(), 20,
+                       message="the bookie did not reach the registration wait")
+        bookie.proc.send_signal(signal.SIGTERM)
+        with pytest.raises(RuntimeError, match="exited with 0"):
+            await asyncio.wait_for(starting, 10)
+        assert "stopped while starting" in bookie.log_tail()
+        assert json.loads((await observer.get(held)).value)["instanceId"] == "another-instance"
+    finally:
+        await asyncio.to_thread(bookie.stop)
