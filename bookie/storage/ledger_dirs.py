@@ -1,8 +1,9 @@
 """The ledger directories (``ledgerDirectories``) and their disk usage.
 
-In the first cut they hold only the bookie's cookie (``current/VERSION``); issue 3 puts the
-entry logs and the location index here. Disk figures come from ``statvfs``, counting each
-filesystem once even when several ledger dirs share it. Blocking: call off the event loop.
+Each holds, under ``current/``, the bookie's cookie (``VERSION``), the entry logs, the index
+(``index.db``) and the checkpoint mark (``lastMark``) of the ledgers placed there. Disk
+figures come from ``statvfs``, counting each filesystem once even when several ledger dirs
+share it. Blocking: call off the event loop.
 """
 
 from __future__ import annotations

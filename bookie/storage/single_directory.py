@@ -38,6 +38,7 @@ import asyncio
 import collections
 import logging
 import operator
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -64,7 +65,13 @@ from bookie.storage.ledger_metadata_index import LedgerMetadataIndex, LedgerRow
 from bookie.storage.ledger_state import LedgerState
 from bookie.storage.read_cache import ReadCache
 from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
-from minipulsar.errors import NoSuchEntryError, NoSuchLedgerError, ServiceNotReadyError, TooManyRequestsError
+from minipulsar.errors import (
+    MiniPulsarError,
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    ServiceNotReadyError,
+    TooManyRequestsError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +86,10 @@ halves, so readers a little behind the writers still read from memory."""
 MOVED_ENTRY_LOOKUPS_MAX = 3
 """A read finding its entry log deleted looks the entry up again this many times (each miss
 means a whole compaction moved the entry meanwhile)."""
+
+
+class IndexDamagedError(MiniPulsarError):
+    """A ledger dir's ``index.db`` cannot be read: the bookie refuses to start on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,11 +192,20 @@ class SingleDirectoryDbLedgerStorage:
     # -- start-up and shutdown (blocking) ------------------------------------------------------
 
     def open(self) -> Checkpoint:
-        """Open the index and the entry logs; returns this dir's persisted checkpoint."""
+        """Open the index and the entry logs; returns this dir's persisted checkpoint.
+
+        Raises:
+            IndexDamagedError: ``index.db`` is not a readable database.
+        """
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._db.open()
-        self._ledgers.load()
-        self._indexed_entries = self._locations.count()
+        try:
+            self._db.open()
+            self._ledgers.load()
+            self._indexed_entries = self._locations.count()
+        except sqlite3.DatabaseError as exc:
+            raise IndexDamagedError(
+                f"{self._db.path} is damaged ({exc}): this ledger dir's entries cannot be located without it; "
+                f"restore it from a backup (the bookie does not start on it)") from exc
         existing = list_entry_logs(self.directory)
         last_log_id = max(existing[-1] if existing else 0, self._log_metadata.last_log_id())
         self._writer = EntryLogWriter(self.directory, self.settings.log_size_limit, last_log_id + 1,

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from minipulsar.errors import ConfigError
 from minipulsar.metadata.client import DEFAULT_PORT, MetastoreClient
 from minipulsar.metadata.memory import MemoryMetadataStore, shared_tree
 from minipulsar.metadata.store import (
@@ -34,11 +35,17 @@ __all__ = [
 ]
 
 
+class UnsupportedMetadataUrl(ConfigError, ValueError):
+    """A metadata store URL of an unknown form: a configuration error (servers exit with one
+    clear line), and a ``ValueError`` for library callers."""
+
+
 async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> MetadataStore:
     """A started store for ``url``, with a session of ``session_timeout_ms``.
 
     Raises:
-        ValueError: ``url`` is not ``memory://<name>`` or ``metastore://host:port``.
+        ConfigError: ``url`` is not ``memory://<name>`` or ``metastore://host:port`` (a
+            ``ValueError`` too).
         ConnectionClosedError, RequestTimeoutError: the metastore server is unreachable.
     """
     scheme, separator, rest = url.partition("://")
@@ -49,5 +56,6 @@ async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> 
         client = MetastoreClient(host, port, session_timeout_ms=session_timeout_ms)
         await client.start()
         return client
-    raise ValueError(
+    raise UnsupportedMetadataUrl(
         f"unsupported metadata store URL {url!r}: expected memory://<name> or metastore://host:port")
+

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import msgpack
+import pytest
 import pytest_asyncio
 
 from minipulsar.net import Connection, connect
@@ -222,3 +223,26 @@ async def test_an_entry_too_big_to_be_read_back_is_refused_not_acknowledged(book
         assert answer.entries == [[0, payload]]
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("damage", ["metadata-url", "index-db"])
+async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_path: Path, damage: str) -> None:
+    """Goal: an unknown metadataServiceUri scheme or a damaged index.db ends the start with
+    exit code 2 and one clear line (they ended it with a traceback and exit code 1)."""
+    url = "zk://127.0.0.1:2181" if damage == "metadata-url" else "memory://robustness"
+    if damage == "index-db":
+        (tmp_path / "ledgers" / "current").mkdir(parents=True)
+        (tmp_path / "ledgers" / "current" / "index.db").write_bytes(b"not a database, " * 512)
+    process = ServerProcess("bookie", [
+        "--port", "0", "--http-port", "0", "--journal-dir", str(tmp_path / "journal"),
+        "--ledger-dirs", str(tmp_path / "ledgers"), "--metadata-url", url,
+    ], tmp_path / "bookie.log")
+    try:
+        with pytest.raises(RuntimeError, match="exited with 2"):
+            await asyncio.to_thread(process.start)
+    finally:
+        await asyncio.to_thread(process.stop)
+    log_text = (tmp_path / "bookie.log").read_text()
+    assert "Traceback" not in log_text
+    expected = "unsupported metadata store URL" if damage == "metadata-url" else "index.db is damaged"
+    assert expected in log_text and "bookie cannot start" in log_text
