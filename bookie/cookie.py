@@ -12,9 +12,13 @@ ledger with entries silently missing. The rules here:
 - anything else (a dir without a cookie beside dirs with one, two instance ids, a changed or
   reordered list of journal or ledger dirs) refuses to start with :class:`InvalidCookieError`.
 
-The bookie id (host:port) is recorded once the port is bound (:func:`record_bookie_id`) but
-not enforced: with ``--port 0`` it changes on each start, which only moves where brokers
-find the bookie.
+The bookie id (host:port) is recorded once the port is bound (:func:`record_bookie_id`).
+The cookie is also kept in the metadata store under ``/ledgers/cookies/{bookie id}``, as
+BookKeeper keeps it in ZooKeeper (:func:`check_store_cookie`): a bookie whose directories were
+all wiped (new disks, another data dir) gets a new instance id, and must not come back under
+the id brokers know with none of the ledgers they placed there — ledger recovery would read
+its "no such ledger" as "no entries". It is refused until an operator deletes that key.
+With ``--port 0`` the id changes on each start and each start leaves its own key.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bookie.journal_segment import fsync_directory, list_segments
-from minipulsar.errors import MiniPulsarError
+from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError
+from minipulsar.ledger_paths import cookie_path
+from minipulsar.metadata import NOT_EXISTS, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -132,3 +138,38 @@ def _check_no_data(journal_dirs: list[Path]) -> None:
         current = directory / "current"
         if current.is_dir() and list_segments(current):
             raise InvalidCookieError(f"{directory} holds journal segments but no cookie")
+
+
+async def check_store_cookie(store: MetadataStore, bookie_id: str, cookie: Cookie) -> None:
+    """Compare ``cookie`` (the dirs') with the one the metadata store holds for ``bookie_id``,
+    writing or updating it there (BookKeeper's cookie in ZooKeeper).
+
+    Raises:
+        InvalidCookieError: the store holds another instance's cookie for this id.
+    """
+    path = cookie_path(bookie_id)
+    value = json.dumps(asdict(replace(cookie, bookieHost=bookie_id))).encode()
+    for _ in range(3):  # compare-and-set: retried if another writer got in between
+        existing = await store.get(path)
+        try:
+            if existing is None:
+                await store.put(path, value, NOT_EXISTS)
+                return
+            try:
+                stored = json.loads(existing.value)
+            except ValueError:
+                stored = {}
+            if stored.get("instanceId") != cookie.instanceId:
+                raise InvalidCookieError(
+                    f"the metadata store holds the cookie of another instance of bookie {bookie_id} "
+                    f"({stored.get('instanceId')!r}, dirs {stored.get('journalDirs')} {stored.get('ledgerDirs')}) "
+                    f"at {path}, and these directories are instance {cookie.instanceId!r}: they were wiped or "
+                    f"belong to another bookie, and the ledgers the cluster placed on {bookie_id} are not here "
+                    f"(BookKeeper's cookie mismatch). If the bookie is meant to start empty under this id, "
+                    f"delete {path} first")
+            if existing.value != value:
+                await store.put(path, value, existing.version)
+            return
+        except (AlreadyExistsError, BadVersionError):
+            continue
+    raise InvalidCookieError(f"{path} kept changing while this bookie checked it")

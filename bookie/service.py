@@ -2,7 +2,8 @@
 its listener, its HTTP server and its registration.
 
 Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
-listen, serve HTTP, then register under ``/ledgers/available`` — or, when every ledger dir is
+listen, serve HTTP, check the cookie the metadata store holds for this bookie id
+(:func:`bookie.cookie.check_store_cookie`), then register under ``/ledgers/available`` — or, when every ledger dir is
 already full, under ``/ledgers/available/readonly`` (so brokers only see a bookie that already
 serves, in the state it serves in).
 While serving: garbage collection drops the ledgers deleted from the metadata store and
@@ -34,7 +35,7 @@ from aiohttp import web
 
 from bookie import disk_model, metrics
 from bookie.bookie import Bookie
-from bookie.cookie import check_cookies, record_bookie_id
+from bookie.cookie import check_cookies, check_store_cookie, record_bookie_id
 from bookie.dir_lock import DirectoryLocks
 from bookie.disk_monitor import LedgerDirsMonitor
 from bookie.load import BookieLoad
@@ -135,6 +136,7 @@ class BookieService:
         if self.store is None:
             self.store = await self._unless_stopping(
                 open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms))
+        await self._unless_stopping(check_store_cookie(self.store, self.bookie_id, cookie))
         self.registration = BookieRegistration(self.store, self.bookie_id, {
             "httpPort": self.http_port,
             "journalDirs": [str(Path(d).resolve()) for d in config.journal_dirs],

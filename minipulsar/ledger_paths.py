@@ -4,14 +4,20 @@ ledger manager layout).
 The contract between the BookKeeper client in the broker, which creates a ledger's key before
 writing any entry and deletes it when the ledger is deleted, and the bookie's garbage
 collector, which removes a ledger's local data once its key is gone. Other children of
-``/ledgers`` (``available``, ``idgen``) are not ledgers: :func:`parse_ledger_node` tells them
-apart.
+``/ledgers`` (``available``, ``idgen``, ``cookies``) are not ledgers: :func:`parse_ledger_node`
+tells them apart. ``/ledgers/cookies/{bookie id}`` holds each bookie's cookie
+(:mod:`bookie.cookie`), as in BookKeeper.
 """
 
 from __future__ import annotations
 
 LEDGERS_ROOT = "/ledgers"
 LEDGER_NODE_PREFIX = "L"
+COOKIES_ROOT = f"{LEDGERS_ROOT}/cookies"
+
+
+def cookie_path(bookie_id: str) -> str:
+    return f"{COOKIES_ROOT}/{bookie_id}"
 
 
 def ledger_path(ledger_id: int) -> str:

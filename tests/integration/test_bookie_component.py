@@ -7,6 +7,7 @@ import asyncio
 import errno
 import itertools
 import json
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -475,3 +476,38 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
     finally:
         conn.close()
         await service.stop()
+
+
+async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tmp_path: Path, store_url: str) -> None:
+    """Goal: the cookie is also in the metadata store (/ledgers/cookies/{id}, as BookKeeper's
+    in ZooKeeper): a bookie restarted under the same id on wiped dirs (a new instance) is
+    refused — it came back empty, answering NoSuchLedger for ledgers the cluster placed on
+    it — until the key is deleted; a plain restart on its own dirs starts. Method: in-process
+    bookie on a fixed port; stop, restart; stop, wipe the dirs, restart; delete the key, restart."""
+    from bookie.cookie import InvalidCookieError
+    from minipulsar.ledger_paths import cookie_path
+
+    first = BookieService(bookie_config(tmp_path / "run", store_url))
+    await first.start()
+    port, bookie_id = first.port, first.bookie_id
+    stored = json.loads((await first.store.get(cookie_path(bookie_id))).value)
+    await first.stop()
+    config = bookie_config(tmp_path / "run", store_url, bookiePort=str(port))
+    again = BookieService(config)
+    await again.start()
+    assert json.loads((await again.store.get(cookie_path(bookie_id))).value)["instanceId"] == stored["instanceId"]
+    await again.stop()
+    shutil.rmtree(tmp_path / "run")
+    wiped = BookieService(config)
+    try:
+        with pytest.raises(InvalidCookieError, match="cookie mismatch"):
+            await wiped.start()
+        await wiped.store.delete(cookie_path(bookie_id))
+    finally:
+        await wiped.stop()
+    fresh = BookieService(config)
+    await fresh.start()
+    try:
+        assert json.loads((await fresh.store.get(cookie_path(bookie_id))).value)["instanceId"] != stored["instanceId"]
+    finally:
+        await fresh.stop()
