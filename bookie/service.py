@@ -3,9 +3,9 @@ its listener, its HTTP server and its registration.
 
 Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
 listen, serve HTTP, check the cookie the metadata store holds for this bookie id
-(:func:`bookie.cookie.check_store_cookie`), then register under ``/ledgers/available`` — or, when every ledger dir is
-already full, under ``/ledgers/available/readonly`` (so brokers only see a bookie that already
-serves, in the state it serves in).
+(:func:`bookie.cookie.check_store_cookie`), then register under ``/ledgers/available`` — or,
+when every ledger dir is already full, under ``/ledgers/available/readonly`` (so brokers only
+see a bookie that already serves, in the state it serves in).
 While serving: garbage collection drops the ledgers deleted from the metadata store and
 compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round and answers when it is done;
 ``GET`` tells whether a forced round is running); the disk monitor turns the bookie read-only
