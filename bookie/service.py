@@ -273,7 +273,11 @@ class BookieService:
             if not isinstance(body, dict):
                 return web.json_response({"error": "the body must be a JSON object"}, status=400)
         try:
-            result = await gc.force(bool(body.get("forceMajor", True)), bool(body.get("forceMinor", True)))
+            force_major, force_minor = (_json_flag(body, key) for key in ("forceMajor", "forceMinor"))
+        except ValueError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        try:
+            result = await gc.force(force_major, force_minor)
         except ServiceNotReadyError as exc:
             return web.json_response({"error": str(exc)}, status=503)
         return web.json_response(result.to_json())
@@ -291,6 +295,20 @@ class BookieService:
             **self.bookie.info(),
             **self.load.report(),
         })
+
+
+def _json_flag(body: dict, key: str) -> bool:
+    """A boolean of a request body: true/false, or their strings (default true).
+
+    Raises:
+        ValueError: anything else (``bool("false")`` would have forced it).
+    """
+    value = body.get(key, True)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"{key} must be true or false, got {value!r}")
 
 
 def _advertised_host(bound_host: str) -> str:

@@ -173,6 +173,11 @@ async def test_gc_shrinks_the_ledger_dirs_and_live_ledgers_stay_readable_through
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://{bookie.host}:{bookie.http_port}/api/v1/bookie/gc") as response:
                 assert await response.json() == {"is_in_force_gc": False}
+            gc_url = f"http://{bookie.host}:{bookie.http_port}/api/v1/bookie/gc"
+            async with http.put(gc_url, json={"forceMajor": "false", "forceMinor": "false"}) as response:
+                assert response.status == 200 and (await response.json())["compaction"] != "major"
+            async with http.put(gc_url, json={"forceMajor": "maybe"}) as response:
+                assert response.status == 400 and "forceMajor" in (await response.json())["error"]
         conn.close()
         reader.conn.close()
 
