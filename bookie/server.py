@@ -21,9 +21,11 @@ transport holds more unsent bytes than its high-water mark; the next ones wait t
 in order — already admitted to the read thread pool (so its bound still answers
 TooManyRequests at once, and they hold their thread's queue slots meanwhile, as BookKeeper's
 read threads do while blocked on a channel that is not writable) and their fencing already
-applied. The connection stops reading the socket while any read or add waits or its
-responses are not being taken: a peer that sends requests but never reads the answers (each
-READ_ENTRY answer may be MiBs) gets TCP back-pressure, not a bookie growing without bound.
+applied; the read pool's bound also bounds how many wait. Waiting reads do not stop the
+socket from being read — a broker's adds share the connection with its reads, and must not
+queue behind a catch-up reader's — but responses not being taken do: a peer that sends
+requests and never reads the answers (each READ_ENTRY answer may be MiBs) gets TCP
+back-pressure, not a bookie growing without bound.
 
 While the bookie is read-only (every ledger dir full, or a journal failed: see
 :mod:`bookie.state`) adds are refused with BookieReadOnly before they reach the journal —
@@ -73,7 +75,7 @@ READ_COUNT_MAX = 10_000
 READS_IN_FLIGHT_MAX = 64
 """READ_ENTRY requests of one connection read at once (their answers are what a peer that
 does not read can leave in memory); the next ones wait their turn."""
-_ADDS_WAITING, _READS_WAITING, _UNSENT = "adds waiting for room", "reads waiting", "responses not taken"
+_ADDS_WAITING, _UNSENT = "adds waiting for room", "responses not taken"
 
 
 class BookieConnection(ServerConnection):
@@ -242,7 +244,6 @@ class BookieConnection(ServerConnection):
             return None
         turn: asyncio.Future[None] = self._loop.create_future()
         self._read_turns.append(turn)
-        self._pause_reading(_READS_WAITING)
         return turn
 
     def _grant_read_turns(self) -> None:
@@ -252,8 +253,6 @@ class BookieConnection(ServerConnection):
             if not turn.done():  # else given up: refused by the read pool, or the connection closed
                 self._reads_running += 1
                 turn.set_result(None)
-        if not turns:
-            self._resume_reading(_READS_WAITING)
 
     async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None,
                           turn: asyncio.Future[None] | None) -> None:

@@ -8,6 +8,7 @@ import errno
 import itertools
 import json
 import shutil
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -511,3 +512,37 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tm
         assert json.loads((await fresh.store.get(cookie_path(bookie_id))).value)["instanceId"] != stored["instanceId"]
     finally:
         await fresh.stop()
+
+
+async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_connection(
+        service: BookieService, client: RawClient, monkeypatch) -> None:
+    """Goal: a connection with more reads than READS_IN_FLIGHT_MAX outstanding (the rest wait
+    their turn) still has its adds read and acknowledged — a broker's adds and reads share its
+    connection to a bookie, and a catch-up reader must not hold the writes back. Method: reads
+    of one ledger block on a gate; 100 of them, then 20 adds to another ledger on the same
+    connection; the adds are acknowledged before the gate opens; then every read is answered."""
+    from bookie import metrics as bookie_metrics
+    from bookie.server import READS_IN_FLIGHT_MAX
+    from bookie.storage.db_ledger_storage import DbLedgerStorage
+
+    gate = threading.Event()
+    real_read = DbLedgerStorage.read_entries
+
+    def gated(self, ledger_id, first_entry_id, count, max_bytes):  # noqa: ANN001, ANN202
+        if ledger_id == 7:
+            gate.wait(30)
+        return real_read(self, ledger_id, first_entry_id, count, max_bytes)
+
+    await add(client, 7, 0, payload(7, 0))
+    monkeypatch.setattr(DbLedgerStorage, "read_entries", gated)
+    try:
+        reads = [asyncio.ensure_future(read(client, 7, 0)) for _ in range(READS_IN_FLIGHT_MAX + 36)]
+        await wait_for(lambda: bookie_metrics.TOTALS.reads_in_progress >= len(reads), 10,
+                       message="the reads did not all arrive")  # the adds then come in a later socket read
+        adds = await asyncio.wait_for(asyncio.gather(*(add(client, 8, i, payload(8, i), lac=i - 1)
+                                                       for i in range(20))), 10)
+        assert [r.entry_id for r in adds] == list(range(20))
+        assert not any(r.done() for r in reads)
+    finally:
+        gate.set()
+    assert all(got == [(0, payload(7, 0))] for got in await asyncio.wait_for(asyncio.gather(*reads), 10))
