@@ -129,7 +129,10 @@ class BookieService:
         self._check_not_stopping()
         await self.disk_monitor.start()
         await self.load.start()
-        bound_host, self.port = await self.listener.start(config.bind_address, config.port)
+        # Bound but not accepting until the metadata store's cookie is checked: a broker
+        # recovering a ledger reaches a bookie by the host:port in the ledger's metadata, and
+        # must never hear "no such ledger" from a wiped bookie that is about to be refused.
+        bound_host, self.port = await self.listener.start(config.bind_address, config.port, serve=False)
         self.host = config.advertised_address or _advertised_host(bound_host)
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         self.http_port = await self.http.start(config.bind_address, config.http_port)
@@ -137,6 +140,7 @@ class BookieService:
             self.store = await self._unless_stopping(
                 open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms))
         await self._unless_stopping(check_store_cookie(self.store, self.bookie_id, cookie))
+        await self.listener.serve()
         self.registration = BookieRegistration(self.store, self.bookie_id, {
             "httpPort": self.http_port,
             "journalDirs": [str(Path(d).resolve()) for d in config.journal_dirs],
@@ -229,8 +233,8 @@ class BookieService:
         metrics.SERVER_STATUS.set(0)
         self.listener.stop_accepting()
         for connection in list(self.listener.connections):
-            if connection.transport is not None and not connection.transport.is_closing():
-                connection.transport.pause_reading()
+            if isinstance(connection, BookieConnection):
+                connection.stop_reading()
         await self.disk_monitor.close()
         await self.load.close()
         # Reads already queued run against the still-open storage and are answered; a fencing

@@ -151,12 +151,20 @@ class Listener:
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[ServerConnection] = set()
 
-    async def start(self, host: str, port: int) -> tuple[str, int]:
-        """Listen on ``host:port`` (0: any free port); returns the bound address."""
+    async def start(self, host: str, port: int, *, serve: bool = True) -> tuple[str, int]:
+        """Listen on ``host:port`` (0: any free port); returns the bound address. With
+        ``serve=False`` the port is only bound (its number known, nobody connected) until
+        :meth:`serve`."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._accept, host, port, reuse_address=True, backlog=1024)
+        self._server = await loop.create_server(self._accept, host, port, reuse_address=True, backlog=1024,
+                                                start_serving=serve)
         bound = self._server.sockets[0].getsockname()
         return bound[0], bound[1]
+
+    async def serve(self) -> None:
+        """Accept connections (after ``start(..., serve=False)``)."""
+        assert self._server is not None, "not started"
+        await self._server.start_serving()
 
     def _accept(self) -> ServerConnection:
         connection = self._factory()

@@ -479,14 +479,33 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
         await service.stop()
 
 
-async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tmp_path: Path, store_url: str) -> None:
+async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tmp_path: Path, store_url: str,
+                                                                              monkeypatch) -> None:
     """Goal: the cookie is also in the metadata store (/ledgers/cookies/{id}, as BookKeeper's
     in ZooKeeper): a bookie restarted under the same id on wiped dirs (a new instance) is
     refused — it came back empty, answering NoSuchLedger for ledgers the cluster placed on
-    it — until the key is deleted; a plain restart on its own dirs starts. Method: in-process
-    bookie on a fixed port; stop, restart; stop, wipe the dirs, restart; delete the key, restart."""
+    it — until the key is deleted, and it accepts no connection before that check (brokers
+    reach it by host:port, registered or not); a plain restart on its own dirs starts.
+    Method: in-process bookie on a fixed port; stop, restart; stop, wipe the dirs, restart
+    (a connection tried during the check is refused); delete the key, restart."""
+    from bookie import service as service_module
     from bookie.cookie import InvalidCookieError
     from minipulsar.ledger_paths import cookie_path
+
+    real_check = service_module.check_store_cookie
+    tried: list[str] = []
+
+    async def connect_first(store, bookie_id, cookie):  # noqa: ANN001, ANN202
+        host, port = bookie_id.rsplit(":", 1)
+        try:
+            _, writer = await asyncio.open_connection(host, int(port))
+            writer.close()
+            tried.append("accepted")
+        except ConnectionRefusedError:
+            tried.append("refused")
+        return await real_check(store, bookie_id, cookie)
+
+    monkeypatch.setattr(service_module, "check_store_cookie", connect_first)
 
     first = BookieService(bookie_config(tmp_path / "run", store_url))
     await first.start()
@@ -503,6 +522,7 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tm
     try:
         with pytest.raises(InvalidCookieError, match="cookie mismatch"):
             await wiped.start()
+        assert tried == ["refused"] * 3, "no connection is accepted before the metadata store's cookie is checked"
         await wiped.store.delete(cookie_path(bookie_id))
     finally:
         await wiped.stop()
