@@ -229,8 +229,8 @@ class JournalThread:
         """Let the files create the next segment ahead of time, or roll."""
         try:
             self.files.after_write()
-        except OSError as exc:
-            log.error("journal %s: cannot roll to a new segment, refusing further adds: %s", self.directory, exc)
+        except Exception as exc:  # OSError (a full disk), or a bug: either way no more appends
+            log.error("journal %s: cannot roll to a new segment, refusing further adds: %r", self.directory, exc)
             self._fail(UnknownServerError(f"journal roll failed: {exc}"))
 
     def _fail(self, failure: MiniPulsarError) -> None:

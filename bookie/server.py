@@ -17,15 +17,17 @@ the disk or for a durable fence record.
 
 Memory per connection stays bounded whatever the peer does: at most
 :data:`READS_IN_FLIGHT_MAX` reads of a connection run at once, and none starts while its
-transport holds more unsent bytes than its high-water mark; the next ones wait their turn,
-in order — already admitted to the read thread pool (so its bound still answers
-TooManyRequests at once, and they hold their thread's queue slots meanwhile, as BookKeeper's
-read threads do while blocked on a channel that is not writable) and their fencing already
-applied; the read pool's bound also bounds how many wait. Waiting reads do not stop the
-socket from being read — a broker's adds share the connection with its reads, and must not
-queue behind a catch-up reader's — but responses not being taken do: a peer that sends
-requests and never reads the answers (each READ_ENTRY answer may be MiBs) gets TCP
-back-pressure, not a bookie growing without bound.
+transport holds more unsent bytes than its high-water mark; the next ones wait their turn, in
+order, their fencing already applied — already admitted to the read thread pool, so that its
+bound (maxPendingReadRequestsPerThread) answers TooManyRequests on arrival, as BookKeeper's
+does, and they hold their places in its queue meanwhile (as BookKeeper's read threads do
+while blocked on a channel that is not writable, with waitTimeoutOnResponseBackpressureMs;
+here the keep-alive closes a peer whose socket is paused that long, giving its places back).
+The socket is not read while the responses are not being taken (a peer that sends requests
+and never reads the answers, each of which may be MiBs, gets TCP back-pressure, not a bookie
+growing without bound), nor while more than :data:`READS_WAITING_MAX` reads wait — below
+that, a broker's adds, which share the connection with its reads, are not held up by a
+catch-up reader's.
 
 While the bookie is read-only (every ledger dir full, or a journal failed: see
 :mod:`bookie.state`) adds are refused with BookieReadOnly before they reach the journal —
@@ -75,7 +77,11 @@ READ_COUNT_MAX = 10_000
 READS_IN_FLIGHT_MAX = 64
 """READ_ENTRY requests of one connection read at once (their answers are what a peer that
 does not read can leave in memory); the next ones wait their turn."""
-_ADDS_WAITING, _UNSENT = "adds waiting for room", "responses not taken"
+READS_WAITING_MAX = 1024
+"""Reads of one connection waiting for their turn beyond which its socket is not read
+(BookKeeper's ``maxReadsInProgressLimit`` idea, per connection)."""
+_ADDS_WAITING, _READS_WAITING, _UNSENT = "adds waiting for room", "reads waiting", "responses not taken"
+_STOPPING = "the bookie is stopping"
 
 
 class BookieConnection(ServerConnection):
@@ -115,6 +121,10 @@ class BookieConnection(ServerConnection):
         self._paused_for.discard(reason)
         if not self._paused_for and self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
+
+    def stop_reading(self) -> None:
+        """The bookie is stopping: read no more requests (what was read is still answered)."""
+        self._pause_reading(_STOPPING)
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -244,6 +254,8 @@ class BookieConnection(ServerConnection):
             return None
         turn: asyncio.Future[None] = self._loop.create_future()
         self._read_turns.append(turn)
+        if len(self._read_turns) > READS_WAITING_MAX:
+            self._pause_reading(_READS_WAITING)
         return turn
 
     def _grant_read_turns(self) -> None:
@@ -253,6 +265,8 @@ class BookieConnection(ServerConnection):
             if not turn.done():  # else given up: refused by the read pool, or the connection closed
                 self._reads_running += 1
                 turn.set_result(None)
+        if len(turns) <= READS_WAITING_MAX // 2:
+            self._resume_reading(_READS_WAITING)
 
     async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None,
                           turn: asyncio.Future[None] | None) -> None:
