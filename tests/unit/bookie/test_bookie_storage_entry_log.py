@@ -117,13 +117,19 @@ def test_a_new_writer_starts_a_new_log_and_so_does_one_after_a_failure(tmp_path:
     assert split_location(second[0])[0] == 2
     writer = EntryLogWriter(tmp_path, 1 << 30, 3)
     writer.append(1, 2, b"lost in a failed flush")
+    _retry_after_a_failure(tmp_path, writer, entry_id=2, expected_log_id=4)
+
+
+def _retry_after_a_failure(tmp_path: Path, writer: EntryLogWriter, entry_id: int, expected_log_id: int) -> None:
+    """What the storage does after a failed flush (abandon the log, append again): the retried
+    record starts log ``expected_log_id`` and reads back."""
     writer.abandon()
-    location = writer.append(1, 2, b"retried")
+    location = writer.append(1, entry_id, b"retried")
     writer.flush()
     writer.close()
-    assert split_location(location) == (4, LOG_HEADER_SIZE)
+    assert split_location(location) == (expected_log_id, LOG_HEADER_SIZE)
     reader = EntryLogReader(tmp_path)
-    assert reader.read(location, 1, 2)[0] == b"retried"
+    assert reader.read(location, 1, entry_id)[0] == b"retried"
     reader.close()
 
 
@@ -235,14 +241,7 @@ def test_a_log_whose_creation_failed_half_way_is_removed_so_the_next_attempt_suc
     assert failed.value.errno == errno.ENOSPC
     assert list_entry_logs(tmp_path) == []
     monkeypatch.undo()
-    writer.abandon()  # what the storage does after a failed flush
-    location = writer.append(1, 0, b"retried")
-    writer.flush()
-    writer.close()
-    assert split_location(location) == (1, LOG_HEADER_SIZE)
-    reader = EntryLogReader(tmp_path)
-    assert reader.read(location, 1, 0)[0] == b"retried"
-    reader.close()
+    _retry_after_a_failure(tmp_path, writer, entry_id=0, expected_log_id=1)
 
 
 def test_a_failed_log_that_cannot_be_removed_has_its_id_skipped(tmp_path: Path, monkeypatch) -> None:
@@ -260,10 +259,7 @@ def test_a_failed_log_that_cannot_be_removed_has_its_id_skipped(tmp_path: Path, 
     with pytest.raises(OSError):
         writer.append(1, 0, b"first try")
     monkeypatch.undo()
-    location = writer.append(1, 0, b"retried")
-    writer.flush()
-    writer.close()
-    assert split_location(location) == (2, LOG_HEADER_SIZE)
+    _retry_after_a_failure(tmp_path, writer, entry_id=0, expected_log_id=2)
     assert list_entry_logs(tmp_path) == [1, 2]
 
 
