@@ -80,7 +80,7 @@ async def test_an_add_waits_for_room_until_a_swap_and_is_counted_as_throttled(tm
     throttled_before = metrics.THROTTLED_WRITE_REQUESTS._value.get()
     waiting = asyncio.ensure_future(directory.admit(3 * KIB))
     later = asyncio.ensure_future(directory.admit(10))
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: len(directory._waiters) == 2, 5, message="both adds wait for room")
     assert not waiting.done() and not later.done(), "no room until the active half is swapped out"
     assert not directory.try_admit(10), "first come, first served: a newcomer may not overtake"
     directory.swap()
@@ -93,7 +93,7 @@ async def test_a_cancelled_admission_gives_its_room_to_the_next_waiter(tmp_path:
     directory = _directory(tmp_path, 4 * KIB)
     assert directory.try_admit(3 * KIB)
     waiting = asyncio.ensure_future(directory.admit(2 * KIB))
-    await asyncio.sleep(0.01)
+    await wait_for(lambda: len(directory._waiters) == 1, 5, message="the add waits for room")
     assert not waiting.done()
     directory.cancel_admission(3 * KIB)  # e.g. the journal refused the first add
     await asyncio.wait_for(waiting, 5)
@@ -131,7 +131,7 @@ async def test_refusing_the_waiting_adds_spares_recovery_adds(tmp_path: Path) ->
     directory.add_entry(1, 0, -1, bytes(3 * KIB))
     plain = asyncio.ensure_future(directory.admit(2 * KIB))
     recovery = asyncio.ensure_future(directory.admit(2 * KIB, recovery=True))
-    await asyncio.sleep(0)
+    await wait_for(lambda: len(directory._waiters) == 2, 5, message="both adds wait for room")
     assert directory.refuse_waiting(lambda: BookieReadOnlyError("read-only")) == 1
     with pytest.raises(BookieReadOnlyError):
         await asyncio.wait_for(plain, 5)
