@@ -5,6 +5,9 @@ on a mix of directories from different bookies or from an older layout, which wo
 ledger with entries silently missing. The rules here:
 
 - no cookie anywhere and no journal data: a new bookie; write a fresh cookie everywhere;
+- the same cookie in some directories, none in the others, and no data anywhere (no journal
+  segment, entry log or index): a first start that failed while writing the cookies (a
+  full disk); the missing ones are written;
 - every directory holds the same cookie (same instance id, same journal and ledger dirs *in
   the same order*: a ledger lives in dir ``ledger_id mod n`` and each journal's checkpoint
   mark is kept by its position, so a reordered list would hide acknowledged ledgers or replay
@@ -31,6 +34,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from bookie.journal_segment import fsync_directory, list_segments
+from bookie.storage.entry_logger import list_entry_logs
+from bookie.storage.index_db import INDEX_DB_FILE
 from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError
 from minipulsar.ledger_paths import cookie_path
 from minipulsar.metadata import NOT_EXISTS, MetadataStore
@@ -106,6 +111,14 @@ def check_cookies(journal_dirs: list[Path], ledger_dirs: list[Path]) -> Cookie:
         log.info("new bookie instance %s", cookie.instanceId)
         return cookie
     reference_dir, reference = next(iter(present.items()))
+    missing = [d for d, c in found.items() if c is None]
+    if (missing and all(c.same_bookie(replace(expected, instanceId=reference.instanceId)) for c in present.values())
+            and not _holds_data(journal_dirs, ledger_dirs)):
+        log.warning("no cookie in %s, but no directory holds any data yet: completing a first start that failed "
+                    "half-way", ", ".join(map(str, missing)))
+        for directory in missing:
+            write_cookie(directory, reference)
+        return reference
     for directory, cookie in found.items():
         if cookie is None:
             raise InvalidCookieError(
@@ -131,6 +144,19 @@ def record_bookie_id(cookie: Cookie, bookie_id: str) -> Cookie:
     for directory in [*cookie.journalDirs, *cookie.ledgerDirs]:
         write_cookie(Path(directory), updated)
     return updated
+
+
+def _holds_data(journal_dirs: list[Path], ledger_dirs: list[Path]) -> bool:
+    """Any journal segment, entry log or index in the directories (``current/`` of each)."""
+    for directory in journal_dirs:
+        current = directory / "current"
+        if current.is_dir() and list_segments(current):
+            return True
+    for directory in ledger_dirs:
+        current = directory / "current"
+        if current.is_dir() and (list_entry_logs(current) or (current / INDEX_DB_FILE).exists()):
+            return True
+    return False
 
 
 def _check_no_data(journal_dirs: list[Path]) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bookie.cookie import InvalidCookieError, check_cookies, read_cookie, record_bookie_id
+from bookie.journal_format import segment_file_name
 
 
 def test_a_new_bookie_gets_one_cookie_in_every_directory(tmp_path: Path) -> None:
@@ -25,9 +26,25 @@ def test_the_bookie_id_is_recorded_once_known(tmp_path: Path) -> None:
 
 def test_a_wiped_directory_is_refused(tmp_path: Path) -> None:
     check_cookies([tmp_path / "j"], [tmp_path / "l"])
+    (tmp_path / "j" / "current" / segment_file_name(1)).write_bytes(b"")  # the bookie has run
     (tmp_path / "l" / "current" / "VERSION").unlink()
     with pytest.raises(InvalidCookieError, match="no cookie"):
         check_cookies([tmp_path / "j"], [tmp_path / "l"])
+
+
+def test_a_first_start_that_failed_while_writing_the_cookies_is_completed(tmp_path: Path) -> None:
+    """A first start cut short after the first dir's cookie (a full disk on the second) left
+    no data anywhere: the next start writes the missing cookies (it was refused for good, as
+    if a directory had been wiped). Once any dir holds data, a missing cookie is refused."""
+    journal, ledgers = tmp_path / "j", [tmp_path / "l1", tmp_path / "l2"]
+    cookie = check_cookies([journal], ledgers)
+    (ledgers[1] / "current" / "VERSION").unlink()
+    assert check_cookies([journal], ledgers) == cookie
+    assert read_cookie(ledgers[1]) == cookie
+    (ledgers[1] / "current" / "VERSION").unlink()
+    (ledgers[0] / "current" / "index.db").write_bytes(b"")
+    with pytest.raises(InvalidCookieError, match="no cookie"):
+        check_cookies([journal], ledgers)
 
 
 def test_a_changed_set_of_directories_is_refused(tmp_path: Path) -> None:
