@@ -124,39 +124,40 @@ class JournalThread:
         carry: Batch | None = None
         """The rest of a batch split at a group boundary (journalAdaptiveGroupWrites=false)."""
         while True:
-            if carry is not None:
-                item, carry = carry, None
-            else:
-                try:
-                    item = self._next_item(group)
-                except Exception as exc:  # a bug: no add may wait forever for this thread
-                    self._broken(group, exc)
-                    group, entries, group_bytes = [], 0, 0
-                    continue
-            while item is not None:  # drain whatever is queued: it joins this group (see group_full)
-                if item is STOP:
-                    stopping = True
+            try:
+                if carry is not None:
+                    item, carry = carry, None
                 else:
-                    if not policy.adaptive_group_writes:
-                        item, carry = split_batch(item, policy, entries, group_bytes)
-                    group.append(item)
-                    entries += len(item.records)
-                    group_bytes += item.size
-                    if carry is not None or policy.group_full(entries, group_bytes):
-                        break
-                item = _get_nowait(q)
-            if not group:
+                    item = self._next_item(group)
+                while item is not None:  # drain whatever is queued: it joins this group (see group_full)
+                    if item is STOP:
+                        stopping = True
+                    else:
+                        if not policy.adaptive_group_writes:
+                            item, carry = split_batch(item, policy, entries, group_bytes)
+                        group.append(item)
+                        entries += len(item.records)
+                        group_bytes += item.size
+                        if carry is not None or policy.group_full(entries, group_bytes):
+                            break
+                    item = _get_nowait(q)
+                if not group:
+                    if stopping:
+                        return
+                    continue
+                reason = FlushReason.SHUTDOWN if stopping else policy.should_flush(
+                    entries, group_bytes, time.monotonic() - group[0].enqueued_at, carry is None and q.empty())
+                if reason is None:
+                    continue
+                self._commit(group, entries, group_bytes, reason)
+                group, entries, group_bytes = [], 0, 0
+                if stopping and carry is None:
+                    return
+            except Exception as exc:  # a bug: fail the journal, but no add may wait forever for this thread
+                self._broken(group + ([carry] if carry is not None else []), exc)
+                group, entries, group_bytes, carry = [], 0, 0, None
                 if stopping:
                     return
-                continue
-            reason = FlushReason.SHUTDOWN if stopping else policy.should_flush(
-                entries, group_bytes, time.monotonic() - group[0].enqueued_at, carry is None and q.empty())
-            if reason is None:
-                continue
-            self._commit(group, entries, group_bytes, reason)
-            group, entries, group_bytes = [], 0, 0
-            if stopping and carry is None:
-                return
 
     def _next_item(self, group: list[Batch]) -> Any:
         """Block for the first batch of a group; then wait at most until the group is due."""
@@ -239,8 +240,9 @@ class JournalThread:
         self._on_failure(failure)
 
     def _broken(self, group: list[Batch], exc: Exception) -> None:
-        """The group assembly itself failed (a bug): fail the journal as a failed write does,
-        and the group being assembled with it; later groups fail in :meth:`_commit`."""
+        """The group assembly failed (a bug, not a write: :meth:`_commit` answers those): fail
+        the journal as a failed write does, and the batches being assembled with it; later
+        groups fail in :meth:`_commit`."""
         log.error("journal %s: the writer thread failed, refusing further adds: %r", self.directory, exc,
                   exc_info=exc)
         failure = self._failure or UnknownServerError(f"journal writer failed: {exc!r}")

@@ -255,12 +255,14 @@ async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path
     assert adds(seen) == [(1, 0, b"before")]
 
 
-async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_add(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
+@pytest.mark.parametrize("where", ["group timer", "flush decision"])
+async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_add(tmp_path: Path, monkeypatch,
+                                                                                   where: str) -> None:
     """Goal: an unexpected error on the writer thread outside the write itself (a bug; it was
-    journalMaxGroupWaitMSec=inf's OverflowError) fails the journal like a failed write: the
-    adds being grouped and every later one are answered with the error, none waits forever,
-    and the journal still closes. Method: the group timer raises once a group is open."""
+    journalMaxGroupWaitMSec=inf's OverflowError in the group timer) fails the journal like a
+    failed write: the adds being grouped and every later one are answered with the error, none
+    waits forever, and the journal still closes. Method: the group timer, or the policy's
+    flush decision, raises once a group is open."""
     from bookie import journal_thread
 
     def broken_wait(self, group):  # noqa: ANN001, ANN202
@@ -268,9 +270,15 @@ async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_a
             raise OverflowError("timeout value is too large")
         return self._queue.get()
 
+    def broken_decision(self, *args):  # noqa: ANN001, ANN002, ANN202
+        raise ValueError("a bug in the policy")
+
     journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(max_group_wait_s=1.0)))
     await journal.start()
-    monkeypatch.setattr(journal_thread.JournalThread, "_next_item", broken_wait)
+    if where == "group timer":
+        monkeypatch.setattr(journal_thread.JournalThread, "_next_item", broken_wait)
+    else:
+        monkeypatch.setattr(GroupCommitPolicy, "should_flush", broken_decision)
     with pytest.raises(Exception, match="journal writer failed"):
         await asyncio.wait_for(journal.add_entry(1, 0, -1, b"grouped"), 10)
     with pytest.raises(Exception, match="journal writer failed"):
