@@ -123,6 +123,7 @@ class JournalThread:
         stopping = False
         carry: Batch | None = None
         """The rest of a batch split at a group boundary (journalAdaptiveGroupWrites=false)."""
+        item: Any = None
         while True:
             try:
                 if carry is not None:
@@ -154,8 +155,11 @@ class JournalThread:
                 if stopping and carry is None:
                     return
             except Exception as exc:  # a bug: fail the journal, but no add may wait forever for this thread
-                self._broken(group + ([carry] if carry is not None else []), exc)
-                group, entries, group_bytes, carry = [], 0, 0, None
+                # The batch in hand (taken off the queue, not yet in the group) goes with it.
+                in_hand = [b for b in (item, carry)
+                           if b is not None and b is not STOP and all(b is not g for g in group)]
+                self._broken(group + in_hand, exc)
+                group, entries, group_bytes, carry, item = [], 0, 0, None, None
                 if stopping:
                     return
 

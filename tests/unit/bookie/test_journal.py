@@ -255,14 +255,14 @@ async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path
     assert adds(seen) == [(1, 0, b"before")]
 
 
-@pytest.mark.parametrize("where", ["group timer", "flush decision"])
+@pytest.mark.parametrize("where", ["group timer", "flush decision", "batch split"])
 async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_add(tmp_path: Path, monkeypatch,
                                                                                    where: str) -> None:
     """Goal: an unexpected error on the writer thread outside the write itself (a bug; it was
     journalMaxGroupWaitMSec=inf's OverflowError in the group timer) fails the journal like a
     failed write: the adds being grouped and every later one are answered with the error, none
-    waits forever, and the journal still closes. Method: the group timer, or the policy's
-    flush decision, raises once a group is open."""
+    waits forever, and the journal still closes. Method: the group timer, the policy's flush
+    decision, or the split of a batch at a group boundary (the batch then in hand) raises."""
     from bookie import journal_thread
 
     def broken_wait(self, group):  # noqa: ANN001, ANN202
@@ -273,12 +273,15 @@ async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_a
     def broken_decision(self, *args):  # noqa: ANN001, ANN002, ANN202
         raise ValueError("a bug in the policy")
 
-    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(max_group_wait_s=1.0)))
+    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(max_group_wait_s=1.0,
+                                                                     adaptive_group_writes=where != "batch split")))
     await journal.start()
     if where == "group timer":
         monkeypatch.setattr(journal_thread.JournalThread, "_next_item", broken_wait)
-    else:
+    elif where == "flush decision":
         monkeypatch.setattr(GroupCommitPolicy, "should_flush", broken_decision)
+    else:
+        monkeypatch.setattr(journal_thread, "split_batch", broken_decision)
     with pytest.raises(Exception, match="journal writer failed"):
         await asyncio.wait_for(journal.add_entry(1, 0, -1, b"grouped"), 10)
     with pytest.raises(Exception, match="journal writer failed"):
