@@ -13,6 +13,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
+from minipulsar.errors import ServiceNotReadyError
+
 T = TypeVar("T")
 
 
@@ -60,7 +62,12 @@ class ThreadPoolReadExecutor:
             if ready.cancelled() or result.cancelled():
                 result.cancel()
                 return
-            copy_outcome(loop.run_in_executor(self._pool, fn), result)
+            try:
+                running = loop.run_in_executor(self._pool, fn)
+            except RuntimeError as exc:  # closed while the read waited for its turn
+                result.set_exception(ServiceNotReadyError(f"the bookie is shutting down: {exc}"))
+                return
+            copy_outcome(running, result)
 
         ready.add_done_callback(start)
         return result

@@ -120,3 +120,17 @@ async def test_a_task_waiting_for_its_turn_holds_its_place_and_runs_once_ready(p
     assert await third == "third"
     assert pool.pending[0] == 0
     assert await pool.submit(0, lambda: "room again") == "room again"
+
+
+async def test_the_plain_executor_answers_a_read_whose_turn_comes_after_it_closed() -> None:
+    """A read waiting for its connection's turn when the executor closes is answered
+    ServiceNotReady, not left pending (run_in_executor raised inside the callback)."""
+    from bookie.storage.read_executor import ThreadPoolReadExecutor
+
+    executor = ThreadPoolReadExecutor(1)
+    turn = asyncio.get_running_loop().create_future()
+    waiting = executor.submit(0, lambda: "never", turn)
+    executor.close()
+    turn.set_result(None)
+    with pytest.raises(ServiceNotReadyError):
+        await asyncio.wait_for(waiting, 5)
