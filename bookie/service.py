@@ -44,7 +44,7 @@ from bookie.registration import DEFAULT_RACK, BookieRegistration
 from bookie.server import BookieConnection
 from bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
 from bookie.storage.gc import DiskPressure, MetadataStoreLedgers
-from minipulsar.config import BookieConfig
+from minipulsar.config import BookieConfig, parse_bool
 from minipulsar.errors import ServiceNotReadyError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer
@@ -302,17 +302,16 @@ class BookieService:
 
 
 def _json_flag(body: dict, key: str) -> bool:
-    """A boolean of a request body: true/false, or their strings (default true).
+    """A boolean of a request body, spelled as in a config file (default true).
 
     Raises:
         ValueError: anything else (``bool("false")`` would have forced it).
     """
     value = body.get(key, True)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ValueError(f"{key} must be true or false, got {value!r}")
+    try:
+        return parse_bool(value)
+    except ValueError:
+        raise ValueError(f"{key} must be true or false, got {value!r}") from None
 
 
 def _advertised_host(bound_host: str) -> str:

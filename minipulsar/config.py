@@ -104,7 +104,7 @@ def _convert(key: str, value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
     text = value if isinstance(value, str) else None
     try:
         if hint is bool:
-            converted = _to_bool(value)
+            converted = parse_bool(value)
         elif hint is int:
             converted = value if isinstance(value, int) and not isinstance(value, bool) else int(str(text).strip())
         elif hint is float:
@@ -124,7 +124,12 @@ def _convert(key: str, value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
     return converted
 
 
-def _to_bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
+    """A config-style boolean: a bool, or true/yes/1/on and false/no/0/off in any case.
+
+    Raises:
+        ValueError: anything else.
+    """
     if isinstance(value, bool):
         return value
     lowered = str(value).strip().lower()
