@@ -60,6 +60,7 @@ async def retry_until(deadline: float, attempt: Callable[[float], Awaitable[T]],
     """
     started = time.monotonic()
     last: BaseException | None = None
+    last_refusal: MiniPulsarError | None = None  # the root cause a later timeout must not hide
     while True:
         remaining_s = deadline - time.monotonic()
         if remaining_s <= 0:
@@ -67,14 +68,19 @@ async def retry_until(deadline: float, attempt: Callable[[float], Awaitable[T]],
         try:
             return await attempt(remaining_s)
         except asyncio.TimeoutError:
-            last = Timeout(f"no answer within {remaining_s:.1f}s")
+            message = f"no answer within {remaining_s:.1f}s"
+            if last_refusal is not None:
+                message += f"; the attempt before failed: {last_refusal}"
+            last = Timeout(message)
         except MiniPulsarError as error:
             if not error.retriable:
                 raise
-            last = error
+            last = last_refusal = error
         remaining_s = deadline - time.monotonic()
         if remaining_s <= LAST_ATTEMPT_S_MIN:
             raise gave_up_error(context, last, time.monotonic() - started)
-        delay_s = min(backoff.next(), remaining_s)  # Pulsar: min(backoff, remaining time)
+        # Pulsar sleeps min(backoff, remaining time); we keep LAST_ATTEMPT_S_MIN of it for the
+        # attempt after the sleep, which would otherwise start with no time and only time out.
+        delay_s = min(backoff.next(), remaining_s - LAST_ATTEMPT_S_MIN)
         log.debug("%s: %s; retrying in %.2fs", context, last, delay_s)
         await asyncio.sleep(delay_s)

@@ -14,7 +14,7 @@ from minipulsar.errors import ConnectionClosedError, ServiceNotReadyError, Topic
 from client.ack_grouping import AckGroupingTracker
 from client.backoff import Backoff
 from client.exceptions import Timeout
-from client.retry import gave_up_error, retry_until
+from client.retry import LAST_ATTEMPT_S_MIN, gave_up_error, retry_until
 
 
 async def test_retriable_errors_are_retried_until_an_attempt_succeeds() -> None:
@@ -59,6 +59,39 @@ async def test_an_attempt_that_times_out_becomes_a_timeout_naming_the_operation(
     with pytest.raises(Timeout, match="lookup of t: no answer"):
         await retry_until(time.monotonic() + 0.3, attempt, Backoff(0.01, 0.05), "lookup of t")
     assert isinstance(gave_up_error("op", None, 1.0), Timeout)
+
+
+async def test_a_timeout_after_a_refusal_still_names_the_refusal() -> None:
+    """A last attempt that times out must not hide why the earlier ones failed (the CLI's
+    one-line error for an unreachable broker names its address)."""
+    calls = []
+
+    async def attempt(remaining_s: float) -> None:
+        calls.append(remaining_s)
+        if len(calls) == 1:
+            raise ConnectionClosedError("connection refused by 127.0.0.1:6650")
+        raise asyncio.TimeoutError()
+
+    with pytest.raises(Timeout) as raised:
+        await retry_until(time.monotonic() + 0.5, attempt, Backoff(0.01, 0.05), "partition metadata of t")
+    assert len(calls) >= 2
+    assert "no answer within" in str(raised.value)
+    assert "the attempt before failed: connection refused by 127.0.0.1:6650" in str(raised.value)
+
+
+async def test_no_attempt_starts_after_a_backoff_with_less_than_the_last_attempt_minimum() -> None:
+    """A backoff longer than the time left sleeps only until LAST_ATTEMPT_S_MIN is left, so the
+    attempt after it has time to get an answer."""
+    calls = []
+
+    async def attempt(remaining_s: float) -> None:
+        calls.append(remaining_s)
+        raise ConnectionClosedError("connection refused by 127.0.0.1:6650")
+
+    with pytest.raises(ConnectionClosedError, match="127.0.0.1:6650"):
+        await retry_until(time.monotonic() + 0.4, attempt, Backoff(5.0, 5.0), "lookup of t")
+    assert len(calls) == 2, calls
+    assert calls[1] >= LAST_ATTEMPT_S_MIN * 0.9, calls
 
 
 class Wire:
