@@ -104,6 +104,13 @@ ADD_ENTRY_REQUEST_FAILED = ADD_ENTRY_REQUEST.counts("false")
 READ_ENTRY_REQUEST_OK = READ_ENTRY_REQUEST.labels(success="true")
 READ_ENTRY_REQUEST_FAILED = READ_ENTRY_REQUEST.labels(success="false")
 
+CHANNEL_WRITE = Histogram(
+    "bookkeeper_server_CHANNEL_WRITE",
+    "Responses dropped unsent: the peer had not taken its responses for waitTimeoutOnResponseBackpressureMs "
+    "(ms since the request arrived; only success=\"false\" is recorded here)",
+    ["success"], buckets=LATENCY_BUCKETS_MS)
+CHANNEL_WRITE_FAILED = CHANNEL_WRITE.labels(success="false")
+
 
 class Totals:
     """Plain counters for the per-request hot path (an int add, not a locked metric update),

@@ -69,8 +69,9 @@ class ReadThreadPool:
         """Run ``fn()`` on thread ``key mod threads``; must be called on the event loop.
 
         ``ready``: the task takes its place in the thread's count now, and joins the thread's
-        queue once ``ready`` is done (cancelled: it never runs, its future is cancelled) — as a
-        BookKeeper read thread blocked on a channel that is not writable holds its queue.
+        queue once ``ready`` is done (cancelled or failed: it never runs, and its future is
+        cancelled or fails with ``ready``'s error) — as a BookKeeper read thread blocked on a
+        channel that is not writable holds its queue.
 
         Returns:
             A future of the loop, completed with ``fn``'s result or exception.
@@ -90,7 +91,7 @@ class ReadThreadPool:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self.pending[index] += 1
-        if ready is None or ready.done() and not ready.cancelled():
+        if ready is None or ready.done() and not ready.cancelled() and ready.exception() is None:
             self._queues[index].put((fn, future, loop, index, time.monotonic()))
         else:
             ready.add_done_callback(functools.partial(self._ready, fn, future, loop, index))
@@ -99,10 +100,13 @@ class ReadThreadPool:
     def _ready(self, fn: Callable[[], Any], future: asyncio.Future, loop: asyncio.AbstractEventLoop, index: int,
                ready: asyncio.Future[None]) -> None:
         """A task's turn came (or it was given up): queue it, or give its place back."""
-        if ready.cancelled() or future.cancelled() or self._closed:
+        refusal = None if ready.cancelled() else ready.exception()
+        if ready.cancelled() or refusal is not None or future.cancelled() or self._closed:
             self.pending[index] -= 1
             if not future.done():
-                if self._closed and not ready.cancelled():
+                if refusal is not None:
+                    future.set_exception(refusal)
+                elif self._closed and not ready.cancelled():
                     future.set_exception(ServiceNotReadyError("the bookie is shutting down: reads are no longer "
                                                               "served"))
                 else:

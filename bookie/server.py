@@ -20,9 +20,14 @@ Memory per connection stays bounded whatever the peer does: at most
 transport holds more unsent bytes than its high-water mark; the next ones wait their turn, in
 order, their fencing already applied — already admitted to the read thread pool, so that its
 bound (maxPendingReadRequestsPerThread) answers TooManyRequests on arrival, as BookKeeper's
-does, and they hold their places in its queue meanwhile (as BookKeeper's read threads do
-while blocked on a channel that is not writable, with waitTimeoutOnResponseBackpressureMs;
-here the keep-alive closes a peer whose socket is paused that long, giving its places back).
+does, and they hold their places in its queue meanwhile, as BookKeeper's read threads do
+while blocked on a channel that is not writable. With ``waitTimeoutOnResponseBackpressureMs``
+(off by default, as in BookKeeper) a connection that has not taken its responses for that long
+gets no read responses until it takes them again: its waiting reads give their places back
+unanswered, and the reads that finish meanwhile are not sent (BookKeeper drops every response
+then; here adds are still answered, and there are few of them, since the socket is not read
+meanwhile). With ``closeChannelOnResponseTimeout`` the connection is closed instead. With
+neither, the keep-alive closes a peer whose socket has been paused for two intervals.
 The socket is not read while the responses are not being taken (a peer that sends requests
 and never reads the answers, each of which may be MiBs, gets TCP back-pressure, not a bookie
 growing without bound), nor while more than :data:`READS_WAITING_MAX` reads wait — below
@@ -52,7 +57,7 @@ from bookie.bookie import Bookie
 from bookie.journal_format import INT64_MAX
 from bookie.load import BookieLoad
 from bookie.state import BookieState
-from minipulsar.errors import InvalidCommand
+from minipulsar.errors import ConnectionClosedError, InvalidCommand, MiniPulsarError
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses
 from minipulsar.protocol.commands import (
@@ -84,6 +89,10 @@ _ADDS_WAITING, _READS_WAITING, _UNSENT = "adds waiting for room", "reads waiting
 _STOPPING = "the bookie is stopping"
 
 
+class ResponsesNotTaken(Exception):
+    """A read given up because its peer does not take its responses (never sent to the peer)."""
+
+
 class BookieConnection(ServerConnection):
     SERVER_VERSION = "minipulsar-bookie"
     receive_pipeline_bytes = 1024 * 1024
@@ -109,6 +118,10 @@ class BookieConnection(ServerConnection):
         """Reads waiting for their turn (see the module docstring), in arrival order."""
         self._paused_for: set[str] = set()
         """Why the socket is not read now (any reason pauses it)."""
+        self._response_timer: asyncio.TimerHandle | None = None
+        """Fires waitTimeoutOnResponseBackpressureMs after the transport stopped taking bytes."""
+        self._dropping_reads = False
+        """The response timeout fired and the peer has not taken its responses since."""
 
     def _pause_reading(self, reason: str) -> None:
         if not self._paused_for and self.transport is not None and not self.transport.is_closing():
@@ -129,11 +142,44 @@ class BookieConnection(ServerConnection):
     def pause_writing(self) -> None:
         super().pause_writing()
         self._pause_reading(_UNSENT)
+        timeout_ms = self.bookie.config.wait_timeout_on_response_backpressure_ms
+        if timeout_ms >= 0 and self._response_timer is None:
+            self._response_timer = self._loop.call_later(timeout_ms / 1000, self._responses_timed_out)
 
     def resume_writing(self) -> None:
         super().resume_writing()
+        if self._response_timer is not None:
+            self._response_timer.cancel()
+            self._response_timer = None
+        if self._dropping_reads:
+            self._dropping_reads = False
+            log.info("%s: takes its responses again; its reads are answered again", self.peer)
         self._resume_reading(_UNSENT)
         self._grant_read_turns()
+
+    def _responses_timed_out(self) -> None:
+        self._response_timer = None
+        timeout_ms = self.bookie.config.wait_timeout_on_response_backpressure_ms
+        if self.bookie.config.close_channel_on_response_timeout:
+            log.warning("%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
+                        "closing it (closeChannelOnResponseTimeout)", self.peer, timeout_ms)
+            self.abort(ConnectionClosedError(f"{self.peer} did not take its responses for {timeout_ms} ms"))
+            return
+        log.warning("%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
+                    "dropping its %d waiting reads, and its read responses until it takes them",
+                    self.peer, timeout_ms, len(self._read_turns))
+        self._dropping_reads = True
+        while self._read_turns:
+            turn = self._read_turns.popleft()
+            if not turn.done():
+                turn.set_exception(ResponsesNotTaken(f"{self.peer} did not take its responses for {timeout_ms} ms"))
+        self._resume_reading(_READS_WAITING)
+
+    def closed(self, reason: MiniPulsarError) -> None:
+        super().closed(reason)
+        if self._response_timer is not None:
+            self._response_timer.cancel()
+            self._response_timer = None
 
     # -- ADD_ENTRY ------------------------------------------------------------------------------
 
@@ -248,11 +294,15 @@ class BookieConnection(ServerConnection):
         return self._reads_running < READS_IN_FLIGHT_MAX and not (self.writer is not None and self.writer.paused)
 
     def _read_turn(self) -> asyncio.Future[None] | None:
-        """None: the read may run now (counted as running); else the future of its turn."""
+        """None: the read may run now (counted as running); else the future of its turn, which
+        fails with :class:`ResponsesNotTaken` if the read is dropped."""
         if not self._read_turns and self._may_run_read():
             self._reads_running += 1
             return None
         turn: asyncio.Future[None] = self._loop.create_future()
+        if self._dropping_reads:
+            turn.set_exception(ResponsesNotTaken(f"{self.peer} does not take its responses"))
+            return turn
         self._read_turns.append(turn)
         if len(self._read_turns) > READS_WAITING_MAX:
             self._pause_reading(_READS_WAITING)
@@ -262,7 +312,7 @@ class BookieConnection(ServerConnection):
         turns = self._read_turns
         while turns and (turns[0].done() or self._may_run_read()):
             turn = turns.popleft()
-            if not turn.done():  # else given up: refused by the read pool, or the connection closed
+            if not turn.done():  # else given up: refused by the read pool, dropped, or the connection closed
                 self._reads_running += 1
                 turn.set_result(None)
         if len(turns) <= READS_WAITING_MAX // 2:
@@ -281,15 +331,19 @@ class BookieConnection(ServerConnection):
             max_bytes = min(cmd.max_bytes, frame_budget) if cmd.max_bytes else frame_budget
             entries = await self.bookie.read_entries(cmd.ledger_id, cmd.first_entry_id,
                                                      min(cmd.count, READ_COUNT_MAX), max_bytes, ready=turn)
+            if self._dropping_reads:
+                raise ResponsesNotTaken(f"{self.peer} does not take its responses")
             lac = self.bookie.ledger(cmd.ledger_id).lac
             self.send(ReadEntryResponse(id=cmd.id, ledger_id=cmd.ledger_id,
                                         entries=[[e, p] for e, p in entries], lac=lac))
             success = True
+        except ResponsesNotTaken:
+            metrics.CHANNEL_WRITE_FAILED.observe((time.monotonic() - started) * 1000)
         finally:
             metrics.TOTALS.reads_in_progress -= 1
             latency = metrics.READ_ENTRY_REQUEST_OK if success else metrics.READ_ENTRY_REQUEST_FAILED
             latency.observe((time.monotonic() - started) * 1000)
-            if turn is None or (turn.done() and not turn.cancelled()):
+            if turn is None or _granted(turn):
                 self._reads_running -= 1
             else:
                 turn.cancel()
@@ -317,6 +371,11 @@ class BookieConnection(ServerConnection):
         free, total = self.load.disk_space()
         self.send(BookieInfoResponse(id=cmd.id, free_disk_bytes=free, total_disk_bytes=total,
                                      info={"bookieId": self.bookie_id, **self.bookie.info(), **self.load.report()}))
+
+
+def _granted(turn: asyncio.Future[None]) -> bool:
+    """The read's turn came (it was counted as running), rather than being given up."""
+    return turn.done() and not turn.cancelled() and turn.exception() is None
 
 
 def _check_id(name: str, value: int, minimum: int) -> None:

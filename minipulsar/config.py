@@ -268,6 +268,15 @@ class BookieConfig:
     max_pending_read_requests_per_thread: int = setting("maxPendingReadRequestsPerThread", 2500, min_value=1)
     """Reads queued on one read thread; past it a read is answered TooManyRequests (BookKeeper:
     10 000; Pulsar's bookkeeper.conf: 2500)."""
+    wait_timeout_on_response_backpressure_ms: int = setting("waitTimeoutOnResponseBackpressureMs", -1,
+                                                            min_value=-1)
+    """A connection that has not taken its responses for this long (its unsent bytes above the
+    high-water mark) gets none until it does: its waiting reads are dropped, unanswered, and
+    give their read-thread places back (BookKeeper: -1, off, and the same meaning; 0 = at once).
+    Off, such reads wait for the peer, or for the keep-alive to close it."""
+    close_channel_on_response_timeout: bool = setting("closeChannelOnResponseTimeout", False)
+    """When waitTimeoutOnResponseBackpressureMs expires, close the connection instead of only
+    dropping its responses (BookKeeper: false)."""
     disk_usage_threshold: float = setting("diskUsageThreshold", 0.95, min_value=0.0, max_value=1.0)
     """A ledger dir whose used fraction is above this is full (BookKeeper: 0.95)."""
     disk_usage_warn_threshold: float = setting("diskUsageWarnThreshold", 0.90, min_value=0.0, max_value=1.0)

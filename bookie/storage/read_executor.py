@@ -38,8 +38,8 @@ class ReadExecutor(Protocol):
         """Run ``fn()`` off the loop; called on the loop, the future completes on the loop.
 
         ``key`` (the ledger id) lets an ordered executor keep one ledger's reads in order.
-        ``ready``: the read is admitted now but runs only once ``ready`` is done (cancelled:
-        it never runs, and its future is cancelled).
+        ``ready``: the read is admitted now but runs only once ``ready`` is done (cancelled or
+        failed: it never runs, and its future is cancelled or fails with ``ready``'s error).
 
         Raises:
             TooManyRequestsError: the executor's queue for ``key`` is full (the read is refused).
@@ -54,13 +54,16 @@ class ThreadPoolReadExecutor:
 
     def submit(self, key: int, fn: Callable[[], T], ready: asyncio.Future[None] | None = None) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
-        if ready is None or ready.done() and not ready.cancelled():
+        if ready is None or ready.done() and not ready.cancelled() and ready.exception() is None:
             return loop.run_in_executor(self._pool, fn)
         result: asyncio.Future[T] = loop.create_future()
 
         def start(_: asyncio.Future[None]) -> None:
             if ready.cancelled() or result.cancelled():
                 result.cancel()
+                return
+            if ready.exception() is not None:
+                result.set_exception(ready.exception())
                 return
             try:
                 running = loop.run_in_executor(self._pool, fn)

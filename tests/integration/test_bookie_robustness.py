@@ -4,11 +4,13 @@ closed, the process keeps running, and a normal client on another connection kee
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import aiohttp
 import msgpack
 import pytest
 import pytest_asyncio
@@ -67,18 +69,25 @@ def is_error_or_closed(result: list[dict] | str) -> bool:
     return result == "closed" or any(body.get("t") == "ERROR" for body in result)
 
 
-@pytest_asyncio.fixture
-async def bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+@contextlib.asynccontextmanager
+async def bookie_with(tmp_path: Path, *settings: str) -> AsyncIterator[ServerProcess]:
+    """A metastore and a bookie with ``journalPreAllocSizeMB=1`` and ``settings`` (key=value)."""
     metastore = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
                               tmp_path / "metastore.log")
     async with started(metastore):
         process = ServerProcess("bookie", [
             "--port", "0", "--http-port", "0", "--journal-dir", str(tmp_path / "journal"),
             "--ledger-dirs", str(tmp_path / "ledgers"), "--metadata-url", f"metastore://{metastore.address}",
-            "--set", "journalPreAllocSizeMB=1",
+            "--set", "journalPreAllocSizeMB=1", *(arg for setting in settings for arg in ("--set", setting)),
         ], tmp_path / "bookie.log")
         async with started(process):
             yield process
+
+
+@pytest_asyncio.fixture
+async def bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+    async with bookie_with(tmp_path) as process:
+        yield process
 
 
 async def test_garbage_gets_an_error_or_a_closed_connection_and_service_goes_on(bookie: ServerProcess) -> None:
@@ -246,3 +255,89 @@ async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_p
     assert "Traceback" not in log_text
     expected = "unsupported metadata store URL" if damage == "metadata-url" else "index.db is damaged"
     assert expected in log_text and "bookie cannot start" in log_text
+
+
+async def _send_unread_reads(bookie: ServerProcess, reads: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw peer that added a 1 MiB entry to ledger 77 and sent ``reads`` reads of it (ids
+    10, 11, …) without reading any answer."""
+    reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
+    writer.write(CONNECT)
+    assert (await _read_frame(reader))["t"] == "CONNECTED"
+    writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1,
+                        "payload": b"z" * (1024 * 1024)}))
+    assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
+    writer.write(b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0})
+                          for i in range(reads)))
+    await writer.drain()
+    return reader, writer
+
+
+async def _dropped_responses(bookie: ServerProcess) -> float:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as response:
+            text = await response.text()
+    for line in text.splitlines():
+        if line.startswith('bookkeeper_server_CHANNEL_WRITE_count{success="false"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_after_the_wait_timeout(
+        tmp_path: Path) -> None:
+    """Goal: with waitTimeoutOnResponseBackpressureMs, a peer that stops taking its responses
+    stops holding read-thread places: its waiting reads are dropped, unanswered
+    (bookkeeper_server_CHANNEL_WRITE{success="false"}), while the connection stays open; once it
+    takes what was sent, its new reads are answered again. Method: 300 reads of a 1 MiB entry,
+    nothing read back; the bookie's pending reads watched; then the peer reads everything."""
+    async with bookie_with(tmp_path, "waitTimeoutOnResponseBackpressureMs=300") as bookie:
+        reader, writer = await _send_unread_reads(bookie, 300)
+        checker = await connect(RawClient, bookie.host, bookie.port)
+        try:
+            async def reads_released() -> bool:
+                info = (await checker.request(BookieInfo)).info
+                return info["pendingReads"] == 0 and info["readPoolPending"] == 0
+
+            await wait_for(reads_released, 20, message="the waiting reads kept their places")
+            assert await _dropped_responses(bookie) > 0
+            assert "waitTimeoutOnResponseBackpressureMs" in bookie.log_tail(40)
+            ids = []
+            while True:  # what was sent before the timeout, in order, then nothing more
+                try:
+                    answer = await asyncio.wait_for(_read_frame(reader), 2.0)
+                except asyncio.TimeoutError:
+                    break
+                assert answer["t"] == "READ_ENTRY_RESPONSE"
+                ids.append(answer["id"])
+            assert ids == list(range(10, 10 + len(ids))) and 0 < len(ids) < 300, ids
+            writer.write(frame({"t": "READ_ENTRY", "id": 1000, "ledger_id": 77, "first_entry_id": 0}))
+            answer = await asyncio.wait_for(_read_frame(reader), 10)
+            assert answer["id"] == 1000 and answer["entries"] == [[0, b"z" * (1024 * 1024)]]
+        finally:
+            writer.close()
+            checker.close()
+
+
+async def test_close_channel_on_response_timeout_closes_a_peer_that_does_not_take_its_responses(
+        tmp_path: Path) -> None:
+    """Goal: with closeChannelOnResponseTimeout, the peer is disconnected instead, its reads give
+    their places back, and other connections are served. Method: as above, then read until the
+    connection ends."""
+    async with bookie_with(tmp_path, "waitTimeoutOnResponseBackpressureMs=300",
+                           "closeChannelOnResponseTimeout=true") as bookie:
+        reader, writer = await _send_unread_reads(bookie, 300)
+        checker = await connect(RawClient, bookie.host, bookie.port)
+        try:
+            async def closed_and_released() -> bool:
+                info = (await checker.request(BookieInfo)).info
+                return info["pendingReads"] == 0 and info["readPoolPending"] == 0
+
+            await wait_for(closed_and_released, 20, message="the closed peer's reads kept their places")
+            with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
+                for _ in range(300):
+                    await asyncio.wait_for(_read_frame(reader), 10)
+            assert "closeChannelOnResponseTimeout" in bookie.log_tail(40)
+            lac = await checker.request(ReadLac, ledger_id=77)
+            assert lac.last_entry_id == 0
+        finally:
+            writer.close()
+            checker.close()

@@ -134,3 +134,35 @@ async def test_the_plain_executor_answers_a_read_whose_turn_comes_after_it_close
     turn.set_result(None)
     with pytest.raises(ServiceNotReadyError):
         await asyncio.wait_for(waiting, 5)
+
+
+class Dropped(Exception):
+    pass
+
+
+@pytest.mark.parametrize("executor_kind", ["read pool", "plain executor"])
+async def test_a_task_whose_turn_fails_never_runs_and_fails_with_that_error(executor_kind: str) -> None:
+    """A turn given up with an error (a read dropped because its peer does not take its
+    responses) fails the task with that error, never runs it, and gives its place back —
+    whether the turn failed before or after the task was submitted."""
+    from bookie.storage.read_executor import ThreadPoolReadExecutor
+
+    executor = ReadThreadPool(threads=1, pending_per_thread_max=3) if executor_kind == "read pool" \
+        else ThreadPoolReadExecutor(1)
+    try:
+        loop = asyncio.get_running_loop()
+        ran: list[str] = []
+        later = loop.create_future()
+        failed_later = executor.submit(0, lambda: ran.append("later"), later)
+        already = loop.create_future()
+        already.set_exception(Dropped("not taken"))
+        failed_already = executor.submit(0, lambda: ran.append("already"), already)
+        later.set_exception(Dropped("not taken"))
+        for future in (failed_later, failed_already):
+            with pytest.raises(Dropped):
+                await asyncio.wait_for(future, 5)
+        assert ran == []
+        if isinstance(executor, ReadThreadPool):
+            assert executor.pending[0] == 0
+    finally:
+        executor.close()
