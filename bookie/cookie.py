@@ -21,7 +21,9 @@ BookKeeper keeps it in ZooKeeper (:func:`check_store_cookie`): a bookie whose di
 all wiped (new disks, another data dir) gets a new instance id, and must not come back under
 the id brokers know with none of the ledgers they placed there — ledger recovery would read
 its "no such ledger" as "no entries". It is refused until an operator deletes that key.
-With ``--port 0`` the id changes on each start and each start leaves its own key.
+With ``--port 0`` the id changes on each start and each start leaves its own key; a port the
+OS hands out whose id holds another instance's cookie is exchanged for another
+(:class:`bookie.service.BookieService`), since an ephemeral port is no identity.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 its listener, its HTTP server and its registration.
 
 Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
-listen, serve HTTP, check the cookie the metadata store holds for this bookie id
-(:func:`bookie.cookie.check_store_cookie`), then register under ``/ledgers/available`` — or,
+serve HTTP, bind the port, check the cookie the metadata store holds for this bookie id
+(:func:`bookie.cookie.check_store_cookie`; with ``--port 0``, a port the OS hands out that an
+earlier bookie's id used is exchanged for another), accept connections, then register under
+``/ledgers/available`` — or,
 when every ledger dir is already full, under ``/ledgers/available/readonly`` (so brokers only
 see a bookie that already serves, in the state it serves in).
 While serving: garbage collection drops the ledgers deleted from the metadata store and
@@ -35,7 +37,7 @@ from aiohttp import web
 
 from bookie import disk_model, metrics
 from bookie.bookie import Bookie
-from bookie.cookie import check_cookies, check_store_cookie, record_bookie_id
+from bookie.cookie import Cookie, InvalidCookieError, check_cookies, check_store_cookie, record_bookie_id
 from bookie.dir_lock import DirectoryLocks
 from bookie.disk_monitor import LedgerDirsMonitor
 from bookie.load import BookieLoad
@@ -55,6 +57,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 _WILDCARD_ADDRESSES = ("", "0.0.0.0", "::")
 METADATA_CLOSE_TIMEOUT_S = 5.0
+EPHEMERAL_PORT_ATTEMPTS = 5
+"""With ``--port 0``: ports tried before giving up when each one's id belongs to another bookie."""
 
 
 def tune_gc() -> None:
@@ -129,17 +133,12 @@ class BookieService:
         self._check_not_stopping()
         await self.disk_monitor.start()
         await self.load.start()
-        # Bound but not accepting until the metadata store's cookie is checked: a broker
-        # recovering a ledger reaches a bookie by the host:port in the ledger's metadata, and
-        # must never hear "no such ledger" from a wiped bookie that is about to be refused.
-        bound_host, self.port = await self.listener.start(config.bind_address, config.port, serve=False)
-        self.host = config.advertised_address or _advertised_host(bound_host)
-        await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         self.http_port = await self.http.start(config.bind_address, config.http_port)
         if self.store is None:
             self.store = await self._unless_stopping(
                 open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms))
-        await self._unless_stopping(check_store_cookie(self.store, self.bookie_id, cookie))
+        await self._bind_port_of_this_bookie(cookie)
+        await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         await self.listener.serve()
         self.registration = BookieRegistration(self.store, self.bookie_id, {
             "httpPort": self.http_port,
@@ -153,6 +152,31 @@ class BookieService:
         metrics.SERVER_STATUS.set(0 if self.state.read_only else 1)
         log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
                  ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
+
+    async def _bind_port_of_this_bookie(self, cookie: Cookie) -> None:
+        """Bind the port, not accepting until the metadata store's cookie for the bookie id is
+        checked: a broker recovering a ledger reaches a bookie by the host:port in the ledger's
+        metadata, and must never hear "no such ledger" from a wiped bookie about to be refused.
+
+        Raises:
+            InvalidCookieError: the configured port's id belongs to another bookie instance
+                (with ``--port 0``: each of EPHEMERAL_PORT_ATTEMPTS ports' ids did).
+        """
+        config = self.config
+        for attempt in range(1, EPHEMERAL_PORT_ATTEMPTS + 1):
+            bound_host, self.port = await self.listener.start(config.bind_address, config.port, serve=False)
+            self.host = config.advertised_address or _advertised_host(bound_host)
+            try:
+                await self._unless_stopping(check_store_cookie(self.store, self.bookie_id, cookie))
+                return
+            except InvalidCookieError:
+                # An ephemeral port is no identity: the id of a bookie that ran here before with
+                # its own ledgers is left to it, and another port asked for.
+                await self.listener.close()
+                if config.port != 0 or attempt == EPHEMERAL_PORT_ATTEMPTS:
+                    raise
+                log.warning("port %d was given by the OS, but bookie id %s belongs to another bookie instance "
+                            "(its cookie is in the metadata store); binding another port", self.port, self.bookie_id)
 
     def _check_not_stopping(self) -> None:
         if self._stop_event is not None and self._stop_event.is_set():

@@ -534,6 +534,52 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tm
         await fresh.stop()
 
 
+async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged_for_another(
+        tmp_path: Path, store_url: str, monkeypatch, caplog) -> None:
+    """Goal: with --port 0, a port the OS hands out that an earlier bookie's id used (its cookie,
+    another instance's, in the metadata store) is not a reason to refuse the start: that id is
+    left to its bookie and another port is bound. Method: bookie A on port 0, stopped; bookie B
+    on other dirs whose first bind is steered to A's port."""
+    from minipulsar.ledger_paths import cookie_path
+    from minipulsar.net.server import Listener
+
+    first = BookieService(bookie_config(tmp_path / "a", store_url))
+    await first.start()
+    taken_port, taken_id = first.port, first.bookie_id
+    await first.stop()
+    owner = json.loads((await _store_value(store_url, cookie_path(taken_id))))["instanceId"]
+
+    real_start = Listener.start
+    ports_asked: list[int] = []
+
+    async def first_bind_on_the_taken_port(self, host, port, *, serve=True):  # noqa: ANN001, ANN202
+        ports_asked.append(port)
+        return await real_start(self, host, taken_port if len(ports_asked) == 1 else port, serve=serve)
+
+    monkeypatch.setattr(Listener, "start", first_bind_on_the_taken_port)
+    second = BookieService(bookie_config(tmp_path / "b", store_url))
+    await second.start()
+    try:
+        assert second.port != taken_port and ports_asked == [0, 0]
+        assert json.loads((await second.store.get(cookie_path(taken_id))).value)["instanceId"] == owner
+        assert "belongs to another bookie instance" in caplog.text
+        conn = await connect(RawClient, second.host, second.port, role="test")
+        try:
+            await add(conn, 1, 0, b"served")
+        finally:
+            conn.close()
+    finally:
+        await second.stop()
+
+
+async def _store_value(store_url: str, path: str) -> bytes:
+    store = await open_metadata_store(store_url)
+    try:
+        return (await store.get(path)).value
+    finally:
+        await store.close()
+
+
 async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_connection(
         service: BookieService, client: RawClient, monkeypatch) -> None:
     """Goal: a connection with more reads than READS_IN_FLIGHT_MAX outstanding (the rest wait
