@@ -91,7 +91,7 @@ async def test_no_attempt_starts_after_a_backoff_with_less_than_the_last_attempt
     with pytest.raises(ConnectionClosedError, match="127.0.0.1:6650"):
         await retry_until(time.monotonic() + 0.4, attempt, Backoff(5.0, 5.0), "lookup of t")
     assert len(calls) == 2, calls
-    assert calls[1] >= LAST_ATTEMPT_S_MIN * 0.9, calls
+    assert calls[1] >= LAST_ATTEMPT_S_MIN / 2, calls  # what is left after the sleep, less its overshoot
 
 
 class Wire:
