@@ -52,6 +52,10 @@ class InvalidCookieError(MiniPulsarError):
     """The directories do not belong together (see the module docstring)."""
 
 
+class ForeignStoreCookieError(InvalidCookieError):
+    """The metadata store holds another bookie instance's cookie for this bookie id."""
+
+
 @dataclass(frozen=True, slots=True)
 class Cookie:
     layoutVersion: int
@@ -173,7 +177,8 @@ async def check_store_cookie(store: MetadataStore, bookie_id: str, cookie: Cooki
     writing or updating it there (BookKeeper's cookie in ZooKeeper).
 
     Raises:
-        InvalidCookieError: the store holds another instance's cookie for this id.
+        ForeignStoreCookieError: the store holds another instance's cookie for this id.
+        InvalidCookieError: the store's cookie kept changing while it was checked.
     """
     path = cookie_path(bookie_id)
     value = json.dumps(asdict(replace(cookie, bookieHost=bookie_id))).encode()
@@ -188,7 +193,7 @@ async def check_store_cookie(store: MetadataStore, bookie_id: str, cookie: Cooki
             except ValueError:
                 stored = {}
             if stored.get("instanceId") != cookie.instanceId:
-                raise InvalidCookieError(
+                raise ForeignStoreCookieError(
                     f"the metadata store holds the cookie of another instance of bookie {bookie_id} "
                     f"({stored.get('instanceId')!r}, dirs {stored.get('journalDirs')} {stored.get('ledgerDirs')}) "
                     f"at {path}, and these directories are instance {cookie.instanceId!r}: they were wiped or "

@@ -23,11 +23,12 @@ bound (maxPendingReadRequestsPerThread) answers TooManyRequests on arrival, as B
 does, and they hold their places in its queue meanwhile, as BookKeeper's read threads do
 while blocked on a channel that is not writable. With ``waitTimeoutOnResponseBackpressureMs``
 (off by default, as in BookKeeper) a connection that has not taken its responses for that long
-gets no read responses until it takes them again: its waiting reads give their places back
-unanswered, and the reads that finish meanwhile are not sent (BookKeeper drops every response
-then; here adds are still answered, and there are few of them, since the socket is not read
-meanwhile). With ``closeChannelOnResponseTimeout`` the connection is closed instead. With
-neither, the keep-alive closes a peer whose socket has been paused for two intervals.
+gets no answer to a read until it takes them again: its waiting reads give their places back
+unanswered, and the reads that finish meanwhile, or fail, are not answered (BookKeeper drops
+every response then; here adds and the small READ_LAC and BOOKIE_INFO answers are still sent,
+and there are few of them, since the socket is not read meanwhile). With
+``closeChannelOnResponseTimeout`` the connection is closed instead. Either way the keep-alive
+closes a peer whose socket has stayed paused for two intervals.
 The socket is not read while the responses are not being taken (a peer that sends requests
 and never reads the answers, each of which may be MiBs, gets TCP back-pressure, not a bookie
 growing without bound), nor while more than :data:`READS_WAITING_MAX` reads wait — below
@@ -165,14 +166,16 @@ class BookieConnection(ServerConnection):
                         "closing it (closeChannelOnResponseTimeout)", self.peer, timeout_ms)
             self.abort(ConnectionClosedError(f"{self.peer} did not take its responses for {timeout_ms} ms"))
             return
-        log.warning("%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
-                    "dropping its %d waiting reads, and its read responses until it takes them",
-                    self.peer, timeout_ms, len(self._read_turns))
         self._dropping_reads = True
+        dropped = 0
         while self._read_turns:
             turn = self._read_turns.popleft()
             if not turn.done():
                 turn.set_exception(ResponsesNotTaken(f"{self.peer} did not take its responses for {timeout_ms} ms"))
+                dropped += 1
+        log.warning("%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
+                    "dropped its %d waiting reads, and answers none until it takes them", self.peer, timeout_ms,
+                    dropped)
         self._resume_reading(_READS_WAITING)
 
     def closed(self, reason: MiniPulsarError) -> None:
@@ -300,9 +303,6 @@ class BookieConnection(ServerConnection):
             self._reads_running += 1
             return None
         turn: asyncio.Future[None] = self._loop.create_future()
-        if self._dropping_reads:
-            turn.set_exception(ResponsesNotTaken(f"{self.peer} does not take its responses"))
-            return turn
         self._read_turns.append(turn)
         if len(self._read_turns) > READS_WAITING_MAX:
             self._pause_reading(_READS_WAITING)
@@ -338,6 +338,10 @@ class BookieConnection(ServerConnection):
                                         entries=[[e, p] for e, p in entries], lac=lac))
             success = True
         except ResponsesNotTaken:
+            metrics.CHANNEL_WRITE_FAILED.observe((time.monotonic() - started) * 1000)
+        except MiniPulsarError:
+            if not self._dropping_reads:
+                raise  # answered with an ERROR
             metrics.CHANNEL_WRITE_FAILED.observe((time.monotonic() - started) * 1000)
         finally:
             metrics.TOTALS.reads_in_progress -= 1

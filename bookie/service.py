@@ -2,7 +2,7 @@
 its listener, its HTTP server and its registration.
 
 Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
-serve HTTP, bind the port, check the cookie the metadata store holds for this bookie id
+bind the port, serve HTTP, check the cookie the metadata store holds for this bookie id
 (:func:`bookie.cookie.check_store_cookie`; with ``--port 0``, a port the OS hands out that an
 earlier bookie's id used is exchanged for another), accept connections, then register under
 ``/ledgers/available`` — or,
@@ -37,7 +37,7 @@ from aiohttp import web
 
 from bookie import disk_model, metrics
 from bookie.bookie import Bookie
-from bookie.cookie import Cookie, InvalidCookieError, check_cookies, check_store_cookie, record_bookie_id
+from bookie.cookie import Cookie, ForeignStoreCookieError, check_cookies, check_store_cookie, record_bookie_id
 from bookie.dir_lock import DirectoryLocks
 from bookie.disk_monitor import LedgerDirsMonitor
 from bookie.load import BookieLoad
@@ -133,11 +133,15 @@ class BookieService:
         self._check_not_stopping()
         await self.disk_monitor.start()
         await self.load.start()
+        # Bound but not accepting until the metadata store's cookie is checked: a broker
+        # recovering a ledger reaches a bookie by the host:port in the ledger's metadata, and
+        # must never hear "no such ledger" from a wiped bookie that is about to be refused.
+        await self._bind()
         self.http_port = await self.http.start(config.bind_address, config.http_port)
         if self.store is None:
             self.store = await self._unless_stopping(
                 open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms))
-        await self._bind_port_of_this_bookie(cookie)
+        await self._check_store_cookie(cookie)
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         await self.listener.serve()
         self.registration = BookieRegistration(self.store, self.bookie_id, {
@@ -153,30 +157,32 @@ class BookieService:
         log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
                  ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
 
-    async def _bind_port_of_this_bookie(self, cookie: Cookie) -> None:
-        """Bind the port, not accepting until the metadata store's cookie for the bookie id is
-        checked: a broker recovering a ledger reaches a bookie by the host:port in the ledger's
-        metadata, and must never hear "no such ledger" from a wiped bookie about to be refused.
+    async def _bind(self) -> None:
+        """Bind the port (not accepting connections yet); the bookie id is known from here on."""
+        config = self.config
+        bound_host, self.port = await self.listener.start(config.bind_address, config.port, serve=False)
+        self.host = config.advertised_address or _advertised_host(bound_host)
+
+    async def _check_store_cookie(self, cookie: Cookie) -> None:
+        """Check (or write) the metadata store's cookie for the bound bookie id.
 
         Raises:
-            InvalidCookieError: the configured port's id belongs to another bookie instance
+            ForeignStoreCookieError: the configured port's id belongs to another bookie instance
                 (with ``--port 0``: each of EPHEMERAL_PORT_ATTEMPTS ports' ids did).
         """
-        config = self.config
         for attempt in range(1, EPHEMERAL_PORT_ATTEMPTS + 1):
-            bound_host, self.port = await self.listener.start(config.bind_address, config.port, serve=False)
-            self.host = config.advertised_address or _advertised_host(bound_host)
             try:
                 await self._unless_stopping(check_store_cookie(self.store, self.bookie_id, cookie))
                 return
-            except InvalidCookieError:
+            except ForeignStoreCookieError:
                 # An ephemeral port is no identity: the id of a bookie that ran here before with
                 # its own ledgers is left to it, and another port asked for.
-                await self.listener.close()
-                if config.port != 0 or attempt == EPHEMERAL_PORT_ATTEMPTS:
+                if self.config.port != 0 or attempt == EPHEMERAL_PORT_ATTEMPTS:
                     raise
                 log.warning("port %d was given by the OS, but bookie id %s belongs to another bookie instance "
                             "(its cookie is in the metadata store); binding another port", self.port, self.bookie_id)
+                await self.listener.close()
+                await self._bind()
 
     def _check_not_stopping(self) -> None:
         if self._stop_event is not None and self._stop_event.is_set():
@@ -185,7 +191,12 @@ class BookieService:
     async def _unless_stopping(self, work: Awaitable[T]) -> T:
         """``await work``, unless the stop event is set first (a metadata store that does not
         answer, an old registration waited out for up to the session timeout): then cancel it."""
-        self._check_not_stopping()
+        try:
+            self._check_not_stopping()
+        except StartAborted:
+            if asyncio.iscoroutine(work):
+                work.close()  # never started: no "never awaited" warning
+            raise
         task = asyncio.ensure_future(work)
         if self._stop_event is None:
             return await task

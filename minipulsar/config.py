@@ -271,9 +271,10 @@ class BookieConfig:
     wait_timeout_on_response_backpressure_ms: int = setting("waitTimeoutOnResponseBackpressureMs", -1,
                                                             min_value=-1)
     """A connection that has not taken its responses for this long (its unsent bytes above the
-    high-water mark) gets none until it does: its waiting reads are dropped, unanswered, and
-    give their read-thread places back (BookKeeper: -1, off, and the same meaning; 0 = at once).
-    Off, such reads wait for the peer, or for the keep-alive to close it."""
+    high-water mark) gets no answer to a read until it does: its waiting reads are dropped,
+    unanswered, and give their read-thread places back (BookKeeper: -1, off; 0 = at once; there
+    every response is dropped, here adds are still answered). Off, such reads wait for the
+    peer, or for the keep-alive to close it."""
     close_channel_on_response_timeout: bool = setting("closeChannelOnResponseTimeout", False)
     """When waitTimeoutOnResponseBackpressureMs expires, close the connection instead of only
     dropping its responses (BookKeeper: false)."""
