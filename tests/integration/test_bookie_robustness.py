@@ -182,6 +182,12 @@ async def _at_least(count, minimum: int) -> bool:  # noqa: ANN001
     return await count >= minimum
 
 
+async def _no_read_pending(checker: Connection) -> bool:
+    """No read is in progress or holds a read-thread place (BOOKIE_INFO on another connection)."""
+    info = (await checker.request(BookieInfo)).info
+    return info["pendingReads"] == 0 and info["readPoolPending"] == 0
+
+
 async def test_a_client_that_never_reads_does_not_hold_up_shutdown(bookie: ServerProcess) -> None:
     """Goal: SIGTERM stops the bookie cleanly (exit 0, after deleting its registration) even while a
     peer that stopped reading holds MiBs of unsent answers: closing waited for them until the
@@ -199,11 +205,7 @@ async def test_a_client_that_never_reads_does_not_hold_up_shutdown(bookie: Serve
                               for i in range(20)))
         await writer.drain()
 
-        async def no_read_in_progress() -> bool:
-            info = await checker.request(BookieInfo)
-            return info.info["pendingReads"] == 0 and info.info["readPoolPending"] == 0
-
-        await wait_for(no_read_in_progress, 20, message="the bookie's reads did not settle")
+        await wait_for(lambda: _no_read_pending(checker), 20, message="the bookie's reads did not settle")
         checker.close()
         assert await asyncio.to_thread(bookie.stop, 12.0) == 0, "SIGKILLed: the bookie did not stop in time"
         tail = bookie.log_tail(80)
@@ -293,11 +295,7 @@ async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_afte
         reader, writer = await _send_unread_reads(bookie, 300)
         checker = await connect(RawClient, bookie.host, bookie.port)
         try:
-            async def reads_released() -> bool:
-                info = (await checker.request(BookieInfo)).info
-                return info["pendingReads"] == 0 and info["readPoolPending"] == 0
-
-            await wait_for(reads_released, 20, message="the waiting reads kept their places")
+            await wait_for(lambda: _no_read_pending(checker), 20, message="the waiting reads kept their places")
             assert await _dropped_responses(bookie) > 0
             assert "waitTimeoutOnResponseBackpressureMs" in bookie.log_tail(40)
             ids = []
@@ -327,11 +325,7 @@ async def test_close_channel_on_response_timeout_closes_a_peer_that_does_not_tak
         reader, writer = await _send_unread_reads(bookie, 300)
         checker = await connect(RawClient, bookie.host, bookie.port)
         try:
-            async def closed_and_released() -> bool:
-                info = (await checker.request(BookieInfo)).info
-                return info["pendingReads"] == 0 and info["readPoolPending"] == 0
-
-            await wait_for(closed_and_released, 20, message="the closed peer's reads kept their places")
+            await wait_for(lambda: _no_read_pending(checker), 20, message="the closed peer's reads kept their places")
             with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
                 for _ in range(300):
                     await asyncio.wait_for(_read_frame(reader), 10)
