@@ -193,17 +193,9 @@ async def test_a_client_that_never_reads_does_not_hold_up_shutdown(bookie: Serve
     peer that stopped reading holds MiBs of unsent answers: closing waited for them until the
     keep-alive gave up (~60 s), past the supervisor's SIGKILL. Method: 20 reads of a 1 MiB
     entry nobody reads, then stop()."""
-    reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
+    reader, writer = await _send_unread_reads(bookie, 20)
     checker = await connect(RawClient, bookie.host, bookie.port)
     try:
-        writer.write(CONNECT)
-        assert (await _read_frame(reader))["t"] == "CONNECTED"
-        writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 5, "entry_id": 0, "lac": -1,
-                            "payload": b"y" * (1024 * 1024)}))
-        assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
-        writer.write(b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 5, "first_entry_id": 0})
-                              for i in range(20)))
-        await writer.drain()
 
         await wait_for(lambda: _no_read_pending(checker), 20, message="the bookie's reads did not settle")
         checker.close()
@@ -259,14 +251,15 @@ async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_p
     assert expected in log_text and "bookie cannot start" in log_text
 
 
-async def _send_unread_reads(bookie: ServerProcess, reads: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A raw peer that added a 1 MiB entry to ledger 77 and sent ``reads`` reads of it (ids
-    10, 11, …) without reading any answer."""
+async def _send_unread_reads(bookie: ServerProcess, reads: int, payload: bytes = b"z" * (1024 * 1024)
+                             ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw peer that added ``payload`` (1 MiB) to ledger 77 and sent ``reads`` reads of it
+    (ids 10, 11, …) without reading any answer."""
     reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
     writer.write(CONNECT)
     assert (await _read_frame(reader))["t"] == "CONNECTED"
     writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1,
-                        "payload": b"z" * (1024 * 1024)}))
+                        "payload": payload}))
     assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
     writer.write(b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0})
                           for i in range(reads)))
