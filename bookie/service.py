@@ -2,20 +2,19 @@
 its listener, its HTTP server and its registration.
 
 Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
-bind the port, serve HTTP, check the cookie the metadata store holds for this bookie id
-(:func:`bookie.cookie.check_store_cookie`; with ``--port 0``, a port the OS hands out that an
-earlier bookie's id used is exchanged for another), accept connections, then register under
-``/ledgers/available`` — or,
-when every ledger dir is already full, under ``/ledgers/available/readonly`` (so brokers only
-see a bookie that already serves, in the state it serves in).
+bind the port, serve HTTP (:mod:`bookie.http_api`), check the cookie the metadata store holds
+for this bookie id (:func:`bookie.cookie.check_store_cookie`; with ``--port 0``, a port the OS
+hands out that an earlier bookie's id used is exchanged for another), accept connections,
+then register under ``/ledgers/available`` — or, when every ledger dir is already full or
+``forceReadOnlyBookie`` is set, under ``/ledgers/available/readonly`` (so brokers only see a
+bookie that already serves, in the state it serves in).
 While serving: garbage collection drops the ledgers deleted from the metadata store and
-compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round and answers when it is done;
-``GET`` tells whether a forced round is running); the disk monitor turns the bookie read-only
-when no ledger dir is writable (adds refused with BookieReadOnly, the registration moved to
-the read-only path) and back once usage falls below ``diskUsageLwmThreshold``; a journal whose
-writer failed (a full or failing journal disk) turns it read-only until it restarts
-(:mod:`bookie.state`); with ``readOnlyModeEnabled=false`` either stops the bookie instead, as
-BookKeeper does.
+compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round); the bookie is read-only —
+adds refused with BookieReadOnly, the registration moved to the read-only path — while any
+cause of :mod:`bookie.state` holds: no ledger dir writable (the disk monitor; cleared below
+``diskUsageLwmThreshold``), a failed journal (a full or failing journal disk; until it
+restarts), an operator's ``PUT /api/v1/bookie/state/readonly``, or ``forceReadOnlyBookie``.
+With ``readOnlyModeEnabled=false`` the first two stop the bookie instead, as BookKeeper does.
 Stop: first stop taking work (stop accepting connections and reading requests), answer the
 reads already queued and stop the read pool, let every journal group in flight be written,
 synced and answered, close the journals and the storage, then delete the registration and
@@ -33,12 +32,11 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from aiohttp import web
-
 from bookie import disk_model, metrics
 from bookie.bookie import Bookie
 from bookie.cookie import Cookie, ForeignStoreCookieError, check_cookies, check_store_cookie, record_bookie_id
 from bookie.dir_lock import DirectoryLocks
+from bookie.http_api import FORCE_READ_ONLY, BookieHttpApi
 from bookie.disk_monitor import LedgerDirsMonitor
 from bookie.load import BookieLoad
 from bookie.read_pool import ReadThreadPool
@@ -46,8 +44,7 @@ from bookie.registration import DEFAULT_RACK, BookieRegistration
 from bookie.server import BookieConnection
 from bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
 from bookie.storage.gc import DiskPressure, MetadataStoreLedgers
-from minipulsar.config import BookieConfig, parse_bool
-from minipulsar.errors import ServiceNotReadyError
+from minipulsar.config import BookieConfig
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net.server import Listener
@@ -100,16 +97,15 @@ class BookieService:
         self.store = store
         self._owns_store = store is None
         self.listener = Listener(self._new_connection)
-        self.http = HttpServer([
-            web.get("/api/v1/bookie/info", self._http_info),
-            web.put("/api/v1/bookie/gc", self._http_force_gc),
-            web.get("/api/v1/bookie/gc", self._http_gc_status),
-        ])
+        self.http = HttpServer(BookieHttpApi(self).routes())
         self.registration: BookieRegistration | None = None
         self.host = ""
         self.port = 0
         self.http_port = 0
         self._stopped = False
+        self.serving = False
+        """Registered and taking requests: from the end of :meth:`start` to the start of :meth:`stop`."""
+        self.failed_journals: set[int] = set()
         self._locks = DirectoryLocks()
 
     @property
@@ -143,6 +139,8 @@ class BookieService:
                 open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms))
         await self._check_store_cookie(cookie)
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
+        if config.force_read_only_bookie:
+            self.state.set_cause(FORCE_READ_ONLY, True)
         await self.listener.serve()
         self.registration = BookieRegistration(self.store, self.bookie_id, {
             "httpPort": self.http_port,
@@ -154,6 +152,7 @@ class BookieService:
         await self._unless_stopping(self.registration.register())
         self.bookie.start_gc(MetadataStoreLedgers(self.store), self._disk_pressure)
         metrics.SERVER_STATUS.set(0 if self.state.read_only else 1)
+        self.serving = not self.stopping
         log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
                  ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
 
@@ -233,6 +232,7 @@ class BookieService:
     def _journal_failed(self, index: int, failure: BaseException) -> None:
         """A journal's writer stopped (on the loop, once per journal)."""
         log.error("journal %d (%s) failed: %s", index, self.config.journal_dirs[index], failure)
+        self.failed_journals.add(index)
         if not self.config.read_only_mode_enabled:
             self._shut_down(f"journal {index} failed and readOnlyModeEnabled=false")
             return
@@ -260,11 +260,17 @@ class BookieService:
             self.registration.set_read_only(read_only)
             metrics.SERVER_STATUS.set(0 if read_only else 1)
 
+    @property
+    def stopping(self) -> bool:
+        """Stopping or stopped, or asked to shut itself down."""
+        return self._stopped or (self._stop_event is not None and self._stop_event.is_set())
+
     async def stop(self) -> None:
         """Finish what was accepted, then leave: see the module docstring for the order."""
         if self._stopped:
             return
         self._stopped = True
+        self.serving = False
         metrics.SERVER_STATUS.set(0)
         self.listener.stop_accepting()
         for connection in list(self.listener.connections):
@@ -296,57 +302,6 @@ class BookieService:
         full = bool(monitor.full_dirs)
         almost_full = full or any(usage.used_fraction > monitor.thresholds.warn for usage in monitor.usages)
         return DiskPressure(almost_full=almost_full, full=full)
-
-    async def _http_force_gc(self, request: web.Request) -> web.Response:
-        """BookKeeper's ``PUT /api/v1/bookie/gc``: one GC round now, compaction forced (an
-        optional JSON body ``{"forceMajor": bool, "forceMinor": bool}``); answers when done."""
-        gc = self.bookie.gc
-        if gc is None or self._stopped:
-            return web.json_response({"error": "the bookie is not serving"}, status=503)
-        body: dict = {}
-        if request.can_read_body:
-            try:
-                body = await request.json()
-            except ValueError:
-                body = None
-            if not isinstance(body, dict):
-                return web.json_response({"error": "the body must be a JSON object"}, status=400)
-        try:
-            force_major, force_minor = (_json_flag(body, key) for key in ("forceMajor", "forceMinor"))
-        except ValueError as exc:
-            return web.json_response({"error": str(exc)}, status=400)
-        try:
-            result = await gc.force(force_major, force_minor)
-        except ServiceNotReadyError as exc:
-            return web.json_response({"error": str(exc)}, status=503)
-        return web.json_response(result.to_json())
-
-    async def _http_gc_status(self, request: web.Request) -> web.Response:
-        gc = self.bookie.gc
-        return web.json_response({"is_in_force_gc": gc is not None and gc.forcing})
-
-    async def _http_info(self, request: web.Request) -> web.Response:
-        free, total = self.load.disk_space()
-        return web.json_response({
-            "bookieId": self.bookie_id,
-            "freeSpace": free,
-            "totalSpace": total,
-            **self.bookie.info(),
-            **self.load.report(),
-        })
-
-
-def _json_flag(body: dict, key: str) -> bool:
-    """A boolean of a request body, spelled as in a config file (default true).
-
-    Raises:
-        ValueError: anything else (``bool("false")`` would have forced it).
-    """
-    value = body.get(key, True)
-    try:
-        return parse_bool(value)
-    except ValueError:
-        raise ValueError(f"{key} must be true or false, got {value!r}") from None
 
 
 def _advertised_host(bound_host: str) -> str:

@@ -9,7 +9,9 @@ ledgers on it — while any cause holds:
 - a failed journal (:func:`journal_failed`): its writer thread stopped after an I/O error
   (a full or failing journal disk), and with its file position unknown that journal takes no
   more records until the bookie restarts and replays it. BookKeeper shuts the bookie down
-  then; here it stays up to serve what it stores, and says why it refuses adds.
+  then; here it stays up to serve what it stores, and says why it refuses adds;
+- an operator's ``PUT /api/v1/bookie/state/readonly`` (until the PUT that clears it), or
+  ``forceReadOnlyBookie`` (for good): :mod:`bookie.http_api`.
 
 Invariant: :attr:`BookieState.read_only` is a plain attribute (every admission reads it), true
 exactly while :attr:`BookieState.causes` is not empty; the listener hears each flip once.

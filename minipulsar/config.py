@@ -290,6 +290,9 @@ class BookieConfig:
     read_only_mode_enabled: bool = setting("readOnlyModeEnabled", True)
     """With every ledger dir full, or a journal that failed to write: turn read-only (true), or
     shut the bookie down (false; BookKeeper always shuts down on a journal failure)."""
+    force_read_only_bookie: bool = setting("forceReadOnlyBookie", False)
+    """Start read-only and stay so: reads only, no new ledgers placed here (BookKeeper: false;
+    it needs readOnlyModeEnabled)."""
     disk_usage_override_file: str | None = setting("minipulsarDiskUsageOverrideFile", None)
     """TEST ONLY (not a BookKeeper key): when set, the disk monitor reads every ledger dir's used
     fraction (a number in [0, 1]) from this file instead of from statvfs; a missing or unreadable
@@ -338,6 +341,8 @@ class BookieConfig:
             raise ValueError(f"each journal and ledger directory must be its own: {', '.join(twice)} is named twice "
                              f"(journalDirectories={','.join(self.journal_dirs)} "
                              f"ledgerDirectories={','.join(self.ledger_dirs)})")
+        if self.force_read_only_bookie and not self.read_only_mode_enabled:
+            raise ValueError("forceReadOnlyBookie=true needs readOnlyModeEnabled=true")
         if self.minor_compaction_threshold > self.major_compaction_threshold:
             raise ValueError(f"minorCompactionThreshold ({self.minor_compaction_threshold}) must not exceed "
                              f"majorCompactionThreshold ({self.major_compaction_threshold})")

@@ -1,0 +1,182 @@
+"""The bookie's admin REST API (BookKeeper's endpoints): heartbeat, readiness, state, and
+read-only by hand — one bookie in-process on 127.0.0.1:0 with a memory:// metadata store."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from bookie.registration import registration_path
+from bookie.service import BookieService, StartAborted
+from bookie.state import LEDGER_DIRS_FULL
+from minipulsar.config import ConfigError
+from minipulsar.errors import BookieReadOnlyError
+from minipulsar.metadata import open_metadata_store
+from minipulsar.net import connect
+from tests.integration.test_bookie_component import RawClient, add, bookie_config, read
+from tests.support.process import wait_for
+
+_store_names = itertools.count()
+
+
+@pytest_asyncio.fixture
+async def store_url() -> str:
+    return f"memory://bookie-http-api-{next(_store_names)}"
+
+
+@pytest_asyncio.fixture
+async def started(tmp_path: Path, store_url: str):
+    services: list[BookieService] = []
+
+    async def start(**overrides: str) -> BookieService:
+        service = BookieService(bookie_config(tmp_path / str(len(services)), store_url, **overrides))
+        services.append(service)
+        await service.start()
+        return service
+
+    try:
+        yield start
+    finally:
+        for service in services:
+            await service.stop()
+
+
+@pytest_asyncio.fixture
+async def http() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+async def call(http: aiohttp.ClientSession, service: BookieService, method: str, path: str,
+               body: Any = None, raw: str | None = None) -> tuple[int, Any]:
+    url = f"http://{service.host}:{service.http_port}{path}"
+    kwargs: dict[str, Any] = {"data": raw} if raw is not None else {"json": body} if body is not None else {}
+    async with http.request(method, url, **kwargs) as response:
+        if response.content_type == "application/json":
+            return response.status, await response.json()
+        return response.status, await response.text()
+
+
+async def registered_read_only(store_url: str, service: BookieService) -> bool:
+    """True under readonly/, False under available/ (and not both)."""
+    store = await open_metadata_store(store_url)
+    try:
+        read_only = await store.exists(registration_path(service.bookie_id, read_only=True))
+        writable = await store.exists(registration_path(service.bookie_id))
+    finally:
+        await store.close()
+    assert read_only != writable, "registered under exactly one path"
+    return read_only
+
+
+async def test_heartbeat_readiness_and_state(started, http: aiohttp.ClientSession) -> None:
+    service = await started()
+    assert await call(http, service, "GET", "/heartbeat") == (200, "OK\n")
+    assert (await call(http, service, "GET", "/api/v1/bookie/is_ready"))[0] == 200
+    assert await call(http, service, "GET", "/api/v1/bookie/state") == (200, {
+        "running": True, "readOnly": False, "shuttingDown": False, "availableForHighPriorityWrites": True})
+    assert await call(http, service, "GET", "/api/v1/bookie/state/readonly") == (200, {"readOnly": False})
+
+
+async def test_read_only_by_hand_drains_the_bookie_until_cleared(started, http: aiohttp.ClientSession,
+                                                                 store_url: str) -> None:
+    """Goal: PUT /api/v1/bookie/state/readonly {"readOnly": true} takes the bookie out of new
+    ensembles (registration under readonly/, adds refused, reads served), the disk monitor
+    finding the dirs writable does not undo it, and {"readOnly": false} does."""
+    service = await started()
+    conn = await connect(RawClient, service.host, service.port, role="test")
+    try:
+        await add(conn, 1, 0, b"before")
+        assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}) == (
+            200, {"readOnly": True})
+        await wait_for(lambda: registered_read_only(store_url, service), 10, message="not moved under readonly/")
+        with pytest.raises(BookieReadOnlyError, match="PUT /api/v1/bookie/state/readonly"):
+            await add(conn, 1, 1, b"refused")
+        assert await read(conn, 1, 0) == [(0, b"before")]
+        service._writable_changed(True)  # a disk check: the ledger dirs have room
+        assert service.state.read_only
+        assert await call(http, service, "GET", "/api/v1/bookie/state/readonly") == (200, {"readOnly": True})
+
+        assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": "false"}) == (
+            200, {"readOnly": False})
+        await wait_for(lambda: _not(registered_read_only(store_url, service)), 10, message="not back in available/")
+        await add(conn, 1, 1, b"after")
+    finally:
+        conn.close()
+
+
+async def test_clearing_read_only_by_hand_leaves_the_other_causes(started, http: aiohttp.ClientSession) -> None:
+    """A bookie read-only for full ledger dirs stays so when the operator's cause is cleared,
+    and the answer says so."""
+    service = await started()
+    await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
+    service._writable_changed(False)  # a disk check: every ledger dir full
+    assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False}) == (
+        200, {"readOnly": True})
+    assert list(service.state.causes) == [LEDGER_DIRS_FULL]
+
+
+@pytest.mark.parametrize("raw", ['{"readOnly": "maybe"}', "[true]", "yes please", "{}"])
+async def test_a_bad_read_only_body_is_a_400(started, http: aiohttp.ClientSession, raw: str) -> None:
+    service = await started()
+    status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", raw=raw)
+    assert status == 400 and "readOnly" in body["error"]
+    assert not service.state.read_only
+
+
+async def test_force_read_only_bookie_starts_read_only_and_stays_so(started, http: aiohttp.ClientSession,
+                                                                    store_url: str) -> None:
+    service = await started(forceReadOnlyBookie="true")
+    assert await registered_read_only(store_url, service)
+    status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False})
+    assert status == 400 and "forceReadOnly" in body["error"]
+    assert (await call(http, service, "GET", "/api/v1/bookie/state"))[1]["readOnly"] is True
+
+
+async def test_read_only_by_hand_is_refused_with_read_only_mode_disabled(started,
+                                                                        http: aiohttp.ClientSession) -> None:
+    service = await started(readOnlyModeEnabled="false")
+    status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
+    assert status == 400 and "readOnlyModeEnabled=false" in body["error"]
+    assert not service.state.read_only
+
+
+def test_force_read_only_bookie_needs_read_only_mode(tmp_path: Path) -> None:
+    with pytest.raises((ConfigError, ValueError), match="forceReadOnlyBookie=true needs readOnlyModeEnabled"):
+        bookie_config(tmp_path, "memory://x", forceReadOnlyBookie="true", readOnlyModeEnabled="false")
+
+
+async def _not(value) -> bool:  # noqa: ANN001
+    return not await value
+
+
+async def test_not_ready_while_it_waits_for_the_metadata_store(tmp_path: Path, http: aiohttp.ClientSession) -> None:
+    """Goal: a readiness probe gets 503 from a bookie that answers HTTP but does not serve yet
+    (its metadata store accepts the connection and never answers), and a stop asked meanwhile
+    stops it before serving."""
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # until the bookie hangs up
+        writer.close()
+
+    silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    stop = asyncio.Event()
+    service = BookieService(bookie_config(tmp_path, f"metastore://127.0.0.1:{port}"), stop=stop)
+    starting = asyncio.create_task(service.start())
+    try:
+        await wait_for(lambda: service.http_port != 0 or starting.done(), 10, message="HTTP never started")
+        assert await call(http, service, "GET", "/api/v1/bookie/is_ready") == (503, "the bookie is not serving\n")
+        assert (await call(http, service, "GET", "/api/v1/bookie/state"))[1]["running"] is False
+        stop.set()
+        with pytest.raises(StartAborted):
+            await asyncio.wait_for(starting, 10)
+    finally:
+        await service.stop()
+        silent.close()
