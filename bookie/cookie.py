@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bookie.journal_segment import fsync_directory, list_segments
+from bookie.journal_segment import list_segments
 from bookie.storage.entry_logger import list_entry_logs
 from bookie.storage.index_db import INDEX_DB_FILE
+from minipulsar.durable_file import write_atomically
 from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError
 from minipulsar.ledger_paths import cookie_path
 from minipulsar.metadata import NOT_EXISTS, MetadataStore
@@ -86,15 +86,8 @@ def read_cookie(directory: Path) -> Cookie | None:
 
 def write_cookie(directory: Path, cookie: Cookie) -> None:
     """Atomically (write, fsync, rename, fsync the dir)."""
-    current = directory / "current"
-    current.mkdir(parents=True, exist_ok=True)
-    tmp = current / (COOKIE_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(asdict(cookie), f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, _cookie_path(directory))
-    fsync_directory(current)
+    (directory / "current").mkdir(parents=True, exist_ok=True)
+    write_atomically(_cookie_path(directory), json.dumps(asdict(cookie)).encode())
 
 
 def check_cookies(journal_dirs: list[Path], ledger_dirs: list[Path]) -> Cookie:

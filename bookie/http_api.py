@@ -8,10 +8,12 @@ their paths and JSON shapes, beside ``/metrics`` on ``httpServerPort``.
   ``availableForHighPriorityWrites`` (recovery adds: refused only once a journal failed);
 - ``GET|PUT /api/v1/bookie/state/readonly``: ``{"readOnly": bool}``. PUT true turns the bookie
   read-only by hand (draining it before it is taken out: brokers place no new ledgers on it,
-  reads are served) until PUT false; the disk monitor does not undo it. PUT false clears only
-  that cause: a bookie with full ledger dirs or a failed journal stays read-only, and the
-  answer says so. Refused (400) with ``forceReadOnlyBookie`` (false asked) and with
-  ``readOnlyModeEnabled=false`` (true asked; BookKeeper would shut the bookie down);
+  reads are served) until PUT false; the disk monitor does not undo it, and a restart does
+  only without ``persistBookieStatusEnabled`` (:mod:`bookie.bookie_status`). PUT false clears
+  only that cause: a bookie with full ledger dirs or a failed journal stays read-only, and the
+  answer says so. The answer comes once the registration has moved. Refused (400) with
+  ``forceReadOnlyBookie`` (false asked) and with ``readOnlyModeEnabled=false`` (true asked;
+  BookKeeper would shut the bookie down);
 - ``GET /api/v1/bookie/info``: free and total space plus the load report (:mod:`bookie.load`);
 - ``PUT /api/v1/bookie/gc`` (``{"forceMajor": bool, "forceMinor": bool}``, answers when the
   round is done) and ``GET /api/v1/bookie/gc`` (``is_in_force_gc``).
@@ -53,7 +55,7 @@ class BookieHttpApi:
         return web.Response(text="OK\n")
 
     async def is_ready(self, request: web.Request) -> web.Response:
-        if self._service.serving:
+        if self._service.serving and not self._service.stopping:
             return web.Response(text="OK\n")
         return web.Response(status=503, text="the bookie is not serving\n")
 
@@ -63,7 +65,7 @@ class BookieHttpApi:
             "running": service.serving,
             "readOnly": service.state.read_only,
             "shuttingDown": service.stopping,
-            "availableForHighPriorityWrites": service.serving and not service.failed_journals,
+            "availableForHighPriorityWrites": service.serving and not service.stopping and not service.failed_journals,
         })
 
     async def read_only(self, request: web.Request) -> web.Response:
@@ -78,14 +80,14 @@ class BookieHttpApi:
             wanted = _json_flag(body, "readOnly")
         except ValueError as exc:
             return _error(400, str(exc))
-        if not service.serving:
+        if not service.serving or service.stopping:
             return _error(503, "the bookie is not serving")
         if wanted and not service.config.read_only_mode_enabled:
             return _error(400, "readOnlyModeEnabled=false: this bookie cannot turn read-only")
         if not wanted and FORCE_READ_ONLY in service.state.causes:
             return _error(400, "Bookie is in forceReadOnly mode (forceReadOnlyBookie=true), "
                                "cannot transit to writable mode")
-        service.state.set_cause(READ_ONLY_BY_HAND, wanted)
+        await service.set_read_only_by_hand(wanted)
         return web.json_response({"readOnly": service.state.read_only})
 
     async def info(self, request: web.Request) -> web.Response:

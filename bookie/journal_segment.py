@@ -63,6 +63,7 @@ from bookie.journal_format import (
     scan_records,
     segment_file_name,
 )
+from minipulsar.durable_file import fsync_directory
 
 log = logging.getLogger(__name__)
 
@@ -133,14 +134,6 @@ def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT
                 return SegmentScan(segment_id, offset, item, records, header_ok=True, version=header.version,
                                    reused=header.reused)
     raise AssertionError("scan_records always ends with a ScanEnd")
-
-
-def fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Preallocator:

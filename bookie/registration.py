@@ -111,6 +111,12 @@ class BookieRegistration:
         log.info("moving the registration to %s", self.path)
         self._ensure_registered()
 
+    async def settled(self) -> None:
+        """Return once no move or re-registration is running (the key is where it belongs, or
+        the bookie stopped)."""
+        while self._task is not None and not self._task.done():
+            await asyncio.wait({self._task})
+
     async def _replace_own_stale_key(self) -> bool:
         """Delete the existing key if a previous run of this bookie left it; True if deleted."""
         existing = await self.store.get(self.path)

@@ -34,10 +34,11 @@ from typing import TypeVar
 
 from bookie import disk_model, metrics
 from bookie.bookie import Bookie
+from bookie.bookie_status import read_status, write_status
 from bookie.cookie import Cookie, ForeignStoreCookieError, check_cookies, check_store_cookie, record_bookie_id
 from bookie.dir_lock import DirectoryLocks
-from bookie.http_api import FORCE_READ_ONLY, BookieHttpApi
 from bookie.disk_monitor import LedgerDirsMonitor
+from bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, BookieHttpApi
 from bookie.load import BookieLoad
 from bookie.read_pool import ReadThreadPool
 from bookie.registration import DEFAULT_RACK, BookieRegistration
@@ -55,6 +56,8 @@ T = TypeVar("T")
 _WILDCARD_ADDRESSES = ("", "0.0.0.0", "::")
 METADATA_CLOSE_TIMEOUT_S = 5.0
 EPHEMERAL_PORT_ATTEMPTS = 5
+REGISTRATION_MOVE_WAIT_S = 10.0
+"""How long a read-only PUT waits for the registration to move before answering."""
 """With ``--port 0``: ports tried before giving up when each one's id belongs to another bookie."""
 
 
@@ -141,6 +144,9 @@ class BookieService:
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         if config.force_read_only_bookie:
             self.state.set_cause(FORCE_READ_ONLY, True)
+        if config.persist_bookie_status_enabled and await loop.run_in_executor(None, read_status, self._ledger_dirs):
+            log.info("starting read-only, as an operator left it (persistBookieStatusEnabled)")
+            self.state.set_cause(READ_ONLY_BY_HAND, True)
         await self.listener.serve()
         self.registration = BookieRegistration(self.store, self.bookie_id, {
             "httpPort": self.http_port,
@@ -259,6 +265,23 @@ class BookieService:
         if self.registration is not None:
             self.registration.set_read_only(read_only)
             metrics.SERVER_STATUS.set(0 if read_only else 1)
+
+    @property
+    def _ledger_dirs(self) -> list[Path]:
+        return list(self.bookie.ledger_dirs.dirs)
+
+    async def set_read_only_by_hand(self, read_only: bool) -> None:
+        """An operator's read-only choice (cleared: only that cause goes); kept across restarts
+        with persistBookieStatusEnabled. Returns once the registration is where it belongs, or
+        after REGISTRATION_MOVE_WAIT_S (the move goes on in the background)."""
+        self.state.set_cause(READ_ONLY_BY_HAND, read_only)
+        if self.config.persist_bookie_status_enabled:
+            await asyncio.get_running_loop().run_in_executor(None, write_status, self._ledger_dirs, read_only)
+        if self.registration is not None:
+            try:
+                await asyncio.wait_for(self.registration.settled(), REGISTRATION_MOVE_WAIT_S)
+            except asyncio.TimeoutError:
+                log.warning("the registration has not moved within %.0fs; it goes on trying", REGISTRATION_MOVE_WAIT_S)
 
     @property
     def stopping(self) -> bool:

@@ -290,6 +290,9 @@ class BookieConfig:
     read_only_mode_enabled: bool = setting("readOnlyModeEnabled", True)
     """With every ledger dir full, or a journal that failed to write: turn read-only (true), or
     shut the bookie down (false; BookKeeper always shuts down on a journal failure)."""
+    persist_bookie_status_enabled: bool = setting("persistBookieStatusEnabled", False)
+    """Keep an operator's read-only choice (PUT /api/v1/bookie/state/readonly) across restarts,
+    in a BOOKIE_STATUS file in every ledger dir (BookKeeper: false; there every transition is kept)."""
     force_read_only_bookie: bool = setting("forceReadOnlyBookie", False)
     """Start read-only and stay so: reads only, no new ledgers placed here (BookKeeper: false;
     it needs readOnlyModeEnabled)."""

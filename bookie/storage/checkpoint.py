@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from bookie.journal_format import LogMark
-from bookie.journal_segment import fsync_directory
+from minipulsar.durable_file import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -102,17 +101,7 @@ class LastMarkFile:
         """Replace the file atomically and durably."""
         body = json.dumps({"version": _FORMAT_VERSION,
                            "marks": [None if m is None else list(m) for m in checkpoint.marks]}).encode()
-        temp = self.path.with_name(LAST_MARK_FILE + ".tmp")
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, self.path)
-        fsync_directory(self.directory)
+        write_atomically(self.path, body)
 
 
 def read_last_mark(directories: list[Path]) -> Checkpoint:

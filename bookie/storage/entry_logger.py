@@ -38,7 +38,7 @@ import threading
 from pathlib import Path
 
 from bookie.direct_io import BACKGROUND_BUFFERS, BACKGROUND_WRITERS, DirectAppender, StagingBuffers, open_direct
-from bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache, fsync_directory
+from bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache
 from bookie.storage.entry_log import (
     LOG_HEADER_SIZE,
     RECORD_HEADER_SIZE,
@@ -52,6 +52,7 @@ from bookie.storage.entry_log import (
     record_ok,
     split_location,
 )
+from minipulsar.durable_file import fsync_directory
 from minipulsar.errors import UnknownServerError
 
 log = logging.getLogger(__name__)

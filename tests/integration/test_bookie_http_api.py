@@ -35,8 +35,8 @@ async def store_url() -> str:
 async def started(tmp_path: Path, store_url: str):
     services: list[BookieService] = []
 
-    async def start(**overrides: str) -> BookieService:
-        service = BookieService(bookie_config(tmp_path / str(len(services)), store_url, **overrides))
+    async def start(stop: asyncio.Event | None = None, **overrides: str) -> BookieService:
+        service = BookieService(bookie_config(tmp_path / str(len(services)), store_url, **overrides), stop=stop)
         services.append(service)
         await service.start()
         return service
@@ -64,16 +64,15 @@ async def call(http: aiohttp.ClientSession, service: BookieService, method: str,
         return response.status, await response.text()
 
 
-async def registered_read_only(store_url: str, service: BookieService) -> bool:
-    """True under readonly/, False under available/ (and not both)."""
+async def registered(store_url: str, service: BookieService) -> str:
+    """Where the bookie is registered: "readonly", "available", or "both" during a move."""
     store = await open_metadata_store(store_url)
     try:
         read_only = await store.exists(registration_path(service.bookie_id, read_only=True))
         writable = await store.exists(registration_path(service.bookie_id))
     finally:
         await store.close()
-    assert read_only != writable, "registered under exactly one path"
-    return read_only
+    return "both" if read_only and writable else "readonly" if read_only else "available" if writable else "none"
 
 
 async def test_heartbeat_readiness_and_state(started, http: aiohttp.ClientSession) -> None:
@@ -96,7 +95,7 @@ async def test_read_only_by_hand_drains_the_bookie_until_cleared(started, http: 
         await add(conn, 1, 0, b"before")
         assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}) == (
             200, {"readOnly": True})
-        await wait_for(lambda: registered_read_only(store_url, service), 10, message="not moved under readonly/")
+        assert await registered(store_url, service) == "readonly", "answered once the registration moved"
         with pytest.raises(BookieReadOnlyError, match="PUT /api/v1/bookie/state/readonly"):
             await add(conn, 1, 1, b"refused")
         assert await read(conn, 1, 0) == [(0, b"before")]
@@ -106,7 +105,7 @@ async def test_read_only_by_hand_drains_the_bookie_until_cleared(started, http: 
 
         assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": "false"}) == (
             200, {"readOnly": False})
-        await wait_for(lambda: _not(registered_read_only(store_url, service)), 10, message="not back in available/")
+        assert await registered(store_url, service) == "available"
         await add(conn, 1, 1, b"after")
     finally:
         conn.close()
@@ -116,7 +115,7 @@ async def test_clearing_read_only_by_hand_leaves_the_other_causes(started, http:
     """A bookie read-only for full ledger dirs stays so when the operator's cause is cleared,
     and the answer says so."""
     service = await started()
-    await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
+    assert (await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}))[0] == 200
     service._writable_changed(False)  # a disk check: every ledger dir full
     assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False}) == (
         200, {"readOnly": True})
@@ -134,9 +133,10 @@ async def test_a_bad_read_only_body_is_a_400(started, http: aiohttp.ClientSessio
 async def test_force_read_only_bookie_starts_read_only_and_stays_so(started, http: aiohttp.ClientSession,
                                                                     store_url: str) -> None:
     service = await started(forceReadOnlyBookie="true")
-    assert await registered_read_only(store_url, service)
+    assert await registered(store_url, service) == "readonly"
     status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False})
     assert status == 400 and "forceReadOnly" in body["error"]
+    service._writable_changed(True)  # a disk check: the ledger dirs have room
     assert (await call(http, service, "GET", "/api/v1/bookie/state"))[1]["readOnly"] is True
 
 
@@ -149,12 +149,47 @@ async def test_read_only_by_hand_is_refused_with_read_only_mode_disabled(started
 
 
 def test_force_read_only_bookie_needs_read_only_mode(tmp_path: Path) -> None:
-    with pytest.raises((ConfigError, ValueError), match="forceReadOnlyBookie=true needs readOnlyModeEnabled"):
+    with pytest.raises(ConfigError, match="forceReadOnlyBookie=true needs readOnlyModeEnabled"):
         bookie_config(tmp_path, "memory://x", forceReadOnlyBookie="true", readOnlyModeEnabled="false")
 
 
-async def _not(value) -> bool:  # noqa: ANN001
-    return not await value
+@pytest.mark.parametrize("persist", [True, False])
+async def test_read_only_by_hand_survives_a_restart_with_persist_bookie_status_enabled(
+        tmp_path: Path, store_url: str, http: aiohttp.ClientSession, persist: bool) -> None:
+    """Goal: with persistBookieStatusEnabled an operator's read-only choice is kept across a
+    restart (BOOKIE_STATUS in the ledger dirs; the bookie registers under readonly/ at once),
+    and its clearing too; without it a restart comes back writable (BookKeeper's default)."""
+    config = bookie_config(tmp_path, store_url, persistBookieStatusEnabled=str(persist).lower())
+    first = BookieService(config)
+    await first.start()
+    try:
+        await call(http, first, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
+    finally:
+        await first.stop()
+    again = BookieService(config)
+    await again.start()
+    try:
+        assert again.state.read_only is persist
+        assert await registered(store_url, again) == ("readonly" if persist else "available")
+        await call(http, again, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False})
+    finally:
+        await again.stop()
+    third = BookieService(config)
+    await third.start()
+    try:
+        assert not third.state.read_only
+    finally:
+        await third.stop()
+
+
+async def test_not_ready_and_no_read_only_change_once_stopping(started, http: aiohttp.ClientSession) -> None:
+    """A bookie asked to stop (its stop event set: shutting itself down) is no longer ready."""
+    stop = asyncio.Event()
+    service = await started(stop)
+    stop.set()
+    assert (await call(http, service, "GET", "/api/v1/bookie/is_ready"))[0] == 503
+    assert (await call(http, service, "GET", "/api/v1/bookie/state"))[1]["shuttingDown"] is True
+    assert (await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}))[0] == 503
 
 
 async def test_not_ready_while_it_waits_for_the_metadata_store(tmp_path: Path, http: aiohttp.ClientSession) -> None:

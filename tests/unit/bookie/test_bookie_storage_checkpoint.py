@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bookie.journal_format import LogMark
-from bookie.storage import checkpoint as checkpoint_module
 from bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, LastMarkFile, read_last_mark
+from minipulsar import durable_file
 
 
 def test_a_checkpoint_reads_back_as_written(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_a_crash_while_writing_leaves_the_previous_checkpoint(tmp_path: Path, mo
     def crash(src, dst):
         raise OSError("killed before the rename")
 
-    monkeypatch.setattr(checkpoint_module.os, "replace", crash)
+    monkeypatch.setattr(durable_file.os, "replace", crash)
     with pytest.raises(OSError):
         file.write(Checkpoint((LogMark(2, 200),)))
     assert (tmp_path / "lastMark.tmp").exists()
