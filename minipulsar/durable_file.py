@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+TEMP_SUFFIX = ".tmp"
+"""Of the temporary file a crash may leave beside the one being replaced."""
+
 
 def fsync_directory(directory: Path) -> None:
     """Make the directory's entries (a rename, a create) durable."""
@@ -18,7 +21,7 @@ def fsync_directory(directory: Path) -> None:
 def write_atomically(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``path``, fsync it, rename it over ``path``,
     then fsync the directory. Blocking."""
-    temp = path.with_name(path.name + ".tmp")
+    temp = path.with_name(path.name + TEMP_SUFFIX)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)

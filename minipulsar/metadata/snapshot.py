@@ -13,7 +13,6 @@ Blocking file I/O: call these from the WAL writer thread or ``asyncio.to_thread`
 
 from __future__ import annotations
 
-import os
 import struct
 import zlib
 from pathlib import Path
@@ -21,12 +20,13 @@ from typing import Any
 
 import msgpack
 
+from minipulsar.durable_file import TEMP_SUFFIX, write_atomically
 from minipulsar.metadata.tree import KeyTree
 
 MAGIC = b"MPSNAP1\n"
 _HEADER = struct.Struct(">QI")
 PREFIX = "snapshot."
-TMP_SUFFIX = ".tmp"
+TMP_SUFFIX = TEMP_SUFFIX
 
 
 class CorruptSnapshotError(Exception):
@@ -49,15 +49,6 @@ def list_files(data_dir: Path, prefix: str) -> list[tuple[int, Path]]:
         except ValueError:
             continue
     return sorted(found)
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a created, renamed or deleted directory entry durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def encode(tree: KeyTree, txid: int) -> bytes:
@@ -88,13 +79,7 @@ def decode(data: bytes) -> tuple[KeyTree, int]:
 def write(data_dir: Path, txid: int, data: bytes) -> Path:
     """Atomically write ``data`` (from :func:`encode`) as the snapshot of ``txid``."""
     final = data_dir / file_name(PREFIX, txid)
-    tmp = final.with_name(final.name + TMP_SUFFIX)
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
-    fsync_dir(data_dir)
+    write_atomically(final, data)  # via a TMP_SUFFIX file, which listing skips
     return final
 
 

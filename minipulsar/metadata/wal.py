@@ -34,6 +34,7 @@ from typing import Any
 
 import msgpack
 
+from minipulsar.durable_file import fsync_directory
 from minipulsar.metadata import snapshot
 from minipulsar.metadata.txn import Txn
 
@@ -219,7 +220,7 @@ class LogWriter:
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         _write_all(self._fd, MAGIC)
         os.fsync(self._fd)
-        snapshot.fsync_dir(self.data_dir)
+        fsync_directory(self.data_dir)
 
     def _delete_older(self, txid: int) -> None:
         for first_txid, path in snapshot.list_files(self.data_dir, PREFIX):
