@@ -56,9 +56,9 @@ T = TypeVar("T")
 _WILDCARD_ADDRESSES = ("", "0.0.0.0", "::")
 METADATA_CLOSE_TIMEOUT_S = 5.0
 EPHEMERAL_PORT_ATTEMPTS = 5
+"""With ``--port 0``: ports tried before giving up when each one's id belongs to another bookie."""
 REGISTRATION_MOVE_WAIT_S = 10.0
 """How long a read-only PUT waits for the registration to move before answering."""
-"""With ``--port 0``: ports tried before giving up when each one's id belongs to another bookie."""
 
 
 def tune_gc() -> None:
@@ -109,6 +109,7 @@ class BookieService:
         self.serving = False
         """Registered and taking requests: from the end of :meth:`start` to the start of :meth:`stop`."""
         self.failed_journals: set[int] = set()
+        """Journals whose writer stopped (their ledgers take no adds, recovery adds included)."""
         self._locks = DirectoryLocks()
 
     @property
