@@ -70,13 +70,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from broker.loadbalance.load_data import LoadData  # noqa: E402
-from broker.loadbalance.load_report import LocalBrokerData, NamespaceBundleStats, needs_update  # noqa: E402
-from broker.loadbalance.placement.pipeline import select_broker  # noqa: E402
-from broker.loadbalance.resource_usage import ResourceUsage, SystemResourceUsage  # noqa: E402
-from broker.loadbalance.settings import LoadBalancerSettings  # noqa: E402
-from broker.loadbalance.strategies import create_strategies  # noqa: E402
-from broker.loadbalance.unload_planner import plan_unloads, unload_done  # noqa: E402
+from minipulsar.broker.loadbalance.load_data import LoadData  # noqa: E402
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData, NamespaceBundleStats, needs_update  # noqa: E402
+from minipulsar.broker.loadbalance.placement.pipeline import select_broker  # noqa: E402
+from minipulsar.broker.loadbalance.resource_usage import ResourceUsage, SystemResourceUsage  # noqa: E402
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings  # noqa: E402
+from minipulsar.broker.loadbalance.strategies import create_strategies  # noqa: E402
+from minipulsar.broker.loadbalance.unload_planner import plan_unloads, unload_done  # noqa: E402
 
 DEFAULT_SEED = 1
 MINUTE_S = 60.0
@@ -430,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace", metavar="SHEDDER+PLACEMENT", help="print hourly broker usages of one pair")
     parser.add_argument("--json", metavar="FILE", help="also write the final JSON line to FILE")
     args = parser.parse_args(argv)
-    logging.getLogger("broker.loadbalance").setLevel(logging.ERROR)  # per-cycle warnings of the strategies
+    logging.getLogger("minipulsar.broker.loadbalance").setLevel(logging.ERROR)  # per-cycle warnings of the strategies
     params = SimParams(brokers=args.brokers, bundles=args.bundles, hours=args.hours,
                        moveback_minutes=args.moveback_minutes, distribute_evenly=args.distribute_evenly)
     print(f"# lb_sim seed={args.seed} {params}")

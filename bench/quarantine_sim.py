@@ -56,13 +56,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from broker.bookkeeper.cluster_view import ClusterView  # noqa: E402
-from broker.bookkeeper.placement import (  # noqa: E402
+from minipulsar.broker.bookkeeper.cluster_view import ClusterView  # noqa: E402
+from minipulsar.broker.bookkeeper.placement import (  # noqa: E402
     DefaultEnsemblePlacementPolicy,
     select_ensemble,
     select_replacement,
 )
-from broker.bookkeeper.quarantine import BookieQuarantine  # noqa: E402
+from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine  # noqa: E402
 from minipulsar.errors import RequestTimeoutError  # noqa: E402
 
 DEFAULT_SEED = 1

@@ -33,16 +33,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from bookie import metrics
-from bookie.journal import AddSink, Journal, ReplayResult
-from bookie.journal_format import EntryLocation, JournalRecord, RecordType
-from bookie.journal_set import JournalSet
-from bookie.storage.base import LedgerStorage
-from bookie.storage.db_ledger_storage import DbLedgerStorage
-from bookie.storage.gc import NO_PRESSURE, DiskPressure, GarbageCollector, LedgerMetadataSource
-from bookie.storage.ledger_dirs import DiskUsage, LedgerDirs
-from bookie.storage.ledger_state import LedgerState
-from bookie.storage.read_executor import ReadExecutor, ThreadPoolReadExecutor
+from minipulsar.bookie import metrics
+from minipulsar.bookie.journal import AddSink, Journal, ReplayResult
+from minipulsar.bookie.journal_format import EntryLocation, JournalRecord, RecordType
+from minipulsar.bookie.journal_set import JournalSet
+from minipulsar.bookie.storage.base import LedgerStorage
+from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
+from minipulsar.bookie.storage.gc import NO_PRESSURE, DiskPressure, GarbageCollector, LedgerMetadataSource
+from minipulsar.bookie.storage.ledger_dirs import DiskUsage, LedgerDirs
+from minipulsar.bookie.storage.ledger_state import LedgerState
+from minipulsar.bookie.storage.read_executor import ReadExecutor, ThreadPoolReadExecutor
 from minipulsar.config import BookieConfig
 from minipulsar.errors import LedgerFencedError, NoSuchLedgerError
 

@@ -34,9 +34,9 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from bookie.journal_segment import list_segments
-from bookie.storage.entry_logger import list_entry_logs
-from bookie.storage.index_db import INDEX_DB_FILE
+from minipulsar.bookie.journal_segment import list_segments
+from minipulsar.bookie.storage.entry_logger import list_entry_logs
+from minipulsar.bookie.storage.index_db import INDEX_DB_FILE
 from minipulsar.durable_file import write_atomically
 from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError
 from minipulsar.ledger_paths import cookie_path

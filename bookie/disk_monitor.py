@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bookie import metrics
+from minipulsar.bookie import metrics
 from minipulsar.config import BookieConfig
 
 log = logging.getLogger(__name__)

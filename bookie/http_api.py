@@ -29,7 +29,7 @@ from minipulsar.config import parse_bool
 from minipulsar.errors import ServiceNotReadyError
 
 if TYPE_CHECKING:
-    from bookie.service import BookieService
+    from minipulsar.bookie.service import BookieService
 
 READ_ONLY_BY_HAND = "set read-only through PUT /api/v1/bookie/state/readonly"
 FORCE_READ_ONLY = "forceReadOnlyBookie=true"

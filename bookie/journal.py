@@ -47,9 +47,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bookie import metrics
-from bookie.journal_files import RECYCLED_SEGMENTS_KEPT, JournalFiles, trim_segments
-from bookie.journal_format import (
+from minipulsar.bookie import metrics
+from minipulsar.bookie.journal_files import RECYCLED_SEGMENTS_KEPT, JournalFiles, trim_segments
+from minipulsar.bookie.journal_format import (
     INT64_MAX,
     RECORD_HEADER_SIZE,
     EntryLocation,
@@ -60,9 +60,9 @@ from bookie.journal_format import (
     encode_add_headers,
     encode_header,
 )
-from bookie.journal_segment import SegmentScan, replay_directory, segment_path, tail_scan
-from bookie.journal_thread import JournalThread
-from bookie.journal_types import (
+from minipulsar.bookie.journal_segment import SegmentScan, replay_directory, segment_path, tail_scan
+from minipulsar.bookie.journal_thread import JournalThread
+from minipulsar.bookie.journal_types import (
     RECORD_SIZE,
     AddRequest,
     AddSink,

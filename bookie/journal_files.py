@@ -23,10 +23,10 @@ import os
 import time
 from pathlib import Path
 
-from bookie import metrics
-from bookie.direct_io import StagingBuffers
-from bookie.journal_format import SEGMENT_VERSION, LogMark, ScanEnd
-from bookie.journal_segment import (
+from minipulsar.bookie import metrics
+from minipulsar.bookie.direct_io import StagingBuffers
+from minipulsar.bookie.journal_format import SEGMENT_VERSION, LogMark, ScanEnd
+from minipulsar.bookie.journal_segment import (
     Preallocator,
     SegmentScan,
     SegmentWriter,
@@ -35,9 +35,9 @@ from bookie.journal_segment import (
     scan_segment,
     segment_path,
 )
-from bookie.journal_types import JournalSettings, JournalStats
+from minipulsar.bookie.journal_types import JournalSettings, JournalStats
 
-log = logging.getLogger("bookie.journal")  # one name for the whole journal's log lines
+log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 RECYCLED_SEGMENTS_KEPT = 2
 """journalReuseFiles: trimmed segment files kept for reuse (each up to journalMaxSizeMB)."""

@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bookie.direct_io import DirectAppender, StagingBuffers, open_direct
-from bookie.journal_format import (
+from minipulsar.bookie.direct_io import DirectAppender, StagingBuffers, open_direct
+from minipulsar.bookie.journal_format import (
     FLAG_REUSED,
     GROUPED_VERSIONS,
     GroupCut,

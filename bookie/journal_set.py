@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from bookie.journal import Journal
-from bookie.journal_types import EntryStore, JournalSettings
-from bookie.storage.checkpoint import Checkpoint
+from minipulsar.bookie.journal import Journal
+from minipulsar.bookie.journal_types import EntryStore, JournalSettings
+from minipulsar.bookie.storage.checkpoint import Checkpoint
 from minipulsar.config import BookieConfig
 from minipulsar.errors import MiniPulsarError
 

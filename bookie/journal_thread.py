@@ -27,15 +27,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bookie import disk_model, metrics
-from bookie.group_commit import FlushReason, GroupCommitPolicy
-from bookie.journal_files import JournalFiles
-from bookie.journal_format import RECORD_HEADER_SIZE, LogMark, encode_group_header
-from bookie.journal_segment import SegmentScan
-from bookie.journal_types import RECORD_SIZE, Batch, JournalStats
+from minipulsar.bookie import disk_model, metrics
+from minipulsar.bookie.group_commit import FlushReason, GroupCommitPolicy
+from minipulsar.bookie.journal_files import JournalFiles
+from minipulsar.bookie.journal_format import RECORD_HEADER_SIZE, LogMark, encode_group_header
+from minipulsar.bookie.journal_segment import SegmentScan
+from minipulsar.bookie.journal_types import RECORD_SIZE, Batch, JournalStats
 from minipulsar.errors import MiniPulsarError, UnknownServerError
 
-log = logging.getLogger("bookie.journal")  # one name for the whole journal's log lines
+log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 STOP = object()
 """Queued by the loop after its last batch: write what came before, then stop."""

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bookie.group_commit import FlushReason, GroupCommitPolicy
-from bookie.journal_format import EntryLocation, JournalRecord, LogMark
+from minipulsar.bookie.group_commit import FlushReason, GroupCommitPolicy
+from minipulsar.bookie.journal_format import EntryLocation, JournalRecord, LogMark
 from minipulsar.config import BookieConfig
 
 MIB = 1024 * 1024

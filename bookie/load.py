@@ -37,10 +37,10 @@ from pathlib import Path
 
 from prometheus_client import Histogram
 
-from bookie import metrics
-from bookie.disk_monitor import LedgerDirsMonitor, filesystem_space, total_used_fraction
-from bookie.read_pool import ReadThreadPool
-from bookie.state import BookieState
+from minipulsar.bookie import metrics
+from minipulsar.bookie.disk_monitor import LedgerDirsMonitor, filesystem_space, total_used_fraction
+from minipulsar.bookie.read_pool import ReadThreadPool
+from minipulsar.bookie.state import BookieState
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from bookie import metrics
+from minipulsar.bookie import metrics
 from minipulsar.errors import ServiceNotReadyError, TooManyRequestsError
 
 log = logging.getLogger(__name__)

@@ -53,11 +53,11 @@ import logging
 import time
 from typing import Any
 
-from bookie import metrics
-from bookie.bookie import Bookie
-from bookie.journal_format import INT64_MAX
-from bookie.load import BookieLoad
-from bookie.state import BookieState
+from minipulsar.bookie import metrics
+from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.journal_format import INT64_MAX
+from minipulsar.bookie.load import BookieLoad
+from minipulsar.bookie.state import BookieState
 from minipulsar.errors import ConnectionClosedError, InvalidCommand, MiniPulsarError
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses

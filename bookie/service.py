@@ -32,19 +32,19 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from bookie import disk_model, metrics
-from bookie.bookie import Bookie
-from bookie.bookie_status import read_status, write_status
-from bookie.cookie import Cookie, ForeignStoreCookieError, check_cookies, check_store_cookie, record_bookie_id
-from bookie.dir_lock import DirectoryLocks
-from bookie.disk_monitor import LedgerDirsMonitor
-from bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, BookieHttpApi
-from bookie.load import BookieLoad
-from bookie.read_pool import ReadThreadPool
-from bookie.registration import DEFAULT_RACK, BookieRegistration
-from bookie.server import BookieConnection
-from bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
-from bookie.storage.gc import DiskPressure, MetadataStoreLedgers
+from minipulsar.bookie import disk_model, metrics
+from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.bookie_status import read_status, write_status
+from minipulsar.bookie.cookie import Cookie, ForeignStoreCookieError, check_cookies, check_store_cookie, record_bookie_id
+from minipulsar.bookie.dir_lock import DirectoryLocks
+from minipulsar.bookie.disk_monitor import LedgerDirsMonitor
+from minipulsar.bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, BookieHttpApi
+from minipulsar.bookie.load import BookieLoad
+from minipulsar.bookie.read_pool import ReadThreadPool
+from minipulsar.bookie.registration import DEFAULT_RACK, BookieRegistration
+from minipulsar.bookie.server import BookieConnection
+from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
+from minipulsar.bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer

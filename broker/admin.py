@@ -23,7 +23,7 @@ from minipulsar.errors import AlreadyExistsError, InvalidCommand, MiniPulsarErro
 from minipulsar.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from minipulsar.broker.service import BrokerService
 
 TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 

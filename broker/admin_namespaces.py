@@ -37,13 +37,13 @@ from minipulsar.errors import (
 )
 from minipulsar.topic_name import TopicName
 
-from broker.namespace.bundles import BundleRange, NamespaceBundle
-from broker.namespace.directory import LEADER_PATH
-from broker.namespace.policies import check_name
+from minipulsar.broker.namespace.bundles import BundleRange, NamespaceBundle
+from minipulsar.broker.namespace.directory import LEADER_PATH
+from minipulsar.broker.namespace.policies import check_name
 
 if TYPE_CHECKING:
-    from broker.namespace.service import NamespaceService
-    from broker.service import BrokerService
+    from minipulsar.broker.namespace.service import NamespaceService
+    from minipulsar.broker.service import BrokerService
 
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 BUNDLE = NS + "/{bundle:0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}}"

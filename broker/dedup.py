@@ -41,7 +41,7 @@ from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.batch import decode_batch
 
-from broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.position import Entry, Position
 
 log = logging.getLogger(__name__)
 

@@ -39,16 +39,16 @@ from minipulsar.net import ServerConnection, handles
 from minipulsar.protocol import commands as cmd
 from minipulsar.topic_name import TopicName
 
-from broker.managed_ledger.position import Position
-from broker.topics.consumer import Consumer
-from broker.topics.key_shared import KEY_SHARED_MODES
-from broker.topics.non_persistent_topic import NonPersistentTopic
-from broker.topics.persistent_topic import PersistentTopic
-from broker.topics.subscription import Subscription
-from broker.topic_list import topics_of_namespace
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.key_shared import KEY_SHARED_MODES
+from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
+from minipulsar.broker.topics.persistent_topic import PersistentTopic
+from minipulsar.broker.topics.subscription import Subscription
+from minipulsar.broker.topic_list import topics_of_namespace
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from minipulsar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 

@@ -26,22 +26,22 @@ from minipulsar.metrics import HttpServer
 from minipulsar.net import Listener
 from minipulsar.topic_name import TopicName
 
-from broker.admin import admin_routes
-from broker.admin_namespaces import namespace_routes
-from broker.bookkeeper import BookKeeper, BookKeeperSettings
-from broker.dedup import MessageDeduplication
-from broker.loadbalance.load_manager import LoadManager
-from broker.managed_ledger.entry_cache import EntryCache
-from broker.managed_ledger.info import managed_ledger_path
-from broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
-from broker.namespace.service import NamespaceService
-from broker.partitions import PartitionedTopics, partition_index
-from broker.publish_buffer import PublishBuffer
-from broker.server import BrokerConnection
-from broker.stats import BrokerCollector
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.non_persistent_topic import NonPersistentTopic
-from broker.topics.persistent_topic import PersistentTopic
+from minipulsar.broker.admin import admin_routes
+from minipulsar.broker.admin_namespaces import namespace_routes
+from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
+from minipulsar.broker.dedup import MessageDeduplication
+from minipulsar.broker.loadbalance.load_manager import LoadManager
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.managed_ledger.info import managed_ledger_path
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
+from minipulsar.broker.namespace.service import NamespaceService
+from minipulsar.broker.partitions import PartitionedTopics, partition_index
+from minipulsar.broker.publish_buffer import PublishBuffer
+from minipulsar.broker.server import BrokerConnection
+from minipulsar.broker.stats import BrokerCollector
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
+from minipulsar.broker.topics.persistent_topic import PersistentTopic
 
 log = logging.getLogger(__name__)
 

@@ -33,10 +33,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from minipulsar.metrics import RegisteredCollector
 
-from broker.topics.topic_stats import backlog_size, storage_size
+from minipulsar.broker.topics.topic_stats import backlog_size, storage_size
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from minipulsar.broker.service import BrokerService
 
 LABELS = ["cluster", "namespace", "topic"]
 SUBSCRIPTION_LABELS = [*LABELS, "subscription"]

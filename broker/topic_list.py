@@ -15,9 +15,9 @@ from minipulsar.errors import InvalidCommand
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.topic_name import TopicName
 
-from broker.managed_ledger.info import ROOT as MANAGED_LEDGERS_ROOT
-from broker.partitions import ROOT as PARTITIONED_TOPICS_ROOT
-from broker.partitions import PartitionedTopics
+from minipulsar.broker.managed_ledger.info import ROOT as MANAGED_LEDGERS_ROOT
+from minipulsar.broker.partitions import ROOT as PARTITIONED_TOPICS_ROOT
+from minipulsar.broker.partitions import PartitionedTopics
 
 MODES = {"PERSISTENT": ("persistent",), "NON_PERSISTENT": ("non-persistent",),
          "ALL": ("persistent", "non-persistent")}

@@ -23,7 +23,7 @@ from typing import Any
 
 from minipulsar.protocol import commands as cmd
 
-from client.message_id import MessageId
+from minipulsar.client.message_id import MessageId
 
 log = logging.getLogger(__name__)
 

@@ -8,21 +8,21 @@ from typing import Any
 
 from minipulsar.topic_name import TopicName
 
-from client.connection import ConnectionPool
-from client.consumer import Consumer
-from client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
-from client.enums import BatchingType, CompressionType, ConsumerType, InitialPosition
-from client.exceptions import AlreadyClosed, PulsarException
-from client.lookup import CONCURRENT_LOOKUP_REQUESTS, MAX_LOOKUP_REDIRECTS, LookupService
-from client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES, MemoryLimitController
-from client.producer import Producer
-from client.producer_config import ProducerConfig
-from client.service_url import ServiceUrl
-from client.client_surface import ClientSurface  # J: partitioned / multi-topic / reader
-from client.multi_topics_consumer import MultiTopicsConsumer
-from client.partitioned_producer import PartitionedProducer
-from client.pattern_consumer import DEFAULT_PATTERN_AUTO_DISCOVERY_PERIOD_S
-from client.routing import HashingScheme, PartitionsRoutingMode
+from minipulsar.client.connection import ConnectionPool
+from minipulsar.client.consumer import Consumer
+from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
+from minipulsar.client.enums import BatchingType, CompressionType, ConsumerType, InitialPosition
+from minipulsar.client.exceptions import AlreadyClosed, PulsarException
+from minipulsar.client.lookup import CONCURRENT_LOOKUP_REQUESTS, MAX_LOOKUP_REDIRECTS, LookupService
+from minipulsar.client.memory_limit import DEFAULT_MEMORY_LIMIT_BYTES, MemoryLimitController
+from minipulsar.client.producer import Producer
+from minipulsar.client.producer_config import ProducerConfig
+from minipulsar.client.service_url import ServiceUrl
+from minipulsar.client.client_surface import ClientSurface  # J: partitioned / multi-topic / reader
+from minipulsar.client.multi_topics_consumer import MultiTopicsConsumer
+from minipulsar.client.partitioned_producer import PartitionedProducer
+from minipulsar.client.pattern_consumer import DEFAULT_PATTERN_AUTO_DISCOVERY_PERIOD_S
+from minipulsar.client.routing import HashingScheme, PartitionsRoutingMode
 
 
 class Client(ClientSurface):

@@ -26,19 +26,19 @@ from minipulsar.errors import ConnectionClosedError, RequestTimeoutError
 from minipulsar.protocol import commands as cmd
 from minipulsar.topic_name import TopicName
 
-from client.backoff import Backoff
-from client.enums import ConsumerType, InitialPosition
-from client.exceptions import AlreadyClosed, PulsarException
-from client.message_id import MessageId, is_earliest, is_latest
-from client.multi_topics_consumer import MultiTopicsConsumer
-from client.partitioned_producer import PartitionedProducer
-from client.pattern_consumer import PatternConsumer, TopicsPattern
-from client.reader import Reader
-from client.retry import retry_until
-from client.routing import HashingScheme, PartitionsRoutingMode, make_router
+from minipulsar.client.backoff import Backoff
+from minipulsar.client.enums import ConsumerType, InitialPosition
+from minipulsar.client.exceptions import AlreadyClosed, PulsarException
+from minipulsar.client.message_id import MessageId, is_earliest, is_latest
+from minipulsar.client.multi_topics_consumer import MultiTopicsConsumer
+from minipulsar.client.partitioned_producer import PartitionedProducer
+from minipulsar.client.pattern_consumer import PatternConsumer, TopicsPattern
+from minipulsar.client.reader import Reader
+from minipulsar.client.retry import retry_until
+from minipulsar.client.routing import HashingScheme, PartitionsRoutingMode, make_router
 
 if TYPE_CHECKING:
-    from client.client import Client
+    from minipulsar.client.client import Client
 
 
 class ClientSurface:

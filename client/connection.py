@@ -24,7 +24,7 @@ from minipulsar.net import Connection, connect
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.schema import Command
 
-from client.exceptions import AlreadyClosed
+from minipulsar.client.exceptions import AlreadyClosed
 
 log = logging.getLogger(__name__)
 

@@ -39,14 +39,14 @@ from minipulsar.errors import (
 )
 from minipulsar.net import parse_address
 
-from client.backoff import Backoff
-from client.exceptions import AlreadyClosed
-from client.retry import retry_until
-from client.service_url import DEFAULT_PORT
+from minipulsar.client.backoff import Backoff
+from minipulsar.client.exceptions import AlreadyClosed
+from minipulsar.client.retry import retry_until
+from minipulsar.client.service_url import DEFAULT_PORT
 
 if TYPE_CHECKING:
-    from client.connection import ClientConnection, ConnectionPool
-    from client.lookup import LookupService
+    from minipulsar.client.connection import ClientConnection, ConnectionPool
+    from minipulsar.client.lookup import LookupService
 
 log = logging.getLogger(__name__)
 

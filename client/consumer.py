@@ -60,16 +60,16 @@ from minipulsar.errors import MiniPulsarError, RequestTimeoutError
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import decode_batch
 
-from client.ack_grouping import AckGroupingTracker
-from client.connection_handler import ConnectionHandler
-from client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
-from client.enums import ConsumerType
-from client.exceptions import AlreadyClosed, CumulativeAcknowledgementNotAllowedError, NotConnected, Timeout
-from client.message import Message, MessageId
+from minipulsar.client.ack_grouping import AckGroupingTracker
+from minipulsar.client.connection_handler import ConnectionHandler
+from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
+from minipulsar.client.enums import ConsumerType
+from minipulsar.client.exceptions import AlreadyClosed, CumulativeAcknowledgementNotAllowedError, NotConnected, Timeout
+from minipulsar.client.message import Message, MessageId
 
 if TYPE_CHECKING:
-    from client.connection import ClientConnection, ConnectionPool
-    from client.lookup import LookupService
+    from minipulsar.client.connection import ClientConnection, ConnectionPool
+    from minipulsar.client.lookup import LookupService
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from client.ack_grouping import DEFAULT_GROUP_TIME_MS
-from client.enums import ConsumerType, InitialPosition
+from minipulsar.client.ack_grouping import DEFAULT_GROUP_TIME_MS
+from minipulsar.client.enums import ConsumerType, InitialPosition
 
 
 @dataclass(frozen=True, slots=True)

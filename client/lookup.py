@@ -26,11 +26,11 @@ from minipulsar.errors import ConnectionClosedError, MiniPulsarError, RequestTim
 from minipulsar.net import parse_address
 from minipulsar.protocol import commands as cmd
 
-from client.backoff import Backoff
-from client.connection import Address, ConnectionPool
-from client.exceptions import LookupError, TooManyLookupRedirects
-from client.retry import retry_until
-from client.service_url import DEFAULT_PORT, ServiceUrl
+from minipulsar.client.backoff import Backoff
+from minipulsar.client.connection import Address, ConnectionPool
+from minipulsar.client.exceptions import LookupError, TooManyLookupRedirects
+from minipulsar.client.retry import retry_until
+from minipulsar.client.service_url import DEFAULT_PORT, ServiceUrl
 
 MAX_LOOKUP_REDIRECTS = 20  # Pulsar client: maxLookupRedirects
 CONCURRENT_LOOKUP_REQUESTS = 5000  # Pulsar client: concurrentLookupRequest

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from client.message_id import MessageId
+from minipulsar.client.message_id import MessageId
 
 __all__ = ["Message", "MessageId"]
 

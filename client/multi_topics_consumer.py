@@ -27,9 +27,9 @@ from typing import Any
 
 from minipulsar.errors import MiniPulsarError
 
-from client.consumer_config import ConsumerBatchReceivePolicy
-from client.exceptions import AlreadyClosed, PulsarException, Timeout
-from client.message_id import MessageId, is_earliest, is_latest
+from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy
+from minipulsar.client.exceptions import AlreadyClosed, PulsarException, Timeout
+from minipulsar.client.message_id import MessageId, is_earliest, is_latest
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from minipulsar.topic_name import TopicName
 
-from client.exceptions import AlreadyClosed
-from client.message_id import MessageId
-from client.routing import MessageRouter, OutgoingMessage
+from minipulsar.client.exceptions import AlreadyClosed
+from minipulsar.client.message_id import MessageId
+from minipulsar.client.routing import MessageRouter, OutgoingMessage
 
 PartitionProducerFactory = Callable[[str, "str | None"], Awaitable[Any]]
 """``(partition topic, producer_name) -> Producer``: how the client creates one partition's producer."""

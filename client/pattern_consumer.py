@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from minipulsar.errors import MiniPulsarError
 from minipulsar.topic_name import DEFAULT_NAMESPACE, DEFAULT_TENANT
 
-from client.multi_topics_consumer import MultiTopicsConsumer, partitioned_topic_of
+from minipulsar.client.multi_topics_consumer import MultiTopicsConsumer, partitioned_topic_of
 
 log = logging.getLogger(__name__)
 

@@ -54,17 +54,17 @@ from minipulsar.errors import (
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 
-from client.batch_container import BatchContainer, Callback, KeyBasedBatchContainer, OpSend, PendingMessage
-from client.connection_handler import ConnectionHandler
-from client.enums import BatchingType
-from client.exceptions import AlreadyClosed, MemoryBufferIsFull, ProducerQueueIsFull, Timeout
-from client.memory_limit import MemoryLimitController
-from client.message_id import MessageId
-from client.producer_config import MAX_MESSAGE_SIZE_BYTES, ProducerConfig
+from minipulsar.client.batch_container import BatchContainer, Callback, KeyBasedBatchContainer, OpSend, PendingMessage
+from minipulsar.client.connection_handler import ConnectionHandler
+from minipulsar.client.enums import BatchingType
+from minipulsar.client.exceptions import AlreadyClosed, MemoryBufferIsFull, ProducerQueueIsFull, Timeout
+from minipulsar.client.memory_limit import MemoryLimitController
+from minipulsar.client.message_id import MessageId
+from minipulsar.client.producer_config import MAX_MESSAGE_SIZE_BYTES, ProducerConfig
 
 if TYPE_CHECKING:
-    from client.connection import ClientConnection, ConnectionPool
-    from client.lookup import LookupService
+    from minipulsar.client.connection import ClientConnection, ConnectionPool
+    from minipulsar.client.lookup import LookupService
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from minipulsar.protocol import compression
 
-from client.enums import BatchingType, CompressionType
+from minipulsar.client.enums import BatchingType, CompressionType
 
 MAX_MESSAGE_SIZE_BYTES = 5 * 1024 * 1024
 """Pulsar's ``maxMessageSize`` (5 MiB): a larger message is refused before it is queued (the

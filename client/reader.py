@@ -30,8 +30,8 @@ from typing import Any
 
 from minipulsar.errors import MiniPulsarError
 
-from client.exceptions import Timeout
-from client.message_id import MessageId, is_earliest, is_latest
+from minipulsar.client.exceptions import Timeout
+from minipulsar.client.message_id import MessageId, is_earliest, is_latest
 
 log = logging.getLogger(__name__)
 

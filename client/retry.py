@@ -18,8 +18,8 @@ from typing import TypeVar
 
 from minipulsar.errors import MiniPulsarError
 
-from client.backoff import Backoff
-from client.exceptions import Timeout
+from minipulsar.client.backoff import Backoff
+from minipulsar.client.exceptions import Timeout
 
 log = logging.getLogger(__name__)
 

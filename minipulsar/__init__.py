@@ -23,7 +23,7 @@ _CLIENT_NAMES = {
 
 def __getattr__(name: str) -> Any:
     if name in _CLIENT_NAMES:
-        import client
+        from minipulsar import client
 
         return getattr(client, name)
     raise AttributeError(f"module 'minipulsar' has no attribute {name!r}")

@@ -278,7 +278,7 @@ class Receivers:
 
 
 async def managed_ledger(metadata_url: str, spec: "LedgerSpec", emit: Callable[[str], None]) -> dict[str, Any]:
-    from broker.bookkeeper import BookKeeper
+    from minipulsar.broker.bookkeeper import BookKeeper
     from minipulsar.metadata import open_metadata_store
 
     store = await open_metadata_store(metadata_url, session_timeout_ms=10_000)

@@ -67,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"unknown scenario(s) {', '.join(unknown) or '(none)'}; known: {', '.join(SCENARIOS)}")
     args.scenario_names = names
     if args.disk_model:
-        from bookie.disk_model import DiskModelSpec
+        from minipulsar.bookie.disk_model import DiskModelSpec
         from minipulsar.errors import ConfigError
 
         try:

@@ -6,14 +6,14 @@ figures dict with pulsar-perf's names (``msg_per_s``, ``mb_per_s``, ``latency`` 
 ``mean_ms`` … ``max_ms``) and ``engine``, which says what produced them:
 
 - ``minipulsar perf`` — the library behind ``minipulsar perf produce|managed-ledger``
-  (``minipulsar.perf.run_produce`` / ``run_managed_ledger``), the default wherever it is
+  (``minipulsar.cli.perf.run_produce`` / ``run_managed_ledger``), the default wherever it is
   installed. Its warm-up is pulsar-perf's: the first ``warmup_s`` seconds are sent and
   counted in the throughput, only their latencies are left out; so the suite runs it for
   ``warmup_s + duration_s``.
 - ``suite`` — :mod:`bench.suite.fallback_engine`, the suite's own loop (the same ``send_async``
   + HdrHistogram measurement; the warm-up is neither counted nor timed). Used for runs with a
   concurrent consumer (the peers table: every row of it, minipulsar's and the peers', then
-  runs the same loop), when ``minipulsar.perf`` is absent, or with ``--engine suite``.
+  runs the same loop), when ``minipulsar.cli.perf`` is absent, or with ``--engine suite``.
 """
 
 from __future__ import annotations
@@ -83,13 +83,13 @@ def set_engine(name: str) -> None:
     if name not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}")
     if name == "perf" and not perf_available():
-        raise RuntimeError("--engine perf: minipulsar.perf is not installed")
+        raise RuntimeError("--engine perf: minipulsar.cli.perf is not installed")
     _engine = name
 
 
 def perf_available() -> bool:
     try:
-        import minipulsar.perf  # noqa: F401
+        import minipulsar.cli.perf  # noqa: F401
     except ImportError:
         return False
     return True
@@ -106,7 +106,7 @@ def describe_engines() -> str:
     """For the report: which engine runs what."""
     if engine_name() == "suite":
         return "the suite's own loop (bench/suite/fallback_engine.py) for every run"
-    return ("`minipulsar perf` (minipulsar.perf run_produce / run_managed_ledger) for produce and managed-ledger "
+    return ("`minipulsar perf` (minipulsar.cli.perf run_produce / run_managed_ledger) for produce and managed-ledger "
             "runs; the suite's own loop for runs with a concurrent consumer (the peers table)")
 
 
@@ -136,7 +136,7 @@ async def managed_ledger(metadata_url: str, spec: LedgerSpec, emit: Emit) -> Fig
 
 
 async def _perf_produce(service_url: str, spec: ProduceSpec, emit: Emit) -> Figures:
-    from minipulsar.perf import ProduceOptions, run_produce
+    from minipulsar.cli.perf import ProduceOptions, run_produce
 
     options = ProduceOptions(
         topics=[spec.topic], num_topics=spec.num_topics if spec.num_topics > 1 else None, service_url=service_url,
@@ -154,7 +154,7 @@ async def _perf_produce(service_url: str, spec: ProduceSpec, emit: Emit) -> Figu
 
 
 async def _perf_managed_ledger(metadata_url: str, spec: LedgerSpec, emit: Emit) -> Figures:
-    from minipulsar.perf import ManagedLedgerOptions, run_managed_ledger
+    from minipulsar.cli.perf import ManagedLedgerOptions, run_managed_ledger
 
     options = ManagedLedgerOptions(
         metadata_url=metadata_url, rate_per_s=spec.rate, size_bytes=spec.size_bytes, num_ledgers=spec.num_ledgers,

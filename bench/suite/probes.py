@@ -78,7 +78,7 @@ def simulated_limits(disk_model: str | None) -> dict[str, Any] | None:
     """What a SIMULATED disk model allows, in the probes' terms (None without a model)."""
     if not disk_model:
         return None
-    from bookie.disk_model import DiskModelSpec
+    from minipulsar.bookie.disk_model import DiskModelSpec
 
     spec = DiskModelSpec.parse(disk_model)
     fsync_s = spec.fsync_ms / 1000

@@ -16,7 +16,7 @@ DbLedgerStorage does, one :mod:`~bookie.storage.single_directory` storage per le
   ledgers and dead entry logs, and compaction of sparse ones.
 """
 
-from bookie.storage.base import LedgerStorage
-from bookie.storage.ledger_state import LedgerState
+from minipulsar.bookie.storage.base import LedgerStorage
+from minipulsar.bookie.storage.ledger_state import LedgerState
 
 __all__ = ["LedgerState", "LedgerStorage"]

@@ -21,8 +21,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from bookie.storage.checkpoint import Checkpoint
-from bookie.storage.ledger_state import LedgerState
+from minipulsar.bookie.storage.checkpoint import Checkpoint
+from minipulsar.bookie.storage.ledger_state import LedgerState
 
 
 class LedgerStorage(ABC):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bookie.journal_format import LogMark
+from minipulsar.bookie.journal_format import LogMark
 from minipulsar.durable_file import write_atomically
 
 log = logging.getLogger(__name__)

@@ -32,9 +32,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bookie.storage.entry_log import split_location
-from bookie.storage.entry_logger import CorruptEntryError
-from bookie.storage.single_directory import CompactedEntry, EntryLogUsage, SingleDirectoryDbLedgerStorage
+from minipulsar.bookie.storage.entry_log import split_location
+from minipulsar.bookie.storage.entry_logger import CorruptEntryError
+from minipulsar.bookie.storage.single_directory import CompactedEntry, EntryLogUsage, SingleDirectoryDbLedgerStorage
 
 log = logging.getLogger(__name__)
 

@@ -45,12 +45,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from bookie.storage import metrics
-from bookie.storage.base import LedgerStorage
-from bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, CheckpointSource
-from bookie.storage.ledger_dirs import LedgerDirs
-from bookie.storage.ledger_state import LedgerState
-from bookie.storage.single_directory import FlushBatch, SingleDirectoryDbLedgerStorage, StorageSettings
+from minipulsar.bookie.storage import metrics
+from minipulsar.bookie.storage.base import LedgerStorage
+from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, CheckpointSource
+from minipulsar.bookie.storage.ledger_dirs import LedgerDirs
+from minipulsar.bookie.storage.ledger_state import LedgerState
+from minipulsar.bookie.storage.single_directory import FlushBatch, SingleDirectoryDbLedgerStorage, StorageSettings
 from minipulsar.config import BookieConfig
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ import itertools
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from bookie.storage.index_db import IndexDb
+from minipulsar.bookie.storage.index_db import IndexDb
 
 ENTRIES_KEY = "entries"
 """meta counter: distinct (ledger, entry) pairs indexed."""

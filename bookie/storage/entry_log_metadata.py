@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from bookie.storage.index_db import IndexDb
+from minipulsar.bookie.storage.index_db import IndexDb
 
 LAST_LOG_ID_KEY = "last_entry_log_id"
 """meta: the highest entry-log id ever indexed (ids are never reused, even once GC deleted a log)."""

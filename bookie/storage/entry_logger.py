@@ -37,9 +37,9 @@ import os
 import threading
 from pathlib import Path
 
-from bookie.direct_io import BACKGROUND_BUFFERS, BACKGROUND_WRITERS, DirectAppender, StagingBuffers, open_direct
-from bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache
-from bookie.storage.entry_log import (
+from minipulsar.bookie.direct_io import BACKGROUND_BUFFERS, BACKGROUND_WRITERS, DirectAppender, StagingBuffers, open_direct
+from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache
+from minipulsar.bookie.storage.entry_log import (
     LOG_HEADER_SIZE,
     RECORD_HEADER_SIZE,
     decode_record_header,

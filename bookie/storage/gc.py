@@ -44,8 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from bookie.storage import metrics
-from bookie.storage.compaction import (
+from minipulsar.bookie.storage import metrics
+from minipulsar.bookie.storage.compaction import (
     CompactionAborted,
     CompactionStats,
     CompactionThrottle,
@@ -55,9 +55,9 @@ from bookie.storage.compaction import (
     logs_to_compact,
     logs_to_delete,
 )
-from bookie.storage.db_ledger_storage import DbLedgerStorage
-from bookie.storage.entry_logger import entry_log_path, list_entry_logs
-from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
+from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
+from minipulsar.bookie.storage.entry_logger import entry_log_path, list_entry_logs
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
 from minipulsar.config import BookieConfig
 from minipulsar.errors import ServiceNotReadyError
 from minipulsar.ledger_paths import LEDGERS_ROOT, ledger_path, parse_ledger_node

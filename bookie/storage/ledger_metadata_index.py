@@ -21,8 +21,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from bookie.storage.index_db import IndexDb
-from bookie.storage.ledger_state import LedgerState, LedgerStates
+from minipulsar.bookie.storage.index_db import IndexDb
+from minipulsar.bookie.storage.ledger_state import LedgerState, LedgerStates
 
 LedgerRow = tuple[int, int, int, int]
 """``(ledger_id, fenced, lac, last_entry_id)`` as persisted."""

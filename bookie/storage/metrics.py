@@ -12,7 +12,7 @@ import weakref
 
 from prometheus_client import Gauge, Histogram
 
-from bookie.metrics import LATENCY_BUCKETS_MS
+from minipulsar.bookie.metrics import LATENCY_BUCKETS_MS
 
 SIZE_BUCKETS_BYTES = (4096, 65536, 262144, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30)
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)

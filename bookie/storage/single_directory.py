@@ -46,13 +46,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bookie import disk_model
-from bookie.storage import metrics
-from bookie.storage.checkpoint import Checkpoint, LastMarkFile
-from bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
-from bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE
-from bookie.storage.entry_log_metadata import EntryLogMetadataIndex
-from bookie.storage.entry_logger import (
+from minipulsar.bookie import disk_model
+from minipulsar.bookie.storage import metrics
+from minipulsar.bookie.storage.checkpoint import Checkpoint, LastMarkFile
+from minipulsar.bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
+from minipulsar.bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE
+from minipulsar.bookie.storage.entry_log_metadata import EntryLogMetadataIndex
+from minipulsar.bookie.storage.entry_logger import (
     EntryLogMissingError,
     EntryLogReader,
     EntryLogWriter,
@@ -60,11 +60,11 @@ from bookie.storage.entry_logger import (
     entry_log_path,
     list_entry_logs,
 )
-from bookie.storage.index_db import IndexDb
-from bookie.storage.ledger_metadata_index import LedgerMetadataIndex, LedgerRow
-from bookie.storage.ledger_state import LedgerState
-from bookie.storage.read_cache import ReadCache
-from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
+from minipulsar.bookie.storage.index_db import IndexDb
+from minipulsar.bookie.storage.ledger_metadata_index import LedgerMetadataIndex, LedgerRow
+from minipulsar.bookie.storage.ledger_state import LedgerState
+from minipulsar.bookie.storage.read_cache import ReadCache
+from minipulsar.bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
 from minipulsar.errors import (
     MiniPulsarError,
     NoSuchEntryError,

@@ -1,7 +1,7 @@
 """The broker's BookKeeper client (DESIGN §2): ledgers on bookies, quorum writes, recovery."""
 
-from broker.bookkeeper.client import BookKeeper, BookKeeperSettings
-from broker.bookkeeper.ledger_handle import LedgerHandle
-from broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState
+from minipulsar.broker.bookkeeper.client import BookKeeper, BookKeeperSettings
+from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState
 
 __all__ = ["BookKeeper", "BookKeeperSettings", "LedgerHandle", "LedgerMetadata", "LedgerState"]

@@ -13,7 +13,7 @@ from minipulsar.net import Connection, connect, parse_address
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.schema import Command
 
-from broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper import metrics
 
 log = logging.getLogger(__name__)
 

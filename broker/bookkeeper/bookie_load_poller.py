@@ -16,9 +16,9 @@ from collections.abc import Callable
 from minipulsar.errors import MiniPulsarError
 from minipulsar.protocol.commands import BookieInfoResponse
 
-from broker.bookkeeper.bookie_client import BookieClient
-from broker.bookkeeper.bookie_registry import BookieRegistry
-from broker.bookkeeper.cluster_view import BookieLoadReport
+from minipulsar.broker.bookkeeper.bookie_client import BookieClient
+from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry
+from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport
 
 log = logging.getLogger(__name__)
 

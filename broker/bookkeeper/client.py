@@ -13,20 +13,20 @@ from dataclasses import dataclass
 from minipulsar.errors import NoSuchLedgerError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
-from broker.bookkeeper import metrics
-from broker.bookkeeper.add_budget import AddBudget
-from broker.bookkeeper.bookie_client import BookieClient
-from broker.bookkeeper.bookie_load_poller import BookieLoadPoller
-from broker.bookkeeper.bookie_registry import BookieRegistry
-from broker.bookkeeper.cluster_view import ClusterView
-from broker.bookkeeper.context import ClientContext
-from broker.bookkeeper.ledger_handle import LedgerHandle
-from broker.bookkeeper.ledger_id import LedgerIdAllocator
-from broker.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
-from broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
-from broker.bookkeeper.placement import placement_policy, select_ensemble, select_replacement
-from broker.bookkeeper.quarantine import BookieQuarantine
-from broker.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
+from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.add_budget import AddBudget
+from minipulsar.broker.bookkeeper.bookie_client import BookieClient
+from minipulsar.broker.bookkeeper.bookie_load_poller import BookieLoadPoller
+from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry
+from minipulsar.broker.bookkeeper.cluster_view import ClusterView
+from minipulsar.broker.bookkeeper.context import ClientContext
+from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+from minipulsar.broker.bookkeeper.ledger_id import LedgerIdAllocator
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
+from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
+from minipulsar.broker.bookkeeper.placement import placement_policy, select_ensemble, select_replacement
+from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine
+from minipulsar.broker.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
 
 log = logging.getLogger(__name__)
 

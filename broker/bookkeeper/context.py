@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from minipulsar.metadata.store import MetadataStore
 
-from broker.bookkeeper.add_budget import AddBudget
-from broker.bookkeeper.bookie_client import BookieClient
+from minipulsar.broker.bookkeeper.add_budget import AddBudget
+from minipulsar.broker.bookkeeper.bookie_client import BookieClient
 
 ReplaceBookie = Callable[[Sequence[str], int, int, int, frozenset[str]], Awaitable[str]]
 """``(ensemble, index, write_quorum, ack_quorum, exclude) -> bookie``: a replacement for

@@ -38,11 +38,11 @@ from minipulsar.errors import (
     PersistenceError,
 )
 
-from broker.bookkeeper import metrics
-from broker.bookkeeper.add_budget import AddBudget
-from broker.bookkeeper.context import ClientContext
-from broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
-from broker.bookkeeper.ledger_reader import LedgerReader
+from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.add_budget import AddBudget
+from minipulsar.broker.bookkeeper.context import ClientContext
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.broker.bookkeeper.ledger_reader import LedgerReader
 
 log = logging.getLogger(__name__)
 

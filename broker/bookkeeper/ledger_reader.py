@@ -22,9 +22,9 @@ import time
 from minipulsar.errors import MiniPulsarError, PersistenceError
 from minipulsar.protocol.commands import ReadEntryResponse
 
-from broker.bookkeeper import metrics
-from broker.bookkeeper.context import ClientContext
-from broker.bookkeeper.ledger_metadata import LedgerMetadata
+from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.context import ClientContext
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
 
 log = logging.getLogger(__name__)
 

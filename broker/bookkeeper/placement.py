@@ -29,7 +29,7 @@ import logging
 import random
 from collections.abc import Collection, Sequence
 
-from broker.bookkeeper.cluster_view import ClusterView
+from minipulsar.broker.bookkeeper.cluster_view import ClusterView
 from minipulsar.errors import ConfigError, NotEnoughBookiesError
 
 logger = logging.getLogger(__name__)
@@ -162,8 +162,8 @@ def placement_policy(name: str, rng: random.Random | None = None, *,
         ConfigError: an unknown policy name.
     """
     # Imported here: both modules build on this one.
-    from broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
-    from broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy
+    from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
+    from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy
 
     short_name = name.removeprefix(BOOKKEEPER_CLIENT_PACKAGE)
     if short_name == "DefaultEnsemblePlacementPolicy":

@@ -34,9 +34,9 @@ from minipulsar.errors import (
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.commands import ReadEntryResponse, ReadLacResponse
 
-from broker.bookkeeper import metrics
-from broker.bookkeeper.bookie_client import BookieClient
-from broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.bookie_client import BookieClient
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.loadbalance.load_report import NamespaceBundleStats
-from broker.loadbalance.time_average import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, TimeAverageMessageData
+from minipulsar.broker.loadbalance.load_report import NamespaceBundleStats
+from minipulsar.broker.loadbalance.time_average import LONG_TERM_SAMPLES, SHORT_TERM_SAMPLES, TimeAverageMessageData
 
 BUNDLE_DATA_PATH = "/loadbalance/bundle-data"
 BROKER_TIME_AVERAGE_PATH = "/loadbalance/broker-time-average"

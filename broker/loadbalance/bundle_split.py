@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from broker.loadbalance.load_data import LoadData, namespace_of
-from broker.loadbalance.load_report import NamespaceBundleStats
-from broker.loadbalance.settings import MB, LoadBalancerSettings
+from minipulsar.broker.loadbalance.load_data import LoadData, namespace_of
+from minipulsar.broker.loadbalance.load_report import NamespaceBundleStats
+from minipulsar.broker.loadbalance.settings import MB, LoadBalancerSettings
 
 
 def is_too_big(stats: NamespaceBundleStats, long_rate: float, long_throughput: float,

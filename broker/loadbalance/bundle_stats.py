@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from broker.loadbalance.load_report import NamespaceBundleStats
+from minipulsar.broker.loadbalance.load_report import NamespaceBundleStats
 
 FULL_RANGE = "0x00000000_0xffffffff"
 

@@ -27,7 +27,7 @@ import os
 import time
 from pathlib import Path
 
-from broker.loadbalance.resource_usage import ResourceUsage
+from minipulsar.broker.loadbalance.resource_usage import ResourceUsage
 
 log = logging.getLogger(__name__)
 

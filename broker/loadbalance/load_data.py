@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from broker.loadbalance.bundle_data import BundleData, TimeAverageBrokerData
-from broker.loadbalance.load_report import LocalBrokerData
+from minipulsar.broker.loadbalance.bundle_data import BundleData, TimeAverageBrokerData
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData
 
 
 def namespace_of(bundle: str) -> str:

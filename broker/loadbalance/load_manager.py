@@ -34,22 +34,22 @@ from typing import TYPE_CHECKING
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
 from minipulsar.metadata import Notification
 
-from broker.loadbalance.bundle_data import BROKER_TIME_AVERAGE_PATH, BUNDLE_DATA_PATH, BundleData, bundle_data_path
-from broker.loadbalance.bundle_split import find_bundles_to_split
-from broker.loadbalance.leader import LeaderElection
-from broker.loadbalance.load_data import LoadData, namespace_of
-from broker.loadbalance.load_report import LocalBrokerData
-from broker.loadbalance.metrics import LoadBalancerCollector
-from broker.loadbalance.placement.pipeline import select_broker
-from broker.loadbalance.reporter import BROKERS_PATH, LoadReporter
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.threshold import BrokerUsageHistory
-from broker.loadbalance.strategies import create_strategies
-from broker.loadbalance.unload_planner import PlannedUnload, plan_unloads, unload_done
-from broker.namespace.remote import RemoteAdmin
+from minipulsar.broker.loadbalance.bundle_data import BROKER_TIME_AVERAGE_PATH, BUNDLE_DATA_PATH, BundleData, bundle_data_path
+from minipulsar.broker.loadbalance.bundle_split import find_bundles_to_split
+from minipulsar.broker.loadbalance.leader import LeaderElection
+from minipulsar.broker.loadbalance.load_data import LoadData, namespace_of
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData
+from minipulsar.broker.loadbalance.metrics import LoadBalancerCollector
+from minipulsar.broker.loadbalance.placement.pipeline import select_broker
+from minipulsar.broker.loadbalance.reporter import BROKERS_PATH, LoadReporter
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.threshold import BrokerUsageHistory
+from minipulsar.broker.loadbalance.strategies import create_strategies
+from minipulsar.broker.loadbalance.unload_planner import PlannedUnload, plan_unloads, unload_done
+from minipulsar.broker.namespace.remote import RemoteAdmin
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from minipulsar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 

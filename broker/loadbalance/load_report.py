@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from broker.loadbalance.resource_usage import ResourceUsage, ResourceWeights, SystemResourceUsage
+from minipulsar.broker.loadbalance.resource_usage import ResourceUsage, ResourceWeights, SystemResourceUsage
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Summa
 from minipulsar.metrics import RegisteredCollector
 
 if TYPE_CHECKING:
-    from broker.loadbalance.load_manager import LoadManager
+    from minipulsar.broker.loadbalance.load_manager import LoadManager
 
 _USAGE_FAMILIES = [
     ("cpu", "pulsar_lb_cpu_usage", "CPU usage of the broker (percent)"),

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING
 
 from minipulsar.errors import MiniPulsarError
 
-from broker.loadbalance.bundle_stats import collect_bundle_stats, owned_bundle_names
-from broker.loadbalance.host_usage import MB, HostUsage
-from broker.loadbalance.load_report import LocalBrokerData, needs_update
-from broker.loadbalance.resource_usage import SystemResourceUsage
-from broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.bundle_stats import collect_bundle_stats, owned_bundle_names
+from minipulsar.broker.loadbalance.host_usage import MB, HostUsage
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData, needs_update
+from minipulsar.broker.loadbalance.resource_usage import SystemResourceUsage
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from minipulsar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 

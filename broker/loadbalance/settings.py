@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from broker.loadbalance.resource_usage import ResourceWeights
+from minipulsar.broker.loadbalance.resource_usage import ResourceWeights
 
 if TYPE_CHECKING:
     from minipulsar.config import BrokerConfig

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import random
 
-from broker.loadbalance.placement.base import PlacementStrategy
-from broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
-from broker.loadbalance.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeight
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.avg import AvgShedder
-from broker.loadbalance.shedding.base import LoadSheddingStrategy
-from broker.loadbalance.shedding.overload import OverloadShedder
-from broker.loadbalance.shedding.threshold import ThresholdShedder
-from broker.loadbalance.shedding.uniform import UniformLoadShedder
+from minipulsar.broker.loadbalance.placement.base import PlacementStrategy
+from minipulsar.broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
+from minipulsar.broker.loadbalance.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeight
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.avg import AvgShedder
+from minipulsar.broker.loadbalance.shedding.base import LoadSheddingStrategy
+from minipulsar.broker.loadbalance.shedding.overload import OverloadShedder
+from minipulsar.broker.loadbalance.shedding.threshold import ThresholdShedder
+from minipulsar.broker.loadbalance.shedding.uniform import UniformLoadShedder
 
 
 def create_strategies(settings: LoadBalancerSettings,

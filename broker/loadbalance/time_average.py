@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from broker.loadbalance.load_report import NamespaceBundleStats
+from minipulsar.broker.loadbalance.load_report import NamespaceBundleStats
 
 SHORT_TERM_SAMPLES = 10
 LONG_TERM_SAMPLES = 1000

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from broker.loadbalance.load_data import LoadData
-from broker.loadbalance.placement.base import PlacementStrategy
-from broker.loadbalance.placement.pipeline import select_broker
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.base import LoadSheddingStrategy
+from minipulsar.broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.placement.base import PlacementStrategy
+from minipulsar.broker.loadbalance.placement.pipeline import select_broker
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.base import LoadSheddingStrategy
 
 
 class PlannedUnload(NamedTuple):

@@ -36,11 +36,11 @@ from collections.abc import Iterable
 from minipulsar.errors import BadVersionError, InvalidCommand, MiniPulsarError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
-from broker.managed_ledger import metrics
-from broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
-from broker.managed_ledger.ledger import ManagedLedger
-from broker.managed_ledger.position import Entry, Position
-from broker.managed_ledger.range_set import PositionRangeSet
+from minipulsar.broker.managed_ledger import metrics
+from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 log = logging.getLogger(__name__)
 

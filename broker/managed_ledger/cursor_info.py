@@ -18,8 +18,8 @@ import itertools
 import json
 import time
 
-from broker.managed_ledger.position import Position
-from broker.managed_ledger.range_set import PositionRangeSet
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 
 def encode_cursor_info(mark_delete: Position, acked: PositionRangeSet, max_ranges: int) -> tuple[bytes, int]:

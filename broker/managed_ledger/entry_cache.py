@@ -32,8 +32,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.managed_ledger.position import Entry, Position
-from broker.managed_ledger.reads_limiter import ReadsInFlightLimiter
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.reads_limiter import ReadsInFlightLimiter
 
 if TYPE_CHECKING:
     from minipulsar.config import BrokerConfig

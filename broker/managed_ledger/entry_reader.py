@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from minipulsar.protocol.batch import peek_num_messages, peek_publish_time_ms
 
-from broker.managed_ledger.entry_cache import EntryCache, LedgerCache
-from broker.managed_ledger.ledger_list import LedgerList
-from broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache, LedgerCache
+from minipulsar.broker.managed_ledger.ledger_list import LedgerList
+from minipulsar.broker.managed_ledger.position import Entry, Position
 
 if TYPE_CHECKING:
-    from broker.bookkeeper import BookKeeper, LedgerHandle
+    from minipulsar.broker.bookkeeper import BookKeeper, LedgerHandle
 
 DEFAULT_ENTRY_SIZE_BYTES = 1024
 """Estimate of an entry's size before the topic has any (sizes bookie reads in advance)."""

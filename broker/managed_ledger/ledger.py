@@ -41,19 +41,19 @@ from minipulsar.errors import (BadVersionError, LedgerFencedError, MiniPulsarErr
                                PersistenceError, ServiceNotReadyError)
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
-from broker.bookkeeper import BookKeeper, LedgerHandle
-from broker.managed_ledger import metrics
-from broker.managed_ledger.config import ManagedLedgerConfig
-from broker.managed_ledger.cursor_info import decode_mark_delete
-from broker.managed_ledger.entry_cache import EntryCache
-from broker.managed_ledger.entry_reader import EntryReader
-from broker.managed_ledger.info import LedgerInfo, ManagedLedgerInfo, managed_ledger_path
-from broker.managed_ledger.ledger_list import LedgerList
-from broker.managed_ledger.position import Entry, Position
-from broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
+from minipulsar.broker.bookkeeper import BookKeeper, LedgerHandle
+from minipulsar.broker.managed_ledger import metrics
+from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
+from minipulsar.broker.managed_ledger.cursor_info import decode_mark_delete
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.managed_ledger.entry_reader import EntryReader
+from minipulsar.broker.managed_ledger.info import LedgerInfo, ManagedLedgerInfo, managed_ledger_path
+from minipulsar.broker.managed_ledger.ledger_list import LedgerList
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
 
 if TYPE_CHECKING:
-    from broker.managed_ledger.cursor import ManagedCursor
+    from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 
 log = logging.getLogger(__name__)
 

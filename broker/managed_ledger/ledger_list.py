@@ -15,11 +15,11 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import TYPE_CHECKING
 
-from broker.managed_ledger.info import LedgerInfo
-from broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.info import LedgerInfo
+from minipulsar.broker.managed_ledger.position import Position
 
 if TYPE_CHECKING:
-    from broker.bookkeeper import LedgerHandle
+    from minipulsar.broker.bookkeeper import LedgerHandle
 
 
 class LedgerList:

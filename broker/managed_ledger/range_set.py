@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 
-from broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.position import Position
 
 
 class PositionRangeSet:

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from broker.managed_ledger.config import MIB, ManagedLedgerConfig
-from broker.managed_ledger.info import LedgerInfo
-from broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.config import MIB, ManagedLedgerConfig
+from minipulsar.broker.managed_ledger.info import LedgerInfo
+from minipulsar.broker.managed_ledger.position import Position
 
 
 def current_ledger_is_full(config: ManagedLedgerConfig, entries: int, size_bytes: int, age_s: float,

@@ -34,11 +34,11 @@ from typing import TYPE_CHECKING
 from minipulsar.errors import ErrorCode, MiniPulsarError, code_for_error
 from minipulsar.topic_name import TopicName
 
-from broker.namespace.bundles import NamespaceBundle
-from broker.namespace.directory import BrokerInfo
+from minipulsar.broker.namespace.bundles import NamespaceBundle
+from minipulsar.broker.namespace.directory import BrokerInfo
 
 if TYPE_CHECKING:
-    from broker.namespace.service import NamespaceService
+    from minipulsar.broker.namespace.service import NamespaceService
 
 log = logging.getLogger(__name__)
 

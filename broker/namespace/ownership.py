@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from minipulsar.errors import AlreadyExistsError, BadVersionError, NotFoundError
 from minipulsar.metadata import MetadataStore
 
-from broker.namespace.bundles import NamespaceBundle
+from minipulsar.broker.namespace.bundles import NamespaceBundle
 
 log = logging.getLogger(__name__)
 

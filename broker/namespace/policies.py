@@ -18,7 +18,7 @@ import re
 from minipulsar.errors import AlreadyExistsError, InvalidCommand, NotFoundError
 from minipulsar.metadata import MetadataStore
 
-from broker.namespace.bundles import NamespaceBundles, initial_boundaries
+from minipulsar.broker.namespace.bundles import NamespaceBundles, initial_boundaries
 
 log = logging.getLogger(__name__)
 

@@ -39,21 +39,21 @@ from minipulsar.errors import (
 from minipulsar.metadata import Notification, NotificationType, SessionEvent
 from minipulsar.topic_name import TopicName
 
-from broker.managed_ledger.info import managed_ledger_path
-from broker.namespace import split as splitting
-from broker.namespace.bundles import NamespaceBundle, NamespaceBundles, topic_hash
-from broker.namespace.directory import BrokerDirectory
-from broker.namespace.liveness import LivenessProbe
-from broker.namespace.lookup import LookupDecision, LookupResult
-from broker.namespace.metrics import NamespaceCollector, NamespaceMetrics
-from broker.namespace.ownership import OWNERSHIP_ROOT, BundleState, OwnedBundle, OwnerData, OwnershipCache, \
+from minipulsar.broker.managed_ledger.info import managed_ledger_path
+from minipulsar.broker.namespace import split as splitting
+from minipulsar.broker.namespace.bundles import NamespaceBundle, NamespaceBundles, topic_hash
+from minipulsar.broker.namespace.directory import BrokerDirectory
+from minipulsar.broker.namespace.liveness import LivenessProbe
+from minipulsar.broker.namespace.lookup import LookupDecision, LookupResult
+from minipulsar.broker.namespace.metrics import NamespaceCollector, NamespaceMetrics
+from minipulsar.broker.namespace.ownership import OWNERSHIP_ROOT, BundleState, OwnedBundle, OwnerData, OwnershipCache, \
     ownership_path
-from broker.namespace.policies import DEFAULT_NAMESPACE, POLICIES_ROOT, PolicyStore
-from broker.namespace.remote import RemoteAdmin
-from broker.namespace.unload import DetachedClients, close_topics
+from minipulsar.broker.namespace.policies import DEFAULT_NAMESPACE, POLICIES_ROOT, PolicyStore
+from minipulsar.broker.namespace.remote import RemoteAdmin
+from minipulsar.broker.namespace.unload import DetachedClients, close_topics
 
 if TYPE_CHECKING:
-    from broker.service import BrokerService
+    from minipulsar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from broker.namespace.bundles import BundleRange, check_boundaries
+from minipulsar.broker.namespace.bundles import BundleRange, check_boundaries
 
 RANGE_EQUALLY_DIVIDE = "range_equally_divide"
 TOPIC_COUNT_EQUALLY_DIVIDE = "topic_count_equally_divide"

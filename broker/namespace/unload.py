@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from minipulsar.errors import MiniPulsarError
 
 if TYPE_CHECKING:
-    from broker.server import BrokerConnection
+    from minipulsar.broker.server import BrokerConnection
 
 log = logging.getLogger(__name__)
 

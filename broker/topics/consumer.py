@@ -17,7 +17,7 @@ from typing import Protocol
 
 from minipulsar.protocol.commands import Message
 
-from broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.position import Entry, Position
 
 EMA_WEIGHT_OLD = 0.9
 """Pulsar's ``avgPercent``: avg = 0.9·avg + 0.1·(messages / entries) after each send."""

@@ -31,11 +31,11 @@ from collections.abc import Iterable
 
 from minipulsar.errors import MiniPulsarError
 
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.position import Entry, Position
-from broker.topics.consumer import Consumer
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.redelivery import RedeliveryTracker
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.redelivery import RedeliveryTracker
 
 log = logging.getLogger(__name__)
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.position import Entry, Position
-from broker.topics.consumer import Consumer
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.dispatcher import Dispatcher, entries_for_permits, entries_within_permits
-from broker.topics.redelivery import RedeliveryTracker
-from broker.topics.replay import ReplayQueue
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.dispatcher import Dispatcher, entries_for_permits, entries_within_permits
+from minipulsar.broker.topics.redelivery import RedeliveryTracker
+from minipulsar.broker.topics.replay import ReplayQueue
 
 log = logging.getLogger(__name__)
 

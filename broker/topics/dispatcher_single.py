@@ -26,12 +26,12 @@ import logging
 from minipulsar.errors import ConsumerBusyError
 from minipulsar.protocol.commands import ActiveConsumerChange
 
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.position import Entry, Position
-from broker.topics.consumer import Consumer
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.dispatcher import Dispatcher, entries_for_permits
-from broker.topics.redelivery import RedeliveryTracker
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.dispatcher import Dispatcher, entries_for_permits
+from minipulsar.broker.topics.redelivery import RedeliveryTracker
 
 log = logging.getLogger(__name__)
 

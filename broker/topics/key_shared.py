@@ -29,13 +29,13 @@ import bisect
 import mmh3
 import msgpack
 
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.position import Entry, Position
-from broker.topics.consumer import Consumer
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.dispatcher import entries_within_permits
-from broker.topics.dispatcher_shared import SharedDispatcher
-from broker.topics.redelivery import RedeliveryTracker
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.dispatcher import entries_within_permits
+from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher
+from minipulsar.broker.topics.redelivery import RedeliveryTracker
 
 NONE_KEY = b"NONE_KEY"
 LOOK_AHEAD_MAX_REPLAY_ENTRIES = 20_000

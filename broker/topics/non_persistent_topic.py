@@ -22,10 +22,10 @@ from minipulsar.errors import ConsumerBusyError, InvalidCommand, MiniPulsarError
 from minipulsar.protocol.batch import decode_batch
 from minipulsar.topic_name import TopicName
 
-from broker.managed_ledger.position import Entry, Position
-from broker.topics import topic_stats
-from broker.topics.counters import TopicCounters
-from broker.topics.rates import RateTable
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics import topic_stats
+from minipulsar.broker.topics.counters import TopicCounters
+from minipulsar.broker.topics.rates import RateTable
 
 log = logging.getLogger(__name__)
 

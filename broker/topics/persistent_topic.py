@@ -13,16 +13,16 @@ from minipulsar.errors import ConsumerBusyError, MiniPulsarError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.topic_name import TopicName
 
-from broker.dedup import MessageDeduplication
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.ledger import ManagedLedger
-from broker.managed_ledger.position import Position
-from broker.topics import topic_stats
-from broker.topics.consumer import Consumer
-from broker.topics.counters import TopicCounters
-from broker.topics.rates import RateTable
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.subscription import EARLIEST, Subscription, check_sub_type
+from minipulsar.broker.dedup import MessageDeduplication
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.topics import topic_stats
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.counters import TopicCounters
+from minipulsar.broker.topics.rates import RateTable
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.subscription import EARLIEST, Subscription, check_sub_type
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.position import Position
 
 
 class RedeliveryTracker:

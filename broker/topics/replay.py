@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable
 
-from broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.position import Position
 
 
 class ReplayQueue:

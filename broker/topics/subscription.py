@@ -22,15 +22,15 @@ from collections.abc import Callable
 
 from minipulsar.errors import ConsumerBusyError, InvalidCommand
 
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.position import Position
-from broker.topics.consumer import Consumer
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.dispatcher import Dispatcher
-from broker.topics.dispatcher_shared import SharedDispatcher
-from broker.topics.dispatcher_single import SingleActiveConsumerDispatcher
-from broker.topics.key_shared import KeySharedDispatcher
-from broker.topics.redelivery import RedeliveryTracker
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.dispatcher import Dispatcher
+from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher
+from minipulsar.broker.topics.dispatcher_single import SingleActiveConsumerDispatcher
+from minipulsar.broker.topics.key_shared import KeySharedDispatcher
+from minipulsar.broker.topics.redelivery import RedeliveryTracker
 
 log = logging.getLogger(__name__)
 

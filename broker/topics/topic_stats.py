@@ -15,7 +15,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
-from broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.position import Position
 
 
 # -- rates ----------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from broker.service import BrokerService  # the CLI is the only place that imports broker code
+    from minipulsar.broker.service import BrokerService  # the CLI is the only place that imports broker code
 
     try:
         config = load_server_config(BrokerConfig, args, {

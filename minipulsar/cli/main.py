@@ -17,7 +17,7 @@ SUBCOMMANDS = (
     "minipulsar.cli.broker",
     "minipulsar.cli.client_verbs",
     "minipulsar.cli.admin",
-    "minipulsar.cli.perf",
+    "minipulsar.cli.perf.command",
 )
 
 

@@ -21,7 +21,7 @@ from prometheus_client import REGISTRY
 from minipulsar.errors import LedgerFencedError, MiniPulsarError, NotEnoughBookiesError, NoSuchEntryError
 from minipulsar.metadata import open_metadata_store
 
-from broker.bookkeeper import BookKeeper, BookKeeperSettings, metrics
+from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings, metrics
 from tests.support.process import ServerProcess, wait_for
 
 SESSION_MS = 2000

@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bookie.registration import registration_path
-from bookie.service import BookieService
+from minipulsar.bookie.registration import registration_path
+from minipulsar.bookie.service import BookieService
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import (
     BookieReadOnlyError,
@@ -273,7 +273,7 @@ async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, sto
 
 def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every journal write from now on fails as on a full journal disk."""
-    from bookie import journal_segment
+    from minipulsar.bookie import journal_segment
 
     def no_space(self, buffers, size=-1) -> int:  # noqa: ANN001
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -328,7 +328,7 @@ async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
 
 def fail_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every flush of a write-cache half from now on fails as on a full ledger disk."""
-    from bookie.storage import single_directory
+    from minipulsar.bookie.storage import single_directory
 
     def no_space(self, batch) -> None:  # noqa: ANN001
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -390,7 +390,7 @@ async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_ref
     """Goal: dbStorage_maxThrottleTimeMs bounds the wait for write-cache room: with flushes
     failing while the disk monitor sees no full dir, adds are refused with TooManyRequests
     (none acknowledged is lost) and the bookie serves on; once a flush works, adds go through."""
-    from bookie.storage import metrics as storage_metrics
+    from minipulsar.bookie.storage import metrics as storage_metrics
 
     service = BookieService(bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1",
                                           dbStorage_maxThrottleTimeMs="100"))
@@ -426,7 +426,7 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
     and every acked add reads back. Method: a 1 MB write cache over two dirs,
     dbStorage_maxThrottleTimeMs 100, the flushes of ``ledgers-0`` failing; ledger 20 lives
     there, ledger 21 in ``ledgers-1``."""
-    from bookie.storage import single_directory
+    from minipulsar.bookie.storage import single_directory
 
     service = BookieService(bookie_config(
         tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100",
@@ -488,8 +488,8 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tm
     reach it by host:port, registered or not); a plain restart on its own dirs starts.
     Method: in-process bookie on a fixed port; stop, restart; stop, wipe the dirs, restart
     (a connection tried during the check is refused); delete the key, restart."""
-    from bookie import service as service_module
-    from bookie.cookie import InvalidCookieError
+    from minipulsar.bookie import service as service_module
+    from minipulsar.bookie.cookie import InvalidCookieError
     from minipulsar.ledger_paths import cookie_path
 
     real_check = service_module.check_store_cookie
@@ -587,9 +587,9 @@ async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_conn
     connection to a bookie, and a catch-up reader must not hold the writes back. Method: reads
     of one ledger block on a gate; 100 of them, then 20 adds to another ledger on the same
     connection; the adds are acknowledged before the gate opens; then every read is answered."""
-    from bookie import metrics as bookie_metrics
-    from bookie.server import READS_IN_FLIGHT_MAX
-    from bookie.storage.db_ledger_storage import DbLedgerStorage
+    from minipulsar.bookie import metrics as bookie_metrics
+    from minipulsar.bookie.server import READS_IN_FLIGHT_MAX
+    from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 
     gate = threading.Event()
     real_read = DbLedgerStorage.read_entries

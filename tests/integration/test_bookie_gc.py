@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from broker.bookkeeper.ledger_metadata import LedgerMetadata
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.errors import NoSuchLedgerError
 from minipulsar.ledger_paths import ledger_path
 from minipulsar.metadata import MetadataStore, open_metadata_store

@@ -13,9 +13,9 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from bookie.registration import registration_path
-from bookie.service import BookieService, StartAborted
-from bookie.state import LEDGER_DIRS_FULL
+from minipulsar.bookie.registration import registration_path
+from minipulsar.bookie.service import BookieService, StartAborted
+from minipulsar.bookie.state import LEDGER_DIRS_FULL
 from minipulsar.config import ConfigError
 from minipulsar.errors import BookieReadOnlyError
 from minipulsar.metadata import open_metadata_store

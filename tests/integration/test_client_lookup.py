@@ -22,8 +22,8 @@ from minipulsar.errors import ServiceNotReadyError
 from minipulsar.net import Listener, ServerConnection, handles
 from minipulsar.protocol import commands as cmd
 
-from client.exceptions import TooManyLookupRedirects
-from client.retry import LAST_ATTEMPT_S_MIN
+from minipulsar.client.exceptions import TooManyLookupRedirects
+from minipulsar.client.retry import LAST_ATTEMPT_S_MIN
 from tests.support.cluster import process_cluster
 
 

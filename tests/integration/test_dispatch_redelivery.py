@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from minipulsar import Client, ConsumerType
-from client.exceptions import CumulativeAcknowledgementNotAllowedError
+from minipulsar.client.exceptions import CumulativeAcknowledgementNotAllowedError
 from tests.support.cluster import process_cluster
 
 

@@ -19,12 +19,12 @@ from minipulsar.errors import MiniPulsarError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.protocol.batch import BatchMessage, decode_batch, encode_batch
 
-from broker.bookkeeper import BookKeeper, BookKeeperSettings
-from broker.managed_ledger.config import ManagedLedgerConfig
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.entry_cache import EntryCache
-from broker.managed_ledger.ledger import ManagedLedger
-from broker.managed_ledger.position import Position
+from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
+from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.position import Position
 from tests.support.process import ServerProcess, started, wait_for
 
 TOPIC = "public/default/persistent/ml-test"

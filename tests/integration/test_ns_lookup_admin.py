@@ -227,7 +227,7 @@ async def test_metrics_count_owned_bundles_and_lookups(cluster: ProcessCluster) 
 
 
 def _contains(bundle_name: str, topic: str) -> bool:
-    from broker.namespace.bundles import NamespaceBundle, topic_hash  # test-only: the same hash
+    from minipulsar.broker.namespace.bundles import NamespaceBundle, topic_hash  # test-only: the same hash
     bundle = NamespaceBundle.parse(bundle_name)
     return bundle.namespace == "/".join(topic.split("://")[1].split("/")[:2]) and bundle.range.contains(
         topic_hash(topic))

@@ -165,7 +165,7 @@ async def bundle_of_topic(broker: ServerProcess) -> str:
     owned = json.loads(await asyncio.to_thread(
         http, "GET", f"http://{broker.host}:{broker.http_port}/admin/v2/brokers/standalone/"
                      f"{broker.host}:{broker.http_port}/ownedNamespaces"))
-    from broker.namespace.bundles import NamespaceBundle, topic_hash  # the broker's own hash
+    from minipulsar.broker.namespace.bundles import NamespaceBundle, topic_hash  # the broker's own hash
     return next(name.rsplit("/", 1)[1] for name in owned if NamespaceBundle.parse(name).range.contains(topic_hash(TOPIC)))
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from client.routing import java_string_hash, murmur3_32_hash
+from minipulsar.client.routing import java_string_hash, murmur3_32_hash
 from minipulsar import Client, ConsumerType, HashingScheme, InitialPosition, PartitionsRoutingMode
 from tests.support.cluster import ProcessCluster, process_cluster
 from tests.support.process import wait_for

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.metadata import open_metadata_store
 from tests.support.cluster import process_cluster
 

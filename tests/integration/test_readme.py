@@ -21,15 +21,22 @@ def python_example() -> str:
     return blocks[0]
 
 
+SHADOWS = ("client.py", "broker.py", "bookie.py")
+"""Files a user's project often has of its own: none of them may stand in for a minipulsar part."""
+
+
 async def test_readme_python_example_runs(tmp_path: Path) -> None:
     """Method: start a standalone on free ports, run the example with only its service URL
-    pointed there, from an unrelated directory, with the project's interpreter."""
+    pointed there, from a directory that also holds ``client.py``, ``broker.py`` and
+    ``bookie.py`` of the user's own (each fails when imported), with the project's interpreter."""
     standalone = ServerProcess("standalone", [
         "--data-dir", str(tmp_path / "data"), "--broker-port", "0", "--web-port", "0",
         "--metastore-port", "0", "--bookie-port", "0", "--bookie-http-port", "0",
     ], tmp_path / "standalone.log")
     await asyncio.to_thread(standalone.start, 60)
     try:
+        for name in SHADOWS:
+            (tmp_path / name).write_text(f"raise ImportError('the user\\'s own {name} was imported')\n")
         script = tmp_path / "example.py"
         script.write_text(python_example().replace(README_URL, f"pulsar://{standalone.address}"))
         result = await asyncio.to_thread(

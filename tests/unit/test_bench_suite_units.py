@@ -18,8 +18,8 @@ from bench.common import bench_dirs
 from bench.peers.resp import RedisError, encode, parse
 from bench.suite import report
 from bench.suite.profiles import PROFILES
-from bookie import disk_model
-from bookie.disk_model import DiskModel, DiskModelSpec
+from minipulsar.bookie import disk_model
+from minipulsar.bookie.disk_model import DiskModel, DiskModelSpec
 from minipulsar.errors import ConfigError
 
 

@@ -1,14 +1,17 @@
-"""Goal: the dependency direction of DESIGN §2 / STYLE §A holds in every module, checked
+"""Goal: the dependency direction of docs/design.md §2 holds in every module, checked
 statically by walking each module's imports with ``ast`` (lazy imports inside functions count).
 
-Rules (an edge "A → B" also covers every sub-module of A and B):
-- minipulsar.protocol → never minipulsar.net, asyncio or uvloop (sans-IO);
-- minipulsar → never bookie, broker, client; except minipulsar.cli (the only place that
-  starts servers) and the package root's lazy client re-export (DESIGN §2:
-  ``from minipulsar import Client``);
-- client → never broker, bookie;  bookie → never broker, client;  broker → never bookie, client.
-
-bookie/, broker/ and client/ may be missing or partial; whatever exists is checked.
+Layers (an edge "A → B" also covers every sub-module of A and B):
+- the **core** (``minipulsar.protocol``, ``net``, ``metadata``, ``config``, ``errors``,
+  ``metrics`` and the small helpers beside them) never imports the servers, the client or the
+  application layer — not even through the package root's lazy re-exports
+  (``from minipulsar import Client`` is an import of ``minipulsar.client``);
+- ``minipulsar.protocol`` never imports ``minipulsar.net``, asyncio or uvloop (sans-IO);
+- the **components** ``minipulsar.client``, ``minipulsar.bookie`` and ``minipulsar.broker``
+  import the core and never each other, nor the application layer;
+- the **application layer** (``minipulsar.cli``, which holds ``perf``, ``minipulsar.sync`` and the
+  package root's re-exports) may import anything;
+- nothing imports the repository folders ``bookie``, ``broker``, ``client`` as top-level packages.
 """
 
 from __future__ import annotations
@@ -19,8 +22,18 @@ from pathlib import Path
 
 import pytest
 
+import minipulsar
+
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("minipulsar", "bookie", "broker", "client")
+SOURCES = {"minipulsar": "minipulsar", "bookie": "minipulsar.bookie", "broker": "minipulsar.broker",
+           "client": "minipulsar.client"}
+"""Repository folder → the import name it is installed under (the folders under ``minipulsar/``
+are symbolic links to these, so the walk reads each file once, from its real folder)."""
+
+COMPONENTS = ("minipulsar.bookie", "minipulsar.broker", "minipulsar.client")
+APPLICATION = ("minipulsar.cli", "minipulsar.sync", "minipulsar.__main__")
+LAZY_EXPORTS = {name: "minipulsar.client" for name in minipulsar.__all__}
+"""``from minipulsar import X``: the module the package root's ``__getattr__`` loads for X."""
 
 
 @dataclass(frozen=True)
@@ -29,19 +42,18 @@ class Rule:
     forbidden: tuple[str, ...]
     exempt: tuple[str, ...] = ()
     """Importing modules (and their sub-modules) the rule does not apply to."""
-    exempt_edges: tuple[tuple[str, str], ...] = ()
-    """Exact ``(module, imported package)`` edges allowed despite the rule."""
 
 
 RULES = [
+    Rule("minipulsar", (*COMPONENTS, *APPLICATION), exempt=(*COMPONENTS, *APPLICATION)),
     Rule("minipulsar.protocol", ("minipulsar.net", "asyncio", "uvloop")),
-    Rule("minipulsar", ("bookie", "broker", "client"),
-         exempt=("minipulsar.cli", "minipulsar.__main__"),
-         exempt_edges=(("minipulsar", "client"),)),
-    Rule("client", ("broker", "bookie")),
-    Rule("bookie", ("broker", "client")),
-    Rule("broker", ("bookie", "client")),
+    Rule("minipulsar.client", ("minipulsar.broker", "minipulsar.bookie", *APPLICATION)),
+    Rule("minipulsar.bookie", ("minipulsar.broker", "minipulsar.client", *APPLICATION)),
+    Rule("minipulsar.broker", ("minipulsar.bookie", "minipulsar.client", *APPLICATION)),
+    Rule("", ("bookie", "broker", "client")),
 ]
+"""The package root ``minipulsar`` itself is application layer (it re-exports the client): the
+first rule applies to its sub-modules only (see :func:`violations`)."""
 
 
 @dataclass(frozen=True)
@@ -55,15 +67,18 @@ class Import:
         return f"{self.path.relative_to(ROOT)}:{self.line}: {self.module} imports {self.target}"
 
 
-def module_name(path: Path, root: Path = ROOT) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
+def module_name(path: Path) -> str:
+    folder, *rest = path.relative_to(ROOT).with_suffix("").parts
+    parts = [SOURCES[folder], *rest]
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def imports_of(source: str, module: str, path: Path, is_package: bool) -> list[Import]:
-    """Every module ``source`` may import. ``from X import a`` yields X and X.a (a may be a module)."""
+    """Every module ``source`` may import. ``from X import a`` yields X and X.a (a may be a
+    module); ``from minipulsar import Client`` and ``minipulsar.Client`` yield the module that
+    the lazy re-export loads."""
     package = module if is_package else module.rpartition(".")[0]
     found: list[Import] = []
     for node in ast.walk(ast.parse(source, str(path))):
@@ -72,9 +87,18 @@ def imports_of(source: str, module: str, path: Path, is_package: bool) -> list[I
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node, package)
             found.append(Import(module, base, path, node.lineno))
-            found += [Import(module, f"{base}.{alias.name}", path, node.lineno)
+            found += [Import(module, _from_target(base, alias.name), path, node.lineno)
                       for alias in node.names if alias.name != "*"]
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id == "minipulsar" and node.attr in LAZY_EXPORTS):
+            found.append(Import(module, LAZY_EXPORTS[node.attr], path, node.lineno))
     return found
+
+
+def _from_target(base: str, name: str) -> str:
+    if base == "minipulsar" and name in LAZY_EXPORTS:
+        return LAZY_EXPORTS[name]
+    return f"{base}.{name}"
 
 
 def _resolve(node: ast.ImportFrom, package: str) -> str:
@@ -88,7 +112,7 @@ def _resolve(node: ast.ImportFrom, package: str) -> str:
 
 
 def within(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
+    return prefix == "" or name == prefix or name.startswith(prefix + ".")
 
 
 def violations(rule: Rule, found: list[Import]) -> list[Import]:
@@ -96,19 +120,17 @@ def violations(rule: Rule, found: list[Import]) -> list[Import]:
     for imp in found:
         if not within(imp.module, rule.importer) or any(within(imp.module, e) for e in rule.exempt):
             continue
-        for forbidden in rule.forbidden:
-            if within(imp.target, forbidden) and (imp.module, forbidden) not in rule.exempt_edges:
-                bad.append(imp)
+        if rule.importer == "minipulsar" and imp.module == "minipulsar":
+            continue
+        if any(within(imp.target, forbidden) for forbidden in rule.forbidden):
+            bad.append(imp)
     return bad
 
 
 def all_imports() -> list[Import]:
     found: list[Import] = []
-    for package in PACKAGES:
-        directory = ROOT / package
-        if not directory.is_dir():
-            continue
-        for path in sorted(directory.rglob("*.py")):
+    for folder in SOURCES:
+        for path in sorted((ROOT / folder).rglob("*.py")):  # rglob does not enter the links
             found += imports_of(path.read_text(), module_name(path), path, path.name == "__init__.py")
     return found
 
@@ -118,14 +140,16 @@ def project_imports() -> list[Import]:
     return all_imports()
 
 
-def test_walk_sees_the_core(project_imports: list[Import]) -> None:
+def test_walk_sees_every_layer(project_imports: list[Import]) -> None:
     """A walk that found nothing would pass every rule."""
     targets = {imp.target for imp in project_imports if imp.module == "minipulsar.net.connection"}
     assert "minipulsar.protocol.codec" in targets
-    assert any(imp.module == "minipulsar.protocol.frames" for imp in project_imports)
+    modules = {imp.module for imp in project_imports}
+    assert {"minipulsar.protocol.frames", "minipulsar.broker.service", "minipulsar.bookie.server",
+            "minipulsar.client.producer", "minipulsar.cli.main"} <= modules
 
 
-@pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.importer}-not-{'-'.join(r.forbidden)}")
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.importer or 'any'}-not-{'-'.join(r.forbidden)}")
 def test_no_forbidden_import(rule: Rule, project_imports: list[Import]) -> None:
     bad = violations(rule, project_imports)
     assert not bad, "forbidden imports:\n" + "\n".join(map(str, bad))
@@ -144,25 +168,40 @@ def _check(source: str, module: str, is_package: bool = False) -> list[str]:
      ["minipulsar.net", "minipulsar.net.connection"]),
     ("from ..net import writer", "minipulsar.protocol.codec", False, ["minipulsar.net", "minipulsar.net.writer"]),
     ("from .. import net", "minipulsar.protocol", True, ["minipulsar.net"]),
-    ("import broker.server", "minipulsar.metadata.server", False, ["broker.server"]),
-    ("from bookie import journal", "broker.bookkeeper.client", False, ["bookie", "bookie.journal"]),
-    ("from client.producer import Producer", "bookie.server", False,
-     ["client.producer", "client.producer.Producer"]),
-    ("import broker", "client.lookup", False, ["broker"]),
-    ("import bookie", "minipulsar", True, ["bookie"]),
-], ids=["asyncio", "lazy-net", "relative-net", "relative-package", "core-broker", "broker-bookie",
-        "bookie-client", "client-broker", "root-bookie"])
+    ("import minipulsar.broker.server", "minipulsar.metadata.server", False, ["minipulsar.broker.server"]),
+    ("from minipulsar import Client", "minipulsar.metrics", False, ["minipulsar.client"]),
+    ("import minipulsar\nminipulsar.Producer", "minipulsar.config", False, ["minipulsar.client"]),
+    ("from minipulsar.cli.perf import options", "minipulsar.net.loop", False,
+     ["minipulsar.cli.perf", "minipulsar.cli.perf.options"]),
+    ("from minipulsar.sync import Client", "minipulsar.errors", False, ["minipulsar.sync", "minipulsar.sync.Client"]),
+    ("from minipulsar.bookie import journal", "minipulsar.broker.bookkeeper.client", False,
+     ["minipulsar.bookie", "minipulsar.bookie.journal"]),
+    ("from minipulsar.client.producer import Producer", "minipulsar.bookie.server", False,
+     ["minipulsar.client.producer", "minipulsar.client.producer.Producer"]),
+    ("from minipulsar import Client", "minipulsar.broker.admin", False, ["minipulsar.client"]),
+    ("import minipulsar.broker", "minipulsar.client.lookup", False, ["minipulsar.broker"]),
+    ("from minipulsar.cli import common", "minipulsar.bookie.server", False,
+     ["minipulsar.cli", "minipulsar.cli.common"]),
+    ("import client", "minipulsar.cli.main", False, ["client"]),
+    ("from bookie.journal import Journal", "minipulsar.bookie.server", False,
+     ["bookie.journal", "bookie.journal.Journal"]),
+], ids=["asyncio", "lazy-net", "relative-net", "relative-package", "core-broker", "core-lazy-client",
+        "core-attribute-client", "core-perf", "core-sync", "broker-bookie", "bookie-client",
+        "broker-lazy-client", "client-broker", "bookie-cli", "old-top-level-client", "old-top-level-bookie"])
 def test_checker_reports_forbidden_edges(source: str, module: str, is_package: bool, expected: list[str]) -> None:
     assert _check(source, module, is_package) == expected
 
 
 @pytest.mark.parametrize("source, module", [
-    ("from broker.service import BrokerService", "minipulsar.cli.broker"),
-    ("import client", "minipulsar"),
+    ("from minipulsar.broker.service import BrokerService", "minipulsar.cli.broker"),
+    ("from minipulsar import client", "minipulsar"),
+    ("from minipulsar import Client", "minipulsar.cli.perf.producer"),
+    ("from minipulsar.client import Client", "minipulsar.sync"),
     ("import clientele\nimport brokerage", "minipulsar.config"),
     ("from minipulsar.protocol import codec\nimport asyncio", "minipulsar.net.connection"),
-    ("from minipulsar.net import connect", "client.connection"),
-    ("from .bookkeeper import client", "broker.server"),
+    ("from minipulsar.net import connect", "minipulsar.client.connection"),
+    ("from .bookkeeper import client", "minipulsar.broker.server"),
+    ("from minipulsar import errors", "minipulsar.metadata.client"),
 ])
 def test_checker_allows_permitted_edges(source: str, module: str) -> None:
     assert _check(source, module, is_package=module == "minipulsar") == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minipulsar.perf.rate_limiter import RateLimiter
+from minipulsar.cli.perf.rate_limiter import RateLimiter
 
 
 class FakeClock:

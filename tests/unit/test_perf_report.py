@@ -7,10 +7,10 @@ import json
 import pytest
 
 from minipulsar.cli.main import build_parser
-from minipulsar.perf import ConsumeOptions, ManagedLedgerOptions, PerfResult, ProduceOptions
-from minipulsar.perf.report import CONSUME, MANAGED_LEDGER, PRODUCE, interval_line
-from minipulsar.perf.stats import IntervalStats, LatencySummary
-from minipulsar.perf.topics import expand_subscriptions, expand_topics
+from minipulsar.cli.perf import ConsumeOptions, ManagedLedgerOptions, PerfResult, ProduceOptions
+from minipulsar.cli.perf.report import CONSUME, MANAGED_LEDGER, PRODUCE, interval_line
+from minipulsar.cli.perf.stats import IntervalStats, LatencySummary
+from minipulsar.cli.perf.topics import expand_subscriptions, expand_topics
 
 LATENCY = LatencySummary(count=10, mean_ms=3.5123, p50_ms=3.521, p95_ms=5.695, p99_ms=8.167, p999_ms=10.879,
                          p9999_ms=11.943, p99999_ms=12.0, max_ms=12.5)

@@ -8,9 +8,9 @@ import asyncio
 import pytest
 
 from minipulsar.errors import ConnectionClosedError
-from minipulsar.perf.report import PRODUCE
-from minipulsar.perf.session import PerfInterrupted, PerfSession
-from minipulsar.perf.stats import MAX_LATENCY_US, PerfStats
+from minipulsar.cli.perf.report import PRODUCE
+from minipulsar.cli.perf.session import PerfInterrupted, PerfSession
+from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
 
 DEADLINE_S = 5.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minipulsar.perf.stats import MAX_LATENCY_US, LatencyRecorder, LatencySummary, PerfStats, mbit_per_s
+from minipulsar.cli.perf.stats import MAX_LATENCY_US, LatencyRecorder, LatencySummary, PerfStats, mbit_per_s
 
 
 class FakeClock:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from broker.loadbalance.bundle_data import BundleData
-from broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.bundle_data import BundleData
+from minipulsar.broker.loadbalance.load_data import LoadData
 
 
 class PlacementStrategy(Protocol):

@@ -14,9 +14,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from broker.loadbalance.bundle_data import BundleData
-from broker.loadbalance.load_data import LoadData
-from broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.bundle_data import BundleData
+from minipulsar.broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
 
 
 class LeastResourceUsageWithWeight:

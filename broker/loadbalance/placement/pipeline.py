@@ -13,9 +13,9 @@ The caller (the load manager, or the simulation) records the answer as a preallo
 
 from __future__ import annotations
 
-from broker.loadbalance.load_data import LoadData, namespace_of
-from broker.loadbalance.placement.base import PlacementStrategy
-from broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.load_data import LoadData, namespace_of
+from minipulsar.broker.loadbalance.placement.base import PlacementStrategy
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
 
 
 def filter_large_topic_count(candidates: list[str], load_data: LoadData, max_topics: int) -> list[str]:

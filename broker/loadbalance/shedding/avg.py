@@ -21,10 +21,10 @@ import random
 import zlib
 from collections.abc import Sequence
 
-from broker.loadbalance.bundle_data import BundleData
-from broker.loadbalance.load_data import LoadData
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.base import BALANCED, Unload
+from minipulsar.broker.loadbalance.bundle_data import BundleData
+from minipulsar.broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.base import BALANCED, Unload
 
 
 class AvgShedder:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
-from broker.loadbalance.load_data import BrokerData, LoadData
+from minipulsar.broker.loadbalance.load_data import BrokerData, LoadData
 
 OVERLOADED = "Overloaded"
 UNDERLOADED = "Underloaded"

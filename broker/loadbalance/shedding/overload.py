@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 
-from broker.loadbalance.load_data import LoadData
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.base import OVERLOADED, Unload, pick_by_throughput
+from minipulsar.broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.base import OVERLOADED, Unload, pick_by_throughput
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ The moving average is the point (a single sample does not move bundles) and the 
 
 from __future__ import annotations
 
-from broker.loadbalance.load_data import LoadData
-from broker.loadbalance.settings import MB, LoadBalancerSettings
-from broker.loadbalance.shedding.base import OVERLOADED, UNDERLOADED, Unload, pick_by_throughput
+from minipulsar.broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.settings import MB, LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.base import OVERLOADED, UNDERLOADED, Unload, pick_by_throughput
 
 MARGIN = 0.05
 

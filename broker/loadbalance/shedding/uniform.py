@@ -11,9 +11,9 @@ throughput. One broker per cycle: slow, but it ignores resource usage entirely.
 
 from __future__ import annotations
 
-from broker.loadbalance.load_data import LoadData
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.base import BALANCED, Unload
+from minipulsar.broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.base import BALANCED, Unload
 
 EPS = 1e-6
 DELTA = 1000.0

@@ -9,8 +9,8 @@ import random
 import shutil
 from pathlib import Path
 
-from bookie.bookie import Bookie
-from bookie.storage.db_ledger_storage import DbLedgerStorage
+from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.config import BookieConfig, load_config
 
 _images = itertools.count()

@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
-from bookie import metrics as bookie_metrics
-from bookie.server import BookieConnection
-from bookie.service import BookieService
-from bookie.storage import metrics as storage_metrics
-from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
-from bookie.storage.write_cache import WriteCache
+from minipulsar.bookie import metrics as bookie_metrics
+from minipulsar.bookie.server import BookieConnection
+from minipulsar.bookie.service import BookieService
+from minipulsar.bookie.storage import metrics as storage_metrics
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
+from minipulsar.bookie.storage.write_cache import WriteCache
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.protocol.codec import decode_body, encode_bytes
 from minipulsar.protocol.commands import (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from bookie.disk_monitor import DirUsage, LedgerDirsMonitor, Thresholds, check_dirs, read_usages, total_used_fraction
+from minipulsar.bookie.disk_monitor import DirUsage, LedgerDirsMonitor, Thresholds, check_dirs, read_usages, total_used_fraction
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import ConfigError
 from tests.support.process import wait_for

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from bookie.bookie import Bookie
-from bookie.storage import metrics
-from bookie.storage.compaction import logs_to_compact
-from bookie.storage.entry_log import RECORD_HEADER_SIZE, split_location
-from bookie.storage.entry_logger import entry_log_path
-from bookie.storage.single_directory import EntryLogUsage, SingleDirectoryDbLedgerStorage
+from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.storage import metrics
+from minipulsar.bookie.storage.compaction import logs_to_compact
+from minipulsar.bookie.storage.entry_log import RECORD_HEADER_SIZE, split_location
+from minipulsar.bookie.storage.entry_logger import entry_log_path
+from minipulsar.bookie.storage.single_directory import EntryLogUsage, SingleDirectoryDbLedgerStorage
 from minipulsar.errors import NoSuchLedgerError
 from tests.unit.bookie.bookie_storage_support import add, add_many, payload_for, read_all, started_bookie, storage
 

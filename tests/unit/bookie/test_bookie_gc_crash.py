@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
 from tests.unit.bookie.bookie_storage_support import crash_image, storage
 from tests.unit.bookie.test_bookie_gc import (
     FakeLedgers,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from bookie.storage.compaction import CHUNK_BYTES_MAX, CompactionThrottle, logs_to_compact, logs_to_delete
-from bookie.storage.entry_log import LOG_HEADER_SIZE
-from bookie.storage.gc import (
+from minipulsar.bookie.storage.compaction import CHUNK_BYTES_MAX, CompactionThrottle, logs_to_compact, logs_to_delete
+from minipulsar.bookie.storage.entry_log import LOG_HEADER_SIZE
+from minipulsar.bookie.storage.gc import (
     NO_PRESSURE,
     TIMER,
     CompactionKind,
@@ -17,7 +17,7 @@ from bookie.storage.gc import (
     Trigger,
     compaction_due,
 )
-from bookie.storage.single_directory import EntryLogUsage
+from minipulsar.bookie.storage.single_directory import EntryLogUsage
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import ConfigError
 from minipulsar.ledger_paths import ledger_path, parse_ledger_node
@@ -124,7 +124,7 @@ def test_the_ledger_path_contract() -> None:
 
 
 def test_the_broker_uses_the_shared_ledger_path() -> None:
-    from broker.bookkeeper import ledger_metadata
+    from minipulsar.broker.bookkeeper import ledger_metadata
 
     assert ledger_metadata.ledger_path is ledger_path
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from bookie import metrics
-from bookie.disk_monitor import LedgerDirsMonitor
-from bookie.load import BookieLoad, HistogramSnapshot, LoadSample, io_util_percent, latency_in_window
-from bookie.read_pool import ReadThreadPool
-from bookie.state import LEDGER_DIRS_FULL, BookieState
+from minipulsar.bookie import metrics
+from minipulsar.bookie.disk_monitor import LedgerDirsMonitor
+from minipulsar.bookie.load import BookieLoad, HistogramSnapshot, LoadSample, io_util_percent, latency_in_window
+from minipulsar.bookie.read_pool import ReadThreadPool
+from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState
 from minipulsar.config import BookieConfig, load_config
 from tests.support.process import wait_for
 

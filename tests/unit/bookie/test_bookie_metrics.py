@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from bookie.metrics import FastHistogram
+from minipulsar.bookie.metrics import FastHistogram
 
 
 def _samples(histogram: FastHistogram) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -13,7 +13,7 @@ def _samples(histogram: FastHistogram) -> dict[tuple[str, tuple[tuple[str, str],
 
 
 def test_counts_export_as_cumulative_buckets_in_milliseconds(monkeypatch) -> None:
-    monkeypatch.setattr("bookie.metrics.REGISTRY", CollectorRegistry())
+    monkeypatch.setattr("minipulsar.bookie.metrics.REGISTRY", CollectorRegistry())
     histogram = FastHistogram("test_fast_latency", "test", ("success",), bounds_ms=(1, 10))
     ok = histogram.counts("true")
     ok.record(0.0005)  # 0.5 ms
@@ -30,7 +30,7 @@ def test_counts_export_as_cumulative_buckets_in_milliseconds(monkeypatch) -> Non
 
 
 def test_counts_of_several_threads_add_up(monkeypatch) -> None:
-    monkeypatch.setattr("bookie.metrics.REGISTRY", CollectorRegistry())
+    monkeypatch.setattr("minipulsar.bookie.metrics.REGISTRY", CollectorRegistry())
     histogram = FastHistogram("test_fast_merged", "test", bounds_ms=(1,))
     first, second = histogram.counts(shared=False), histogram.counts(shared=False)
     assert first is not second and histogram.counts() is histogram.counts()

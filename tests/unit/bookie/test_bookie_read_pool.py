@@ -8,7 +8,7 @@ import threading
 import pytest
 from prometheus_client import REGISTRY
 
-from bookie.read_pool import ReadThreadPool
+from minipulsar.bookie.read_pool import ReadThreadPool
 from minipulsar.errors import ServiceNotReadyError, TooManyRequestsError
 
 GATE_TIMEOUT_S = 10.0
@@ -125,7 +125,7 @@ async def test_a_task_waiting_for_its_turn_holds_its_place_and_runs_once_ready(p
 async def test_the_plain_executor_answers_a_read_whose_turn_comes_after_it_closed() -> None:
     """A read waiting for its connection's turn when the executor closes is answered
     ServiceNotReady, not left pending (run_in_executor raised inside the callback)."""
-    from bookie.storage.read_executor import ThreadPoolReadExecutor
+    from minipulsar.bookie.storage.read_executor import ThreadPoolReadExecutor
 
     executor = ThreadPoolReadExecutor(1)
     turn = asyncio.get_running_loop().create_future()
@@ -145,7 +145,7 @@ async def test_a_task_whose_turn_fails_never_runs_and_fails_with_that_error(exec
     """A turn given up with an error (a read dropped because its peer does not take its
     responses) fails the task with that error, never runs it, and gives its place back —
     whether the turn failed before or after the task was submitted."""
-    from bookie.storage.read_executor import ThreadPoolReadExecutor
+    from minipulsar.bookie.storage.read_executor import ThreadPoolReadExecutor
 
     executor = ReadThreadPool(threads=1, pending_per_thread_max=3) if executor_kind == "read pool" \
         else ThreadPoolReadExecutor(1)

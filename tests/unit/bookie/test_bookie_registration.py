@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bookie.registration import BookieRegistration, registration_path
+from minipulsar.bookie.registration import BookieRegistration, registration_path
 from minipulsar.metadata.memory import MemoryMetadataStore
 from tests.support.process import wait_for
 

@@ -3,7 +3,7 @@ flip once, with the reason (bookie/state.py)."""
 
 from __future__ import annotations
 
-from bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
+from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
 
 
 def test_read_only_while_any_cause_holds_and_each_flip_is_told_once() -> None:

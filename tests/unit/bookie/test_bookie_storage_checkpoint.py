@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bookie.journal_format import LogMark
-from bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, LastMarkFile, read_last_mark
+from minipulsar.bookie.journal_format import LogMark
+from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, LastMarkFile, read_last_mark
 from minipulsar import durable_file
 
 
@@ -68,8 +68,8 @@ async def test_under_load_the_last_mark_is_written_at_most_every_interval_and_al
     every LAST_MARK_MIN_INTERVAL_S; an explicit checkpoint always writes them, and nothing is
     lost either way. Method: a 1 MB write cache filled many times over within the interval
     (made long), counting lastMark writes; then checkpoint() and a restart."""
-    from bookie.storage import db_ledger_storage
-    from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
+    from minipulsar.bookie.storage import db_ledger_storage
+    from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
     from tests.unit.bookie.bookie_storage_support import (add_many, crash_image, read_all, started_bookie,
                                                            storage)
 
@@ -104,5 +104,5 @@ async def test_under_load_the_last_mark_is_written_at_most_every_interval_and_al
 
 
 def checkpoints_completed() -> int:
-    from bookie.storage import metrics as storage_metrics
+    from minipulsar.bookie.storage import metrics as storage_metrics
     return int(storage_metrics.CHECKPOINTS._value.get())

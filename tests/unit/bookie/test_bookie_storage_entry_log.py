@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bookie import direct_io
-from bookie.storage import entry_logger
-from bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE, make_location, split_location
-from bookie.storage.entry_logger import (
+from minipulsar.bookie import direct_io
+from minipulsar.bookie.storage import entry_logger
+from minipulsar.bookie.storage.entry_log import LOG_HEADER_SIZE, RECORD_HEADER_SIZE, make_location, split_location
+from minipulsar.bookie.storage.entry_logger import (
     CorruptEntryError,
     EntryLogReader,
     EntryLogWriter,
@@ -135,7 +135,7 @@ def _retry_after_a_failure(tmp_path: Path, writer: EntryLogWriter, entry_id: int
 
 def test_flush_entrylog_bytes_syncs_along_the_way(tmp_path: Path, monkeypatch) -> None:
     """Goal: a big flush fdatasyncs every flushEntrylogBytes, not only at its end."""
-    from bookie.storage import entry_logger
+    from minipulsar.bookie.storage import entry_logger
 
     syncs: list[int] = []
     real = os.fdatasync
@@ -153,7 +153,7 @@ def test_synced_entry_log_pages_beyond_the_cache_window_leave_the_page_cache(tmp
     ``cache_window_bytes`` in the page cache, and every entry still reads back intact (from the
     disk). Method: 6 MB of 100 KiB entries with a 1 MiB window and flushEntrylogBytes, then
     mincore over the log."""
-    from bookie.journal_segment import DROP_CACHE_STEP_BYTES
+    from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES
     from tests.unit.bookie.page_cache_support import resident_bytes
 
     window = 1024 * KIB

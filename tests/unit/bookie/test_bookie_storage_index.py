@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
-from bookie.storage.entry_log_metadata import EntryLogMetadataIndex
-from bookie.storage.index_db import IndexDb
-from bookie.storage.ledger_metadata_index import LedgerMetadataIndex
+from minipulsar.bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
+from minipulsar.bookie.storage.entry_log_metadata import EntryLogMetadataIndex
+from minipulsar.bookie.storage.index_db import IndexDb
+from minipulsar.bookie.storage.ledger_metadata_index import LedgerMetadataIndex
 
 
 @pytest.fixture

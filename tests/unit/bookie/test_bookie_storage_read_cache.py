@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bookie.storage import metrics
-from bookie.storage.read_cache import ENTRY_OVERHEAD_BYTES, ReadCache
-from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
+from minipulsar.bookie.storage import metrics
+from minipulsar.bookie.storage.read_cache import ENTRY_OVERHEAD_BYTES, ReadCache
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
 
 
 def test_the_cache_stays_within_its_bytes_dropping_the_oldest() -> None:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from bookie.journal_format import RecordType
-from bookie.journal_segment import list_segments, replay_directory, segment_path
-from bookie.storage import metrics
-from bookie.storage.checkpoint import EMPTY_CHECKPOINT
-from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
+from minipulsar.bookie.journal_format import RecordType
+from minipulsar.bookie.journal_segment import list_segments, replay_directory, segment_path
+from minipulsar.bookie.storage import metrics
+from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
 from minipulsar.errors import LedgerFencedError, NoSuchEntryError
 from tests.support.process import wait_for
 from tests.unit.bookie.bookie_storage_support import (
@@ -267,7 +267,7 @@ async def test_a_dir_whose_new_entry_log_hit_a_full_disk_flushes_again_once_ther
     (ENOSPC) does not leave that dir unable to flush: once the disk has room, the retry creates
     the log and the mark moves (the half-created file made every retry fail with EEXIST, the
     mark stuck until a restart). Method: the header writes of ``ledgers-a`` fail, then work."""
-    from bookie.storage import entry_logger
+    from minipulsar.bookie.storage import entry_logger
 
     real_header = entry_logger.encode_log_header
 
@@ -310,7 +310,7 @@ async def test_each_dir_failing_is_logged_when_it_starts(tmp_path: Path, monkeyp
     monkeypatch.setattr(SingleDirectoryDbLedgerStorage, "flush", flush)
     bookie = await started_bookie(tmp_path / "bookie")
     try:
-        caplog.set_level("ERROR", logger="bookie.storage.db_ledger_storage")
+        caplog.set_level("ERROR", logger="minipulsar.bookie.storage.db_ledger_storage")
         for attempt in range(3):
             await add_many(bookie, range(2), range(attempt * 5, attempt * 5 + 5))
             with pytest.raises(RuntimeError):
@@ -322,7 +322,7 @@ async def test_each_dir_failing_is_logged_when_it_starts(tmp_path: Path, monkeyp
         dir_lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ledger dir ")]
         assert len([line for line in dir_lines if "ledgers-a" in line and "No space" in line]) == 1
         assert len([line for line in dir_lines if "ledgers-b" in line and "Input/output" in line]) == 1
-        caplog.set_level("WARNING", logger="bookie.storage.db_ledger_storage")
+        caplog.set_level("WARNING", logger="minipulsar.bookie.storage.db_ledger_storage")
         failing.clear()
         await storage(bookie).checkpoint()
         again = [r.getMessage() for r in caplog.records if "flushes again" in r.getMessage()]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bookie.storage import metrics
-from bookie.storage.entry_log import split_location
-from bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
-from bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
+from minipulsar.bookie.storage import metrics
+from minipulsar.bookie.storage.entry_log import split_location
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
+from minipulsar.bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
 from minipulsar.errors import BookieReadOnlyError, TooManyRequestsError
 from tests.support.process import wait_for
 

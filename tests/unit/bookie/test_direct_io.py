@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bookie.direct_io import BLOCK_BYTES, DirectAppender, StagingBuffers, open_direct
+from minipulsar.bookie.direct_io import BLOCK_BYTES, DirectAppender, StagingBuffers, open_direct
 
 
 @contextlib.contextmanager

@@ -8,9 +8,9 @@ import asyncio
 import queue
 from pathlib import Path
 
-from bookie.group_commit import GroupCommitPolicy
-from bookie.journal import Journal, JournalSettings
-from bookie.journal_format import RecordType
+from minipulsar.bookie.group_commit import GroupCommitPolicy
+from minipulsar.bookie.journal import Journal, JournalSettings
+from minipulsar.bookie.journal_format import RecordType
 from minipulsar.errors import UnknownServerError
 
 KIB = 1024

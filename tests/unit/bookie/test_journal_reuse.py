@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bookie.journal import Journal
-from bookie.journal_files import JournalFiles
-from bookie.journal_format import (
+from minipulsar.bookie.journal import Journal
+from minipulsar.bookie.journal_files import JournalFiles
+from minipulsar.bookie.journal_format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     RecordType,
@@ -18,7 +18,7 @@ from bookie.journal_format import (
     encode_header,
     read_segment_header,
 )
-from bookie.journal_segment import (
+from minipulsar.bookie.journal_segment import (
     RECYCLED_SUFFIX,
     SegmentWriter,
     delete_segments_before,
@@ -28,7 +28,7 @@ from bookie.journal_segment import (
     segment_path,
     take_recycled,
 )
-from bookie.journal_types import JournalStats
+from minipulsar.bookie.journal_types import JournalStats
 
 from tests.unit.bookie.test_journal_segments import KIB, replay, settings
 

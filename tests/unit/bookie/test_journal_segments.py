@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from bookie import journal_segment
-from bookie.group_commit import GroupCommitPolicy
-from bookie.journal import Journal, JournalSettings
-from bookie.journal_format import (
+from minipulsar.bookie import journal_segment
+from minipulsar.bookie.group_commit import GroupCommitPolicy
+from minipulsar.bookie.journal import Journal, JournalSettings
+from minipulsar.bookie.journal_format import (
     SEGMENT_VERSION,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
@@ -29,7 +29,7 @@ from bookie.journal_format import (
     encode_segment_header,
     read_segment_header,
 )
-from bookie.journal_segment import Preallocator, SegmentWriter, list_segments, scan_segment, segment_path
+from minipulsar.bookie.journal_segment import Preallocator, SegmentWriter, list_segments, scan_segment, segment_path
 from tests.support.process import wait_for
 
 KIB = 1024
@@ -152,7 +152,7 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     """Goal: with journalRemoveFromPageCache (the default) the segment's synced pages leave the
     page cache — all but the last step's — and every record still replays. Method: 3 MiB of
     64 KiB records, one group each, then mincore over the segment."""
-    from bookie.journal_segment import DROP_CACHE_STEP_BYTES
+    from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES
     from tests.unit.bookie.page_cache_support import resident_bytes
 
     entries = [(4, i, os.urandom(64 * KIB)) for i in range(48)]
@@ -296,7 +296,7 @@ def test_trimming_that_fails_at_start_is_logged_and_left_for_the_next_checkpoint
                                                                                   caplog) -> None:
     """Goal: deleting old segments is housekeeping: when it fails during start-up (the replay's
     checkpoint trims before the journal's threads run), the bookie still starts."""
-    from bookie import journal as journal_module
+    from minipulsar.bookie import journal as journal_module
 
     def failing(*args) -> list[int]:  # noqa: ANN002
         raise OSError(errno.EACCES, "Permission denied")

@@ -6,7 +6,7 @@ import uuid
 
 from minipulsar.metadata import open_metadata_store
 
-from broker.bookkeeper.ledger_id import LedgerIdAllocator
+from minipulsar.broker.bookkeeper.ledger_id import LedgerIdAllocator
 
 
 async def test_ids_are_unique_across_allocators_and_above_the_asked_minimum():

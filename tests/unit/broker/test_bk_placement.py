@@ -14,16 +14,16 @@ from collections.abc import Mapping
 
 import pytest
 
-from broker.bookkeeper.cluster_view import BookieLoadReport, ClusterView
-from broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy, load_weights
-from broker.bookkeeper.placement import (
+from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport, ClusterView
+from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy, load_weights
+from minipulsar.broker.bookkeeper.placement import (
     DefaultEnsemblePlacementPolicy,
     EnsemblePlacementPolicy,
     placement_policy,
     select_ensemble,
     select_replacement,
 )
-from broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy, arrange_racks, window_neighbours
+from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy, arrange_racks, window_neighbours
 from minipulsar.errors import ConfigError, NotEnoughBookiesError
 
 SEED = 20240611

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from bench.quarantine_sim import DEFAULT_SEED, FAULTY, SimParams, buckets, compare, simulate
-from broker.bookkeeper.metrics import PREFIX
-from broker.bookkeeper.quarantine import BookieQuarantine, counts_toward_quarantine
+from minipulsar.broker.bookkeeper.metrics import PREFIX
+from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine, counts_toward_quarantine
 from minipulsar.errors import (
     BookieReadOnlyError,
     ConnectionClosedError,

@@ -8,8 +8,8 @@ import uuid
 
 from minipulsar.metadata import open_metadata_store
 
-from broker.bookkeeper.add_budget import AddBudget
-from broker.bookkeeper.bookie_registry import BookieRegistry, parse_rack_mapping
+from minipulsar.broker.bookkeeper.add_budget import AddBudget
+from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry, parse_rack_mapping
 from tests.support.process import wait_for
 
 

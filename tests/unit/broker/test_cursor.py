@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
-from broker.managed_ledger.entry_cache import EntryCache
-from broker.managed_ledger.info import LedgerInfo
-from broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
-from broker.managed_ledger.position import Entry, Position
-from broker.managed_ledger.range_set import PositionRangeSet
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.managed_ledger.info import LedgerInfo
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 
 def closed_ledger(*entries_per_ledger: int) -> ManagedLedger:

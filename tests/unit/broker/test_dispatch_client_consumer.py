@@ -10,10 +10,10 @@ import pytest
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 
-from client.consumer import Consumer
-from client.consumer_config import ConsumerConfig
-from client.exceptions import CumulativeAcknowledgementNotAllowedError
-from client.message import MessageId
+from minipulsar.client.consumer import Consumer
+from minipulsar.client.consumer_config import ConsumerConfig
+from minipulsar.client.exceptions import CumulativeAcknowledgementNotAllowedError
+from minipulsar.client.message import MessageId
 from tests.support.process import wait_for
 
 

@@ -11,15 +11,15 @@ from minipulsar.errors import ConsumerBusyError, InvalidCommand
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.protocol.commands import ActiveConsumerChange, Message
 
-from broker.managed_ledger.position import Entry, Position
-from broker.topics.consumer import Consumer
-from broker.topics.counters import TopicCounters
-from broker.topics.dispatch_settings import DispatchSettings
-from broker.topics.dispatcher import entries_for_permits, entries_within_permits
-from broker.topics.key_shared import NONE_KEY, ConsistentHashRing, key_hash, sticky_key
-from broker.topics.redelivery import RedeliveryTracker
-from broker.topics.replay import ReplayQueue
-from broker.topics.subscription import Subscription
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.counters import TopicCounters
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.dispatcher import entries_for_permits, entries_within_permits
+from minipulsar.broker.topics.key_shared import NONE_KEY, ConsistentHashRing, key_hash, sticky_key
+from minipulsar.broker.topics.redelivery import RedeliveryTracker
+from minipulsar.broker.topics.replay import ReplayQueue
+from minipulsar.broker.topics.subscription import Subscription
 
 L = 7  # the one ledger of the fake managed ledger
 

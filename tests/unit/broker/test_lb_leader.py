@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from broker.loadbalance.leader import LEADER_PATH, LeaderElection
+from minipulsar.broker.loadbalance.leader import LEADER_PATH, LeaderElection
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.metadata.memory import SharedTree
 from tests.support.process import wait_for

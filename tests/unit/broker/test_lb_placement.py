@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from broker.loadbalance.bundle_split import find_bundles_to_split
-from broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
-from broker.loadbalance.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeight
-from broker.loadbalance.placement.pipeline import select_broker
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.base import Unload
-from broker.loadbalance.strategies import create_strategies
-from broker.loadbalance.unload_planner import plan_unloads, unload_done
+from minipulsar.broker.loadbalance.bundle_split import find_bundles_to_split
+from minipulsar.broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
+from minipulsar.broker.loadbalance.placement.least_resource_usage_with_weight import LeastResourceUsageWithWeight
+from minipulsar.broker.loadbalance.placement.pipeline import select_broker
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.base import Unload
+from minipulsar.broker.loadbalance.strategies import create_strategies
+from minipulsar.broker.loadbalance.unload_planner import plan_unloads, unload_done
 from tests.unit.broker.test_lb_support import MB, broker_with, bundle, load_data, report, stats
 
 pytestmark = pytest.mark.unit

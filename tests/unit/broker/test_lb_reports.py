@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from broker.loadbalance.bundle_data import BundleData, TimeAverageBrokerData
-from broker.loadbalance.load_report import LocalBrokerData, needs_update, percent_change
-from broker.loadbalance.resource_usage import ResourceUsage, ResourceWeights
-from broker.loadbalance.time_average import DEFAULT_MSG_RATE, TimeAverageMessageData
+from minipulsar.broker.loadbalance.bundle_data import BundleData, TimeAverageBrokerData
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData, needs_update, percent_change
+from minipulsar.broker.loadbalance.resource_usage import ResourceUsage, ResourceWeights
+from minipulsar.broker.loadbalance.time_average import DEFAULT_MSG_RATE, TimeAverageMessageData
 from tests.unit.broker.test_lb_support import bundle, report, stats
 
 pytestmark = pytest.mark.unit

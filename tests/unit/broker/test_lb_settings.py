@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.threshold import ThresholdShedder
-from broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
-from broker.loadbalance.strategies import create_strategies
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.threshold import ThresholdShedder
+from minipulsar.broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
+from minipulsar.broker.loadbalance.strategies import create_strategies
 from minipulsar.config import BrokerConfig, config_keys, load_config
 from minipulsar.errors import ConfigError
 

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from broker.loadbalance.settings import LoadBalancerSettings
-from broker.loadbalance.shedding.avg import AvgShedder
-from broker.loadbalance.shedding.overload import OverloadShedder
-from broker.loadbalance.shedding.threshold import ThresholdShedder
-from broker.loadbalance.shedding.uniform import UniformLoadShedder
+from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.loadbalance.shedding.avg import AvgShedder
+from minipulsar.broker.loadbalance.shedding.overload import OverloadShedder
+from minipulsar.broker.loadbalance.shedding.threshold import ThresholdShedder
+from minipulsar.broker.loadbalance.shedding.uniform import UniformLoadShedder
 from tests.unit.broker.test_lb_support import MB, broker_with, bundle, load_data, report, stats
 
 pytestmark = pytest.mark.unit

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from broker.loadbalance.load_data import LoadData
-from broker.loadbalance.load_report import LocalBrokerData, NamespaceBundleStats
-from broker.loadbalance.resource_usage import ResourceUsage, SystemResourceUsage
+from minipulsar.broker.loadbalance.load_data import LoadData
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData, NamespaceBundleStats
+from minipulsar.broker.loadbalance.resource_usage import ResourceUsage, SystemResourceUsage
 
 MB = 1024 * 1024
 NS = "public/default"

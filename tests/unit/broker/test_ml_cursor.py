@@ -12,13 +12,13 @@ import pytest
 
 from minipulsar.metadata.memory import MemoryMetadataStore
 
-from broker.managed_ledger import metrics
-from broker.managed_ledger.config import ManagedLedgerConfig
-from broker.managed_ledger.cursor import ManagedCursor
-from broker.managed_ledger.entry_cache import EntryCache
-from broker.managed_ledger.info import LedgerInfo
-from broker.managed_ledger.ledger import ManagedLedger
-from broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger import metrics
+from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.managed_ledger.info import LedgerInfo
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.position import Entry, Position
 from tests.support.process import wait_for
 
 KEEP_FOREVER = {"retention_time_minutes": -1, "retention_size_mb": -1}  # no trimming: there are no bookies
@@ -117,7 +117,7 @@ async def test_ranges_beyond_the_bound_stay_in_memory_with_a_warning_and_a_count
     ledger = closed_ledger(100, store=store, max_unacked_ranges_to_persist=3)
     cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
     before = metrics.CURSOR_RANGES_OVER_LIMIT._value.get()
-    with caplog.at_level(logging.WARNING, logger="broker.managed_ledger.cursor"):
+    with caplog.at_level(logging.WARNING, logger="minipulsar.broker.managed_ledger.cursor"):
         for entry_id in range(1, 20, 2):
             await cursor.acknowledge([Position(10, entry_id)])
     assert cursor.non_contiguous_deleted_ranges == 10 and cursor.unpersisted_ranges == 7

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from broker.managed_ledger.entry_cache import EntryCache
-from broker.managed_ledger.position import Entry, Position
-from broker.managed_ledger.reads_limiter import ReadsInFlightLimiter
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.reads_limiter import ReadsInFlightLimiter
 from tests.support.process import wait_for
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import random
 
-from broker.managed_ledger.cursor_info import decode_cursor_info, decode_mark_delete, encode_cursor_info
-from broker.managed_ledger.position import Position
-from broker.managed_ledger.range_set import PositionRangeSet
+from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, decode_mark_delete, encode_cursor_info
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 
 def P(ledger_id: int, entry_id: int) -> Position:

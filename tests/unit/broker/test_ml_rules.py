@@ -6,10 +6,10 @@ import pytest
 
 from minipulsar.protocol.batch import BatchMessage, encode_batch, peek_publish_time_ms
 
-from broker.managed_ledger.config import MIB, ManagedLedgerConfig
-from broker.managed_ledger.info import LedgerInfo
-from broker.managed_ledger.position import Position
-from broker.managed_ledger.retention import consumed_prefix, current_ledger_is_full, ledgers_to_trim
+from minipulsar.broker.managed_ledger.config import MIB, ManagedLedgerConfig
+from minipulsar.broker.managed_ledger.info import LedgerInfo
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.retention import consumed_prefix, current_ledger_is_full, ledgers_to_trim
 
 NOW_MS = 10_000_000
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.namespace.bundles import (
+from minipulsar.broker.namespace.bundles import (
     FULL_UPPER,
     BundleRange,
     NamespaceBundle,

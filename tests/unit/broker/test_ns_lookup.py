@@ -23,10 +23,10 @@ from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.metadata.memory import SharedTree
 from minipulsar.topic_name import TopicName
 
-from broker.namespace.bundles import NamespaceBundle
-from broker.namespace.liveness import LivenessProbe
-from broker.namespace.ownership import OwnerData, ownership_path
-from broker.namespace.service import NamespaceService
+from minipulsar.broker.namespace.bundles import NamespaceBundle
+from minipulsar.broker.namespace.liveness import LivenessProbe
+from minipulsar.broker.namespace.ownership import OwnerData, ownership_path
+from minipulsar.broker.namespace.service import NamespaceService
 from tests.support.process import wait_for
 
 TOPIC = TopicName.parse("persistent://public/default/orders")

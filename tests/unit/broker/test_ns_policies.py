@@ -15,9 +15,9 @@ from minipulsar.errors import AlreadyExistsError, BadVersionError, InvalidComman
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.metadata.memory import SharedTree
 
-from broker.namespace.bundles import initial_boundaries
-from broker.namespace.policies import PolicyStore, split_namespace
-from broker.namespace.split import split_boundaries
+from minipulsar.broker.namespace.bundles import initial_boundaries
+from minipulsar.broker.namespace.policies import PolicyStore, split_namespace
+from minipulsar.broker.namespace.split import split_boundaries
 
 
 @pytest_asyncio.fixture

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.namespace.bundles import FULL_UPPER, BundleRange, NamespaceBundles, initial_boundaries
-from broker.namespace.split import (
+from minipulsar.broker.namespace.bundles import FULL_UPPER, BundleRange, NamespaceBundles, initial_boundaries
+from minipulsar.broker.namespace.split import (
     children,
     range_equally_divide,
     split_boundaries,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from broker.namespace.unload import close_topics
+from minipulsar.broker.namespace.unload import close_topics
 
 
 class FakeConnection:

@@ -4,7 +4,7 @@ pending-sends limit: a connection reads only when no reason holds it."""
 
 from __future__ import annotations
 
-from broker.publish_buffer import GLOBAL_LIMIT, PublishBuffer
+from minipulsar.broker.publish_buffer import GLOBAL_LIMIT, PublishBuffer
 
 
 class FakeConnection:

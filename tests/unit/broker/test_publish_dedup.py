@@ -11,8 +11,8 @@ from minipulsar.errors import PersistenceError
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 
-from broker.dedup import DUPLICATE, MessageDeduplication
-from broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.dedup import DUPLICATE, MessageDeduplication
+from minipulsar.broker.managed_ledger.position import Entry, Position
 from tests.support.process import wait_for
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.topic_name import TopicName
 
-from broker.topics.non_persistent_topic import NON_PERSISTENT_POSITION, NonPersistentTopic
+from minipulsar.broker.topics.non_persistent_topic import NON_PERSISTENT_POSITION, NonPersistentTopic
 
 
 class FakeConnection:

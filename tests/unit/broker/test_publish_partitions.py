@@ -8,7 +8,7 @@ from minipulsar.errors import AlreadyExistsError, InvalidCommand, NotFoundError
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.topic_name import TopicName
 
-from broker.partitions import PartitionedTopics, partition_index, partitioned_topic_path
+from minipulsar.broker.partitions import PartitionedTopics, partition_index, partitioned_topic_path
 
 
 def test_partition_names() -> None:

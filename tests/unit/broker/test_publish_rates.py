@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.topics.rates import RateTable
+from minipulsar.broker.topics.rates import RateTable
 
 
 class Thing:

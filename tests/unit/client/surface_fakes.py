@@ -6,9 +6,9 @@ import asyncio
 import itertools
 from collections import deque
 
-from client.exceptions import AlreadyClosed, Timeout
-from client.message import Message
-from client.message_id import MessageId
+from minipulsar.client.exceptions import AlreadyClosed, Timeout
+from minipulsar.client.message import Message
+from minipulsar.client.message_id import MessageId
 
 
 def make_message(topic: str, ledger_id: int, entry_id: int, batch_index: int = -1, data: bytes = b"") -> Message:

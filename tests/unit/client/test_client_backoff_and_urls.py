@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from client.backoff import Backoff
-from client.service_url import ServiceUrl, parse_hosts
+from minipulsar.client.backoff import Backoff
+from minipulsar.client.service_url import ServiceUrl, parse_hosts
 
 
 def test_backoff_doubles_from_100_ms_to_its_cap_with_jitter_below_each_step() -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.topics.key_shared import NONE_KEY, sticky_key
+from minipulsar.broker.topics.key_shared import NONE_KEY, sticky_key
 from minipulsar.errors import InvalidCommandError
 from minipulsar.protocol import compression
 from minipulsar.protocol.batch import (

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from client.batch_container import BatchContainer, KeyBasedBatchContainer, PendingMessage
-from client.enums import BatchingType, CompressionType
-from client.memory_limit import MemoryLimitController
-from client.producer_config import ProducerConfig
+from minipulsar.client.batch_container import BatchContainer, KeyBasedBatchContainer, PendingMessage
+from minipulsar.client.enums import BatchingType, CompressionType
+from minipulsar.client.memory_limit import MemoryLimitController
+from minipulsar.client.producer_config import ProducerConfig
 
 
 def message(size: int = 10, key: str | None = None, ordering_key: str | None = None) -> PendingMessage:

@@ -11,10 +11,10 @@ import pytest
 
 from minipulsar.errors import ConnectionClosedError, ServiceNotReadyError, TopicNotFoundError
 
-from client.ack_grouping import AckGroupingTracker
-from client.backoff import Backoff
-from client.exceptions import Timeout
-from client.retry import LAST_ATTEMPT_S_MIN, gave_up_error, retry_until
+from minipulsar.client.ack_grouping import AckGroupingTracker
+from minipulsar.client.backoff import Backoff
+from minipulsar.client.exceptions import Timeout
+from minipulsar.client.retry import LAST_ATTEMPT_S_MIN, gave_up_error, retry_until
 
 
 async def test_retriable_errors_are_retried_until_an_attempt_succeeds() -> None:

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-import client
+from minipulsar import client
 import minipulsar
 import minipulsar.sync
 

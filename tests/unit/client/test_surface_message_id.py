@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.message_id import INT64_MAX, MessageId
+from minipulsar.client.message_id import INT64_MAX, MessageId
 
 ids = st.builds(MessageId, st.integers(-1, 2**31 - 1), st.integers(-1, INT64_MAX), st.integers(-1, INT64_MAX),
                 st.integers(-1, 2**31 - 1))

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from client.exceptions import AlreadyClosed, Timeout
-from client.message_id import MessageId
-from client.multi_topics_consumer import MultiTopicsConsumer, partition_of, partitioned_topic_of
-from client.pattern_consumer import PatternConsumer, TopicsPattern
+from minipulsar.client.exceptions import AlreadyClosed, Timeout
+from minipulsar.client.message_id import MessageId
+from minipulsar.client.multi_topics_consumer import MultiTopicsConsumer, partition_of, partitioned_topic_of
+from minipulsar.client.pattern_consumer import PatternConsumer, TopicsPattern
 from tests.support.process import wait_for
 from tests.unit.client.surface_fakes import FakeConsumer, make_message
 
@@ -177,7 +177,7 @@ async def test_rediscovery_subscribes_new_matching_topics_and_drops_vanished_one
 
 
 async def test_batch_receive_takes_what_is_queued_within_the_policy() -> None:
-    from client.consumer_config import ConsumerBatchReceivePolicy
+    from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy
 
     consumer, children = await consumer_over(
         [PARTITIONS[0]], batch_receive_policy=ConsumerBatchReceivePolicy(max_num_message=3, timeout_ms=20))

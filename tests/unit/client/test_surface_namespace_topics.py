@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.partitions import PartitionedTopics
-from broker.topic_list import topics_of_namespace
+from minipulsar.broker.partitions import PartitionedTopics
+from minipulsar.broker.topic_list import topics_of_namespace
 from minipulsar.errors import InvalidCommand
 from minipulsar.metadata.memory import MemoryMetadataStore
 from minipulsar.topic_name import TopicName

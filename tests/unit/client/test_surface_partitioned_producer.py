@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from client.exceptions import AlreadyClosed
-from client.partitioned_producer import PartitionedProducer
-from client.routing import CustomRouter, RoundRobinRouter, SinglePartitionRouter, java_string_hash
+from minipulsar.client.exceptions import AlreadyClosed
+from minipulsar.client.partitioned_producer import PartitionedProducer
+from minipulsar.client.routing import CustomRouter, RoundRobinRouter, SinglePartitionRouter, java_string_hash
 from tests.unit.client.surface_fakes import FakeProducer
 
 TOPIC = "persistent://public/default/orders"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from client.exceptions import Timeout
-from client.message_id import MessageId
-from client.reader import Reader
+from minipulsar.client.exceptions import Timeout
+from minipulsar.client.message_id import MessageId
+from minipulsar.client.reader import Reader
 from tests.support.process import wait_for
 from tests.unit.client.surface_fakes import FakeConsumer, make_message
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from client.routing import (
+from minipulsar.client.routing import (
     CustomRouter,
     HashingScheme,
     OutgoingMessage,

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from minipulsar.perf.options import ManagedLedgerOptions
-from minipulsar.perf.payload import make_payload
-from minipulsar.perf.rate_limiter import RateLimiter
-from minipulsar.perf.report import MANAGED_LEDGER, PerfResult
-from minipulsar.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
-from minipulsar.perf.stats import MAX_LATENCY_US, PerfStats
+from minipulsar.cli.perf.options import ManagedLedgerOptions
+from minipulsar.cli.perf.payload import make_payload
+from minipulsar.cli.perf.rate_limiter import RateLimiter
+from minipulsar.cli.perf.report import MANAGED_LEDGER, PerfResult
+from minipulsar.cli.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
+from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ BookKeeperFactory = Callable[[str], contextlib.AbstractAsyncContextManager[Any]]
 async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Event | None = None,
                              emit: Emit | None = print_line,
                              bookkeeper: BookKeeperFactory | None = None) -> PerfResult:
-    """Run ``perf managed-ledger``; ``emit`` and ``stop`` as :func:`minipulsar.perf.run_produce`.
+    """Run ``perf managed-ledger``; ``emit`` and ``stop`` as :func:`minipulsar.cli.perf.run_produce`.
 
     Raises:
         ValueError: a malformed metadata store URL.
@@ -54,7 +54,7 @@ async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Eve
         PerfInterrupted: ``stop`` was set before the run began.
     """
     if bookkeeper is None:
-        from minipulsar.cli.perf import bookkeeper_client as bookkeeper
+        from minipulsar.cli.perf.command import bookkeeper_client as bookkeeper
     payload = make_payload(options.size_bytes)
     stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
     session = PerfSession(MANAGED_LEDGER, stats, interval_s=options.stats_interval_s,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from minipulsar.perf.topics import expand_subscriptions, expand_topics
+from minipulsar.cli.perf.topics import expand_subscriptions, expand_topics
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
 DEFAULT_STATS_INTERVAL_S = 10.0

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from minipulsar.errors import MiniPulsarError
-from minipulsar.perf.report import PerfResult, interval_line
-from minipulsar.perf.stats import IntervalStats, PerfStats, mbit_per_s
+from minipulsar.cli.perf.report import PerfResult, interval_line
+from minipulsar.cli.perf.stats import IntervalStats, PerfStats, mbit_per_s
 
 Emit = Callable[[str], None]
 MB = 1_000_000

@@ -21,13 +21,13 @@ from dataclasses import asdict
 
 from minipulsar import AlreadyClosed, Client, CompressionType
 from minipulsar.errors import MiniPulsarError
-from minipulsar.perf.options import ProduceOptions
-from minipulsar.perf.payload import make_payload
-from minipulsar.perf.rate_limiter import RateLimiter
-from minipulsar.perf.report import PRODUCE, PerfResult
-from minipulsar.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
-from minipulsar.perf.stats import MAX_LATENCY_US, PerfStats
-from minipulsar.perf.topics import expand_topics
+from minipulsar.cli.perf.options import ProduceOptions
+from minipulsar.cli.perf.payload import make_payload
+from minipulsar.cli.perf.rate_limiter import RateLimiter
+from minipulsar.cli.perf.report import PRODUCE, PerfResult
+from minipulsar.cli.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
+from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
+from minipulsar.cli.perf.topics import expand_topics
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from minipulsar.perf.stats import IntervalStats, LatencySummary
+from minipulsar.cli.perf.stats import IntervalStats, LatencySummary
 
 PRODUCE, CONSUME, MANAGED_LEDGER = "produce", "consume", "managed-ledger"
 MODES = (PRODUCE, CONSUME, MANAGED_LEDGER)

@@ -2,7 +2,7 @@
 
 Each mode is one coroutine taking its options and returning a :class:`PerfResult`::
 
-    from minipulsar.perf import ProduceOptions, run_produce
+    from minipulsar.cli.perf import ProduceOptions, run_produce
 
     result = await run_produce(ProduceOptions(topics=["my-topic"], rate_per_s=10_000, duration_s=20,
                                               service_url="pulsar://127.0.0.1:6650"))
@@ -10,7 +10,7 @@ Each mode is one coroutine taking its options and returning a :class:`PerfResult
 
 ``emit`` receives the lines pulsar-perf prints (each interval's, then the two aggregate
 lines; default: stdout; None: silent); setting the ``stop`` event ends a run early, with
-its figures so far. The command line (:mod:`minipulsar.cli.perf`) is a thin layer over these.
+its figures so far. The command line (:mod:`minipulsar.cli.perf.command`) is a thin layer over these.
 The runners are imported on first use: the client package takes ~0.1 s to import, and every
 ``minipulsar`` command (servers included) imports this package's options for its parser.
 """
@@ -20,27 +20,27 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from minipulsar.perf.options import ConsumeOptions, ManagedLedgerOptions, ProduceOptions
-from minipulsar.perf.report import PerfResult
-from minipulsar.perf.session import Emit, PerfInterrupted, print_line
-from minipulsar.perf.stats import IntervalStats, LatencySummary
+from minipulsar.cli.perf.options import ConsumeOptions, ManagedLedgerOptions, ProduceOptions
+from minipulsar.cli.perf.report import PerfResult
+from minipulsar.cli.perf.session import Emit, PerfInterrupted, print_line
+from minipulsar.cli.perf.stats import IntervalStats, LatencySummary
 
 if TYPE_CHECKING:
-    from minipulsar.perf.managed_ledger import BookKeeperFactory
+    from minipulsar.cli.perf.managed_ledger import BookKeeperFactory
 
 
 async def run_produce(options: ProduceOptions, *, stop: asyncio.Event | None = None,
                       emit: Emit | None = print_line) -> PerfResult:
-    """See :func:`minipulsar.perf.producer.run_produce`."""
-    from minipulsar.perf.producer import run_produce as run
+    """See :func:`minipulsar.cli.perf.producer.run_produce`."""
+    from minipulsar.cli.perf.producer import run_produce as run
 
     return await run(options, stop=stop, emit=emit)
 
 
 async def run_consume(options: ConsumeOptions, *, stop: asyncio.Event | None = None,
                       emit: Emit | None = print_line) -> PerfResult:
-    """See :func:`minipulsar.perf.consumer.run_consume`."""
-    from minipulsar.perf.consumer import run_consume as run
+    """See :func:`minipulsar.cli.perf.consumer.run_consume`."""
+    from minipulsar.cli.perf.consumer import run_consume as run
 
     return await run(options, stop=stop, emit=emit)
 
@@ -48,8 +48,8 @@ async def run_consume(options: ConsumeOptions, *, stop: asyncio.Event | None = N
 async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Event | None = None,
                              emit: Emit | None = print_line,
                              bookkeeper: "BookKeeperFactory | None" = None) -> PerfResult:
-    """See :func:`minipulsar.perf.managed_ledger.run_managed_ledger`."""
-    from minipulsar.perf.managed_ledger import run_managed_ledger as run
+    """See :func:`minipulsar.cli.perf.managed_ledger.run_managed_ledger`."""
+    from minipulsar.cli.perf.managed_ledger import run_managed_ledger as run
 
     return await run(options, stop=stop, emit=emit, bookkeeper=bookkeeper)
 

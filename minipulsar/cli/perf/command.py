@@ -7,12 +7,12 @@
 Every ``-i`` seconds (default 10, as pulsar-perf) a line "Throughput produced: … msg/s …
 Latency: mean: … ms - med: … - 99pct: …" (consume: "Throughput received: …"), and at the end
 the "Aggregated throughput stats …" and "Aggregated latency stats …" lines; ``--json FILE``
-writes the same figures (:class:`minipulsar.perf.PerfResult`) as JSON.
+writes the same figures (:class:`minipulsar.cli.perf.PerfResult`) as JSON.
 
 Exit codes: 0 the run completed; 1 it could not start (unreachable cluster, too few bookies,
 a refused subscription …: one line on stderr, ``error: …``) or messages failed; 2 bad flags;
 130 interrupted — Ctrl-C (or SIGTERM) ends the run, prints the aggregate and writes the JSON;
-a second Ctrl-C quits at once. The measuring is in :mod:`minipulsar.perf`.
+a second Ctrl-C quits at once. The measuring is in :mod:`minipulsar.cli.perf`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from minipulsar.errors import MiniPulsarError
-from minipulsar.perf.options import (
+from minipulsar.cli.perf.options import (
     COMPRESSIONS,
     DEFAULT_BATCH_MAX_BYTES,
     DEFAULT_SERVICE_URL,
@@ -191,7 +191,7 @@ def run_perf(args: argparse.Namespace) -> int:
     _setup_logging()
     where = getattr(options, "service_url", None) or getattr(options, "metadata_url", "")
     from minipulsar.net.loop import run
-    from minipulsar.perf import PerfInterrupted
+    from minipulsar.cli.perf import PerfInterrupted
 
     try:
         result = run(_run_until_signal(args.perf_mode, options))
@@ -219,7 +219,7 @@ def run_perf(args: argparse.Namespace) -> int:
 async def _run_until_signal(mode: str, options: Any):
     """Run ``mode``; the first SIGINT/SIGTERM ends it cleanly, a second SIGINT raises
     KeyboardInterrupt (Python's default handler, put back after the first)."""
-    from minipulsar import perf
+    from minipulsar.cli import perf
 
     runner = {"produce": perf.run_produce, "consume": perf.run_consume,
               "managed-ledger": perf.run_managed_ledger}[mode]
@@ -243,7 +243,7 @@ async def _run_until_signal(mode: str, options: Any):
 async def bookkeeper_client(metadata_url: str) -> AsyncIterator[Any]:
     """The broker's BookKeeper client on the metadata store at ``metadata_url``, for
     ``perf managed-ledger`` (here because only ``minipulsar.cli`` may import ``broker``)."""
-    from broker.bookkeeper import BookKeeper, BookKeeperSettings
+    from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
 
     from minipulsar.metadata import open_metadata_store
 

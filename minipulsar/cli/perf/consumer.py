@@ -19,12 +19,12 @@ from dataclasses import asdict
 
 from minipulsar import Client, ConsumerType, InitialPosition
 from minipulsar.errors import MiniPulsarError
-from minipulsar.perf.options import ConsumeOptions
-from minipulsar.perf.rate_limiter import RateLimiter
-from minipulsar.perf.report import CONSUME, PerfResult
-from minipulsar.perf.session import YIELD_EVERY, Emit, PerfSession, print_line
-from minipulsar.perf.stats import MAX_LATENCY_MS, PerfStats
-from minipulsar.perf.topics import expand_subscriptions, expand_topics
+from minipulsar.cli.perf.options import ConsumeOptions
+from minipulsar.cli.perf.rate_limiter import RateLimiter
+from minipulsar.cli.perf.report import CONSUME, PerfResult
+from minipulsar.cli.perf.session import YIELD_EVERY, Emit, PerfSession, print_line
+from minipulsar.cli.perf.stats import MAX_LATENCY_MS, PerfStats
+from minipulsar.cli.perf.topics import expand_subscriptions, expand_topics
 
 def consumer_settings(options: ConsumeOptions) -> dict:
     """``subscribe`` keyword arguments for ``options``."""
@@ -36,7 +36,7 @@ def consumer_settings(options: ConsumeOptions) -> dict:
 
 async def run_consume(options: ConsumeOptions, *, stop: asyncio.Event | None = None,
                       emit: Emit | None = print_line) -> PerfResult:
-    """Run ``perf consume``; ``emit`` and ``stop`` as :func:`minipulsar.perf.run_produce`.
+    """Run ``perf consume``; ``emit`` and ``stop`` as :func:`minipulsar.cli.perf.run_produce`.
 
     Raises:
         ValueError: bad topic or subscription names, or service URL.
