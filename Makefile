@@ -1,4 +1,5 @@
-# Two commands on a fresh clone with only Python 3.11: `make run` and `make test`.
+# Two commands on a fresh clone with only Python 3.11: `make run` and `make test`; `make lint`
+# runs the linters CI runs first.
 # Both create .venv when it is missing and (re)install the project with its test and bench
 # extras whenever pyproject.toml is newer than the install stamp. `make bench` runs the
 # benchmark suite's quick profile into results/<timestamp>/, `make bench-peers` adds Redis
@@ -14,13 +15,18 @@ PYTEST_ARGS ?=   # e.g. PYTEST_ARGS='tests/unit -x'
 BENCH_ARGS ?=    # e.g. BENCH_ARGS='--journal-dir /mnt/ssd/j --ledger-dir /mnt/hdd/l' or '--disk-model hdd'
 BOOKIE_BENCH_ARGS ?=  # e.g. BOOKIE_BENCH_ARGS='--journal-dir /mnt/fast/journal --json bench/results/bookie.json'
 
-.PHONY: run test bench bench-peers bench-bookie clean distclean
+.PHONY: run test lint bench bench-peers bench-bookie clean distclean
 
 run: $(STAMP)
 	$(VENV)/bin/minipulsar standalone --data-dir $(DATA_DIR) $(RUN_ARGS)
 
 test: $(STAMP)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+
+# ruff: lint rules and the formatter's check (pyproject.toml [tool.ruff]).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench --profile quick $(BENCH_ARGS)

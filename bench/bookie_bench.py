@@ -45,14 +45,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.ceilings import (  # noqa: E402
+from bench.ceilings import (
     fsync_append_ceiling,
     hop_ceiling,
     io_pattern_ceiling,
     run_in_thread,
     shared_disk_ceiling,
 )
-from bench.common import (  # noqa: E402
+from bench.common import (
     MB,
     ROOT,
     BookieDirs,
@@ -69,13 +69,13 @@ from bench.common import (  # noqa: E402
     ratio,
     running,
 )
-from bench.suite.diskstats import FlushWindow  # noqa: E402
-from minipulsar.errors import MiniPulsarError, TooManyRequestsError  # noqa: E402
-from minipulsar.net import Connection, connect  # noqa: E402
-from minipulsar.net.loop import run  # noqa: E402
-from minipulsar.protocol.commands import AddEntry, AddEntryResponse, Error, ReadEntry  # noqa: E402
-from minipulsar.protocol.schema import Command  # noqa: E402
-from tests.support.process import ServerProcess  # noqa: E402
+from bench.suite.diskstats import FlushWindow
+from minipulsar.errors import MiniPulsarError, TooManyRequestsError
+from minipulsar.net import Connection, connect
+from minipulsar.net.loop import run
+from minipulsar.protocol.commands import AddEntry, AddEntryResponse, Error, ReadEntry
+from minipulsar.protocol.schema import Command
+from tests.support.process import ServerProcess
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -102,11 +102,16 @@ class AddEntryTemplate:
     costs the client ~1.5 µs per add more; ``--client codec`` uses it).
     """
 
-    __slots__ = ("_struct", "_constants", "_ledger_id", "_payload_bytes")
+    __slots__ = ("_constants", "_ledger_id", "_payload_bytes", "_struct")
 
     def __init__(self, ledger_id: int, payload_bytes: int) -> None:
-        keys = [b"\xa1t\xa9ADD_ENTRY\xa2id\xd3", b"\xa9ledger_id\xd3", b"\xa8entry_id\xd3",
-                b"\xa3lac\xd3", b"\xa7payload\xc6"]
+        keys = [
+            b"\xa1t\xa9ADD_ENTRY\xa2id\xd3",
+            b"\xa9ledger_id\xd3",
+            b"\xa8entry_id\xd3",
+            b"\xa3lac\xd3",
+            b"\xa7payload\xc6",
+        ]
         self._constants = keys
         self._struct = struct.Struct(">IB" + "".join(f"{len(k)}sq" for k in keys[:4]) + f"{len(keys[4])}sI")
         self._ledger_id, self._payload_bytes = ledger_id, payload_bytes
@@ -115,8 +120,20 @@ class AddEntryTemplate:
         """Length prefix and map up to the payload's bytes."""
         k = self._constants
         body_bytes = self._struct.size - 4 + self._payload_bytes
-        return self._struct.pack(body_bytes, 0x86, k[0], request_id, k[1], self._ledger_id, k[2], entry_id,
-                                 k[3], lac, k[4], self._payload_bytes)
+        return self._struct.pack(
+            body_bytes,
+            0x86,
+            k[0],
+            request_id,
+            k[1],
+            self._ledger_id,
+            k[2],
+            entry_id,
+            k[3],
+            lac,
+            k[4],
+            self._payload_bytes,
+        )
 
 
 class AddWriter(Connection):
@@ -126,8 +143,16 @@ class AddWriter(Connection):
     (AddEntryResponse or ERROR), and its latency is recorded only while ``measuring``.
     """
 
-    def __init__(self, ledger_id: int, payload: bytes, window: int, *, rate_per_s: float = 0,
-                 entries_max: int | None = None, cheap: bool = True) -> None:
+    def __init__(
+        self,
+        ledger_id: int,
+        payload: bytes,
+        window: int,
+        *,
+        rate_per_s: float = 0,
+        entries_max: int | None = None,
+        cheap: bool = True,
+    ) -> None:
         super().__init__()
         self.ledger_id, self.payload, self.window = ledger_id, payload, window
         self._template = AddEntryTemplate(ledger_id, len(payload)) if cheap else None
@@ -198,8 +223,9 @@ class AddWriter(Connection):
         if self._template is not None:
             self.writer.write(self._template.head(request_id, entry_id, self.lac), self.payload)
         else:
-            self.send(AddEntry(id=request_id, ledger_id=self.ledger_id, entry_id=entry_id,
-                               payload=self.payload, lac=self.lac))
+            self.send(
+                AddEntry(id=request_id, ledger_id=self.ledger_id, entry_id=entry_id, payload=self.payload, lac=self.lac)
+            )
 
     def command_received(self, command: Command) -> None:
         kind = type(command)
@@ -307,12 +333,14 @@ def effective_window(args: argparse.Namespace, size: int) -> int:
 
 async def open_writer(bookie: ServerProcess, ledger_id: int, size: int, window: int, **kwargs: Any) -> AddWriter:
     payload = os.urandom(size)
-    return await connect(lambda: AddWriter(ledger_id, payload, window, **kwargs), bookie.host, bookie.port,
-                         role="bench")
+    return await connect(
+        lambda: AddWriter(ledger_id, payload, window, **kwargs), bookie.host, bookie.port, role="bench"
+    )
 
 
-async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, args: argparse.Namespace,
-                         disk_dirs: tuple[Path, ...] = ()) -> dict[str, Any]:
+async def measure_writer(
+    writer: AddWriter, bookie: ServerProcess, label: str, args: argparse.Namespace, disk_dirs: tuple[Path, ...] = ()
+) -> dict[str, Any]:
     """Warm up, measure ``--secs`` with a progress line per interval, then drain the window.
     ``disk_dirs``: what the devices under them wrote meanwhile is reported (``devices``)."""
     writer.begin()
@@ -324,9 +352,11 @@ async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, a
     while (now := time.perf_counter()) < deadline and writer.is_open:
         await asyncio.sleep(min(args.progress_interval, deadline - now))
         t, acked = time.perf_counter(), writer.acked
-        progress(f"{label}: {(acked - last_acked) / (t - last_t):>10,.0f} adds/s "
-                 f"{(acked - last_acked) * len(writer.payload) / (t - last_t) / MB:>8.1f} MB/s  "
-                 f"p99 {fmt(writer.histogram.percentile_since_ms(mark, 99), '.2f')} ms")
+        progress(
+            f"{label}: {(acked - last_acked) / (t - last_t):>10,.0f} adds/s "
+            f"{(acked - last_acked) * len(writer.payload) / (t - last_t) / MB:>8.1f} MB/s  "
+            f"p99 {fmt(writer.histogram.percentile_since_ms(mark, 99), '.2f')} ms"
+        )
         last_acked, last_t, mark = acked, t, writer.histogram.mark()
     writer.measuring = False
     elapsed_s = time.perf_counter() - started
@@ -335,9 +365,11 @@ async def measure_writer(writer: AddWriter, bookie: ServerProcess, label: str, a
     devices = {window.device: window.stop() for window in disks}
     try:
         await asyncio.wait_for(writer.stop(), DRAIN_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        raise SystemExit(f"{label}: {writer.in_flight} adds still unanswered {DRAIN_TIMEOUT_S:.0f}s after the "
-                         f"run (see the bookie's log, {bookie.log_path.name})") from None
+    except TimeoutError:
+        raise SystemExit(
+            f"{label}: {writer.in_flight} adds still unanswered {DRAIN_TIMEOUT_S:.0f}s after the "
+            f"run (see the bookie's log, {bookie.log_path.name})"
+        ) from None
     result = {
         "label": label,
         "entry_bytes": len(writer.payload),
@@ -374,17 +406,25 @@ def _own_cpu_s() -> float:
     return times.user + times.system
 
 
-async def writer_runs(bookie: ServerProcess, sync: bool, first_ledger_id: int, args: argparse.Namespace,
-                      dirs: BookieDirs) -> list[dict[str, Any]]:
+async def writer_runs(
+    bookie: ServerProcess, sync: bool, first_ledger_id: int, args: argparse.Namespace, dirs: BookieDirs
+) -> list[dict[str, Any]]:
     results = []
     for index, (name, size) in enumerate(SIZES.items()):
         if name not in args.sizes:
             continue
-        writer = await open_writer(bookie, first_ledger_id + index, size, effective_window(args, size),
-                                   rate_per_s=args.rate, cheap=args.client == "cheap")
+        writer = await open_writer(
+            bookie,
+            first_ledger_id + index,
+            size,
+            effective_window(args, size),
+            rate_per_s=args.rate,
+            cheap=args.client == "cheap",
+        )
         try:
-            result = await measure_writer(writer, bookie, f"bookie {name} sync={'on' if sync else 'off'}", args,
-                                          (dirs.journal, dirs.ledgers))
+            result = await measure_writer(
+                writer, bookie, f"bookie {name} sync={'on' if sync else 'off'}", args, (dirs.journal, dirs.ledgers)
+            )
         finally:
             writer.close()
         result["sync"] = sync
@@ -415,8 +455,12 @@ async def catch_up_runs(bookie: ServerProcess, args: argparse.Namespace) -> dict
         alone = await measure_writer(writer, bookie, "writer alone", args)
     finally:
         writer.close()
-    reader = await connect(lambda: CatchUpReader(backlog_ledger, args.reader_entries - 1, args.read_batch,
-                                                 args.read_window), bookie.host, bookie.port, role="bench")
+    reader = await connect(
+        lambda: CatchUpReader(backlog_ledger, args.reader_entries - 1, args.read_batch, args.read_window),
+        bookie.host,
+        bookie.port,
+        role="bench",
+    )
     writer = await open_writer(bookie, 1002, size, window, rate_per_s=args.rate, cheap=args.client == "cheap")
     try:
         reader.begin()
@@ -455,33 +499,48 @@ def ceiling_runs(journal_root: Path, ledger_root: Path, args: argparse.Namespace
     for name, size in SIZES.items():
         progress(f"disk ceiling {name}: groups of {args.disk_group_bytes // size} x {size} B, fdatasync each")
         ceilings[f"disk_{name}"] = result = run_in_thread(
-            fsync_append_ceiling, journal_root, size, args.disk_group_bytes, args.secs, args.disk_file_mb << 20)
-        progress(f"disk ceiling {name}: {result['mb_per_s']:,.0f} MB/s, {result['records_per_s']:,.0f} records/s, "
-                 f"{result['groups_per_s']:,.0f} fdatasync/s")
+            fsync_append_ceiling, journal_root, size, args.disk_group_bytes, args.secs, args.disk_file_mb << 20
+        )
+        progress(
+            f"disk ceiling {name}: {result['mb_per_s']:,.0f} MB/s, {result['records_per_s']:,.0f} records/s, "
+            f"{result['groups_per_s']:,.0f} fdatasync/s"
+        )
     if "64k" in args.sizes:
         progress("shared-disk ceiling 64k: the same loop beside a second writer of as many bytes (extra figure)")
         ceilings["shared_disk_64k"] = result = run_in_thread(
-            shared_disk_ceiling, journal_root, SIZES["64k"], args.disk_group_bytes, args.secs, args.disk_file_mb << 20)
-        progress(f"shared-disk ceiling 64k: {result['mb_per_s']:,.0f} MB/s journaled "
-                 f"(+{result['second_writer_mb_per_s']:,.0f} MB/s by the second writer)")
-        progress("I/O-pattern ceiling 64k: the bookie's direct writes, back to back, in its journal and ledger dirs "
-                 "(extra figure)")
-        ceilings["io_pattern_64k"] = result = run_in_thread(io_pattern_ceiling, journal_root, ledger_root, args.secs,
-                                                            4 * MIB, MIB, 2, args.disk_file_mb << 20)
+            shared_disk_ceiling, journal_root, SIZES["64k"], args.disk_group_bytes, args.secs, args.disk_file_mb << 20
+        )
+        progress(
+            f"shared-disk ceiling 64k: {result['mb_per_s']:,.0f} MB/s journaled "
+            f"(+{result['second_writer_mb_per_s']:,.0f} MB/s by the second writer)"
+        )
+        progress(
+            "I/O-pattern ceiling 64k: the bookie's direct writes, back to back, in its journal and ledger dirs "
+            "(extra figure)"
+        )
+        ceilings["io_pattern_64k"] = result = run_in_thread(
+            io_pattern_ceiling, journal_root, ledger_root, args.secs, 4 * MIB, MIB, 2, args.disk_file_mb << 20
+        )
         if "skipped" in result:
             progress(f"I/O-pattern ceiling 64k skipped: {result['skipped']}")
         else:
-            progress(f"I/O-pattern ceiling 64k: {result['mb_per_s']:,.0f} MB/s (journal "
-                     f"{result['journal_mb_per_s']:,.0f}, entry logs {result['entry_log_mb_per_s']:,.0f})")
+            progress(
+                f"I/O-pattern ceiling 64k: {result['mb_per_s']:,.0f} MB/s (journal "
+                f"{result['journal_mb_per_s']:,.0f}, entry logs {result['entry_log_mb_per_s']:,.0f})"
+            )
     tool = Path(args.hop_ceiling)
     if not tool.exists():
         progress(f"hop ceiling skipped: {tool} not found (../shared is not beside the project)")
         ceilings["hop"] = {"skipped": f"{tool} not found"}
         return ceilings
-    progress(f"hop ceiling: {tool.name} run --server journal --window {args.window} (~{args.secs + args.warmup + 1:.0f}s)")
+    progress(
+        f"hop ceiling: {tool.name} run --server journal --window {args.window} (~{args.secs + args.warmup + 1:.0f}s)"
+    )
     ceilings["hop"] = result = hop_ceiling(tool, journal_root, args.window, args.secs, args.warmup)
-    progress(f"hop ceiling: {fmt(result.get('msgs_per_s'))} msgs/s, p99 {fmt(result.get('p99_ms'), '.2f')} ms, "
-             f"{fmt(result.get('msgs_per_group'))} msgs per fdatasync")
+    progress(
+        f"hop ceiling: {fmt(result.get('msgs_per_s'))} msgs/s, p99 {fmt(result.get('p99_ms'), '.2f')} ms, "
+        f"{fmt(result.get('msgs_per_group'))} msgs per fdatasync"
+    )
     return ceilings
 
 
@@ -492,8 +551,11 @@ def bookie_settings(sync: bool, args: argparse.Namespace) -> dict[str, Any]:
     # Steady state within a short run: a bookie writes every journal segment over a trimmed one
     # (journalReuseFiles) except its first few. With BookKeeper's 2 GiB segments a run of a few
     # seconds would measure only those first, freshly allocated segments.
-    settings: dict[str, Any] = {"journalSyncData": sync, "zkTimeout": 10_000,
-                                "journalMaxSizeMB": args.journal_segment_mb}
+    settings: dict[str, Any] = {
+        "journalSyncData": sync,
+        "zkTimeout": 10_000,
+        "journalMaxSizeMB": args.journal_segment_mb,
+    }
     for item in args.bookie_set:
         key, _, value = item.partition("=")
         settings[key.strip()] = value.strip()
@@ -511,8 +573,10 @@ def throughput_mode(args: argparse.Namespace) -> dict[str, Any]:
                 tag = "sync-on" if sync else "sync-off"
                 dirs = BookieDirs(journal_root / tag, ledger_root / tag, logs)
                 bookie = bookie_process(dirs, f"metastore://{metastore.address}", bookie_settings(sync, args), tag)
-                progress(f"starting a bookie with journalSyncData={str(sync).lower()} "
-                         f"(journal {dirs.journal}, ledgers {dirs.ledgers})")
+                progress(
+                    f"starting a bookie with journalSyncData={str(sync).lower()} "
+                    f"(journal {dirs.journal}, ledgers {dirs.ledgers})"
+                )
                 with running(bookie):
                     runs += run(writer_runs(bookie, sync, 10 if sync else 20, args, dirs))
                 if sync and ceilings.get("disk_64k") and "64k" in args.sizes:
@@ -524,8 +588,9 @@ def disk_ceiling_again(journal_root: Path, args: argparse.Namespace) -> dict[str
     """The 64 KiB disk ceiling once more, right after the bookie's sync-on runs (an extra
     figure): the ceiling drifts on shared VMs, and the two readings show by how much."""
     progress("disk ceiling 64k again, right after the bookie's sync-on runs (extra figure)")
-    result = run_in_thread(fsync_append_ceiling, journal_root, SIZES["64k"], args.disk_group_bytes, args.secs,
-                           args.disk_file_mb << 20)
+    result = run_in_thread(
+        fsync_append_ceiling, journal_root, SIZES["64k"], args.disk_group_bytes, args.secs, args.disk_file_mb << 20
+    )
     progress(f"disk ceiling 64k again: {result['mb_per_s']:,.0f} MB/s")
     return result
 
@@ -613,92 +678,163 @@ def _params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_throughput(result: dict[str, Any]) -> None:
-    print(f"{'run':<24} {'window':>6} {'adds/s':>10} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p999 ms':>8} "
-          f"{'bookie CPU%':>11} {'errors':>6}")
+    print(
+        f"{'run':<24} {'window':>6} {'adds/s':>10} {'MB/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'p999 ms':>8} "
+        f"{'bookie CPU%':>11} {'errors':>6}"
+    )
     for r in result["runs"]:
-        print(f"{r['label']:<24} {r['window']:>6} {r['adds_per_s']:>10,.0f} {r['mb_per_s']:>8.1f} "
-              f"{fmt(r['p50_ms'], '.2f'):>8} {fmt(r['p99_ms'], '.2f'):>8} {fmt(r['p999_ms'], '.2f'):>8} "
-              f"{r['bookie_cpu_pct']:>11.0f} {r['errors']:>6}")
+        print(
+            f"{r['label']:<24} {r['window']:>6} {r['adds_per_s']:>10,.0f} {r['mb_per_s']:>8.1f} "
+            f"{fmt(r['p50_ms'], '.2f'):>8} {fmt(r['p99_ms'], '.2f'):>8} {fmt(r['p999_ms'], '.2f'):>8} "
+            f"{r['bookie_cpu_pct']:>11.0f} {r['errors']:>6}"
+        )
     ceilings = result["ceilings"]
     for name in SIZES:
         d = ceilings[f"disk_{name}"]
         if not d:
             continue
-        print(f"disk ceiling {name:<4}: {d['mb_per_s']:>8,.0f} MB/s {d['records_per_s']:>11,.0f} records/s "
-              f"({d['records_per_group']} per fdatasync, {d['groups_per_s']:,.0f} fdatasync/s)")
+        print(
+            f"disk ceiling {name:<4}: {d['mb_per_s']:>8,.0f} MB/s {d['records_per_s']:>11,.0f} records/s "
+            f"({d['records_per_group']} per fdatasync, {d['groups_per_s']:,.0f} fdatasync/s)"
+        )
     hop = ceilings["hop"]
     if "skipped" in hop:
         print(f"hop ceiling    : skipped ({hop['skipped']})")
     else:
-        print(f"hop ceiling 1k : {fmt(hop.get('msgs_per_s')):>8} msgs/s, p99 {fmt(hop.get('p99_ms'), '.2f')} ms, "
-              f"server CPU {fmt(hop.get('server_cpu_pct'))}%, {fmt(hop.get('msgs_per_group'))} msgs per fdatasync")
-    print(f"ratio_1k  = adds/s 1k sync on / hop ceiling  = {fmt(result['adds_per_s_1k'])} / "
-          f"{fmt(result['hop_ceiling_per_s_1k'])} = {fmt(result['ratio_1k'], '.2f')}  (target >= 0.5)")
-    print(f"ratio_64k = MB/s 64k sync on / disk fsync MB/s = {fmt(result['mb_per_s_64k'], '.1f')} / "
-          f"{fmt(result['disk_fsync_mb_per_s_64k'], '.1f')} = {fmt(result['ratio_64k'], '.2f')}  (target >= 0.6)")
+        print(
+            f"hop ceiling 1k : {fmt(hop.get('msgs_per_s')):>8} msgs/s, p99 {fmt(hop.get('p99_ms'), '.2f')} ms, "
+            f"server CPU {fmt(hop.get('server_cpu_pct'))}%, {fmt(hop.get('msgs_per_group'))} msgs per fdatasync"
+        )
+    print(
+        f"ratio_1k  = adds/s 1k sync on / hop ceiling  = {fmt(result['adds_per_s_1k'])} / "
+        f"{fmt(result['hop_ceiling_per_s_1k'])} = {fmt(result['ratio_1k'], '.2f')}  (target >= 0.5)"
+    )
+    print(
+        f"ratio_64k = MB/s 64k sync on / disk fsync MB/s = {fmt(result['mb_per_s_64k'], '.1f')} / "
+        f"{fmt(result['disk_fsync_mb_per_s_64k'], '.1f')} = {fmt(result['ratio_64k'], '.2f')}  (target >= 0.6)"
+    )
     if result.get("disk_fsync_mb_per_s_64k_after"):
-        print(f"  extra: ratio_64k_after = the same over the disk fsync ceiling measured again right after = "
-              f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['disk_fsync_mb_per_s_64k_after'], '.1f')} = "
-              f"{fmt(result['ratio_64k_after'], '.2f')}  (the ceiling's drift within this run)")
+        print(
+            f"  extra: ratio_64k_after = the same over the disk fsync ceiling measured again right after = "
+            f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['disk_fsync_mb_per_s_64k_after'], '.1f')} = "
+            f"{fmt(result['ratio_64k_after'], '.2f')}  (the ceiling's drift within this run)"
+        )
     if result.get("shared_disk_fsync_mb_per_s_64k"):
-        print(f"  extra: ratio_64k_shared_disk = MB/s 64k sync on / journal MB/s beside a second writer = "
-              f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['shared_disk_fsync_mb_per_s_64k'], '.1f')} = "
-              f"{fmt(result['ratio_64k_shared_disk'], '.2f')}  (both writers on the journal's disk)")
+        print(
+            f"  extra: ratio_64k_shared_disk = MB/s 64k sync on / journal MB/s beside a second writer = "
+            f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['shared_disk_fsync_mb_per_s_64k'], '.1f')} = "
+            f"{fmt(result['ratio_64k_shared_disk'], '.2f')}  (both writers on the journal's disk)"
+        )
     if result.get("io_pattern_mb_per_s_64k"):
-        print(f"  extra: ratio_64k_io_pattern = MB/s 64k sync on / the bookie's own direct-I/O pattern at full speed = "
-              f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['io_pattern_mb_per_s_64k'], '.1f')} = "
-              f"{fmt(result['ratio_64k_io_pattern'], '.2f')}  (its journal and ledger dirs, where they are)")
+        print(
+            f"  extra: ratio_64k_io_pattern = MB/s 64k sync on / the bookie's own direct-I/O pattern at full speed = "
+            f"{fmt(result['mb_per_s_64k'], '.1f')} / {fmt(result['io_pattern_mb_per_s_64k'], '.1f')} = "
+            f"{fmt(result['ratio_64k_io_pattern'], '.2f')}  (its journal and ledger dirs, where they are)"
+        )
     if result.get("device_write_mb_per_s_64k"):
-        print(f"  the journal's disk wrote {fmt(result['device_write_mb_per_s_64k'], ',.0f')} MB/s during 64k sync on "
-              f"(journal, and entry logs when they share it) = "
-              f"{fmt(ratio(result['device_write_mb_per_s_64k'], result['disk_fsync_mb_per_s_64k']), '.2f')} "
-              f"x the disk fsync ceiling")
-    print(f"sync off: ratio_1k {fmt(result['ratio_1k_nosync'], '.2f')}, ratio_64k {fmt(result['ratio_64k_nosync'], '.2f')}")
+        print(
+            f"  the journal's disk wrote {fmt(result['device_write_mb_per_s_64k'], ',.0f')} MB/s during 64k sync on "
+            f"(journal, and entry logs when they share it) = "
+            f"{fmt(ratio(result['device_write_mb_per_s_64k'], result['disk_fsync_mb_per_s_64k']), '.2f')} "
+            f"x the disk fsync ceiling"
+        )
+    print(
+        f"sync off: ratio_1k {fmt(result['ratio_1k_nosync'], '.2f')}, "
+        f"ratio_64k {fmt(result['ratio_64k_nosync'], '.2f')}"
+    )
 
 
 def print_catch_up(result: dict[str, Any]) -> None:
     for r in result["runs"]:
-        print(f"{r['label']:<26} {r['adds_per_s']:>10,.0f} adds/s  p50 {fmt(r['p50_ms'], '.2f')} ms  "
-              f"p99 {fmt(r['p99_ms'], '.2f')} ms  p999 {fmt(r['p999_ms'], '.2f')} ms  errors {r['errors']}")
-    print(f"catch-up reader: {result['read_entries_per_s']:,.0f} entries/s, {result['read_mb_per_s']:.1f} MB/s, "
-          f"read p99 {fmt(result['read_p99_ms'], '.2f')} ms, {result['read_throttled']} throttled, "
-          f"{result['read_errors']} errors")
-    print(f"add p99 with reader / alone = {fmt(result['add_p99_ms_with_reader'], '.2f')} / "
-          f"{fmt(result['add_p99_ms_alone'], '.2f')} ms = {fmt(result['add_p99_ratio'], '.2f')}x")
+        print(
+            f"{r['label']:<26} {r['adds_per_s']:>10,.0f} adds/s  p50 {fmt(r['p50_ms'], '.2f')} ms  "
+            f"p99 {fmt(r['p99_ms'], '.2f')} ms  p999 {fmt(r['p999_ms'], '.2f')} ms  errors {r['errors']}"
+        )
+    print(
+        f"catch-up reader: {result['read_entries_per_s']:,.0f} entries/s, {result['read_mb_per_s']:.1f} MB/s, "
+        f"read p99 {fmt(result['read_p99_ms'], '.2f')} ms, {result['read_throttled']} throttled, "
+        f"{result['read_errors']} errors"
+    )
+    print(
+        f"add p99 with reader / alone = {fmt(result['add_p99_ms_with_reader'], '.2f')} / "
+        f"{fmt(result['add_p99_ms_alone'], '.2f')} ms = {fmt(result['add_p99_ratio'], '.2f')}x"
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_common_arguments(parser)
     parser.add_argument("--journal-dir", help="where the journals (and both ceilings) go; default: a temp dir")
     parser.add_argument("--ledger-dir", help="where the ledger dirs go; default: a temp dir")
     parser.add_argument("--window", type=int, default=1000, help="adds in flight (default 1000)")
-    parser.add_argument("--window-bytes-max", type=int, default=8 << 20, metavar="BYTES",
-                        help="cap on payload bytes in flight: 64 KiB adds get a smaller window (default 8 MiB)")
-    parser.add_argument("--client", choices=["cheap", "codec"], default="cheap",
-                        help="cheap: ADD_ENTRY frames from a struct template (as hop_ceiling.py's client); "
-                             "codec: AddEntry commands through the codec")
+    parser.add_argument(
+        "--window-bytes-max",
+        type=int,
+        default=8 << 20,
+        metavar="BYTES",
+        help="cap on payload bytes in flight: 64 KiB adds get a smaller window (default 8 MiB)",
+    )
+    parser.add_argument(
+        "--client",
+        choices=["cheap", "codec"],
+        default="cheap",
+        help="cheap: ADD_ENTRY frames from a struct template (as hop_ceiling.py's client); "
+        "codec: AddEntry commands through the codec",
+    )
     parser.add_argument("--rate", type=float, default=0, help="adds/s per writer; 0 = as fast as acked (default)")
-    parser.add_argument("--sync", choices=["on", "off", "both"], default="both",
-                        help="journalSyncData settings to run (default both)")
-    parser.add_argument("--sizes", type=lambda text: text.split(","), default=list(SIZES), metavar="1k,64k",
-                        help="entry sizes to run against the bookie (default both)")
-    parser.add_argument("--bookie-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="extra bookkeeper.conf setting for the bookie (repeatable)")
-    parser.add_argument("--journal-segment-mb", type=int, default=256, metavar="MB",
-                        help="journalMaxSizeMB of the bookie (default 256: segments are reused within the "
-                             "warm-up, as in a bookie that has run for a while; --bookie-set overrides it)")
-    parser.add_argument("--disk-group-bytes", type=int, default=512 * 1024, metavar="BYTES",
-                        help="disk ceiling: bytes per fdatasync (default 512 KiB = journalBufferedWritesThreshold)")
+    parser.add_argument(
+        "--sync", choices=["on", "off", "both"], default="both", help="journalSyncData settings to run (default both)"
+    )
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: text.split(","),
+        default=list(SIZES),
+        metavar="1k,64k",
+        help="entry sizes to run against the bookie (default both)",
+    )
+    parser.add_argument(
+        "--bookie-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra bookkeeper.conf setting for the bookie (repeatable)",
+    )
+    parser.add_argument(
+        "--journal-segment-mb",
+        type=int,
+        default=256,
+        metavar="MB",
+        help="journalMaxSizeMB of the bookie (default 256: segments are reused within the "
+        "warm-up, as in a bookie that has run for a while; --bookie-set overrides it)",
+    )
+    parser.add_argument(
+        "--disk-group-bytes",
+        type=int,
+        default=512 * 1024,
+        metavar="BYTES",
+        help="disk ceiling: bytes per fdatasync (default 512 KiB = journalBufferedWritesThreshold)",
+    )
     parser.add_argument("--disk-file-mb", type=int, default=256, help="disk ceiling: preallocated file size (MiB)")
-    parser.add_argument("--hop-ceiling", default=str(HOP_CEILING), metavar="PATH",
-                        help="path of hop_ceiling.py (default ../shared/tools/hop_ceiling.py)")
+    parser.add_argument(
+        "--hop-ceiling",
+        default=str(HOP_CEILING),
+        metavar="PATH",
+        help="path of hop_ceiling.py (default ../shared/tools/hop_ceiling.py)",
+    )
     parser.add_argument("--no-ceilings", action="store_true", help="skip both ceilings (quick A/B runs)")
-    parser.add_argument("--catch-up-reader", action="store_true",
-                        help="instead: add p99 with and without a catch-up reader beside the writer")
-    parser.add_argument("--reader-entries", type=int, default=100_000,
-                        help="catch-up mode: 1 KiB entries written first for the reader (default 100000)")
+    parser.add_argument(
+        "--catch-up-reader",
+        action="store_true",
+        help="instead: add p99 with and without a catch-up reader beside the writer",
+    )
+    parser.add_argument(
+        "--reader-entries",
+        type=int,
+        default=100_000,
+        help="catch-up mode: 1 KiB entries written first for the reader (default 100000)",
+    )
     parser.add_argument("--read-batch", type=int, default=100, help="catch-up mode: entries per READ_ENTRY")
     parser.add_argument("--read-window", type=int, default=4, help="catch-up mode: READ_ENTRY requests in flight")
     parser.add_argument("--keep", action="store_true", help="keep the bench's dirs and logs (printed at the end)")

@@ -29,8 +29,9 @@ from bench.common import MB, ROOT
 MiB = 1024 * 1024
 
 
-def fsync_append_ceiling(directory: Path, record_bytes: int, group_bytes: int, secs: float,
-                         file_bytes: int) -> dict[str, Any]:
+def fsync_append_ceiling(
+    directory: Path, record_bytes: int, group_bytes: int, secs: float, file_bytes: int
+) -> dict[str, Any]:
     """Append groups of records with one ``pwrite`` + one ``fdatasync`` each, for ``secs``.
 
     The file is zero-filled and synced first (BookKeeper's ``journalPreAllocSizeMB``: syncing
@@ -50,7 +51,7 @@ def fsync_append_ceiling(directory: Path, record_bytes: int, group_bytes: int, s
         groups, offset, sync_s = 0, 0, 0.0
         started = time.perf_counter()
         deadline = started + secs
-        while (now := time.perf_counter()) < deadline:
+        while time.perf_counter() < deadline:
             if offset + len(group) > file_bytes:
                 offset = 0
             os.pwrite(fd, group, offset)
@@ -73,9 +74,15 @@ def fsync_append_ceiling(directory: Path, record_bytes: int, group_bytes: int, s
     }
 
 
-def shared_disk_ceiling(directory: Path, record_bytes: int, group_bytes: int, secs: float,
-                        file_bytes: int, copy_chunk_bytes: int = 1024 * 1024,
-                        copy_sync_bytes: int = 32 * 1024 * 1024) -> dict[str, Any]:
+def shared_disk_ceiling(
+    directory: Path,
+    record_bytes: int,
+    group_bytes: int,
+    secs: float,
+    file_bytes: int,
+    copy_chunk_bytes: int = 1024 * 1024,
+    copy_sync_bytes: int = 32 * 1024 * 1024,
+) -> dict[str, Any]:
     """:func:`fsync_append_ceiling`'s loop (the "journal") beside a thread appending the same
     bytes to a second file in ``copy_chunk_bytes`` writes, synced every ``copy_sync_bytes``
     (the "entry log", never ahead of the journal): every byte written twice to one disk, as a
@@ -142,8 +149,15 @@ def shared_disk_ceiling(directory: Path, record_bytes: int, group_bytes: int, se
     }
 
 
-def io_pattern_ceiling(journal_dir: Path, ledger_dir: Path, secs: float, journal_write_bytes: int = 4 * MiB,
-                       log_chunk_bytes: int = MiB, log_writers: int = 2, file_bytes: int = 256 * MiB) -> dict[str, Any]:
+def io_pattern_ceiling(
+    journal_dir: Path,
+    ledger_dir: Path,
+    secs: float,
+    journal_write_bytes: int = 4 * MiB,
+    log_chunk_bytes: int = MiB,
+    log_writers: int = 2,
+    file_bytes: int = 256 * MiB,
+) -> dict[str, Any]:
     """The bookie's 64 KiB write pattern with no Python pipeline in front of it: one thread
     writes journal groups of ``journal_write_bytes`` with ``O_DIRECT`` + ``RWF_DSYNC`` (write
     and sync in one call, as the journal does) over a preallocated file, back to back, while
@@ -230,9 +244,14 @@ def io_pattern_ceiling(journal_dir: Path, ledger_dir: Path, secs: float, journal
     if errors:
         raise errors[0]
     journal_mb_s, log_mb_s = done["journal"] / elapsed_s / MB, done["log"] / elapsed_s / MB
-    return {"mb_per_s": min(journal_mb_s, log_mb_s), "journal_mb_per_s": journal_mb_s,
-            "entry_log_mb_per_s": log_mb_s, "journal_write_bytes": journal_write_bytes,
-            "log_chunk_bytes": log_chunk_bytes, "log_writers": log_writers}
+    return {
+        "mb_per_s": min(journal_mb_s, log_mb_s),
+        "journal_mb_per_s": journal_mb_s,
+        "entry_log_mb_per_s": log_mb_s,
+        "journal_write_bytes": journal_write_bytes,
+        "log_chunk_bytes": log_chunk_bytes,
+        "log_writers": log_writers,
+    }
 
 
 def run_in_thread(function: Any, *args: Any) -> Any:
@@ -253,15 +272,38 @@ def run_in_thread(function: Any, *args: Any) -> Any:
     return outcome["value"]
 
 
-HOP_COLUMNS = {"frames/s": "frames_per_s", "msgs/s": "msgs_per_s", "MB/s": "mb_per_s", "p50ms": "p50_ms",
-               "p99ms": "p99_ms", "srvCPU%": "server_cpu_pct", "cliCPU%": "client_cpu_pct",
-               "msg/grp": "msgs_per_group", "flush/s": "device_flushes_per_s"}
+HOP_COLUMNS = {
+    "frames/s": "frames_per_s",
+    "msgs/s": "msgs_per_s",
+    "MB/s": "mb_per_s",
+    "p50ms": "p50_ms",
+    "p99ms": "p99_ms",
+    "srvCPU%": "server_cpu_pct",
+    "cliCPU%": "client_cpu_pct",
+    "msg/grp": "msgs_per_group",
+    "flush/s": "device_flushes_per_s",
+}
 
 
 def hop_ceiling(tool: Path, directory: Path, window: int, secs: float, warmup: float) -> dict[str, Any]:
     """Run ``hop_ceiling.py run --server journal`` and parse its table row."""
-    command = [sys.executable, str(tool), "run", "--server", "journal", "--mode", "single",
-               "--window", str(window), "--dir", str(directory), "--secs", str(secs), "--warmup", str(warmup)]
+    command = [
+        sys.executable,
+        str(tool),
+        "run",
+        "--server",
+        "journal",
+        "--mode",
+        "single",
+        "--window",
+        str(window),
+        "--dir",
+        str(directory),
+        "--secs",
+        str(secs),
+        "--warmup",
+        str(warmup),
+    ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=secs + warmup + 120, cwd=ROOT)
     if completed.returncode != 0:
         raise RuntimeError(f"hop_ceiling.py failed ({completed.returncode}): {completed.stderr.strip()[-500:]}")

@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (  # noqa: E402
+from bench.common import (
     MB,
     LatencyHistogram,
     emit_result,
@@ -45,9 +45,8 @@ from bench.common import (  # noqa: E402
     process_cpu_s,
     progress,
 )
-
-from minipulsar import Client  # noqa: E402
-from tests.support.cluster import ProcessCluster, process_cluster  # noqa: E402
+from minipulsar import Client
+from tests.support.cluster import ProcessCluster, process_cluster
 
 MODES = {"on": True, "off": False}
 
@@ -58,15 +57,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup-messages", type=int, default=2_000, help="unmeasured messages first (default 2000)")
     parser.add_argument("--size", type=int, default=1024, help="message bytes (default 1024)")
     parser.add_argument("--modes", default="on,off", help="batching modes to run: on,off (default both)")
-    parser.add_argument("--max-pending", type=int, default=10_000,
-                        help="max_pending_messages of the producer (default 10000)")
-    parser.add_argument("--batch-delay-ms", type=float, default=10,
-                        help="batching_max_publish_delay_ms (default 10, the client's default)")
+    parser.add_argument(
+        "--max-pending", type=int, default=10_000, help="max_pending_messages of the producer (default 10000)"
+    )
+    parser.add_argument(
+        "--batch-delay-ms",
+        type=float,
+        default=10,
+        help="batching_max_publish_delay_ms (default 10, the client's default)",
+    )
     parser.add_argument("--bookies", type=int, default=1, help="bookies in the cluster (default 1)")
-    parser.add_argument("--broker-set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a broker.conf key for the cluster (repeatable)")
-    parser.add_argument("--progress-interval", type=float, default=1.0, metavar="S",
-                        help="seconds between progress lines (default 1)")
+    parser.add_argument(
+        "--broker-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf key for the cluster (repeatable)",
+    )
+    parser.add_argument(
+        "--progress-interval", type=float, default=1.0, metavar="S", help="seconds between progress lines (default 1)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the result object to FILE")
     args = parser.parse_args(argv)
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -77,8 +87,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def producer_options(batching: bool, args: argparse.Namespace) -> dict[str, Any]:
     """The create_producer arguments of a mode (those the client's create_producer knows)."""
-    wanted = {"batching_enabled": batching, "batching_max_publish_delay_ms": args.batch_delay_ms,
-              "max_pending_messages": args.max_pending, "block_if_queue_full": True}
+    wanted = {
+        "batching_enabled": batching,
+        "batching_max_publish_delay_ms": args.batch_delay_ms,
+        "max_pending_messages": args.max_pending,
+        "block_if_queue_full": True,
+    }
     known = inspect.signature(Client.create_producer).parameters
     missing = [name for name in wanted if name not in known]
     if missing:
@@ -129,8 +143,9 @@ class Sender:
 
 async def run_mode(client: Client, cluster: ProcessCluster, batching: bool, args: argparse.Namespace) -> dict[str, Any]:
     label = f"batching {'on' if batching else 'off'}"
-    producer = await client.create_producer(f"client-bench-{'batched' if batching else 'unbatched'}-{time.time_ns()}",
-                                            **producer_options(batching, args))
+    producer = await client.create_producer(
+        f"client-bench-{'batched' if batching else 'unbatched'}-{time.time_ns()}", **producer_options(batching, args)
+    )
     sender = Sender(producer, b"x" * args.size)
     if args.warmup_messages:
         await sender.send(args.warmup_messages, args, f"{label} warmup")
@@ -144,16 +159,22 @@ async def run_mode(client: Client, cluster: ProcessCluster, batching: bool, args
     await producer.close()
     messages = sender.acked - acked_before
     result = {
-        "batching": batching, "messages": messages, "errors": sender.errors - errors_before,
-        "msgs_per_s": messages / wall_s, "mb_per_s": messages * args.size / wall_s / MB, "seconds": wall_s,
+        "batching": batching,
+        "messages": messages,
+        "errors": sender.errors - errors_before,
+        "msgs_per_s": messages / wall_s,
+        "mb_per_s": messages * args.size / wall_s / MB,
+        "seconds": wall_s,
         "client_cpu_us_per_msg": cpu_s / messages * 1e6 if messages else None,
-        "client_cpu_util": cpu_s / wall_s, "broker_cpu_us_per_msg": broker_cpu_s / messages * 1e6 if messages else None,
+        "client_cpu_util": cpu_s / wall_s,
+        "broker_cpu_us_per_msg": broker_cpu_s / messages * 1e6 if messages else None,
         **{f"publish_{k}": v for k, v in sender.latency.summary_ms().items()},
     }
     if sender.first_error is not None:
         result["first_error"] = f"{type(sender.first_error).__name__}: {sender.first_error}"
-    progress(f"{label}: {fmt(result['msgs_per_s'])} msgs/s, {fmt(result['client_cpu_us_per_msg'], '.1f')} µs "
-             f"client CPU/msg")
+    progress(
+        f"{label}: {fmt(result['msgs_per_s'])} msgs/s, {fmt(result['client_cpu_us_per_msg'], '.1f')} µs client CPU/msg"
+    )
     return result
 
 
@@ -166,7 +187,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 runs = [await run_mode(client, cluster, MODES[mode], args) for mode in args.modes]
     by_mode = {("on" if run["batching"] else "off"): run for run in runs}
     return {
-        "name": "client_bench", **environment(),
+        "name": "client_bench",
+        **environment(),
         "parameters": {k: v for k, v in vars(args).items() if k not in ("json", "progress_interval")},
         "msgs_per_s_batching_on": by_mode.get("on", {}).get("msgs_per_s"),
         "msgs_per_s_batching_off": by_mode.get("off", {}).get("msgs_per_s"),
@@ -177,15 +199,19 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(result: dict[str, Any]) -> str:
-    header = (f"{'batching':<9} {'messages':>9} {'msgs/s':>9} {'MB/s':>7} {'client µs/msg':>14} "
-              f"{'client CPU':>10} {'broker µs/msg':>14} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6}")
+    header = (
+        f"{'batching':<9} {'messages':>9} {'msgs/s':>9} {'MB/s':>7} {'client µs/msg':>14} "
+        f"{'client CPU':>10} {'broker µs/msg':>14} {'p50 ms':>7} {'p99 ms':>7} {'errors':>6}"
+    )
     rows = [header, "-" * len(header)]
     for run in result["runs"]:
-        rows.append(f"{'on' if run['batching'] else 'off':<9} {run['messages']:>9,} {fmt(run['msgs_per_s']):>9} "
-                    f"{fmt(run['mb_per_s'], '.1f'):>7} {fmt(run['client_cpu_us_per_msg'], '.1f'):>14} "
-                    f"{fmt(run['client_cpu_util'] * 100, '.0f') + ' %':>10} "
-                    f"{fmt(run['broker_cpu_us_per_msg'], '.1f'):>14} {fmt(run['publish_p50_ms'], '.2f'):>7} "
-                    f"{fmt(run['publish_p99_ms'], '.2f'):>7} {run['errors']:>6}")
+        rows.append(
+            f"{'on' if run['batching'] else 'off':<9} {run['messages']:>9,} {fmt(run['msgs_per_s']):>9} "
+            f"{fmt(run['mb_per_s'], '.1f'):>7} {fmt(run['client_cpu_us_per_msg'], '.1f'):>14} "
+            f"{fmt(run['client_cpu_util'] * 100, '.0f') + ' %':>10} "
+            f"{fmt(run['broker_cpu_us_per_msg'], '.1f'):>14} {fmt(run['publish_p50_ms'], '.2f'):>7} "
+            f"{fmt(run['publish_p99_ms'], '.2f'):>7} {run['errors']:>6}"
+        )
     return "\n".join(rows)
 
 

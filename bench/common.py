@@ -48,8 +48,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secs", type=float, default=5.0, help="measured seconds per run (default 5)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds run before measuring (default 1)")
     parser.add_argument("--json", metavar="FILE", help="also write the result object to FILE")
-    parser.add_argument("--progress-interval", type=float, default=1.0, metavar="S",
-                        help="seconds between progress lines (default 1)")
+    parser.add_argument(
+        "--progress-interval", type=float, default=1.0, metavar="S", help="seconds between progress lines (default 1)"
+    )
 
 
 # -- latency ---------------------------------------------------------------------------------
@@ -122,7 +123,9 @@ class BookieDirs:
 
 
 @contextlib.contextmanager
-def bench_dirs(journal_dir: str | None, ledger_dir: str | None, keep: bool = False) -> Iterator[tuple[Path, Path, Path]]:
+def bench_dirs(
+    journal_dir: str | None, ledger_dir: str | None, keep: bool = False
+) -> Iterator[tuple[Path, Path, Path]]:
     """``(journal parent, ledger parent, logs)``: fresh temp dirs inside the given ones (or the
     system temp dir), removed at the end unless ``keep`` — except the logs of a run that
     failed; the user's own dirs stay untouched."""
@@ -157,11 +160,23 @@ def metastore_process(data_dir: Path, logs: Path) -> ServerProcess:
     return ServerProcess("metastore", ["--port", "0", "--data-dir", str(data_dir)], logs / "metastore.log")
 
 
-def bookie_process(dirs: BookieDirs, metadata_url: str, settings: dict[str, Any], name: str = "bookie") -> ServerProcess:
+def bookie_process(
+    dirs: BookieDirs, metadata_url: str, settings: dict[str, Any], name: str = "bookie"
+) -> ServerProcess:
     """A bookie on port 0 with one journal dir and one ledger dir; ``settings`` are
     ``bookkeeper.conf`` keys passed with ``--set`` (e.g. ``journalSyncData``)."""
-    args = ["--port", "0", "--http-port", "0", "--journal-dir", str(dirs.journal),
-            "--ledger-dirs", str(dirs.ledgers), "--metadata-url", metadata_url]
+    args = [
+        "--port",
+        "0",
+        "--http-port",
+        "0",
+        "--journal-dir",
+        str(dirs.journal),
+        "--ledger-dirs",
+        str(dirs.ledgers),
+        "--metadata-url",
+        metadata_url,
+    ]
     for key, value in settings.items():
         args += ["--set", f"{key}={_conf_value(value)}"]
     return ServerProcess("bookie", args, dirs.logs / f"{name}.log")

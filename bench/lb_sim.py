@@ -164,7 +164,7 @@ class Traffic:
         self._rng = rng
         ranks = list(range(1, params.bundles + 1))
         rng.shuffle(ranks)
-        weights = [1.0 / r ** params.zipf_s for r in ranks]
+        weights = [1.0 / r**params.zipf_s for r in ranks]
         total = sum(weights)
         self.bundles: list[SimBundle] = []
         for index, weight in enumerate(weights):
@@ -212,25 +212,39 @@ class Traffic:
         b = self.by_name[bundle]
         bytes_in = self.total_bytes_in * b.weight * b.walk * self.wave(minute)
         rate_in = bytes_in / b.msg_bytes
-        return NamespaceBundleStats(rate_in, rate_in * b.fanout, bytes_in, bytes_in * b.fanout,
-                                    topics=10, consumer_count=5, producer_count=5)
+        return NamespaceBundleStats(
+            rate_in, rate_in * b.fanout, bytes_in, bytes_in * b.fanout, topics=10, consumer_count=5, producer_count=5
+        )
 
 
-def broker_usage(stats: list[NamespaceBundleStats], traffic: Traffic, jitter: float = 0.0,
-                 background_pct: float = 0.0) -> SystemResourceUsage:
+def broker_usage(
+    stats: list[NamespaceBundleStats], traffic: Traffic, jitter: float = 0.0, background_pct: float = 0.0
+) -> SystemResourceUsage:
     """A broker's five resources from its bundles' traffic (percent of 100); ``jitter`` moves
     the heap figure (garbage collection makes it noisy)."""
     nic = traffic.params.nic_bytes_s
     bw_in = 100.0 * sum(s.msg_throughput_in for s in stats) / nic
     bw_out = 100.0 * sum(s.msg_throughput_out for s in stats) / nic
     share = traffic.params.cpu_from_messages
-    cpu = 3.0 + background_pct + 100.0 * (share * sum(s.msg_rate for s in stats) / traffic.cpu_msgs_s
-                         + (1 - share) * sum(s.msg_throughput for s in stats) / traffic.cpu_bytes_s)
+    cpu = (
+        3.0
+        + background_pct
+        + 100.0
+        * (
+            share * sum(s.msg_rate for s in stats) / traffic.cpu_msgs_s
+            + (1 - share) * sum(s.msg_throughput for s in stats) / traffic.cpu_bytes_s
+        )
+    )
     busy = max(cpu, bw_in, bw_out)
     memory = 8.0 + 0.25 * busy + jitter
     direct = 4.0 + 0.4 * bw_in
-    return SystemResourceUsage(ResourceUsage(cpu, 100), ResourceUsage(memory, 100), ResourceUsage(direct, 100),
-                               ResourceUsage(bw_in, 100), ResourceUsage(bw_out, 100))
+    return SystemResourceUsage(
+        ResourceUsage(cpu, 100),
+        ResourceUsage(memory, 100),
+        ResourceUsage(direct, 100),
+        ResourceUsage(bw_in, 100),
+        ResourceUsage(bw_out, 100),
+    )
 
 
 class ClusterSim:
@@ -242,9 +256,12 @@ class ClusterSim:
         self.shedder, self.placement = create_strategies(settings, random.Random(seed * 104_729 + 3))
         hosts = random.Random(seed * 31 + 7)
         self.brokers = {
-            f"broker-{i}": SimBroker(f"broker-{i}", params.bookie_cpu_pct + hosts.uniform(-5.0, 5.0)
-                                     if i >= params.brokers - params.bookie_hosts else 0.0)
-            for i in range(params.brokers)}
+            f"broker-{i}": SimBroker(
+                f"broker-{i}",
+                params.bookie_cpu_pct + hosts.uniform(-5.0, 5.0) if i >= params.brokers - params.bookie_hosts else 0.0,
+            )
+            for i in range(params.brokers)
+        }
         self.owner: dict[str, str] = {}
         self.load_data = LoadData()
         self.departures: dict[str, list[tuple[float, str]]] = {}
@@ -261,10 +278,15 @@ class ClusterSim:
     def _report(self, broker: SimBroker, minute: int) -> LocalBrokerData:
         stats = {b: self.traffic.stats(b, minute) for b in sorted(broker.bundles)}
         usage = broker_usage(list(stats.values()), self.traffic, self._noise.uniform(-2.0, 2.0), broker.background_pct)
-        return LocalBrokerData.build(web_service_url=f"http://{broker.name}:8080",
-                                     pulsar_service_url=f"pulsar://{broker.name}:6650", cluster="sim",
-                                     usage=usage, bundles=set(broker.bundles), last_stats=stats,
-                                     last_update_ms=int(minute * MINUTE_S * 1000))
+        return LocalBrokerData.build(
+            web_service_url=f"http://{broker.name}:8080",
+            pulsar_service_url=f"pulsar://{broker.name}:6650",
+            cluster="sim",
+            usage=usage,
+            bundles=set(broker.bundles),
+            last_stats=stats,
+            last_update_ms=int(minute * MINUTE_S * 1000),
+        )
 
     def _publish(self, minute: int, force: bool = False) -> None:
         now_s = minute * MINUTE_S
@@ -273,8 +295,13 @@ class ClusterSim:
             if not broker.up:
                 continue
             current = self._report(broker, minute)
-            if force or needs_update(broker.published, current, now_s - broker.published_at_s,
-                                     s.report_update_threshold_pct, s.report_update_max_interval_minutes):
+            if force or needs_update(
+                broker.published,
+                current,
+                now_s - broker.published_at_s,
+                s.report_update_threshold_pct,
+                s.report_update_max_interval_minutes,
+            ):
                 broker.published, broker.published_at_s = current.with_changes_since(broker.published), now_s
         reports = {b.name: b.published for b in self.brokers.values() if b.up and b.published is not None}
         self.load_data.update_reports(reports)
@@ -367,8 +394,10 @@ class ClusterSim:
             if broker.up:
                 stats = [self.traffic.stats(b, minute) for b in sorted(broker.bundles)]
                 usage = broker_usage(stats, self.traffic, background_pct=broker.background_pct)
-                out[broker.name] = (100.0 * usage.max_resource_usage_with_weight(self.settings.weights),
-                                    sum(s.msg_throughput for s in stats))
+                out[broker.name] = (
+                    100.0 * usage.max_resource_usage_with_weight(self.settings.weights),
+                    sum(s.msg_throughput for s in stats),
+                )
         return out
 
     def _sample(self, minute: int) -> None:
@@ -393,8 +422,9 @@ class ClusterSim:
         return r
 
 
-def simulate(shedder: str, placement: str, params: SimParams, seed: int,
-             settings: LoadBalancerSettings | None = None) -> PairResult:
+def simulate(
+    shedder: str, placement: str, params: SimParams, seed: int, settings: LoadBalancerSettings | None = None
+) -> PairResult:
     base = settings or LoadBalancerSettings()
     base = replace(base, distribute_bundles_evenly=params.distribute_evenly)
     return ClusterSim(params, base.with_strategies(shedder, placement), seed).run()
@@ -411,9 +441,11 @@ def markdown_table(results: list[PairResult], params: SimParams) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        lines.append(f"| {r.shedder} + {r.placement} | {r.spread_max_min:.1f} | {r.spread_stddev:.1f} | "
-                     f"{r.top2_share:.2f} | {r.unloads} | {r.movebacks} | {r.landed_above_average} | "
-                     f"{r.restarted_ratio:.2f} |")
+        lines.append(
+            f"| {r.shedder} + {r.placement} | {r.spread_max_min:.1f} | {r.spread_stddev:.1f} | "
+            f"{r.top2_share:.2f} | {r.unloads} | {r.movebacks} | {r.landed_above_average} | "
+            f"{r.restarted_ratio:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -425,14 +457,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=defaults.brokers)
     parser.add_argument("--bundles", type=int, default=defaults.bundles)
     parser.add_argument("--moveback-minutes", type=float, default=defaults.moveback_minutes)
-    parser.add_argument("--distribute-evenly", action="store_true",
-                        help="loadBalancerDistributeBundlesEvenlyEnabled=true for every pair (Pulsar's default)")
+    parser.add_argument(
+        "--distribute-evenly",
+        action="store_true",
+        help="loadBalancerDistributeBundlesEvenlyEnabled=true for every pair (Pulsar's default)",
+    )
     parser.add_argument("--trace", metavar="SHEDDER+PLACEMENT", help="print hourly broker usages of one pair")
     parser.add_argument("--json", metavar="FILE", help="also write the final JSON line to FILE")
     args = parser.parse_args(argv)
     logging.getLogger("minipulsar.broker.loadbalance").setLevel(logging.ERROR)  # per-cycle warnings of the strategies
-    params = SimParams(brokers=args.brokers, bundles=args.bundles, hours=args.hours,
-                       moveback_minutes=args.moveback_minutes, distribute_evenly=args.distribute_evenly)
+    params = SimParams(
+        brokers=args.brokers,
+        bundles=args.bundles,
+        hours=args.hours,
+        moveback_minutes=args.moveback_minutes,
+        distribute_evenly=args.distribute_evenly,
+    )
     print(f"# lb_sim seed={args.seed} {params}")
     if args.trace:
         shedder, placement = args.trace.split("+")
@@ -444,8 +484,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = run_all(params, args.seed)
     print(markdown_table(results, params))
-    summary = json.dumps({"name": "lb_sim", "seed": args.seed, "params": dataclasses.asdict(params),
-                          "python": sys.version.split()[0], "results": [dataclasses.asdict(r) for r in results]})
+    summary = json.dumps(
+        {
+            "name": "lb_sim",
+            "seed": args.seed,
+            "params": dataclasses.asdict(params),
+            "python": sys.version.split()[0],
+            "results": [dataclasses.asdict(r) for r in results],
+        }
+    )
     print(summary)
     if args.json:
         Path(args.json).write_text(summary + "\n")

@@ -96,14 +96,16 @@ class SimParams:
         return [f"bookie-{i}" for i in range(self.bookies)]
 
     def describe(self) -> str:
-        return (f"brokers={self.brokers} bookies={self.bookies} ledgers_per_broker={self.ledgers_per_broker} "
-                f"ledger_rate={self.ledger_rate_mb_s} MB/s E/Qw/Qa={self.ensemble_size}/{self.write_quorum}/"
-                f"{self.ack_quorum} {FAULTY}_capacity={self.faulty_capacity_mb_s} MB/s "
-                f"error_p=min(1, {self.error_probability_per_overload}*(load/capacity-1)) "
-                f"rollover={self.ledger_rollover_s} s health_check={self.health_check_interval_s} s "
-                f"threshold={self.error_threshold_per_interval} quarantine={self.quarantine_time_s:.0f} s "
-                f"duration={self.duration_s} s sample={self.sample_s} s"
-                + (" ensemble_change_on_error" if self.ensemble_change_on_error else ""))
+        return (
+            f"brokers={self.brokers} bookies={self.bookies} ledgers_per_broker={self.ledgers_per_broker} "
+            f"ledger_rate={self.ledger_rate_mb_s} MB/s E/Qw/Qa={self.ensemble_size}/{self.write_quorum}/"
+            f"{self.ack_quorum} {FAULTY}_capacity={self.faulty_capacity_mb_s} MB/s "
+            f"error_p=min(1, {self.error_probability_per_overload}*(load/capacity-1)) "
+            f"rollover={self.ledger_rollover_s} s health_check={self.health_check_interval_s} s "
+            f"threshold={self.error_threshold_per_interval} quarantine={self.quarantine_time_s:.0f} s "
+            f"duration={self.duration_s} s sample={self.sample_s} s"
+            + (" ensemble_change_on_error" if self.ensemble_change_on_error else "")
+        )
 
 
 @dataclass(slots=True)
@@ -156,8 +158,11 @@ class _Simulation:
     def _new_broker(self, index: int, seed: int, ratio: float, setup_rng: random.Random) -> _Broker:
         quarantine = BookieQuarantine(
             error_threshold_per_interval=self.params.error_threshold_per_interval,
-            quarantine_time_s=self.params.quarantine_time_s, quarantine_ratio=ratio,
-            rng=random.Random(seed * 1_000 + 2 * index), clock=lambda: self.now_s)
+            quarantine_time_s=self.params.quarantine_time_s,
+            quarantine_ratio=ratio,
+            rng=random.Random(seed * 1_000 + 2 * index),
+            clock=lambda: self.now_s,
+        )
         policy = DefaultEnsemblePlacementPolicy(random.Random(seed * 1_000 + 2 * index + 1))
         phase_s = setup_rng.randrange(self.params.health_check_interval_s)
         return _Broker(quarantine, policy, [], phase_s)
@@ -165,8 +170,13 @@ class _Simulation:
     def _roll_over(self, broker: _Broker, topic: int) -> None:
         """Rolls the topic's managed ledger over: its next ledger gets a freshly chosen ensemble."""
         self._move(broker, broker.ensembles[topic], -1)
-        ensemble = select_ensemble(broker.policy, self.params.ensemble_size, self.params.write_quorum,
-                                   self.params.ack_quorum, self._view(broker))
+        ensemble = select_ensemble(
+            broker.policy,
+            self.params.ensemble_size,
+            self.params.write_quorum,
+            self.params.ack_quorum,
+            self._view(broker),
+        )
         broker.ensembles[topic] = ensemble
         self._move(broker, ensemble, +1)
 
@@ -186,14 +196,16 @@ class _Simulation:
         """An ensemble change: the topic's ledger writes to a replacement of ``ensemble[index]`` from now on."""
         ensemble = broker.ensembles[topic]
         self._move(broker, ensemble, -1)
-        replacement = select_replacement(broker.policy, ensemble, index, self.params.write_quorum,
-                                         self.params.ack_quorum, self._view(broker))
-        broker.ensembles[topic] = [*ensemble[:index], replacement, *ensemble[index + 1:]]
+        replacement = select_replacement(
+            broker.policy, ensemble, index, self.params.write_quorum, self.params.ack_quorum, self._view(broker)
+        )
+        broker.ensembles[topic] = [*ensemble[:index], replacement, *ensemble[index + 1 :]]
         self._move(broker, broker.ensembles[topic], +1)
 
     def _view(self, broker: _Broker) -> ClusterView:
-        return ClusterView(writable=frozenset(self.params.bookie_ids), quarantined=broker.quarantine.quarantined(),
-                           now_s=self.now_s)
+        return ClusterView(
+            writable=frozenset(self.params.bookie_ids), quarantined=broker.quarantine.quarantined(), now_s=self.now_s
+        )
 
     def step(self) -> None:
         """One simulated second: due rollovers, errors from the hot bookie, due health checks."""
@@ -225,31 +237,35 @@ def simulate(quarantine_ratio: float, params: SimParams = SimParams(), seed: int
             for bookie in sums:
                 result.samples_mb_s[bookie].append(sums[bookie] / params.sample_s)
                 sums[bookie] = 0.0
-    result.per_bookie_stddev_mb_s = {bookie: statistics.pstdev(samples)
-                                     for bookie, samples in result.samples_mb_s.items()}
+    result.per_bookie_stddev_mb_s = {
+        bookie: statistics.pstdev(samples) for bookie, samples in result.samples_mb_s.items()
+    }
     result.quarantines = sim.quarantines
     return result
 
 
-def compare(params: SimParams = SimParams(), seed: int = DEFAULT_SEED,
-            probabilistic_ratio: float = 0.3) -> tuple[SimResult, SimResult]:
+def compare(
+    params: SimParams = SimParams(), seed: int = DEFAULT_SEED, probabilistic_ratio: float = 0.3
+) -> tuple[SimResult, SimResult]:
     """(classic, probabilistic): the same seeds, quarantine ratio 1.0 and ``probabilistic_ratio``."""
     return simulate(1.0, params, seed), simulate(probabilistic_ratio, params, seed)
 
 
 def buckets(samples: list[float], per_bucket: int) -> list[float]:
     """Means of consecutive groups of ``per_bucket`` samples (the last group may be shorter)."""
-    return [statistics.fmean(samples[i:i + per_bucket]) for i in range(0, len(samples), per_bucket)]
+    return [statistics.fmean(samples[i : i + per_bucket]) for i in range(0, len(samples), per_bucket)]
 
 
 def report(result: SimResult, params: SimParams, label: str) -> list[str]:
     hot = buckets(result.samples_mb_s[FAULTY], params.bucket_s // params.sample_s)
     swings = " ".join(f"{bookie}={stddev:.1f}" for bookie, stddev in result.per_bookie_stddev_mb_s.items())
-    return [f"{label} (bookkeeperClientQuarantineRatio={result.quarantine_ratio}):",
-            f"  {FAULTY} inbound MB/s per {params.bucket_s // 60}-min bucket: " + " ".join(f"{v:.0f}" for v in hot),
-            f"  quarantines entered (all brokers): {result.quarantines}",
-            f"  stddev over time per bookie (MB/s): {swings}",
-            f"  traffic stddev (mean over bookies): {result.traffic_stddev_mb_s:.2f} MB/s"]
+    return [
+        f"{label} (bookkeeperClientQuarantineRatio={result.quarantine_ratio}):",
+        f"  {FAULTY} inbound MB/s per {params.bucket_s // 60}-min bucket: " + " ".join(f"{v:.0f}" for v in hot),
+        f"  quarantines entered (all brokers): {result.quarantines}",
+        f"  stddev over time per bookie (MB/s): {swings}",
+        f"  traffic stddev (mean over bookies): {result.traffic_stddev_mb_s:.2f} MB/s",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -261,18 +277,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quarantine-time-s", type=float, default=defaults.quarantine_time_s)
     parser.add_argument("--rollover-s", type=int, default=defaults.ledger_rollover_s)
     parser.add_argument("--capacity-mb-s", type=float, default=defaults.faulty_capacity_mb_s)
-    parser.add_argument("--ensemble-change-on-error", action=argparse.BooleanOptionalAction,
-                        default=defaults.ensemble_change_on_error)
+    parser.add_argument(
+        "--ensemble-change-on-error", action=argparse.BooleanOptionalAction, default=defaults.ensemble_change_on_error
+    )
     args = parser.parse_args(argv)
-    params = replace(SimParams(), duration_s=args.duration_s, quarantine_time_s=args.quarantine_time_s,
-                     ledger_rollover_s=args.rollover_s, faulty_capacity_mb_s=args.capacity_mb_s,
-                     ensemble_change_on_error=args.ensemble_change_on_error)
+    params = replace(
+        SimParams(),
+        duration_s=args.duration_s,
+        quarantine_time_s=args.quarantine_time_s,
+        ledger_rollover_s=args.rollover_s,
+        faulty_capacity_mb_s=args.capacity_mb_s,
+        ensemble_change_on_error=args.ensemble_change_on_error,
+    )
     print(f"seed={args.seed} {params.describe()}")
     classic, probabilistic = compare(params, args.seed, args.ratio)
     for line in report(classic, params, "classic") + report(probabilistic, params, "probabilistic"):
         print(line)
-    print(f"classic_stddev={classic.traffic_stddev_mb_s:.2f} "
-          f"probabilistic_stddev={probabilistic.traffic_stddev_mb_s:.2f}")
+    print(
+        f"classic_stddev={classic.traffic_stddev_mb_s:.2f} probabilistic_stddev={probabilistic.traffic_stddev_mb_s:.2f}"
+    )
     return 0
 
 

@@ -68,10 +68,11 @@ class AddRequest(Protocol):
 class CallbackAdd:
     """An add that is its own sink: its completion calls ``callback(error)``."""
 
-    __slots__ = ("ledger_id", "entry_id", "lac", "payload", "recovery", "callback")
+    __slots__ = ("callback", "entry_id", "lac", "ledger_id", "payload", "recovery")
 
-    def __init__(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool,
-                 callback: AddCallback) -> None:
+    def __init__(
+        self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool, callback: AddCallback
+    ) -> None:
         self.ledger_id, self.entry_id, self.lac, self.payload = ledger_id, entry_id, lac, payload
         self.recovery, self.callback = recovery, callback
 
@@ -109,18 +110,28 @@ class Bookie:
             mark = checkpoint.mark(journal.index)
             result = await loop.run_in_executor(None, journal.replay, self._replay_record, mark)
             self.replay_results.append(result)
-            log.info("journal %s: replayed %d records from %d segments after checkpoint %s%s", journal.directory,
-                     result.records, result.segments, mark or "-",
-                     " (discarded a torn or corrupt tail)" if result.lost_tail else "")
+            log.info(
+                "journal %s: replayed %d records from %d segments after checkpoint %s%s",
+                journal.directory,
+                result.records,
+                result.segments,
+                mark or "-",
+                " (discarded a torn or corrupt tail)" if result.lost_tail else "",
+            )
         await loop.run_in_executor(None, self.storage.replay_completed, self.journals.new_checkpoint())
-        log.info("replay done in %.2fs: %d ledgers, %d entries", time.monotonic() - started,
-                 self.storage.ledger_count, self.storage.entry_count)
+        log.info(
+            "replay done in %.2fs: %d ledgers, %d entries",
+            time.monotonic() - started,
+            self.storage.ledger_count,
+            self.storage.entry_count,
+        )
         await self.storage.start()
         await self.journals.start()
         self._update_counts()
 
-    def start_gc(self, metadata: LedgerMetadataSource,
-                 disk_pressure: Callable[[], DiskPressure] = lambda: NO_PRESSURE) -> GarbageCollector:
+    def start_gc(
+        self, metadata: LedgerMetadataSource, disk_pressure: Callable[[], DiskPressure] = lambda: NO_PRESSURE
+    ) -> GarbageCollector:
         """Start garbage collection (after :meth:`start`): ``metadata`` tells which ledgers
         still exist, ``disk_pressure`` whether compaction must wait for space."""
         assert isinstance(self.storage, DbLedgerStorage) and self.gc is None
@@ -155,7 +166,8 @@ class Bookie:
         see :meth:`add_when_admitted`). ``request`` is the ADD_ENTRY command (or anything with
         its ``ledger_id``, ``entry_id``, ``lac``, ``payload`` and ``recovery``); once the entry
         is durable and in the storage — or could not be — ``sink.adds_done([..., request, ...],
-        started, error)`` runs on the loop (see :class:`bookie.journal.AddSink`). The hot path: no closure, no future per add.
+        started, error)`` runs on the loop (see :class:`bookie.journal.AddSink`).
+        The hot path: no closure, no future per add.
 
         Raises:
             LedgerFencedError: the ledger is fenced and this is not a recovery add.
@@ -193,8 +205,9 @@ class Bookie:
                 sink.adds_done([request], started, error)
         return len(requests)
 
-    def _try_add_together(self, ledger_ids: set[int], requests: list[AddRequest], sink: AddSink,
-                          started: float) -> bool:
+    def _try_add_together(
+        self, ledger_ids: set[int], requests: list[AddRequest], sink: AddSink, started: float
+    ) -> bool:
         storage = self.storage
         for ledger_id in ledger_ids:
             state = storage.ledger(ledger_id)
@@ -229,14 +242,16 @@ class Bookie:
             raise
         journal.admit(request, sink, started)
 
-    def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool,
-                      callback: AddCallback) -> bool:
+    def try_add_entry(
+        self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool, callback: AddCallback
+    ) -> bool:
         """:meth:`try_add` answered through ``callback(error)`` (tests and tools)."""
         request = CallbackAdd(ledger_id, entry_id, lac, payload, recovery, callback)
         return self.try_add(request, request)
 
-    async def add_entry_when_admitted(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
-                                      recovery: bool, callback: AddCallback) -> None:
+    async def add_entry_when_admitted(
+        self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool, callback: AddCallback
+    ) -> None:
         """:meth:`add_when_admitted` answered through ``callback(error)``."""
         request = CallbackAdd(ledger_id, entry_id, lac, payload, recovery, callback)
         await self.add_when_admitted(request, request)
@@ -279,8 +294,9 @@ class Bookie:
             raise NoSuchLedgerError(f"ledger {ledger_id} is not on this bookie")
         return state
 
-    async def read_entries(self, ledger_id: int, first_entry_id: int, count: int, max_bytes: int,
-                           ready: asyncio.Future[None] | None = None) -> list[tuple[int, bytes]]:
+    async def read_entries(
+        self, ledger_id: int, first_entry_id: int, count: int, max_bytes: int, ready: asyncio.Future[None] | None = None
+    ) -> list[tuple[int, bytes]]:
         """Up to ``count`` consecutive entries from ``first_entry_id`` within ``max_bytes``;
         admitted to the read executor at once, read once ``ready`` (if given) is done.
 
@@ -291,7 +307,8 @@ class Bookie:
         self.ledger(ledger_id)
         storage = self.storage
         entries = await self.read_executor.submit(
-            ledger_id, lambda: storage.read_entries(ledger_id, first_entry_id, count, max_bytes), ready)
+            ledger_id, lambda: storage.read_entries(ledger_id, first_entry_id, count, max_bytes), ready
+        )
         metrics.TOTALS.read_bytes += sum(len(payload) for _, payload in entries)
         return entries
 

@@ -37,8 +37,10 @@ def write_status(ledger_dirs: list[Path], read_only: bool) -> None:
         except OSError as exc:
             log.warning("could not write %s into %s: %s", STATUS_FILE, directory, exc)
     if not written:
-        log.error("the bookie status (%s) was written into no ledger dir: a restart will not keep it",
-                  READ_ONLY if read_only else READ_WRITE)
+        log.error(
+            "the bookie status (%s) was written into no ledger dir: a restart will not keep it",
+            READ_ONLY if read_only else READ_WRITE,
+        )
 
 
 def read_status(ledger_dirs: list[Path]) -> bool | None:

@@ -66,8 +66,12 @@ class Cookie:
 
     def same_bookie(self, other: Cookie) -> bool:
         """Same instance and the same dirs in the same order (as BookKeeper's cookie compares them)."""
-        return (self.layoutVersion, self.instanceId, list(self.journalDirs), list(self.ledgerDirs)) == \
-            (other.layoutVersion, other.instanceId, list(other.journalDirs), list(other.ledgerDirs))
+        return (self.layoutVersion, self.instanceId, list(self.journalDirs), list(self.ledgerDirs)) == (
+            other.layoutVersion,
+            other.instanceId,
+            list(other.journalDirs),
+            list(other.ledgerDirs),
+        )
 
 
 def _cookie_path(directory: Path) -> Path:
@@ -111,25 +115,37 @@ def check_cookies(journal_dirs: list[Path], ledger_dirs: list[Path]) -> Cookie:
         return cookie
     reference_dir, reference = next(iter(present.items()))
     missing = [d for d, c in found.items() if c is None]
-    if (missing and all(c.same_bookie(replace(expected, instanceId=reference.instanceId)) for c in present.values())
-            and not _holds_data(journal_dirs, ledger_dirs)):
-        log.warning("no cookie in %s, but no directory holds any data yet: completing a first start that failed "
-                    "half-way", ", ".join(map(str, missing)))
+    if (
+        missing
+        and all(c.same_bookie(replace(expected, instanceId=reference.instanceId)) for c in present.values())
+        and not _holds_data(journal_dirs, ledger_dirs)
+    ):
+        log.warning(
+            "no cookie in %s, but no directory holds any data yet: completing a first start that failed half-way",
+            ", ".join(map(str, missing)),
+        )
         for directory in missing:
             write_cookie(directory, reference)
         return reference
     for directory, cookie in found.items():
         if cookie is None:
             raise InvalidCookieError(
-                f"{directory} has no cookie but {reference_dir} has one: directories were added or wiped")
+                f"{directory} has no cookie but {reference_dir} has one: directories were added or wiped"
+            )
         if not cookie.same_bookie(replace(expected, instanceId=reference.instanceId)):
-            reordered = (sorted(cookie.journalDirs) == sorted(expected.journalDirs)
-                         and sorted(cookie.ledgerDirs) == sorted(expected.ledgerDirs))
+            reordered = sorted(cookie.journalDirs) == sorted(expected.journalDirs) and sorted(
+                cookie.ledgerDirs
+            ) == sorted(expected.ledgerDirs)
             raise InvalidCookieError(
                 f"the cookie in {directory} ({cookie}) does not match this bookie's directories "
                 f"(journalDirectories={expected.journalDirs}, ledgerDirectories={expected.ledgerDirs})"
-                + ("; they are the same dirs in another order: list them as when the bookie was created "
-                   "(ledgers are placed, and journal marks kept, by position)" if reordered else ""))
+                + (
+                    "; they are the same dirs in another order: list them as when the bookie was created "
+                    "(ledgers are placed, and journal marks kept, by position)"
+                    if reordered
+                    else ""
+                )
+            )
     return reference
 
 
@@ -192,7 +208,8 @@ async def check_store_cookie(store: MetadataStore, bookie_id: str, cookie: Cooki
                     f"at {path}, and these directories are instance {cookie.instanceId!r}: they were wiped or "
                     f"belong to another bookie, and the ledgers the cluster placed on {bookie_id} are not here "
                     f"(BookKeeper's cookie mismatch). If the bookie is meant to start empty under this id, "
-                    f"delete {path} first")
+                    f"delete {path} first"
+                )
             if existing.value != value:
                 await store.put(path, value, existing.version)
             return

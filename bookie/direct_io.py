@@ -143,10 +143,18 @@ class DirectAppender:
       written only by :meth:`flush`, once nothing else is in flight.
     """
 
-    def __init__(self, fd: int, position: int, read_fd: int, staging_bytes: int = STAGING_BYTES, *,
-                 background_writes: bool = False, name: str = "direct-writer",
-                 staging: StagingBuffers | None = None,
-                 writers: concurrent.futures.Executor | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        position: int,
+        read_fd: int,
+        staging_bytes: int = STAGING_BYTES,
+        *,
+        background_writes: bool = False,
+        name: str = "direct-writer",
+        staging: StagingBuffers | None = None,
+        writers: concurrent.futures.Executor | None = None,
+    ) -> None:
         """``fd``: from :func:`open_direct` (owned: :meth:`close` closes it). ``position``: the
         end of the data; the partial block before it is read back through ``read_fd`` (a
         buffered descriptor of the same file) so the next write can rewrite it.
@@ -170,8 +178,9 @@ class DirectAppender:
         self._owns_executor = background_writes and writers is None
         self._executor: concurrent.futures.Executor | None = None
         if background_writes:
-            self._executor = writers or concurrent.futures.ThreadPoolExecutor(BACKGROUND_WRITERS,
-                                                                              thread_name_prefix=name)
+            self._executor = writers or concurrent.futures.ThreadPoolExecutor(
+                BACKGROUND_WRITERS, thread_name_prefix=name
+            )
         self._base = position - position % BLOCK_BYTES
         """File offset of the current staging buffer's first byte (a block boundary)."""
         self._filled = 0
@@ -203,7 +212,7 @@ class DirectAppender:
             size = len(buffer)
             filled = self._filled
             if filled + size <= capacity:  # the common case: one copy, no slicing
-                self._view[filled:filled + size] = buffer
+                self._view[filled : filled + size] = buffer
                 self._filled = filled + size
                 continue
             source, done = memoryview(buffer), 0
@@ -212,7 +221,7 @@ class DirectAppender:
                     self._hand_over(capacity)
                     wrote_before = True
                 take = min(size - done, capacity - self._filled)
-                self._view[self._filled:self._filled + take] = source[done:done + take]
+                self._view[self._filled : self._filled + take] = source[done : done + take]
                 self._filled += take
                 done += take
         if self._executor is None:
@@ -237,12 +246,12 @@ class DirectAppender:
         if self._executor is None:
             self._write_exactly(view[:whole], self._base)
             if rest:
-                view[:rest] = view[whole:self._filled]
+                view[:rest] = view[whole : self._filled]
         else:
             following = (self._index + 1) % len(self._views)
             self._wait(following)  # the next buffer's last write is done: it may be refilled
             if rest:
-                self._views[following][:rest] = view[whole:self._filled]
+                self._views[following][:rest] = view[whole : self._filled]
             self._writes[self._index] = self._executor.submit(self._write_exactly, view[:whole], self._base)
             self._index, self._view = following, self._views[following]
         self._base += whole

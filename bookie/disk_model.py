@@ -41,7 +41,7 @@ PRESETS: dict[str, dict[str, float]] = {
     "ssd": {"fsync_ms": 0.5, "mb_s": 450.0},
 }
 
-MODEL: "DiskModel | None" = None
+MODEL: DiskModel | None = None
 """The installed model; None (the default) costs the call sites one global lookup."""
 
 
@@ -53,7 +53,7 @@ class DiskModelSpec:
     same_device: bool = False
 
     @classmethod
-    def parse(cls, text: str) -> "DiskModelSpec":
+    def parse(cls, text: str) -> DiskModelSpec:
         """``hdd`` / ``hdd:fsync_ms=8,mb_s=120`` / ``ssd:same_device=1``.
 
         Raises:
@@ -66,8 +66,9 @@ class DiskModelSpec:
         for item in filter(None, (part.strip() for part in rest.split(","))):
             key, sep, value = item.partition("=")
             if not sep or key.strip() not in values:
-                raise ConfigError(f"minipulsarSimulatedDiskModel: expected fsync_ms=, mb_s= or same_device=, "
-                                  f"got {item!r}")
+                raise ConfigError(
+                    f"minipulsarSimulatedDiskModel: expected fsync_ms=, mb_s= or same_device=, got {item!r}"
+                )
             try:
                 number = float(value)
             except ValueError:
@@ -79,8 +80,10 @@ class DiskModelSpec:
 
     def describe(self) -> str:
         cap = f"{self.mb_s:g} MB/s" if self.mb_s else "no bandwidth cap"
-        return (f"SIMULATED {self.name}: {self.fsync_ms:g} ms per fsync, {cap}"
-                f"{', journal and ledgers on one device' if self.same_device else ''}")
+        return (
+            f"SIMULATED {self.name}: {self.fsync_ms:g} ms per fsync, {cap}"
+            f"{', journal and ledgers on one device' if self.same_device else ''}"
+        )
 
 
 class _Device:
@@ -132,7 +135,7 @@ def install(spec_text: str | None) -> DiskModel | None:
     Raises:
         ConfigError: a bad spec (the bookie refuses to start rather than run unmodelled).
     """
-    global MODEL
+    global MODEL  # noqa: PLW0603 -- one model per process, installed at start-up
     MODEL = DiskModel(DiskModelSpec.parse(spec_text)) if spec_text else None
     if MODEL is not None:
         log.warning("minipulsarSimulatedDiskModel: %s (benchmarks only)", MODEL.spec.describe())

@@ -65,8 +65,10 @@ class Thresholds:
 def filesystem_space(usages: Sequence[DirUsage]) -> tuple[int, int]:
     """(free, total) bytes over the filesystems holding the dirs, each counted once."""
     by_device = {usage.device: usage for usage in usages}
-    return (sum(usage.free_bytes for usage in by_device.values()),
-            sum(usage.total_bytes for usage in by_device.values()))
+    return (
+        sum(usage.free_bytes for usage in by_device.values()),
+        sum(usage.total_bytes for usage in by_device.values()),
+    )
 
 
 def total_used_fraction(usages: Sequence[DirUsage]) -> float:
@@ -179,11 +181,22 @@ class LedgerDirsMonitor:
         previous = {usage.directory: usage.used_fraction for usage in self.usages}
         for usage in usages:
             if usage.directory in full and usage.directory not in self.full_dirs:
-                log.error("ledger dir %s is full: usage %.3f > diskUsageThreshold %.2f",
-                          usage.directory, usage.used_fraction, self.thresholds.full)
+                log.error(
+                    "ledger dir %s is full: usage %.3f > diskUsageThreshold %.2f",
+                    usage.directory,
+                    usage.used_fraction,
+                    self.thresholds.full,
+                )
             elif usage.directory in self.full_dirs and usage.directory not in full:
                 log.info("ledger dir %s is writable again: usage %.3f", usage.directory, usage.used_fraction)
-            elif (usage.directory not in full and usage.used_fraction > self.thresholds.warn
-                  and previous.get(usage.directory, 0.0) <= self.thresholds.warn):
-                log.warning("ledger dir %s is almost full: usage %.3f > diskUsageWarnThreshold %.2f",
-                            usage.directory, usage.used_fraction, self.thresholds.warn)
+            elif (
+                usage.directory not in full
+                and usage.used_fraction > self.thresholds.warn
+                and previous.get(usage.directory, 0.0) <= self.thresholds.warn
+            ):
+                log.warning(
+                    "ledger dir %s is almost full: usage %.3f > diskUsageWarnThreshold %.2f",
+                    usage.directory,
+                    usage.used_fraction,
+                    self.thresholds.warn,
+                )

@@ -59,8 +59,9 @@ class GroupCommitPolicy:
         if self.buffered_writes_threshold_bytes < 1:
             raise ValueError("buffered_writes_threshold_bytes must be >= 1")
 
-    def should_flush(self, entries: int, pending_bytes: int, oldest_wait_s: float,
-                     queue_empty: bool) -> FlushReason | None:
+    def should_flush(
+        self, entries: int, pending_bytes: int, oldest_wait_s: float, queue_empty: bool
+    ) -> FlushReason | None:
         """The reason to flush the ``entries`` pending records now, or None to keep waiting."""
         if entries == 0:
             return None
@@ -79,8 +80,9 @@ class GroupCommitPolicy:
         once a size threshold is reached."""
         if self.adaptive_group_writes:
             return False
-        return pending_bytes >= self.buffered_writes_threshold_bytes or \
-            (self.buffered_entries_threshold > 0 and entries >= self.buffered_entries_threshold)
+        return pending_bytes >= self.buffered_writes_threshold_bytes or (
+            self.buffered_entries_threshold > 0 and entries >= self.buffered_entries_threshold
+        )
 
     def wait_s(self, oldest_wait_s: float) -> float:
         """How long the thread may block for more records before the oldest one is due."""

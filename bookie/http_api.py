@@ -61,12 +61,16 @@ class BookieHttpApi:
 
     async def state(self, request: web.Request) -> web.Response:
         service = self._service
-        return web.json_response({
-            "running": service.serving,
-            "readOnly": service.state.read_only,
-            "shuttingDown": service.stopping,
-            "availableForHighPriorityWrites": service.serving and not service.stopping and not service.failed_journals,
-        })
+        return web.json_response(
+            {
+                "running": service.serving,
+                "readOnly": service.state.read_only,
+                "shuttingDown": service.stopping,
+                "availableForHighPriorityWrites": service.serving
+                and not service.stopping
+                and not service.failed_journals,
+            }
+        )
 
     async def read_only(self, request: web.Request) -> web.Response:
         return web.json_response({"readOnly": self._service.state.read_only})
@@ -85,21 +89,24 @@ class BookieHttpApi:
         if wanted and not service.config.read_only_mode_enabled:
             return _error(400, "readOnlyModeEnabled=false: this bookie cannot turn read-only")
         if not wanted and FORCE_READ_ONLY in service.state.causes:
-            return _error(400, "Bookie is in forceReadOnly mode (forceReadOnlyBookie=true), "
-                               "cannot transit to writable mode")
+            return _error(
+                400, "Bookie is in forceReadOnly mode (forceReadOnlyBookie=true), cannot transit to writable mode"
+            )
         await service.set_read_only_by_hand(wanted)
         return web.json_response({"readOnly": service.state.read_only})
 
     async def info(self, request: web.Request) -> web.Response:
         service = self._service
         free, total = service.load.disk_space()
-        return web.json_response({
-            "bookieId": service.bookie_id,
-            "freeSpace": free,
-            "totalSpace": total,
-            **service.bookie.info(),
-            **service.load.report(),
-        })
+        return web.json_response(
+            {
+                "bookieId": service.bookie_id,
+                "freeSpace": free,
+                "totalSpace": total,
+                **service.bookie.info(),
+                **service.load.report(),
+            }
+        )
 
     async def force_gc(self, request: web.Request) -> web.Response:
         """One GC round now, compaction forced as the body says (both by default); answers

@@ -55,7 +55,6 @@ from minipulsar.bookie.journal_format import (
     EntryLocation,
     LogMark,
     RecordType,
-    ScanEnd,
     ScannedRecord,
     encode_add_headers,
     encode_header,
@@ -79,8 +78,17 @@ from minipulsar.bookie.journal_types import (
 )
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError, UnknownServerError
 
-__all__ = ["AddRequest", "AddSink", "EntryStore", "Journal", "JournalSettings", "JournalStats", "OnDurable",
-           "ReplayResult", "ReplayVisitor"]
+__all__ = [
+    "AddRequest",
+    "AddSink",
+    "EntryStore",
+    "Journal",
+    "JournalSettings",
+    "JournalStats",
+    "OnDurable",
+    "ReplayResult",
+    "ReplayVisitor",
+]
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +142,7 @@ class Journal:
         index = self.index
 
         def on_record(segment_id: int, item: ScannedRecord) -> None:
-            visit(item.record, EntryLocation(index, segment_id, item.payload_offset, len(item.payload)),
-                  item.payload)
+            visit(item.record, EntryLocation(index, segment_id, item.payload_offset, len(item.payload)), item.payload)
 
         scans = self._replay_scans = replay_directory(self.directory, on_record, start)
         tail = tail_scan(scans)
@@ -144,16 +151,18 @@ class Journal:
             if scan.header_ok:
                 end_mark = LogMark(scan.segment_id, scan.end_offset)
         self.applied_mark = end_mark
-        return ReplayResult(len(scans), sum(s.records for s in scans),
-                            tail is not None and not tail.end.clean, end_mark)
+        return ReplayResult(
+            len(scans), sum(s.records for s in scans), tail is not None and not tail.end.clean, end_mark
+        )
 
     async def start(self) -> None:
         """Open (or create) the segment to append to and start the writer thread."""
         assert self._thread is None, "journal already started"
         self._loop = asyncio.get_running_loop()
         self._files = JournalFiles(self.directory, self.index, self.settings, self.stats)
-        self._thread = JournalThread(self._files, self._queue, self.stats, self._add_latency, self._group_done,
-                                     self._writer_failed)
+        self._thread = JournalThread(
+            self._files, self._queue, self.stats, self._add_latency, self._group_done, self._writer_failed
+        )
         await self._thread.start(self.applied_mark, self._replay_scans)
 
     def trim(self, mark: LogMark | None) -> list[int]:
@@ -251,8 +260,7 @@ class Journal:
         self._queued_bytes += size
         return True
 
-    def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes,
-                      on_durable: OnDurable) -> bool:
+    def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, on_durable: OnDurable) -> bool:
         """Admit an ADD record completed with its location (no storage): tests and tools. False
         when the queue is at its bound: await :meth:`wait_for_capacity`, then :meth:`admit_entry`."""
         if self._waiters or not self.has_capacity:
@@ -281,8 +289,9 @@ class Journal:
         self._enqueue(_FENCE, ledger_id, -1, -1, b"", future)
         return future
 
-    def _enqueue(self, kind: int, ledger_id: int, entry_id: int, lac: int, payload: bytes,
-                 on_durable: OnDurable) -> None:
+    def _enqueue(
+        self, kind: int, ledger_id: int, entry_id: int, lac: int, payload: bytes, on_durable: OnDurable
+    ) -> None:
         assert self._loop is not None, "journal not started"
         assert 0 <= ledger_id <= INT64_MAX and -1 <= entry_id <= INT64_MAX
         if self._failure is not None or self._closing:
@@ -365,8 +374,14 @@ class Journal:
 
     # -- group completion, on the loop ------------------------------------------------------------
 
-    def _group_done(self, group: list[Batch], error: MiniPulsarError | None, segment_id: int = 0,
-                    offset: int = 0, end_mark: LogMark | None = None) -> None:
+    def _group_done(
+        self,
+        group: list[Batch],
+        error: MiniPulsarError | None,
+        segment_id: int = 0,
+        offset: int = 0,
+        end_mark: LogMark | None = None,
+    ) -> None:
         """On the loop, once per group (written at ``offset`` of ``segment_id``, or failed):
         complete every record, in order, then move :attr:`applied_mark` past the group and
         admit waiters."""
@@ -391,8 +406,13 @@ class Journal:
                     if run:  # in queue order: the adds before this record complete first
                         payload_bytes += self._run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
                         run, run_sink = [], None
-                    location = None if error is not None else EntryLocation(
-                        self.index, segment_id, offset + RECORD_HEADER_SIZE, record_size - RECORD_HEADER_SIZE)
+                    location = (
+                        None
+                        if error is not None
+                        else EntryLocation(
+                            self.index, segment_id, offset + RECORD_HEADER_SIZE, record_size - RECORD_HEADER_SIZE
+                        )
+                    )
                     try:
                         complete_on_durable(request, location, error)
                     except Exception:  # a bug in one completion must not strand the rest of the group

@@ -103,9 +103,16 @@ class JournalFiles:
             return self._create_segment(last + 1)  # full, or of an older format: never mix checksums
         if scan.empty and len(segment_ids) > 1:
             self._cut_torn_tail(scans.get(segment_ids[-2]))
-        return SegmentWriter.reopen(self.directory, scan, settings.prealloc_bytes, self._preallocator,
-                                    settings.max_segment_bytes, self._drop_cache, settings.direct_io,
-                                    staging=self.staging)
+        return SegmentWriter.reopen(
+            self.directory,
+            scan,
+            settings.prealloc_bytes,
+            self._preallocator,
+            settings.max_segment_bytes,
+            self._drop_cache,
+            settings.direct_io,
+            staging=self.staging,
+        )
 
     def _cut_torn_tail(self, scan: SegmentScan | None) -> None:
         """Appending resumes in an empty segment created ahead of time: cut the damaged tail
@@ -123,9 +130,17 @@ class JournalFiles:
     def _create_segment(self, segment_id: int) -> SegmentWriter:
         started = time.monotonic()
         settings = self.settings
-        writer = SegmentWriter.create(self.directory, segment_id, settings.prealloc_bytes, self._preallocator,
-                                      settings.max_segment_bytes, self._drop_cache, settings.direct_io,
-                                      reuse=settings.reuse_files, staging=self.staging)
+        writer = SegmentWriter.create(
+            self.directory,
+            segment_id,
+            settings.prealloc_bytes,
+            self._preallocator,
+            settings.max_segment_bytes,
+            self._drop_cache,
+            settings.direct_io,
+            reuse=settings.reuse_files,
+            staging=self.staging,
+        )
         metrics.JOURNAL_CREATION_LATENCY.observe((time.monotonic() - started) * 1000)
         return writer
 
@@ -151,23 +166,32 @@ class JournalFiles:
         started = time.monotonic()
         log.info("journal %s: rolling over ahead of time: creating segment %x", self.directory, segment_id)
         writer = self._create_segment(segment_id)
-        log.info("journal %s: created segment %x ahead of time in %.1f ms", self.directory, segment_id,
-                 (time.monotonic() - started) * 1000)
+        log.info(
+            "journal %s: created segment %x ahead of time in %.1f ms",
+            self.directory,
+            segment_id,
+            (time.monotonic() - started) * 1000,
+        )
         return writer
 
     def _roll(self, writer: SegmentWriter) -> None:
         """Close the full segment (synced) and switch to the next one."""
         started = time.monotonic()
-        log.info("journal %s: rolling over from segment %x at %d bytes", self.directory, writer.segment_id,
-                 writer.position)
+        log.info(
+            "journal %s: rolling over from segment %x at %d bytes", self.directory, writer.segment_id, writer.position
+        )
         writer.end()
         if not self.settings.sync_data:
             writer.sync()
         writer.close()
         self.current = self._take_next_segment(writer.segment_id + 1)
         self.stats.rolls += 1
-        log.info("journal %s: rolled over to segment %x in %.1f ms", self.directory, self.current.segment_id,
-                 (time.monotonic() - started) * 1000)
+        log.info(
+            "journal %s: rolled over to segment %x in %.1f ms",
+            self.directory,
+            self.current.segment_id,
+            (time.monotonic() - started) * 1000,
+        )
 
     def _take_next_segment(self, segment_id: int) -> SegmentWriter:
         """The segment created ahead of time (waiting for it if need be), else a new one now."""
@@ -176,8 +200,12 @@ class JournalFiles:
             try:
                 return next_writer.result()
             except OSError as exc:
-                log.warning("journal %s: creating segment %x ahead of time failed (%s); retrying", self.directory,
-                            segment_id, exc)
+                log.warning(
+                    "journal %s: creating segment %x ahead of time failed (%s); retrying",
+                    self.directory,
+                    segment_id,
+                    exc,
+                )
                 segment_path(self.directory, segment_id).unlink(missing_ok=True)
         return self._create_segment(segment_id)
 

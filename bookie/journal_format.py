@@ -138,7 +138,7 @@ def segment_file_name(segment_id: int) -> str:
 
 def parse_segment_file_name(name: str) -> int | None:
     """The segment id of a journal file name, None for any other file."""
-    stem, dot, ext = name.partition(".")
+    stem, _dot, ext = name.partition(".")
     if ext != "txn" or len(stem) != 16:
         return None
     try:
@@ -244,8 +244,9 @@ class GroupCut(NamedTuple):
     offset: int
 
 
-def scan_records(stream: BinaryIO, start_offset: int, crc: Crc = record_crc, segment_id: int | None = None,
-                 reused: bool = False) -> Iterator[ScannedRecord | GroupCut | ScanEnd]:
+def scan_records(
+    stream: BinaryIO, start_offset: int, crc: Crc = record_crc, segment_id: int | None = None, reused: bool = False
+) -> Iterator[ScannedRecord | GroupCut | ScanEnd]:
     """Yield every valid record of ``stream`` from ``start_offset``, then one :class:`ScanEnd`.
 
     ``stream`` must be positioned at ``start_offset``; ``crc`` is the checksum of the
@@ -295,13 +296,15 @@ def _scan_plain(stream: BinaryIO, offset: int, checksum: Crc) -> Iterator[Scanne
         if kind in _GROUPING_TYPES:
             yield ScanEnd.CORRUPT  # never in a segment without groups
             return
-        yield ScannedRecord(JournalRecord(RecordType(kind), ledger_id, entry_id, lac),
-                            offset + RECORD_HEADER_SIZE, payload)
+        yield ScannedRecord(
+            JournalRecord(RecordType(kind), ledger_id, entry_id, lac), offset + RECORD_HEADER_SIZE, payload
+        )
         offset += RECORD_HEADER_SIZE + length
 
 
-def _scan_groups(stream: BinaryIO, offset: int, segment_id: int,
-                 reused: bool) -> Iterator[ScannedRecord | GroupCut | ScanEnd]:
+def _scan_groups(
+    stream: BinaryIO, offset: int, segment_id: int, reused: bool
+) -> Iterator[ScannedRecord | GroupCut | ScanEnd]:
     while True:
         item = _read_record(stream, crc32c)
         if isinstance(item, ScanEnd):
@@ -333,8 +336,11 @@ def _scan_groups(stream: BinaryIO, offset: int, segment_id: int,
                     yield from _cut(records, group_offset)
                 yield ScanEnd.TORN if reused else ScanEnd.CORRUPT
                 return
-            records.append(ScannedRecord(JournalRecord(RecordType(kind), ledger_id, entry_id, lac),
-                                         offset + RECORD_HEADER_SIZE, payload))
+            records.append(
+                ScannedRecord(
+                    JournalRecord(RecordType(kind), ledger_id, entry_id, lac), offset + RECORD_HEADER_SIZE, payload
+                )
+            )
             headers.append(header)
             offset += RECORD_HEADER_SIZE + length
         if crc32c(b"".join(headers)) != group_crc:

@@ -49,10 +49,10 @@ from minipulsar.bookie.direct_io import DirectAppender, StagingBuffers, open_dir
 from minipulsar.bookie.journal_format import (
     FLAG_REUSED,
     GROUPED_VERSIONS,
-    GroupCut,
     RECORD_CRC_BY_VERSION,
     SEGMENT_HEADER_SIZE,
     SEGMENT_VERSION,
+    GroupCut,
     LogMark,
     ScanEnd,
     ScannedRecord,
@@ -122,8 +122,7 @@ def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT
         stream.seek(start_offset)
         offset, records = start_offset, 0
         grouped = segment_id if header.version in GROUPED_VERSIONS else None
-        for item in scan_records(stream, start_offset, RECORD_CRC_BY_VERSION[header.version], grouped,
-                                 header.reused):
+        for item in scan_records(stream, start_offset, RECORD_CRC_BY_VERSION[header.version], grouped, header.reused):
             if isinstance(item, ScannedRecord):
                 visit(item)
                 offset = item.payload_offset + len(item.payload)
@@ -131,8 +130,9 @@ def scan_segment(path: Path, segment_id: int, visit, start_offset: int = SEGMENT
             elif isinstance(item, GroupCut):
                 offset = item.offset
             else:
-                return SegmentScan(segment_id, offset, item, records, header_ok=True, version=header.version,
-                                   reused=header.reused)
+                return SegmentScan(
+                    segment_id, offset, item, records, header_ok=True, version=header.version, reused=header.reused
+                )
     raise AssertionError("scan_records always ends with a ScanEnd")
 
 
@@ -155,9 +155,19 @@ class SegmentWriter:
     """The segment currently appended to. Owned by one thread (the journal's writer); its
     zero-filling may run on the :class:`Preallocator`'s."""
 
-    def __init__(self, directory: Path, segment_id: int, fd: int, position: int, prealloc_bytes: int,
-                 preallocator: Preallocator | None = None, limit_bytes: int = 0, drop_cache: bool = False,
-                 direct_io: bool = False, staging: StagingBuffers | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        segment_id: int,
+        fd: int,
+        position: int,
+        prealloc_bytes: int,
+        preallocator: Preallocator | None = None,
+        limit_bytes: int = 0,
+        drop_cache: bool = False,
+        direct_io: bool = False,
+        staging: StagingBuffers | None = None,
+    ) -> None:
         """``limit_bytes``: the segment rolls past this size (journalMaxSizeMB): zeros are not
         prepared beyond it in the background (only for a last group that crosses it).
         ``drop_cache``: journalRemoveFromPageCache (see the module docstring).
@@ -172,7 +182,9 @@ class SegmentWriter:
         self._preallocator = preallocator
         self._allocated = os.fstat(fd).st_size
         """Zero-filled and synced up to here (only grows; set when an extension completed)."""
-        self._allocated_cap = -(-limit_bytes // prealloc_bytes) * prealloc_bytes if prealloc_bytes and limit_bytes else 0
+        self._allocated_cap = (
+            -(-limit_bytes // prealloc_bytes) * prealloc_bytes if prealloc_bytes and limit_bytes else 0
+        )
         self._extension: concurrent.futures.Future | None = None
         self._extension_target = self._allocated
         self._prealloc_fd = os.open(segment_path(directory, segment_id), os.O_RDWR) if prealloc_bytes else -1
@@ -191,10 +203,18 @@ class SegmentWriter:
         """Pages below this offset were dropped from the page cache (page-aligned)."""
 
     @classmethod
-    def create(cls, directory: Path, segment_id: int, prealloc_bytes: int,
-               preallocator: Preallocator | None = None, limit_bytes: int = 0,
-               drop_cache: bool = False, direct_io: bool = False, reuse: bool = False,
-               staging: StagingBuffers | None = None) -> SegmentWriter:
+    def create(
+        cls,
+        directory: Path,
+        segment_id: int,
+        prealloc_bytes: int,
+        preallocator: Preallocator | None = None,
+        limit_bytes: int = 0,
+        drop_cache: bool = False,
+        direct_io: bool = False,
+        reuse: bool = False,
+        staging: StagingBuffers | None = None,
+    ) -> SegmentWriter:
         """A new, empty segment, durable (file and directory entry) before it is used.
 
         ``reuse`` (journalReuseFiles): take a recycled segment file if there is one (see
@@ -204,8 +224,18 @@ class SegmentWriter:
         fd = take_recycled(directory, segment_id) if reuse else -1
         if fd >= 0:
             try:
-                return cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
-                           drop_cache, direct_io, staging)
+                return cls(
+                    directory,
+                    segment_id,
+                    fd,
+                    SEGMENT_HEADER_SIZE,
+                    prealloc_bytes,
+                    preallocator,
+                    limit_bytes,
+                    drop_cache,
+                    direct_io,
+                    staging,
+                )
             except BaseException:
                 os.close(fd)
                 raise
@@ -213,8 +243,18 @@ class SegmentWriter:
         writer = None
         try:
             os.write(fd, encode_segment_header(segment_id))
-            writer = cls(directory, segment_id, fd, SEGMENT_HEADER_SIZE, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache, direct_io, staging)
+            writer = cls(
+                directory,
+                segment_id,
+                fd,
+                SEGMENT_HEADER_SIZE,
+                prealloc_bytes,
+                preallocator,
+                limit_bytes,
+                drop_cache,
+                direct_io,
+                staging,
+            )
             writer._preallocate(writer._target_for(SEGMENT_HEADER_SIZE + 1))
             writer._extension_target = writer._allocated
             os.fsync(fd)
@@ -225,10 +265,17 @@ class SegmentWriter:
         return writer
 
     @classmethod
-    def reopen(cls, directory: Path, scan: SegmentScan, prealloc_bytes: int,
-               preallocator: Preallocator | None = None, limit_bytes: int = 0,
-               drop_cache: bool = False, direct_io: bool = False,
-               staging: StagingBuffers | None = None) -> SegmentWriter:
+    def reopen(
+        cls,
+        directory: Path,
+        scan: SegmentScan,
+        prealloc_bytes: int,
+        preallocator: Preallocator | None = None,
+        limit_bytes: int = 0,
+        drop_cache: bool = False,
+        direct_io: bool = False,
+        staging: StagingBuffers | None = None,
+    ) -> SegmentWriter:
         """Append to an existing segment (of the current version) after its last valid record.
 
         Whatever follows that record (a torn record, garbage, stale zeros) is cut off and the
@@ -239,8 +286,18 @@ class SegmentWriter:
         writer = None
         try:
             os.ftruncate(fd, scan.end_offset)
-            writer = cls(directory, scan.segment_id, fd, scan.end_offset, prealloc_bytes, preallocator, limit_bytes,
-                         drop_cache, direct_io, staging)
+            writer = cls(
+                directory,
+                scan.segment_id,
+                fd,
+                scan.end_offset,
+                prealloc_bytes,
+                preallocator,
+                limit_bytes,
+                drop_cache,
+                direct_io,
+                staging,
+            )
             writer._preallocate(writer._target_for(scan.end_offset + 1))
             writer._extension_target = writer._allocated
             os.fsync(fd)
@@ -293,8 +350,12 @@ class SegmentWriter:
         if extension is not None and extension.done():
             self._extension, self._extension_target = None, self._allocated
             if extension.exception() is not None:  # retried below (inline) if still needed
-                log.warning("journal %s: preallocating segment %x failed: %s", self.directory, self.segment_id,
-                            extension.exception())
+                log.warning(
+                    "journal %s: preallocating segment %x failed: %s",
+                    self.directory,
+                    self.segment_id,
+                    extension.exception(),
+                )
             extension = None
         if extension is None:
             if end + step // 2 <= self._allocated:
@@ -431,7 +492,7 @@ def _pwritev_all(fd: int, buffers: list[bytes], size: int, offset: int) -> None:
             _pwrite_rest(fd, buffers, written, offset)
         return
     for first in range(0, len(buffers), IOV_MAX):
-        chunk = buffers[first:first + IOV_MAX]
+        chunk = buffers[first : first + IOV_MAX]
         chunk_size = sum(map(len, chunk))
         written = os.pwritev(fd, chunk, offset)
         if written < chunk_size:
@@ -460,22 +521,33 @@ def replay_directory(directory: Path, visit, start: LogMark | None = None) -> li
     segment_ids = [s for s in list_segments(directory) if start is None or s >= start.segment_id]
     for segment_id in segment_ids:
         offset = start.offset if start is not None and segment_id == start.segment_id else SEGMENT_HEADER_SIZE
-        scan = scan_segment(segment_path(directory, segment_id), segment_id,
-                            lambda item, sid=segment_id: visit(sid, item), offset)
+        scan = scan_segment(
+            segment_path(directory, segment_id), segment_id, lambda item, sid=segment_id: visit(sid, item), offset
+        )
         scans.append(scan)
     tail = tail_scan(scans)
     for scan in scans:
         if not scan.header_ok:
             log.warning("journal %s: segment %x has no valid header; skipped", directory, scan.segment_id)
         elif scan.end is ScanEnd.STALE and (scan is tail or scan.empty):
-            log.debug("journal %s: reused segment %x ends at offset %d after %d records", directory,
-                      scan.segment_id, scan.end_offset, scan.records)
+            log.debug(
+                "journal %s: reused segment %x ends at offset %d after %d records",
+                directory,
+                scan.segment_id,
+                scan.end_offset,
+                scan.records,
+            )
         elif scan.end is not ScanEnd.CLEAN:
             is_tail = scan is tail
             (log.info if is_tail else log.warning)(
-                "journal %s: segment %x ends %s at offset %d after %d records%s", directory, scan.segment_id,
-                scan.end.value, scan.end_offset, scan.records,
-                " (a crash mid-write; the tail is discarded)" if is_tail else "")
+                "journal %s: segment %x ends %s at offset %d after %d records%s",
+                directory,
+                scan.segment_id,
+                scan.end.value,
+                scan.end_offset,
+                scan.records,
+                " (a crash mid-write; the tail is discarded)" if is_tail else "",
+            )
     return scans
 
 
@@ -499,7 +571,7 @@ def delete_segments_before(directory: Path, segment_id: int, keep_for_reuse: int
     """
     old_ids = [old for old in list_segments(directory) if old < segment_id]
     room = max(0, keep_for_reuse - len(list_recycled(directory)))
-    recycle = set(old_ids[len(old_ids) - room:]) if room else set()
+    recycle = set(old_ids[len(old_ids) - room :]) if room else set()
     deleted = []
     for old in old_ids:
         try:

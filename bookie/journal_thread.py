@@ -48,14 +48,21 @@ GroupDone = Callable[..., None]
 class JournalThread:
     """The thread that writes one journal's groups; created and started on the loop."""
 
-    def __init__(self, files: JournalFiles, q: queue.SimpleQueue, stats: JournalStats, add_latency: Any,
-                 group_done: GroupDone, on_failure: Callable[[MiniPulsarError], None]) -> None:
+    def __init__(
+        self,
+        files: JournalFiles,
+        q: queue.SimpleQueue,
+        stats: JournalStats,
+        add_latency: Any,
+        group_done: GroupDone,
+        on_failure: Callable[[MiniPulsarError], None],
+    ) -> None:
         """Args:
-            files: the segments to append to (opened on this thread).
-            q: where the loop hands over batches (then :data:`STOP`).
-            add_latency: JOURNAL_ADD_ENTRY counts written by this thread only.
-            group_done: run on the loop once per group, written or failed.
-            on_failure: called on this thread with the failure that stops the journal.
+        files: the segments to append to (opened on this thread).
+        q: where the loop hands over batches (then :data:`STOP`).
+        add_latency: JOURNAL_ADD_ENTRY counts written by this thread only.
+        group_done: run on the loop once per group, written or failed.
+        on_failure: called on this thread with the failure that stops the journal.
         """
         self.files = files
         self.directory = files.directory
@@ -78,8 +85,12 @@ class JournalThread:
         self._loop = asyncio.get_running_loop()
         self._stopped = self._loop.create_future()
         started: asyncio.Future[None] = self._loop.create_future()
-        thread = threading.Thread(target=self._run, args=(started, applied_mark, replay_scans), daemon=True,
-                                  name=f"journal-{self.files.index}")
+        thread = threading.Thread(
+            target=self._run,
+            args=(started, applied_mark, replay_scans),
+            daemon=True,
+            name=f"journal-{self.files.index}",
+        )
         thread.start()
         await started
 
@@ -146,8 +157,13 @@ class JournalThread:
                     if stopping:
                         return
                     continue
-                reason = FlushReason.SHUTDOWN if stopping else policy.should_flush(
-                    entries, group_bytes, time.monotonic() - group[0].enqueued_at, carry is None and q.empty())
+                reason = (
+                    FlushReason.SHUTDOWN
+                    if stopping
+                    else policy.should_flush(
+                        entries, group_bytes, time.monotonic() - group[0].enqueued_at, carry is None and q.empty()
+                    )
+                )
                 if reason is None:
                     continue
                 self._commit(group, entries, group_bytes, reason)
@@ -156,8 +172,9 @@ class JournalThread:
                     return
             except Exception as exc:  # a bug: fail the journal, but no add may wait forever for this thread
                 # The batch in hand (taken off the queue, not yet in the group) goes with it.
-                in_hand = [b for b in (item, carry)
-                           if b is not None and b is not STOP and all(b is not g for g in group)]
+                in_hand = [
+                    b for b in (item, carry) if b is not None and b is not STOP and all(b is not g for g in group)
+                ]
                 self._broken(group + in_hand, exc)
                 group, entries, group_bytes, carry, item = [], 0, 0, None, None
                 if stopping:
@@ -247,8 +264,7 @@ class JournalThread:
         """The group assembly failed (a bug, not a write: :meth:`_commit` answers those): fail
         the journal as a failed write does, and the batches being assembled with it; later
         groups fail in :meth:`_commit`."""
-        log.error("journal %s: the writer thread failed, refusing further adds: %r", self.directory, exc,
-                  exc_info=exc)
+        log.error("journal %s: the writer thread failed, refusing further adds: %r", self.directory, exc, exc_info=exc)
         failure = self._failure or UnknownServerError(f"journal writer failed: {exc!r}")
         if self._failure is None:
             self._fail(failure)
@@ -268,8 +284,10 @@ def split_batch(batch: Batch, policy: GroupCommitPolicy, entries: int, group_byt
     if taken == len(batch.records):
         return batch, None
     records, buffers = batch.records, batch.buffers
-    return (Batch(records[:taken], buffers[: 2 * taken], size, batch.enqueued_at),
-            Batch(records[taken:], buffers[2 * taken:], batch.size - size, batch.enqueued_at))
+    return (
+        Batch(records[:taken], buffers[: 2 * taken], size, batch.enqueued_at),
+        Batch(records[taken:], buffers[2 * taken :], batch.size - size, batch.enqueued_at),
+    )
 
 
 def _get_nowait(q: queue.SimpleQueue) -> Any:

@@ -159,7 +159,7 @@ RECORD_SIZE = 3
 class Batch:
     """The records admitted in one loop iteration, handed to the writer thread together."""
 
-    __slots__ = ("records", "buffers", "size", "enqueued_at")
+    __slots__ = ("buffers", "enqueued_at", "records", "size")
 
     def __init__(self, records: list[PendingRecord], buffers: list[bytes], size: int, enqueued_at: float) -> None:
         self.records = records

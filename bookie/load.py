@@ -122,15 +122,25 @@ def read_io_ticks(devices: set[int]) -> dict[int, float]:
 def io_util_percent(old: LoadSample, new: LoadSample, devices: Sequence[int | None]) -> float:
     """The busiest of ``devices`` between the two samples, in percent; -1 when unknown."""
     elapsed_ms = (new.at_s - old.at_s) * 1000
-    utils = [min(100.0, (new.io_ticks_ms[d] - old.io_ticks_ms[d]) / elapsed_ms * 100)
-             for d in devices if d in new.io_ticks_ms and d in old.io_ticks_ms]
+    utils = [
+        min(100.0, (new.io_ticks_ms[d] - old.io_ticks_ms[d]) / elapsed_ms * 100)
+        for d in devices
+        if d in new.io_ticks_ms and d in old.io_ticks_ms
+    ]
     return round(max(utils), 1) if utils and elapsed_ms > 0 else -1.0
 
 
 class BookieLoad:
-    def __init__(self, journal_dirs: Sequence[str], ledger_dirs: Sequence[str],
-                 disk_monitor: LedgerDirsMonitor, state: BookieState, read_pool: ReadThreadPool | None,
-                 sample_interval_s: float = SAMPLE_INTERVAL_S, window_s: float = WINDOW_S) -> None:
+    def __init__(
+        self,
+        journal_dirs: Sequence[str],
+        ledger_dirs: Sequence[str],
+        disk_monitor: LedgerDirsMonitor,
+        state: BookieState,
+        read_pool: ReadThreadPool | None,
+        sample_interval_s: float = SAMPLE_INTERVAL_S,
+        window_s: float = WINDOW_S,
+    ) -> None:
         self.disk_monitor = disk_monitor
         self.state = state
         self.read_pool = read_pool
@@ -181,9 +191,15 @@ class BookieLoad:
 
     def _rates(self) -> dict:
         if len(self._samples) < 2:
-            return {"journalWriteBytesPerSecond": 0.0, "journalSyncLatencyMsAvg": None,
-                    "journalSyncLatencyMsP99": None, "journalIoUtil": -1.0, "ledgerIoUtil": -1.0,
-                    "cpuUsedRate": 0.0, "loadWindowSeconds": 0.0}
+            return {
+                "journalWriteBytesPerSecond": 0.0,
+                "journalSyncLatencyMsAvg": None,
+                "journalSyncLatencyMsP99": None,
+                "journalIoUtil": -1.0,
+                "ledgerIoUtil": -1.0,
+                "cpuUsedRate": 0.0,
+                "loadWindowSeconds": 0.0,
+            }
         old, new = self._samples[0], self._samples[-1]
         elapsed_s = new.at_s - old.at_s
         sync_avg, sync_p99 = latency_in_window(old.journal_sync, new.journal_sync)
@@ -205,9 +221,14 @@ class BookieLoad:
             "ledgerDirsFreeBytes": free,
             "ledgerDirsTotalBytes": total,
             "ledgerDirsUsage": [
-                {"dir": str(usage.directory), "usedFraction": round(usage.used_fraction, 4),
-                 "freeBytes": usage.free_bytes, "full": usage.directory in self.disk_monitor.full_dirs}
-                for usage in usages],
+                {
+                    "dir": str(usage.directory),
+                    "usedFraction": round(usage.used_fraction, 4),
+                    "freeBytes": usage.free_bytes,
+                    "full": usage.directory in self.disk_monitor.full_dirs,
+                }
+                for usage in usages
+            ],
             "writableLedgerDirs": len(usages) - len(self.disk_monitor.full_dirs),
             "readOnly": self.state.read_only,
             "state": "readonly" if self.state.read_only else "writable",

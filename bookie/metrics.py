@@ -52,8 +52,13 @@ class FastHistogram:
     with ``histogram_quantile``) fed by :class:`LatencyCounts` objects: one per label set, or one
     per writer thread (:meth:`counts` with ``shared=False``), summed at scrape time."""
 
-    def __init__(self, name: str, documentation: str, labelnames: tuple[str, ...] = (),
-                 bounds_ms: tuple[float, ...] = LATENCY_BUCKETS_MS) -> None:
+    def __init__(
+        self,
+        name: str,
+        documentation: str,
+        labelnames: tuple[str, ...] = (),
+        bounds_ms: tuple[float, ...] = LATENCY_BUCKETS_MS,
+    ) -> None:
         self.name, self.documentation, self.labelnames, self.bounds_ms = name, documentation, labelnames, bounds_ms
         self._counts: list[tuple[tuple[str, ...], LatencyCounts]] = []
         self._shared: dict[tuple[str, ...], LatencyCounts] = {}
@@ -95,10 +100,14 @@ def _le(bound_ms: float) -> str:
 
 
 ADD_ENTRY_REQUEST = FastHistogram(
-    "bookkeeper_server_ADD_ENTRY_REQUEST", "ADD_ENTRY: request received to response sent (ms)", ("success",))
+    "bookkeeper_server_ADD_ENTRY_REQUEST", "ADD_ENTRY: request received to response sent (ms)", ("success",)
+)
 READ_ENTRY_REQUEST = Histogram(
-    "bookkeeper_server_READ_ENTRY_REQUEST", "READ_ENTRY: request received to response sent (ms)",
-    ["success"], buckets=LATENCY_BUCKETS_MS)
+    "bookkeeper_server_READ_ENTRY_REQUEST",
+    "READ_ENTRY: request received to response sent (ms)",
+    ["success"],
+    buckets=LATENCY_BUCKETS_MS,
+)
 ADD_ENTRY_REQUEST_OK = ADD_ENTRY_REQUEST.counts("true")
 ADD_ENTRY_REQUEST_FAILED = ADD_ENTRY_REQUEST.counts("false")
 READ_ENTRY_REQUEST_OK = READ_ENTRY_REQUEST.labels(success="true")
@@ -107,8 +116,10 @@ READ_ENTRY_REQUEST_FAILED = READ_ENTRY_REQUEST.labels(success="false")
 CHANNEL_WRITE = Histogram(
     "bookkeeper_server_CHANNEL_WRITE",
     "Responses dropped unsent: the peer had not taken its responses for waitTimeoutOnResponseBackpressureMs "
-    "(ms since the request arrived; only success=\"false\" is recorded here)",
-    ["success"], buckets=LATENCY_BUCKETS_MS)
+    '(ms since the request arrived; only success="false" is recorded here)',
+    ["success"],
+    buckets=LATENCY_BUCKETS_MS,
+)
 CHANNEL_WRITE_FAILED = CHANNEL_WRITE.labels(success="false")
 
 
@@ -125,32 +136,35 @@ class Totals:
 
 TOTALS = Totals()
 
-ADD_ENTRY_IN_PROGRESS = Gauge(
-    "bookkeeper_server_ADD_ENTRY_IN_PROGRESS", "Adds received and not yet answered")
+ADD_ENTRY_IN_PROGRESS = Gauge("bookkeeper_server_ADD_ENTRY_IN_PROGRESS", "Adds received and not yet answered")
 ADD_ENTRY_IN_PROGRESS.set_function(lambda: TOTALS.adds_in_progress)
-READ_ENTRY_IN_PROGRESS = Gauge(
-    "bookkeeper_server_READ_ENTRY_IN_PROGRESS", "Reads received and not yet answered")
+READ_ENTRY_IN_PROGRESS = Gauge("bookkeeper_server_READ_ENTRY_IN_PROGRESS", "Reads received and not yet answered")
 READ_ENTRY_IN_PROGRESS.set_function(lambda: TOTALS.reads_in_progress)
 
 JOURNAL_ADD_ENTRY = FastHistogram(
-    "bookie_journal_JOURNAL_ADD_ENTRY", "Journal: record queued to record durable (ms); each journal "
-    "thread records into its own counts (JOURNAL_ADD_ENTRY.counts(shared=False))")
+    "bookie_journal_JOURNAL_ADD_ENTRY",
+    "Journal: record queued to record durable (ms); each journal "
+    "thread records into its own counts (JOURNAL_ADD_ENTRY.counts(shared=False))",
+)
 JOURNAL_SYNC = Histogram(
-    "bookie_journal_JOURNAL_SYNC", "Journal: one fdatasync of a group (ms)", buckets=LATENCY_BUCKETS_MS)
+    "bookie_journal_JOURNAL_SYNC", "Journal: one fdatasync of a group (ms)", buckets=LATENCY_BUCKETS_MS
+)
 JOURNAL_CREATION_LATENCY = Histogram(
-    "bookie_journal_JOURNAL_CREATION_LATENCY", "Journal: creating (and preallocating) a segment (ms)",
-    buckets=LATENCY_BUCKETS_MS)
+    "bookie_journal_JOURNAL_CREATION_LATENCY",
+    "Journal: creating (and preallocating) a segment (ms)",
+    buckets=LATENCY_BUCKETS_MS,
+)
 JOURNAL_FORCE_WRITE_GROUPING_COUNT = Histogram(
-    "bookie_journal_JOURNAL_FORCE_WRITE_GROUPING_COUNT", "Journal: records per group commit",
-    buckets=GROUP_SIZE_BUCKETS)
-JOURNAL_QUEUE_SIZE = Gauge(
-    "bookie_journal_JOURNAL_QUEUE_SIZE", "Journal: records queued and not yet durable")
+    "bookie_journal_JOURNAL_FORCE_WRITE_GROUPING_COUNT", "Journal: records per group commit", buckets=GROUP_SIZE_BUCKETS
+)
+JOURNAL_QUEUE_SIZE = Gauge("bookie_journal_JOURNAL_QUEUE_SIZE", "Journal: records queued and not yet durable")
 JOURNAL_QUEUE_SIZE.set_function(lambda: TOTALS.journal_queued)
-JOURNAL_WRITE_BYTES = Gauge(
-    "bookie_journal_JOURNAL_WRITE_BYTES", "Journal: bytes written (monotonic)")
+JOURNAL_WRITE_BYTES = Gauge("bookie_journal_JOURNAL_WRITE_BYTES", "Journal: bytes written (monotonic)")
 JOURNAL_NUM_FLUSH = {
-    reason: Gauge(f"bookie_journal_JOURNAL_NUM_FLUSH_{reason.upper()}",
-                  f"Journal: group commits triggered by {reason} (monotonic)")
+    reason: Gauge(
+        f"bookie_journal_JOURNAL_NUM_FLUSH_{reason.upper()}",
+        f"Journal: group commits triggered by {reason} (monotonic)",
+    )
     for reason in ("max_wait", "max_outstanding_bytes", "max_entries", "empty_queue", "shutdown")
 }
 
@@ -168,13 +182,18 @@ LEDGER_WRITABLE_DIRS = Gauge("bookie_ledger_writable_dirs", "Ledger dirs below d
 
 READ_ENTRY_REJECTED = Gauge(
     "bookkeeper_server_READ_ENTRY_REJECTED",
-    "Reads refused with TooManyRequests: their read thread's queue was full (monotonic)")
+    "Reads refused with TooManyRequests: their read thread's queue was full (monotonic)",
+)
 READ_POOL_TASK_QUEUED = Histogram(
     "bookkeeper_server_BookieReadThreadPool_task_queued",
-    "Read thread pool: task submitted to task started (ms)", buckets=LATENCY_BUCKETS_MS)
+    "Read thread pool: task submitted to task started (ms)",
+    buckets=LATENCY_BUCKETS_MS,
+)
 READ_POOL_TASK_EXECUTION = Histogram(
     "bookkeeper_server_BookieReadThreadPool_task_execution",
-    "Read thread pool: task run time (ms)", buckets=LATENCY_BUCKETS_MS)
+    "Read thread pool: task run time (ms)",
+    buckets=LATENCY_BUCKETS_MS,
+)
 READ_POOLS: weakref.WeakSet = weakref.WeakSet()
 """Open :class:`bookie.read_pool.ReadThreadPool` objects (one per bookie; tests may hold several)."""
 
@@ -190,12 +209,16 @@ class _ReadPoolQueues:
         pools = list(READ_POOLS)
         threads = max((len(pool.pending) for pool in pools), default=0)
         for index in range(threads):
-            family = GaugeMetricFamily(f"bookkeeper_server_BookieReadThreadPool_queue_{index}",
-                                       f"Reads queued or running on read thread {index}")
+            family = GaugeMetricFamily(
+                f"bookkeeper_server_BookieReadThreadPool_queue_{index}",
+                f"Reads queued or running on read thread {index}",
+            )
             family.add_metric([], sum(pool.pending[index] for pool in pools if index < len(pool.pending)))
             yield family
-        family = GaugeMetricFamily("bookkeeper_server_BookieReadThreadPool_max_queue_size",
-                                   "maxPendingReadRequestsPerThread: reads past it are rejected")
+        family = GaugeMetricFamily(
+            "bookkeeper_server_BookieReadThreadPool_max_queue_size",
+            "maxPendingReadRequestsPerThread: reads past it are rejected",
+        )
         family.add_metric([], max((pool.pending_per_thread_max for pool in pools), default=0))
         yield family
 

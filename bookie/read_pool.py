@@ -43,15 +43,18 @@ class ReadThreadPool:
     def __init__(self, threads: int, pending_per_thread_max: int, name: str = "BookieReadThreadPool") -> None:
         """``threads``: numReadWorkerThreads; ``pending_per_thread_max``: maxPendingReadRequestsPerThread."""
         if threads < 1 or pending_per_thread_max < 1:
-            raise ValueError(f"need threads >= 1 and pending_per_thread_max >= 1, got {threads}, "
-                             f"{pending_per_thread_max}")
+            raise ValueError(
+                f"need threads >= 1 and pending_per_thread_max >= 1, got {threads}, {pending_per_thread_max}"
+            )
         self.name = name
         self.pending_per_thread_max = pending_per_thread_max
         self.pending = [0] * threads
         """Tasks submitted to each thread and not yet handed back (queued + running)."""
         self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(threads)]
-        self._threads = [threading.Thread(target=self._work, args=(q,), name=f"{name}-{i}", daemon=True)
-                         for i, q in enumerate(self._queues)]
+        self._threads = [
+            threading.Thread(target=self._work, args=(q,), name=f"{name}-{i}", daemon=True)
+            for i, q in enumerate(self._queues)
+        ]
         self._closed = False
         for thread in self._threads:
             thread.start()
@@ -87,18 +90,25 @@ class ReadThreadPool:
             metrics.READ_ENTRY_REJECTED.inc()
             raise TooManyRequestsError(
                 f"{self.pending[index]} reads are pending on read thread {index} "
-                f"(maxPendingReadRequestsPerThread={self.pending_per_thread_max})")
+                f"(maxPendingReadRequestsPerThread={self.pending_per_thread_max})"
+            )
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self.pending[index] += 1
-        if ready is None or ready.done() and not ready.cancelled() and ready.exception() is None:
+        if ready is None or (ready.done() and not ready.cancelled() and ready.exception() is None):
             self._queues[index].put((fn, future, loop, index, time.monotonic()))
         else:
             ready.add_done_callback(functools.partial(self._ready, fn, future, loop, index))
         return future
 
-    def _ready(self, fn: Callable[[], Any], future: asyncio.Future, loop: asyncio.AbstractEventLoop, index: int,
-               ready: asyncio.Future[None]) -> None:
+    def _ready(
+        self,
+        fn: Callable[[], Any],
+        future: asyncio.Future,
+        loop: asyncio.AbstractEventLoop,
+        index: int,
+        ready: asyncio.Future[None],
+    ) -> None:
         """A task's turn came (or it was given up): queue it, or give its place back."""
         refusal = None if ready.cancelled() else ready.exception()
         if ready.cancelled() or refusal is not None or future.cancelled() or self._closed:
@@ -107,8 +117,9 @@ class ReadThreadPool:
                 if refusal is not None:
                     future.set_exception(refusal)
                 elif self._closed and not ready.cancelled():
-                    future.set_exception(ServiceNotReadyError("the bookie is shutting down: reads are no longer "
-                                                              "served"))
+                    future.set_exception(
+                        ServiceNotReadyError("the bookie is shutting down: reads are no longer served")
+                    )
                 else:
                     future.cancel()
             return

@@ -29,7 +29,7 @@ import logging
 import time
 
 from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError, NotFoundError
-from minipulsar.metadata.store import MetadataStore, Notification, NotificationType, SessionEvent, NOT_EXISTS
+from minipulsar.metadata.store import NOT_EXISTS, MetadataStore, Notification, NotificationType, SessionEvent
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,9 @@ def registration_path(bookie_id: str, read_only: bool = False) -> str:
 
 
 class BookieRegistration:
-    def __init__(self, store: MetadataStore, bookie_id: str, info: dict, session_timeout_ms: int,
-                 read_only: bool = False) -> None:
+    def __init__(
+        self, store: MetadataStore, bookie_id: str, info: dict, session_timeout_ms: int, read_only: bool = False
+    ) -> None:
         self.store = store
         self.bookie_id = bookie_id
         self.read_only = read_only
@@ -85,13 +86,15 @@ class BookieRegistration:
             if await self._replace_own_stale_key():
                 continue
             if not waited:
-                log.info("%s exists (a previous run whose session has not expired yet?); waiting for it to go",
-                         self.path)
+                log.info(
+                    "%s exists (a previous run whose session has not expired yet?); waiting for it to go", self.path
+                )
                 waited = True
             if time.monotonic() > deadline:
                 raise BookieIdInUseError(
                     f"{self.path} still exists after the session timeout: is another bookie running as "
-                    f"{self.bookie_id}?")
+                    f"{self.bookie_id}?"
+                )
             await asyncio.sleep(POLL_INTERVAL_S)
         self._registered = True
         log.info("registered as %s", path)

@@ -100,8 +100,7 @@ class BookieConnection(ServerConnection):
     """Adds of tens of KiB arrive back to back from a few broker connections: read them 1 MiB
     at a time (a few such connections per bookie)."""
 
-    def __init__(self, bookie: Bookie, bookie_id: str, *, state: BookieState, load: BookieLoad,
-                 **kwargs: Any) -> None:
+    def __init__(self, bookie: Bookie, bookie_id: str, *, state: BookieState, load: BookieLoad, **kwargs: Any) -> None:
         super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
         self.bookie = bookie
         self.bookie_id = bookie_id
@@ -162,8 +161,12 @@ class BookieConnection(ServerConnection):
         self._response_timer = None
         timeout_ms = self.bookie.config.wait_timeout_on_response_backpressure_ms
         if self.bookie.config.close_channel_on_response_timeout:
-            log.warning("%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
-                        "closing it (closeChannelOnResponseTimeout)", self.peer, timeout_ms)
+            log.warning(
+                "%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
+                "closing it (closeChannelOnResponseTimeout)",
+                self.peer,
+                timeout_ms,
+            )
             self.abort(ConnectionClosedError(f"{self.peer} did not take its responses for {timeout_ms} ms"))
             return
         self._dropping_reads = True
@@ -173,9 +176,13 @@ class BookieConnection(ServerConnection):
             if not turn.done():
                 turn.set_exception(ResponsesNotTaken(f"{self.peer} did not take its responses for {timeout_ms} ms"))
                 dropped += 1
-        log.warning("%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
-                    "dropped its %d waiting reads, and answers none until it takes them", self.peer, timeout_ms,
-                    dropped)
+        log.warning(
+            "%s: has not taken its responses for %d ms (waitTimeoutOnResponseBackpressureMs); "
+            "dropped its %d waiting reads, and answers none until it takes them",
+            self.peer,
+            timeout_ms,
+            dropped,
+        )
         self._resume_reading(_READS_WAITING)
 
     def closed(self, reason: MiniPulsarError) -> None:
@@ -205,9 +212,13 @@ class BookieConnection(ServerConnection):
         if len(cmd.payload) > self._payload_max:
             # The frame fit, but the READ_ENTRY_RESPONSE carrying it back would not: refused
             # now rather than acknowledged and then unreadable by every peer.
-            self.reply_error(cmd, InvalidCommand(
-                f"ADD_ENTRY payload of {len(cmd.payload)} bytes is above the largest entry this bookie can "
-                f"send back ({self._payload_max} bytes: maxFrameSize less {RESPONSE_OVERHEAD_BYTES})"))
+            self.reply_error(
+                cmd,
+                InvalidCommand(
+                    f"ADD_ENTRY payload of {len(cmd.payload)} bytes is above the largest entry this bookie can "
+                    f"send back ({self._payload_max} bytes: maxFrameSize less {RESPONSE_OVERHEAD_BYTES})"
+                ),
+            )
             return
         if not (0 <= cmd.ledger_id <= INT64_MAX and 0 <= cmd.entry_id <= INT64_MAX and -1 <= cmd.lac <= INT64_MAX):
             try:
@@ -287,8 +298,9 @@ class BookieConnection(ServerConnection):
         _check_id("ledger_id", cmd.ledger_id, 0)
         _check_id("first_entry_id", cmd.first_entry_id, 0)
         if cmd.count < 1 or cmd.max_bytes < 0:
-            raise InvalidCommand(f"READ_ENTRY: count must be >= 1 and max_bytes >= 0, "
-                                 f"got count={cmd.count} max_bytes={cmd.max_bytes}")
+            raise InvalidCommand(
+                f"READ_ENTRY: count must be >= 1 and max_bytes >= 0, got count={cmd.count} max_bytes={cmd.max_bytes}"
+            )
         # Fence here, in the read path: commands behind this one on the connection see it.
         fenced = self.bookie.fence(cmd.ledger_id) if cmd.fence else None
         return self._read_entry(cmd, fenced, self._read_turn())
@@ -318,8 +330,9 @@ class BookieConnection(ServerConnection):
         if len(turns) <= READS_WAITING_MAX // 2:
             self._resume_reading(_READS_WAITING)
 
-    async def _read_entry(self, cmd: ReadEntry, fenced: asyncio.Future | None,
-                          turn: asyncio.Future[None] | None) -> None:
+    async def _read_entry(
+        self, cmd: ReadEntry, fenced: asyncio.Future | None, turn: asyncio.Future[None] | None
+    ) -> None:
         """One read; ``turn``: see :meth:`_read_turn` (the read pool runs it once it is done)."""
         started = time.monotonic()
         metrics.TOTALS.reads_in_progress += 1
@@ -329,13 +342,15 @@ class BookieConnection(ServerConnection):
                 await fenced
             frame_budget = self.bookie.config.max_frame_size - RESPONSE_OVERHEAD_BYTES
             max_bytes = min(cmd.max_bytes, frame_budget) if cmd.max_bytes else frame_budget
-            entries = await self.bookie.read_entries(cmd.ledger_id, cmd.first_entry_id,
-                                                     min(cmd.count, READ_COUNT_MAX), max_bytes, ready=turn)
+            entries = await self.bookie.read_entries(
+                cmd.ledger_id, cmd.first_entry_id, min(cmd.count, READ_COUNT_MAX), max_bytes, ready=turn
+            )
             if self._dropping_reads:
                 raise ResponsesNotTaken(f"{self.peer} does not take its responses")
             lac = self.bookie.ledger(cmd.ledger_id).lac
-            self.send(ReadEntryResponse(id=cmd.id, ledger_id=cmd.ledger_id,
-                                        entries=[[e, p] for e, p in entries], lac=lac))
+            self.send(
+                ReadEntryResponse(id=cmd.id, ledger_id=cmd.ledger_id, entries=[[e, p] for e, p in entries], lac=lac)
+            )
             success = True
         except ResponsesNotTaken:
             metrics.CHANNEL_WRITE_FAILED.observe((time.monotonic() - started) * 1000)
@@ -358,23 +373,29 @@ class BookieConnection(ServerConnection):
         _check_id("ledger_id", cmd.ledger_id, 0)
         if not cmd.fence:
             state = self.bookie.ledger(cmd.ledger_id)
-            self.send(ReadLacResponse(id=cmd.id, ledger_id=cmd.ledger_id, lac=state.lac,
-                                      last_entry_id=state.last_entry_id))
+            self.send(
+                ReadLacResponse(id=cmd.id, ledger_id=cmd.ledger_id, lac=state.lac, last_entry_id=state.last_entry_id)
+            )
             return None
         return self._fence_and_read_lac(cmd, self.bookie.fence(cmd.ledger_id))
 
     async def _fence_and_read_lac(self, cmd: ReadLac, fenced: asyncio.Future) -> None:
         state = await fenced
-        self.send(ReadLacResponse(id=cmd.id, ledger_id=cmd.ledger_id, lac=state.lac,
-                                  last_entry_id=state.last_entry_id))
+        self.send(ReadLacResponse(id=cmd.id, ledger_id=cmd.ledger_id, lac=state.lac, last_entry_id=state.last_entry_id))
 
     # -- BOOKIE_INFO ----------------------------------------------------------------------------
 
     @handles(BookieInfo)
     def bookie_info(self, cmd: BookieInfo) -> None:
         free, total = self.load.disk_space()
-        self.send(BookieInfoResponse(id=cmd.id, free_disk_bytes=free, total_disk_bytes=total,
-                                     info={"bookieId": self.bookie_id, **self.bookie.info(), **self.load.report()}))
+        self.send(
+            BookieInfoResponse(
+                id=cmd.id,
+                free_disk_bytes=free,
+                total_disk_bytes=total,
+                info={"bookieId": self.bookie_id, **self.bookie.info(), **self.load.report()},
+            )
+        )
 
 
 def _granted(turn: asyncio.Future[None]) -> bool:
@@ -385,4 +406,3 @@ def _granted(turn: asyncio.Future[None]) -> bool:
 def _check_id(name: str, value: int, minimum: int) -> None:
     if not minimum <= value <= INT64_MAX:
         raise InvalidCommand(f"{name} must be in [{minimum}, 2^63-1], got {value}")
-

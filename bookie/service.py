@@ -35,7 +35,13 @@ from typing import TypeVar
 from minipulsar.bookie import disk_model, metrics
 from minipulsar.bookie.bookie import Bookie
 from minipulsar.bookie.bookie_status import read_status, write_status
-from minipulsar.bookie.cookie import Cookie, ForeignStoreCookieError, check_cookies, check_store_cookie, record_bookie_id
+from minipulsar.bookie.cookie import (
+    Cookie,
+    ForeignStoreCookieError,
+    check_cookies,
+    check_store_cookie,
+    record_bookie_id,
+)
 from minipulsar.bookie.dir_lock import DirectoryLocks
 from minipulsar.bookie.disk_monitor import LedgerDirsMonitor
 from minipulsar.bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, BookieHttpApi
@@ -80,8 +86,9 @@ class StartAborted(Exception):
 
 
 class BookieService:
-    def __init__(self, config: BookieConfig, store: MetadataStore | None = None,
-                 stop: asyncio.Event | None = None) -> None:
+    def __init__(
+        self, config: BookieConfig, store: MetadataStore | None = None, stop: asyncio.Event | None = None
+    ) -> None:
         """``store``: an already open metadata store (tests); else one is opened from the config.
         ``stop``: set when the bookie must shut down by itself (every ledger dir full, or a
         journal failed, with read-only mode disabled); the process then stops it as on SIGTERM."""
@@ -140,7 +147,8 @@ class BookieService:
         self.http_port = await self.http.start(config.bind_address, config.http_port)
         if self.store is None:
             self.store = await self._unless_stopping(
-                open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms))
+                open_metadata_store(config.metadata_url, session_timeout_ms=config.session_timeout_ms)
+            )
         await self._check_store_cookie(cookie)
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         if config.force_read_only_bookie:
@@ -149,19 +157,29 @@ class BookieService:
             log.info("starting read-only, as an operator left it (persistBookieStatusEnabled)")
             self.state.set_cause(READ_ONLY_BY_HAND, True)
         await self.listener.serve()
-        self.registration = BookieRegistration(self.store, self.bookie_id, {
-            "httpPort": self.http_port,
-            "journalDirs": [str(Path(d).resolve()) for d in config.journal_dirs],
-            "ledgerDirs": [str(Path(d).resolve()) for d in config.ledger_dirs],
-            "rack": DEFAULT_RACK,
-            "instanceId": cookie.instanceId,
-        }, config.session_timeout_ms, read_only=self.state.read_only)
+        self.registration = BookieRegistration(
+            self.store,
+            self.bookie_id,
+            {
+                "httpPort": self.http_port,
+                "journalDirs": [str(Path(d).resolve()) for d in config.journal_dirs],  # noqa: ASYNC240 -- once, at registration
+                "ledgerDirs": [str(Path(d).resolve()) for d in config.ledger_dirs],  # noqa: ASYNC240 -- once, at registration
+                "rack": DEFAULT_RACK,
+                "instanceId": cookie.instanceId,
+            },
+            config.session_timeout_ms,
+            read_only=self.state.read_only,
+        )
         await self._unless_stopping(self.registration.register())
         self.bookie.start_gc(MetadataStoreLedgers(self.store), self._disk_pressure)
         metrics.SERVER_STATUS.set(0 if self.state.read_only else 1)
         self.serving = not self.stopping
-        log.info("bookie %s serving (journals %s, ledger dirs %s)", self.bookie_id,
-                 ", ".join(config.journal_dirs), ", ".join(config.ledger_dirs))
+        log.info(
+            "bookie %s serving (journals %s, ledger dirs %s)",
+            self.bookie_id,
+            ", ".join(config.journal_dirs),
+            ", ".join(config.ledger_dirs),
+        )
 
     async def _bind(self) -> None:
         """Bind the port (not accepting connections yet); the bookie id is known from here on."""
@@ -185,8 +203,12 @@ class BookieService:
                 # its own ledgers is left to it, and another port asked for.
                 if self.config.port != 0 or attempt == EPHEMERAL_PORT_ATTEMPTS:
                     raise
-                log.warning("port %d was given by the OS, but bookie id %s belongs to another bookie instance "
-                            "(its cookie is in the metadata store); binding another port", self.port, self.bookie_id)
+                log.warning(
+                    "port %d was given by the OS, but bookie id %s belongs to another bookie instance "
+                    "(its cookie is in the metadata store); binding another port",
+                    self.port,
+                    self.bookie_id,
+                )
                 await self.listener.close()
                 await self._bind()
 
@@ -281,7 +303,7 @@ class BookieService:
         if self.registration is not None:
             try:
                 await asyncio.wait_for(self.registration.settled(), REGISTRATION_MOVE_WAIT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("the registration has not moved within %.0fs; it goes on trying", REGISTRATION_MOVE_WAIT_S)
 
     @property
@@ -314,9 +336,11 @@ class BookieService:
                 await asyncio.wait_for(self.registration.unregister(), METADATA_CLOSE_TIMEOUT_S)
             if self.store is not None and self._owns_store:
                 await asyncio.wait_for(self.store.close(), METADATA_CLOSE_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            log.warning("the metadata store did not answer within %.0fs; the registration will "
-                        "expire with the session", METADATA_CLOSE_TIMEOUT_S)
+        except TimeoutError:
+            log.warning(
+                "the metadata store did not answer within %.0fs; the registration will expire with the session",
+                METADATA_CLOSE_TIMEOUT_S,
+            )
         self._locks.release()
         log.info("bookie %s stopped", self.bookie_id)
 

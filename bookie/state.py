@@ -31,7 +31,7 @@ def journal_failed(index: int, error: BaseException) -> str:
 
 
 class BookieState:
-    __slots__ = ("read_only", "causes", "_listener")
+    __slots__ = ("_listener", "causes", "read_only")
 
     def __init__(self, listener: Callable[[bool, str], None] | None = None) -> None:
         """``listener(read_only, reason)``: called on each flip, on the loop."""

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 
 
-def admin_routes(service: "BrokerService") -> list[web.RouteDef]:
+def admin_routes(service: BrokerService) -> list[web.RouteDef]:
     handlers = _Handlers(service)
     return [
         web.get(f"{TOPIC}/stats", handlers.stats),
@@ -50,7 +50,7 @@ def _topic(request: web.Request) -> TopicName:
     try:
         return TopicName.parse(f"{info['domain']}://{info['tenant']}/{info['namespace']}/{info['topic']}")
     except ValueError as error:
-        raise web.HTTPBadRequest(text=json.dumps({"reason": str(error)}), content_type="application/json")
+        raise web.HTTPBadRequest(text=json.dumps({"reason": str(error)}), content_type="application/json") from error
 
 
 async def _partition_count(request: web.Request) -> int:
@@ -59,13 +59,15 @@ async def _partition_count(request: web.Request) -> int:
     except ValueError:
         count = None
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise web.HTTPBadRequest(text=json.dumps({"reason": "the body must be a positive number of partitions"}),
-                                 content_type="application/json")
+        raise web.HTTPBadRequest(
+            text=json.dumps({"reason": "the body must be a positive number of partitions"}),
+            content_type="application/json",
+        )
     return count
 
 
 class _Handlers:
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         self._service = service
 
     async def _loaded(self, name: TopicName, authoritative: bool = False):
@@ -144,6 +146,7 @@ class _Handlers:
     def _partitions(self):
         partitions = self._service.partitioned_topics
         if partitions is None:
-            raise web.HTTPServiceUnavailable(text=json.dumps({"reason": "the broker is starting"}),
-                                             content_type="application/json")
+            raise web.HTTPServiceUnavailable(
+                text=json.dumps({"reason": "the broker is starting"}), content_type="application/json"
+            )
         return partitions

@@ -8,7 +8,8 @@
 - ``PUT  /admin/v2/namespaces/{t}/{ns}/{bundle}/unload[?destinationBroker=host:webport]``;
 - ``PUT  /admin/v2/namespaces/{t}/{ns}/{bundle}/split?unload=true|false&splitAlgorithmName=…``;
 - ``GET  /lookup/v2/topic/{domain}/{t}/{ns}/{topic}[?authoritative=true]`` (LookupData);
-- ``GET  /admin/v2/clusters`` (this broker's cluster), ``GET  /admin/v2/brokers/{cluster}`` (live broker ids), ``GET /admin/v2/brokers/leaderBroker``,
+- ``GET  /admin/v2/clusters`` (this broker's cluster), ``GET  /admin/v2/brokers/{cluster}`` (live broker ids),
+  ``GET /admin/v2/brokers/leaderBroker``,
   ``GET  /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`` (bundle → ownership status);
 - ``GET  /admin/v2/broker-stats/load-report`` (this broker's /loadbalance/brokers value);
 - minipulsar's own ``PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/acquire``: take an unowned bundle now
@@ -26,6 +27,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from minipulsar.broker.namespace.bundles import BundleRange, NamespaceBundle
+from minipulsar.broker.namespace.directory import LEADER_PATH
+from minipulsar.broker.namespace.policies import check_name
 from minipulsar.errors import (
     AlreadyExistsError,
     BadVersionError,
@@ -37,10 +41,6 @@ from minipulsar.errors import (
 )
 from minipulsar.topic_name import TopicName
 
-from minipulsar.broker.namespace.bundles import BundleRange, NamespaceBundle
-from minipulsar.broker.namespace.directory import LEADER_PATH
-from minipulsar.broker.namespace.policies import check_name
-
 if TYPE_CHECKING:
     from minipulsar.broker.namespace.service import NamespaceService
     from minipulsar.broker.service import BrokerService
@@ -49,7 +49,7 @@ NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 BUNDLE = NS + "/{bundle:0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}}"
 
 
-def namespace_routes(service: "BrokerService") -> list[web.RouteDef]:
+def namespace_routes(service: BrokerService) -> list[web.RouteDef]:
     h = _Handlers(service)
     return [
         web.get("/admin/v2/tenants", h.list_tenants),
@@ -96,11 +96,14 @@ async def _body(request: web.Request) -> dict | None:
         return None
     try:
         body = json.loads(text)
-    except ValueError:
-        raise web.HTTPBadRequest(text=json.dumps({"reason": "the body is not JSON"}), content_type="application/json")
+    except ValueError as error:
+        raise web.HTTPBadRequest(
+            text=json.dumps({"reason": "the body is not JSON"}), content_type="application/json"
+        ) from error
     if not isinstance(body, dict):
-        raise web.HTTPBadRequest(text=json.dumps({"reason": "the body must be a JSON object"}),
-                                 content_type="application/json")
+        raise web.HTTPBadRequest(
+            text=json.dumps({"reason": "the body must be a JSON object"}), content_type="application/json"
+        )
     return body
 
 
@@ -111,15 +114,16 @@ def _redirect(base_url: str, request: web.Request, query: str | None = None) -> 
 
 
 class _Handlers:
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         self._service = service
 
     @property
-    def _ns(self) -> "NamespaceService":
+    def _ns(self) -> NamespaceService:
         namespaces = self._service.namespaces
         if namespaces is None:
-            raise web.HTTPServiceUnavailable(text=json.dumps({"reason": "the broker is starting"}),
-                                             content_type="application/json")
+            raise web.HTTPServiceUnavailable(
+                text=json.dumps({"reason": "the broker is starting"}), content_type="application/json"
+            )
         return namespaces
 
     def _namespace(self, request: web.Request) -> str:
@@ -127,7 +131,9 @@ class _Handlers:
         try:
             return f"{check_name('tenant', info['tenant'])}/{check_name('namespace', info['namespace'])}"
         except InvalidCommand as error:
-            raise web.HTTPBadRequest(text=json.dumps({"reason": str(error)}), content_type="application/json")
+            raise web.HTTPBadRequest(
+                text=json.dumps({"reason": str(error)}), content_type="application/json"
+            ) from error
 
     # -- tenants --------------------------------------------------------------------------------
 
@@ -200,11 +206,14 @@ class _Handlers:
         bundle = NamespaceBundle(namespace, BundleRange.parse(request.match_info["bundle"]))
         current = await self._ns.policies.bundles(namespace)
         if current is None:
-            raise web.HTTPNotFound(text=json.dumps({"reason": "Namespace does not exist"}),
-                                   content_type="application/json")
+            raise web.HTTPNotFound(
+                text=json.dumps({"reason": "Namespace does not exist"}), content_type="application/json"
+            )
         if not current.has(bundle.range) and bundle.name not in self._ns.ownership.owned:
-            raise web.HTTPNotFound(text=json.dumps({"reason": f"Namespace bundle {bundle} does not exist"}),
-                                   content_type="application/json")
+            raise web.HTTPNotFound(
+                text=json.dumps({"reason": f"Namespace bundle {bundle} does not exist"}),
+                content_type="application/json",
+            )
         return bundle
 
     async def _elsewhere(self, request: web.Request, bundle: NamespaceBundle) -> web.Response | None:
@@ -237,8 +246,9 @@ class _Handlers:
         try:
             if not await self._ns.acquire_here(bundle):
                 return _error(503, f"Namespace bundle {bundle} is being unloaded or taken by another broker; retry")
-            halves = await self._ns.split_bundle(bundle, request.query.get("splitAlgorithmName") or None,
-                                                 _flag(request, "unload"))
+            halves = await self._ns.split_bundle(
+                bundle, request.query.get("splitAlgorithmName") or None, _flag(request, "unload")
+            )
         except MiniPulsarError as error:
             return _failure(error)
         return web.json_response([h.range_name for h in halves])
@@ -264,12 +274,20 @@ class _Handlers:
             return _error(400, str(error))
         result = await self._ns.lookup(name, _flag(request, "authoritative"))
         if result.kind == "connect":
-            return web.json_response({"brokerUrl": result.broker_url, "brokerUrlTls": "", "httpUrl": result.http_url,
-                                      "httpUrlTls": "", "nativeUrl": result.broker_url})
+            return web.json_response(
+                {
+                    "brokerUrl": result.broker_url,
+                    "brokerUrlTls": "",
+                    "httpUrl": result.http_url,
+                    "httpUrlTls": "",
+                    "nativeUrl": result.broker_url,
+                }
+            )
         if result.kind == "redirect":
             return _redirect(result.http_url, request, f"authoritative={str(result.authoritative).lower()}")
-        status = {ErrorCode.TOPIC_NOT_FOUND: 404, ErrorCode.NOT_FOUND: 404,
-                  ErrorCode.INVALID_COMMAND: 400}.get(result.error, 503)  # type: ignore[arg-type]
+        status = {ErrorCode.TOPIC_NOT_FOUND: 404, ErrorCode.NOT_FOUND: 404, ErrorCode.INVALID_COMMAND: 400}.get(
+            result.error, 503
+        )  # type: ignore[arg-type]
         return _error(status, result.message)
 
     # -- brokers --------------------------------------------------------------------------------
@@ -300,10 +318,16 @@ class _Handlers:
             if info is None:
                 return _error(404, f"Broker {broker} is not active")
             return _redirect(info.web_service_url, request)
-        return web.json_response({
-            owned.bundle.name: {"broker_assignment": "shared", "is_controlled": False,
-                                "is_active": owned.state.value == "active"}
-            for owned in self._ns.ownership.owned.values()})
+        return web.json_response(
+            {
+                owned.bundle.name: {
+                    "broker_assignment": "shared",
+                    "is_controlled": False,
+                    "is_active": owned.state.value == "active",
+                }
+                for owned in self._ns.ownership.owned.values()
+            }
+        )
 
     async def load_report(self, request: web.Request) -> web.Response:
         report = await self._ns.directory.report(self._service.broker_id)

@@ -37,11 +37,10 @@ import logging
 from collections import OrderedDict, deque
 from functools import partial
 
+from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.batch import decode_batch
-
-from minipulsar.broker.managed_ledger.position import Entry, Position
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +55,14 @@ def snapshot_path(persistence_path: str) -> str:
 
 
 class _InFlight:
-    __slots__ = ("first", "highest", "added")
+    __slots__ = ("added", "first", "highest")
 
     def __init__(self, first: int, highest: int, added: asyncio.Future[Position]) -> None:
         self.first, self.highest, self.added = first, highest, added
 
 
 class MessageDeduplication:
-    def __init__(self, persistence_path: str, store: MetadataStore, entries_interval: int,
-                 max_producers: int) -> None:
+    def __init__(self, persistence_path: str, store: MetadataStore, entries_interval: int, max_producers: int) -> None:
         self.path = snapshot_path(persistence_path)
         self._store = store
         self._entries_interval = entries_interval
@@ -92,8 +90,12 @@ class MessageDeduplication:
         for name, sequence_id in raw.get("producers", {}).items():
             self._set_persisted(name, sequence_id)
         replayed = await self._replay(ledger, self._last_persisted)
-        log.info("%s: deduplication state of %d producers recovered (%d entries replayed)",
-                 self.path, len(self.persisted), replayed)
+        log.info(
+            "%s: deduplication state of %d producers recovered (%d entries replayed)",
+            self.path,
+            len(self.persisted),
+            replayed,
+        )
 
     async def _replay(self, ledger, after: Position) -> int:
         position, last, replayed = ledger.next_position(after), ledger.last_confirmed, 0
@@ -141,18 +143,21 @@ class MessageDeduplication:
             answer = loop.create_future()
             answer.set_result(DUPLICATE)
             return answer
-        original = next((op for op in self._in_flight.get(producer_name, ())
-                         if op.first <= sequence_id <= op.highest), None)
+        original = next(
+            (op for op in self._in_flight.get(producer_name, ()) if op.first <= sequence_id <= op.highest), None
+        )
         answer = loop.create_future()
         if original is None:  # pushed by an add that failed and was not reset yet
-            answer.set_exception(ServiceNotReadyError(
-                f"message {sequence_id} of {producer_name} is still in flight; retry"))
+            answer.set_exception(
+                ServiceNotReadyError(f"message {sequence_id} of {producer_name} is still in flight; retry")
+            )
         else:
             original.added.add_done_callback(partial(_copy_outcome, answer))
         return answer
 
-    def track(self, producer_name: str, sequence_id: int, highest_sequence_id: int,
-              added: asyncio.Future[Position]) -> None:
+    def track(
+        self, producer_name: str, sequence_id: int, highest_sequence_id: int, added: asyncio.Future[Position]
+    ) -> None:
         """Record an accepted message; ``added`` is its managed-ledger add."""
         highest = max(sequence_id, highest_sequence_id)
         self.pushed[producer_name] = highest
@@ -201,8 +206,10 @@ class MessageDeduplication:
         try:
             self._entries_since_snapshot = 0
             position = self._last_persisted
-            data = json.dumps({"ledgerId": position.ledger_id, "entryId": position.entry_id,
-                               "producers": dict(self.persisted)}, separators=(",", ":")).encode()
+            data = json.dumps(
+                {"ledgerId": position.ledger_id, "entryId": position.entry_id, "producers": dict(self.persisted)},
+                separators=(",", ":"),
+            ).encode()
             await self._store.put(self.path, data)
         except MiniPulsarError as error:  # the next interval tries again; replay covers the gap
             log.warning("%s: deduplication snapshot failed: %s", self.path, error)

@@ -43,8 +43,8 @@ class PartitionedTopics:
 
     async def create(self, name: TopicName, partitions: int) -> None:
         """Raises:
-            InvalidCommand: a bad count, or ``name`` is itself a partition.
-            AlreadyExistsError: the topic is partitioned already (from the store's create-only put).
+        InvalidCommand: a bad count, or ``name`` is itself a partition.
+        AlreadyExistsError: the topic is partitioned already (from the store's create-only put).
         """
         _check(name, partitions)
         await self._store.put(partitioned_topic_path(name), _encode(partitions), NOT_EXISTS)
@@ -74,4 +74,3 @@ def _check(name: TopicName, partitions: int) -> None:
 
 def _encode(partitions: int) -> bytes:
     return json.dumps({"partitions": partitions}).encode()
-

@@ -43,7 +43,7 @@ class PublishBuffer:
         self._connections: set[Throttleable] = set()
 
     @classmethod
-    def from_megabytes(cls, max_mb: int) -> "PublishBuffer":
+    def from_megabytes(cls, max_mb: int) -> PublishBuffer:
         return cls(max_mb * 1024 * 1024 if max_mb > 0 else -1)
 
     @property

@@ -26,6 +26,13 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.topic_list import topics_of_namespace
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.key_shared import KEY_SHARED_MODES
+from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
+from minipulsar.broker.topics.persistent_topic import PersistentTopic
+from minipulsar.broker.topics.subscription import Subscription
 from minipulsar.errors import (
     ConsumerNotFoundError,
     InvalidCommand,
@@ -38,14 +45,6 @@ from minipulsar.errors import (
 from minipulsar.net import ServerConnection, handles
 from minipulsar.protocol import commands as cmd
 from minipulsar.topic_name import TopicName
-
-from minipulsar.broker.managed_ledger.position import Position
-from minipulsar.broker.topics.consumer import Consumer
-from minipulsar.broker.topics.key_shared import KEY_SHARED_MODES
-from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
-from minipulsar.broker.topics.persistent_topic import PersistentTopic
-from minipulsar.broker.topics.subscription import Subscription
-from minipulsar.broker.topic_list import topics_of_namespace
 
 if TYPE_CHECKING:
     from minipulsar.broker.service import BrokerService
@@ -61,22 +60,37 @@ PENDING_SENDS = "maxPendingPublishRequestsPerConnection"
 class ProducerHandle:
     """A producer on this connection; also what the topic's stats list as a publisher."""
 
-    __slots__ = ("producer_id", "name", "topic", "address", "connected_since", "messages_in", "bytes_in",
-                 "connection", "last_added")
+    __slots__ = (
+        "address",
+        "bytes_in",
+        "connected_since",
+        "connection",
+        "last_added",
+        "messages_in",
+        "name",
+        "producer_id",
+        "topic",
+    )
 
-    def __init__(self, producer_id: int, name: str, topic: PersistentTopic | NonPersistentTopic,
-                 address: str, connection: "BrokerConnection | None" = None) -> None:
+    def __init__(
+        self,
+        producer_id: int,
+        name: str,
+        topic: PersistentTopic | NonPersistentTopic,
+        address: str,
+        connection: BrokerConnection | None = None,
+    ) -> None:
         self.producer_id, self.name, self.topic, self.address = producer_id, name, topic, address
         self.connection = connection
         self.last_added: asyncio.Future[Position] | None = None
         """The latest SEND's add: adds complete in order, so once it is done every earlier one is."""
-        self.connected_since = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+        self.connected_since = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         self.messages_in = 0
         self.bytes_in = 0
 
 
 class ConsumerHandle:
-    __slots__ = ("consumer", "topic", "subscription")
+    __slots__ = ("consumer", "subscription", "topic")
 
     def __init__(self, consumer: Consumer, topic: PersistentTopic, subscription: Subscription) -> None:
         self.consumer, self.topic, self.subscription = consumer, topic, subscription
@@ -85,7 +99,7 @@ class ConsumerHandle:
 class BrokerConnection(ServerConnection):
     SERVER_VERSION = "minipulsar-broker"
 
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         config = service.config
         super().__init__(max_frame_size=config.max_frame_size, keepalive_interval_s=config.keepalive_interval_s)
         self.service = service
@@ -112,9 +126,16 @@ class BrokerConnection(ServerConnection):
         if namespaces is None:
             raise ServiceNotReadyError("the broker is starting")
         result = await namespaces.lookup(name, command.authoritative)
-        self.send(cmd.LookupResponse(id=command.id, kind=result.kind, broker_url=result.broker_url,
-                                     authoritative=result.authoritative, message=result.message,
-                                     error=result.error.value if result.error is not None else ""))
+        self.send(
+            cmd.LookupResponse(
+                id=command.id,
+                kind=result.kind,
+                broker_url=result.broker_url,
+                authoritative=result.authoritative,
+                message=result.message,
+                error=result.error.value if result.error is not None else "",
+            )
+        )
 
     @handles(cmd.PartitionedMetadata)
     async def partitioned_metadata(self, command: cmd.PartitionedMetadata) -> None:
@@ -155,12 +176,24 @@ class BrokerConnection(ServerConnection):
         if producer is None:
             if command.producer_id in self._detached_producers:
                 return  # its topic was unloaded: the client resends after reconnecting
-            self.send(cmd.SendError(producer_id=command.producer_id, sequence_id=command.sequence_id,
-                                    code="ProducerNotFound", message="no such producer on this connection"))
+            self.send(
+                cmd.SendError(
+                    producer_id=command.producer_id,
+                    sequence_id=command.sequence_id,
+                    code="ProducerNotFound",
+                    message="no such producer on this connection",
+                )
+            )
             return
         if command.num_messages < 1:
-            self.send(cmd.SendError(producer_id=command.producer_id, sequence_id=command.sequence_id,
-                                    code="InvalidCommand", message="num_messages must be >= 1"))
+            self.send(
+                cmd.SendError(
+                    producer_id=command.producer_id,
+                    sequence_id=command.sequence_id,
+                    code="InvalidCommand",
+                    message="num_messages must be >= 1",
+                )
+            )
             return
         size = len(command.payload)
         producer.messages_in += command.num_messages
@@ -169,13 +202,13 @@ class BrokerConnection(ServerConnection):
         if self._pending_sends >= self._max_pending_sends:
             self.throttle(PENDING_SENDS)
         self.service.publish_buffer.add(size)
-        added = producer.topic.publish(command.payload, command.num_messages, producer.name,
-                                       command.sequence_id, command.highest_sequence_id)
+        added = producer.topic.publish(
+            command.payload, command.num_messages, producer.name, command.sequence_id, command.highest_sequence_id
+        )
         producer.last_added = added
         added.add_done_callback(partial(self._send_completed, command.producer_id, command.sequence_id, size))
 
-    def _send_completed(self, producer_id: int, sequence_id: int, size: int,
-                        added: asyncio.Future[Position]) -> None:
+    def _send_completed(self, producer_id: int, sequence_id: int, size: int, added: asyncio.Future[Position]) -> None:
         self._pending_sends -= 1
         self.service.publish_buffer.release(size)
         if self._pending_sends <= self._max_pending_sends // 2:
@@ -183,11 +216,23 @@ class BrokerConnection(ServerConnection):
         error = added.exception() if not added.cancelled() else ServiceNotReadyError("the write was cancelled")
         if error is None:
             position = added.result()
-            self.send(cmd.SendReceipt(producer_id=producer_id, sequence_id=sequence_id,
-                                      ledger_id=position.ledger_id, entry_id=position.entry_id))
+            self.send(
+                cmd.SendReceipt(
+                    producer_id=producer_id,
+                    sequence_id=sequence_id,
+                    ledger_id=position.ledger_id,
+                    entry_id=position.entry_id,
+                )
+            )
         elif producer_id not in self._detached_producers:  # else: the client resends it elsewhere
-            self.send(cmd.SendError(producer_id=producer_id, sequence_id=sequence_id,
-                                    code=code_for_error(error).value, message=str(error)))
+            self.send(
+                cmd.SendError(
+                    producer_id=producer_id,
+                    sequence_id=sequence_id,
+                    code=code_for_error(error).value,
+                    message=str(error),
+                )
+            )
 
     @handles(cmd.CloseProducer)
     def close_producer(self, command: cmd.CloseProducer) -> None:
@@ -209,18 +254,26 @@ class BrokerConnection(ServerConnection):
         if command.initial_position not in ("Latest", "Earliest"):
             raise InvalidCommand(f"initial_position must be Latest or Earliest, got {command.initial_position!r}")
         if command.sub_type == "Key_Shared" and command.key_shared_mode not in KEY_SHARED_MODES:
-            raise InvalidCommand(f"key_shared_mode {command.key_shared_mode!r} is not supported; "
-                                 f"use one of {', '.join(KEY_SHARED_MODES)}")
+            raise InvalidCommand(
+                f"key_shared_mode {command.key_shared_mode!r} is not supported; "
+                f"use one of {', '.join(KEY_SHARED_MODES)}"
+            )
         start = None
         if command.start_message_id is not None:
             start = _parse_positions([command.start_message_id])[0]
         topic = await self.service.get_topic(_parse_topic(command.topic))
         name = command.consumer_name or f"consumer-{command.consumer_id}"
-        consumer = Consumer(command.consumer_id, name, self, command.subscription, topic.counters,
-                            priority_level=command.priority_level)
-        subscription = await topic.subscribe(consumer, command.subscription, command.sub_type,
-                                             command.initial_position == "Earliest",
-                                             durable=command.durable, start_position=start)
+        consumer = Consumer(
+            command.consumer_id, name, self, command.subscription, topic.counters, priority_level=command.priority_level
+        )
+        subscription = await topic.subscribe(
+            consumer,
+            command.subscription,
+            command.sub_type,
+            command.initial_position == "Earliest",
+            durable=command.durable,
+            start_position=start,
+        )
         if not self.is_open:  # the client went away while we were loading
             subscription.remove_consumer(consumer)
             return
@@ -396,8 +449,11 @@ def _parse_topic(topic: str) -> TopicName:
 def _parse_positions(message_ids: list) -> list[Position]:
     positions = []
     for item in message_ids:
-        if (not isinstance(item, list) or len(item) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)):
+        if (
+            not isinstance(item, list)
+            or len(item) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
+        ):
             raise InvalidCommand(f"message_ids must hold [ledger_id, entry_id] pairs, got {item!r}")
         positions.append(Position(item[0], item[1]))
     if not positions:

@@ -19,13 +19,6 @@ import json
 import logging
 import time
 
-from minipulsar.config import BrokerConfig
-from minipulsar.errors import InvalidCommand, MiniPulsarError, NotOwnerError, ServiceNotReadyError
-from minipulsar.metadata import MetadataStore, SessionEvent, open_metadata_store
-from minipulsar.metrics import HttpServer
-from minipulsar.net import Listener
-from minipulsar.topic_name import TopicName
-
 from minipulsar.broker.admin import admin_routes
 from minipulsar.broker.admin_namespaces import namespace_routes
 from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
@@ -42,6 +35,12 @@ from minipulsar.broker.stats import BrokerCollector
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
 from minipulsar.broker.topics.persistent_topic import PersistentTopic
+from minipulsar.config import BrokerConfig
+from minipulsar.errors import InvalidCommand, MiniPulsarError, NotOwnerError, ServiceNotReadyError
+from minipulsar.metadata import MetadataStore, SessionEvent, open_metadata_store
+from minipulsar.metrics import HttpServer
+from minipulsar.net import Listener
+from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +119,11 @@ class BrokerService:
         """Announce this broker (ephemeral), as Pulsar does under /loadbalance/brokers; again
         after a lost session was replaced, since its ephemeral keys went with it."""
         assert self.store is not None
-        info = {"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_service_url,
-                "cluster": self.config.cluster_name}
+        info = {
+            "pulsarServiceUrl": self.service_url,
+            "webServiceUrl": self.web_service_url,
+            "cluster": self.config.cluster_name,
+        }
         await self.store.put(f"{BROKERS_PATH}/{self.broker_id}", json.dumps(info).encode(), ephemeral=True)
 
     async def get_topic(self, name: TopicName) -> Topic:
@@ -178,27 +180,36 @@ class BrokerService:
         assert self.store is not None and self.bookkeeper is not None and self.partitioned_topics is not None
         partitions = await self.partitioned_topics.partitions(name)
         if partitions:
-            raise InvalidCommand(f"{name} is a partitioned topic with {partitions} partitions; "
-                                 f"use {name.partition(0)} … {name.partition(partitions - 1)}")
+            raise InvalidCommand(
+                f"{name} is a partitioned topic with {partitions} partitions; "
+                f"use {name.partition(0)} … {name.partition(partitions - 1)}"
+            )
         if not name.is_persistent:
             return NonPersistentTopic(name)
         config = self.config
-        ledger = ManagedLedger(name.persistence_path, self.store, self.bookkeeper, self.cache,
-                               ManagedLedgerConfig.from_broker_config(config))
+        ledger = ManagedLedger(
+            name.persistence_path,
+            self.store,
+            self.bookkeeper,
+            self.cache,
+            ManagedLedgerConfig.from_broker_config(config),
+        )
         try:
             await ledger.open()
             topic = await PersistentTopic.load(name, ledger, self.store, DispatchSettings.from_config(config))
             if config.deduplication_enabled:
                 topic.deduplication = MessageDeduplication(
-                    name.persistence_path, self.store, config.deduplication_entries_interval,
-                    config.deduplication_max_producers)
+                    name.persistence_path,
+                    self.store,
+                    config.deduplication_entries_interval,
+                    config.deduplication_max_producers,
+                )
                 await topic.deduplication.recover(ledger)
         except MiniPulsarError as error:
             log.warning("cannot load topic %s: %s", name, error)
             await ledger.close()
             raise ServiceNotReadyError(f"topic {name} is not available: {error}") from error
-        log.info("loaded topic %s (%d ledgers, %d subscriptions)", name, len(ledger.ledgers),
-                 len(topic.subscriptions))
+        log.info("loaded topic %s (%d ledgers, %d subscriptions)", name, len(ledger.ledgers), len(topic.subscriptions))
         return topic
 
     def loaded_topics(self) -> list[Topic]:
@@ -223,8 +234,12 @@ class BrokerService:
         partitioned, with ``defaultNumPartitions``."""
         assert self.partitioned_topics is not None
         partitions = await self.partitioned_topics.partitions(name)
-        if (partitions == 0 and self.config.allow_auto_topic_creation_type == "partitioned"
-                and partition_index(name) < 0 and not await self.topic_exists(name)):
+        if (
+            partitions == 0
+            and self.config.allow_auto_topic_creation_type == "partitioned"
+            and partition_index(name) < 0
+            and not await self.topic_exists(name)
+        ):
             try:
                 await self.partitioned_topics.create(name, self.config.default_num_partitions)
             except MiniPulsarError:  # created meanwhile (by another client): read what won

@@ -31,9 +31,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from minipulsar.metrics import RegisteredCollector
-
 from minipulsar.broker.topics.topic_stats import backlog_size, storage_size
+from minipulsar.metrics import RegisteredCollector
 
 if TYPE_CHECKING:
     from minipulsar.broker.service import BrokerService
@@ -76,7 +75,7 @@ _CONSUMER_FAMILIES = [
 
 
 class BrokerCollector(RegisteredCollector):
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         self._service = service
         super().__init__()
 
@@ -84,10 +83,12 @@ class BrokerCollector(RegisteredCollector):
         cluster = self._service.config.cluster_name
         topics = self._service.loaded_topics()
         families = {key: kind(name, text, labels=LABELS) for key, kind, name, text in _TOPIC_FAMILIES}
-        subscriptions = {key: GaugeMetricFamily(name, text, labels=SUBSCRIPTION_LABELS)
-                         for key, name, text in _SUBSCRIPTION_FAMILIES}
-        consumers = {key: GaugeMetricFamily(name, text, labels=CONSUMER_LABELS)
-                     for key, name, text in _CONSUMER_FAMILIES}
+        subscriptions = {
+            key: GaugeMetricFamily(name, text, labels=SUBSCRIPTION_LABELS) for key, name, text in _SUBSCRIPTION_FAMILIES
+        }
+        consumers = {
+            key: GaugeMetricFamily(name, text, labels=CONSUMER_LABELS) for key, name, text in _CONSUMER_FAMILIES
+        }
         for topic in topics:
             labels = [cluster, topic.name.namespace_name, str(topic.name)]
             self._topic(topic, labels, families)
@@ -135,7 +136,8 @@ class BrokerCollector(RegisteredCollector):
             consumer_families["unacked"].add_metric(consumer_labels, consumer.unacked_messages)
             consumer_families["rate_out"].add_metric(consumer_labels, rates.get(consumer, "msgOut"))
             consumer_families["blocked"].add_metric(
-                consumer_labels, int(bool(getattr(consumer, "blocked_on_unacked", False))))
+                consumer_labels, int(bool(getattr(consumer, "blocked_on_unacked", False)))
+            )
 
     def _broker(self, cluster: str, topics: list, families: dict):
         service, labels = self._service, ["cluster"]
@@ -171,16 +173,29 @@ class BrokerCollector(RegisteredCollector):
         yield counter("pulsar_ml_cache_inserted", "Entries inserted in the cache", getattr(cache, "inserted", 0))
         buffer = service.publish_buffer
         yield gauge("pulsar_broker_publish_buffer_usage", "Bytes of publishes not yet persisted", buffer.size_bytes)
-        yield gauge("pulsar_broker_publish_buffer_max_usage", "Highest publish buffer usage since start",
-                    buffer.max_usage_bytes)
-        yield gauge("pulsar_broker_publish_buffer_limit", "maxMessagePublishBufferSizeInMB in bytes (-1: off)",
-                    buffer.max_bytes)
-        yield gauge("pulsar_broker_throttled_connections", "Connections not read now (either publish limit)",
-                    service.throttled_connections)
-        yield gauge("pulsar_broker_throttled_connections_global_limit",
-                    "Connections paused by the broker-wide publish buffer", buffer.throttled_connections)
-        yield counter("pulsar_broker_publish_buffer_pauses", "Times the publish buffer paused every producer "
-                      "connection", buffer.pauses)
-        yield counter("pulsar_broker_connection_pauses", "Times a connection reached "
-                      "maxPendingPublishRequestsPerConnection", service.connection_pauses)
-
+        yield gauge(
+            "pulsar_broker_publish_buffer_max_usage", "Highest publish buffer usage since start", buffer.max_usage_bytes
+        )
+        yield gauge(
+            "pulsar_broker_publish_buffer_limit", "maxMessagePublishBufferSizeInMB in bytes (-1: off)", buffer.max_bytes
+        )
+        yield gauge(
+            "pulsar_broker_throttled_connections",
+            "Connections not read now (either publish limit)",
+            service.throttled_connections,
+        )
+        yield gauge(
+            "pulsar_broker_throttled_connections_global_limit",
+            "Connections paused by the broker-wide publish buffer",
+            buffer.throttled_connections,
+        )
+        yield counter(
+            "pulsar_broker_publish_buffer_pauses",
+            "Times the publish buffer paused every producer connection",
+            buffer.pauses,
+        )
+        yield counter(
+            "pulsar_broker_connection_pauses",
+            "Times a connection reached maxPendingPublishRequestsPerConnection",
+            service.connection_pauses,
+        )

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from minipulsar.broker.managed_ledger.info import ROOT as MANAGED_LEDGERS_ROOT
+from minipulsar.broker.partitions import ROOT as PARTITIONED_TOPICS_ROOT
+from minipulsar.broker.partitions import PartitionedTopics
 from minipulsar.errors import InvalidCommand
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.topic_name import TopicName
 
-from minipulsar.broker.managed_ledger.info import ROOT as MANAGED_LEDGERS_ROOT
-from minipulsar.broker.partitions import ROOT as PARTITIONED_TOPICS_ROOT
-from minipulsar.broker.partitions import PartitionedTopics
-
-MODES = {"PERSISTENT": ("persistent",), "NON_PERSISTENT": ("non-persistent",),
-         "ALL": ("persistent", "non-persistent")}
+MODES = {"PERSISTENT": ("persistent",), "NON_PERSISTENT": ("non-persistent",), "ALL": ("persistent", "non-persistent")}
 
 
 def parse_namespace(namespace: str) -> tuple[str, str]:
@@ -31,8 +29,9 @@ def parse_namespace(namespace: str) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-async def topics_of_namespace(store: MetadataStore, namespace: str, mode: str,
-                              loaded: Iterable[TopicName] = ()) -> list[str]:
+async def topics_of_namespace(
+    store: MetadataStore, namespace: str, mode: str, loaded: Iterable[TopicName] = ()
+) -> list[str]:
     """The full names of the topics of ``namespace`` in ``mode`` (PERSISTENT, NON_PERSISTENT, ALL).
 
     ``loaded``: the topics loaded on this broker (the only non-persistent ones that exist).
@@ -50,6 +49,9 @@ async def topics_of_namespace(store: MetadataStore, namespace: str, mode: str,
         for local in await store.children(f"{PARTITIONED_TOPICS_ROOT}/{tenant}/{ns}/{domain}"):
             topic = TopicName(domain, tenant, ns, local)
             names.update(str(topic.partition(i)) for i in range(await partitioned.partitions(topic)))
-    names.update(str(t) for t in loaded
-                 if t.domain in domains and not t.is_persistent and (t.tenant, t.namespace) == (tenant, ns))
+    names.update(
+        str(t)
+        for t in loaded
+        if t.domain in domains and not t.is_persistent and (t.tenant, t.namespace) == (tenant, ns)
+    )
     return sorted(names)

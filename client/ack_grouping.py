@@ -45,8 +45,14 @@ class AckGroupingTracker:
     every receipt waiter is resolved by the answer to the ACK that carried its acknowledgement
     (or failed when the consumer closes)."""
 
-    def __init__(self, send: SendAck, group_time_ms: float = DEFAULT_GROUP_TIME_MS, *, receipts: bool = True,
-                 max_group_size: int = MAX_GROUP_SIZE) -> None:
+    def __init__(
+        self,
+        send: SendAck,
+        group_time_ms: float = DEFAULT_GROUP_TIME_MS,
+        *,
+        receipts: bool = True,
+        max_group_size: int = MAX_GROUP_SIZE,
+    ) -> None:
         if group_time_ms < 0 or max_group_size < 1:
             raise ValueError("acknowledgment_group_time_ms must be >= 0 and the group size >= 1")
         self._send = send

@@ -19,10 +19,11 @@ class Backoff:
     """Invariant: ``next()`` returns a value in ``[min(d, max_s) / 2, min(d, max_s)]`` where
     ``d = initial_s * 2**failures_so_far``; ``reset()`` starts over."""
 
-    __slots__ = ("initial_s", "max_s", "_next_s", "_random")
+    __slots__ = ("_next_s", "_random", "initial_s", "max_s")
 
-    def __init__(self, initial_s: float = INITIAL_BACKOFF_S, max_s: float = MAX_BACKOFF_S,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self, initial_s: float = INITIAL_BACKOFF_S, max_s: float = MAX_BACKOFF_S, rng: random.Random | None = None
+    ) -> None:
         if not 0 < initial_s <= max_s:
             raise ValueError(f"backoff needs 0 < initial_s <= max_s, got {initial_s}, {max_s}")
         self.initial_s = initial_s

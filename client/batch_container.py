@@ -17,13 +17,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from minipulsar.protocol import commands as cmd
-
 from minipulsar.client.message_id import MessageId
+from minipulsar.protocol import commands as cmd
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +35,33 @@ class PendingMessage:
     """One message from ``send`` to its completion. ``sequence_id`` is set when its batch is
     sealed (or given by the application: ``explicit_sequence_id``)."""
 
-    __slots__ = ("data", "properties", "partition_key", "ordering_key", "event_time_ms", "explicit_sequence_id",
-                 "sequence_id", "size_bytes", "deadline", "future", "callback", "done", "waiters", "taken")
+    __slots__ = (
+        "callback",
+        "data",
+        "deadline",
+        "done",
+        "event_time_ms",
+        "explicit_sequence_id",
+        "future",
+        "ordering_key",
+        "partition_key",
+        "properties",
+        "sequence_id",
+        "size_bytes",
+        "taken",
+        "waiters",
+    )
 
-    def __init__(self, data: bytes | None, properties: dict | None, partition_key: str | None,
-                 ordering_key: str | None, event_time_ms: int, explicit_sequence_id: int | None,
-                 size_bytes: int) -> None:
+    def __init__(
+        self,
+        data: bytes | None,
+        properties: dict | None,
+        partition_key: str | None,
+        ordering_key: str | None,
+        event_time_ms: int,
+        explicit_sequence_id: int | None,
+        size_bytes: int,
+    ) -> None:
         self.data = data
         self.properties = properties
         self.partition_key = partition_key
@@ -101,7 +122,7 @@ class PendingMessage:
 class BatchContainer:
     """Default batching: one batch in arrival order."""
 
-    __slots__ = ("max_messages", "max_bytes", "messages", "size_bytes")
+    __slots__ = ("max_bytes", "max_messages", "messages", "size_bytes")
 
     def __init__(self, max_messages: int, max_bytes: int) -> None:
         self.max_messages = max_messages
@@ -114,8 +135,9 @@ class BatchContainer:
 
     def has_room(self, message: PendingMessage) -> bool:
         """Whether ``message`` may join the current batch (an empty batch takes anything)."""
-        return not self.messages or (len(self.messages) < self.max_messages
-                                     and self.size_bytes + message.size_bytes <= self.max_bytes)
+        return not self.messages or (
+            len(self.messages) < self.max_messages and self.size_bytes + message.size_bytes <= self.max_bytes
+        )
 
     def add(self, message: PendingMessage) -> bool:
         """Take ``message`` (call :meth:`has_room` first); True when the batch is now full."""
@@ -145,10 +167,10 @@ class KeyBasedBatchContainer(BatchContainer):
 class OpSend:
     """One SEND in flight (or waiting for a connection): messages with increasing sequence ids."""
 
-    __slots__ = ("messages", "command")
+    __slots__ = ("command", "messages")
 
     def __init__(self, messages: list[PendingMessage], command: cmd.Send) -> None:
-        assert messages and all(a.sequence_id < b.sequence_id for a, b in zip(messages, messages[1:]))
+        assert messages and all(a.sequence_id < b.sequence_id for a, b in itertools.pairwise(messages))
         self.messages = messages
         """In sequence order; some may complete early (send timeout) while the op stays pending."""
         self.command = command

@@ -22,10 +22,6 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from minipulsar.errors import ConnectionClosedError, RequestTimeoutError
-from minipulsar.protocol import commands as cmd
-from minipulsar.topic_name import TopicName
-
 from minipulsar.client.backoff import Backoff
 from minipulsar.client.enums import ConsumerType, InitialPosition
 from minipulsar.client.exceptions import AlreadyClosed, PulsarException
@@ -36,6 +32,9 @@ from minipulsar.client.pattern_consumer import PatternConsumer, TopicsPattern
 from minipulsar.client.reader import Reader
 from minipulsar.client.retry import retry_until
 from minipulsar.client.routing import HashingScheme, PartitionsRoutingMode, make_router
+from minipulsar.errors import ConnectionClosedError, RequestTimeoutError
+from minipulsar.protocol import commands as cmd
+from minipulsar.topic_name import TopicName
 
 if TYPE_CHECKING:
     from minipulsar.client.client import Client
@@ -46,31 +45,51 @@ class ClientSurface:
 
     # -- producers ------------------------------------------------------------------------------
 
-    async def _create_partitioned_producer(self: "Client", topic: str, partitions: int, producer_name: str | None,
-                                           settings: dict[str, Any], *, message_routing_mode: PartitionsRoutingMode,
-                                           hashing_scheme: HashingScheme,
-                                           message_router: Callable[[Any, int], int] | None, lazy: bool,
-                                           max_pending_messages_across_partitions: int) -> PartitionedProducer:
+    async def _create_partitioned_producer(
+        self: Client,
+        topic: str,
+        partitions: int,
+        producer_name: str | None,
+        settings: dict[str, Any],
+        *,
+        message_routing_mode: PartitionsRoutingMode,
+        hashing_scheme: HashingScheme,
+        message_router: Callable[[Any, int], int] | None,
+        lazy: bool,
+        max_pending_messages_across_partitions: int,
+    ) -> PartitionedProducer:
         settings = dict(settings)
         if "max_pending_messages" in settings:  # Pulsar: min(per producer, across partitions / N)
-            settings["max_pending_messages"] = max(1, min(settings["max_pending_messages"],
-                                                          max_pending_messages_across_partitions // partitions))
-        router = make_router(message_routing_mode, partitions, message_router=message_router,
-                             hashing_scheme=hashing_scheme,
-                             batching_enabled=settings.get("batching_enabled", True),
-                             batching_max_publish_delay_ms=settings.get("batching_max_publish_delay_ms", 10))
+            settings["max_pending_messages"] = max(
+                1, min(settings["max_pending_messages"], max_pending_messages_across_partitions // partitions)
+            )
+        router = make_router(
+            message_routing_mode,
+            partitions,
+            message_router=message_router,
+            hashing_scheme=hashing_scheme,
+            batching_enabled=settings.get("batching_enabled", True),
+            batching_max_publish_delay_ms=settings.get("batching_max_publish_delay_ms", 10),
+        )
 
         async def create(partition_topic: str, name: str | None) -> Any:
             return await self._create_single_producer(partition_topic, name, **settings)
 
-        return await PartitionedProducer.create(topic, partitions, router, create, producer_name=producer_name,
-                                                lazy=lazy)
+        return await PartitionedProducer.create(
+            topic, partitions, router, create, producer_name=producer_name, lazy=lazy
+        )
 
     # -- consumers ------------------------------------------------------------------------------
 
-    async def _subscribe_many(self: "Client", topics: list[str], subscription_name: str, settings: dict[str, Any], *,
-                              max_total_receiver_queue_size_across_partitions: int,
-                              pattern_auto_discovery_period: float) -> MultiTopicsConsumer:
+    async def _subscribe_many(
+        self: Client,
+        topics: list[str],
+        subscription_name: str,
+        settings: dict[str, Any],
+        *,
+        max_total_receiver_queue_size_across_partitions: int,
+        pattern_auto_discovery_period: float,
+    ) -> MultiTopicsConsumer:
         if not topics:
             raise ValueError("subscribe needs at least one topic")
         settings = _one_consumer_name(settings)
@@ -78,22 +97,35 @@ class ClientSurface:
         concrete = []
         for name, count in zip(names, await asyncio.gather(*(self._lookup.partition_count(n) for n in names))):
             concrete += [str(TopicName.parse(name).partition(i)) for i in range(count)] if count else [name]
-        consumer = MultiTopicsConsumer(names[0] if len(names) == 1 else ",".join(names), subscription_name,
-                                       self._child_factory(subscription_name, settings), **self._multi_options(
-                                           settings, max_total_receiver_queue_size_across_partitions))
+        consumer = MultiTopicsConsumer(
+            names[0] if len(names) == 1 else ",".join(names),
+            subscription_name,
+            self._child_factory(subscription_name, settings),
+            **self._multi_options(settings, max_total_receiver_queue_size_across_partitions),
+        )
         await consumer.add_topics(concrete)
         self._surface_closables().add(consumer)
         return consumer
 
-    async def _subscribe_pattern(self: "Client", pattern: str | re.Pattern, subscription_name: str,
-                                 settings: dict[str, Any], *, max_total_receiver_queue_size_across_partitions: int,
-                                 pattern_auto_discovery_period: float) -> PatternConsumer:
+    async def _subscribe_pattern(
+        self: Client,
+        pattern: str | re.Pattern,
+        subscription_name: str,
+        settings: dict[str, Any],
+        *,
+        max_total_receiver_queue_size_across_partitions: int,
+        pattern_auto_discovery_period: float,
+    ) -> PatternConsumer:
         self._check_open()
         settings = _one_consumer_name(settings)
-        consumer = PatternConsumer(TopicsPattern.parse(pattern), subscription_name,
-                                   self._child_factory(subscription_name, settings), self._topics_of_namespace,
-                                   pattern_auto_discovery_period=pattern_auto_discovery_period,
-                                   **self._multi_options(settings, max_total_receiver_queue_size_across_partitions))
+        consumer = PatternConsumer(
+            TopicsPattern.parse(pattern),
+            subscription_name,
+            self._child_factory(subscription_name, settings),
+            self._topics_of_namespace,
+            pattern_auto_discovery_period=pattern_auto_discovery_period,
+            **self._multi_options(settings, max_total_receiver_queue_size_across_partitions),
+        )
         try:
             await consumer.start()
         except BaseException:
@@ -102,21 +134,24 @@ class ClientSurface:
         self._surface_closables().add(consumer)
         return consumer
 
-    def _child_factory(self: "Client", subscription_name: str, settings: dict[str, Any]):
+    def _child_factory(self: Client, subscription_name: str, settings: dict[str, Any]):
         async def subscribe(topic: str, receiver_queue_size: int) -> Any:
-            return await self._subscribe_single(topic, subscription_name,
-                                                **{**settings, "receiver_queue_size": receiver_queue_size})
+            return await self._subscribe_single(
+                topic, subscription_name, **{**settings, "receiver_queue_size": receiver_queue_size}
+            )
 
         return subscribe
 
     @staticmethod
     def _multi_options(settings: dict[str, Any], total_queue_size: int) -> dict[str, Any]:
-        return dict(receiver_queue_size=settings.get("receiver_queue_size", 1000),
-                    max_total_receiver_queue_size_across_partitions=total_queue_size,
-                    consumer_name=settings.get("consumer_name"),
-                    batch_receive_policy=settings.get("batch_receive_policy"))
+        return {
+            "receiver_queue_size": settings.get("receiver_queue_size", 1000),
+            "max_total_receiver_queue_size_across_partitions": total_queue_size,
+            "consumer_name": settings.get("consumer_name"),
+            "batch_receive_policy": settings.get("batch_receive_policy"),
+        }
 
-    async def _topics_of_namespace(self: "Client", namespace: str, mode: str) -> list[str]:
+    async def _topics_of_namespace(self: Client, namespace: str, mode: str) -> list[str]:
         """GET_TOPICS_OF_NAMESPACE through the service URL; retried as lookups are (within the
         lookup timeout, a host that cannot be reached makes the service URL move on)."""
         self._check_open()
@@ -129,22 +164,33 @@ class ClientSurface:
             try:
                 connection = await self._pool.get(*address)
                 response: cmd.GetTopicsOfNamespaceResponse = await connection.request(
-                    cmd.GetTopicsOfNamespace, timeout_s=remaining_s, namespace=namespace, mode=mode)
+                    cmd.GetTopicsOfNamespace, timeout_s=remaining_s, namespace=namespace, mode=mode
+                )
             except (ConnectionClosedError, RequestTimeoutError):
                 lookup.service_url.failed(address)
                 raise
             return list(response.topics)
 
-        return await retry_until(time.monotonic() + lookup.lookup_timeout_s, attempt, Backoff(),
-                                 f"topics of namespace {namespace}")
+        return await retry_until(
+            time.monotonic() + lookup.lookup_timeout_s, attempt, Backoff(), f"topics of namespace {namespace}"
+        )
 
     # -- readers --------------------------------------------------------------------------------
 
-    async def create_reader(self: "Client", topic: str, start_message_id: MessageId, schema: Any = None,
-                            reader_listener: Any = None, receiver_queue_size: int = 1000,
-                            reader_name: str | None = None, subscription_role_prefix: str | None = None,
-                            is_read_compacted: bool = False, crypto_key_reader: Any = None,
-                            start_message_id_inclusive: bool = False, crypto_failure_action: Any = None) -> Reader:
+    async def create_reader(
+        self: Client,
+        topic: str,
+        start_message_id: MessageId,
+        schema: Any = None,
+        reader_listener: Any = None,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        subscription_role_prefix: str | None = None,
+        is_read_compacted: bool = False,
+        crypto_key_reader: Any = None,
+        start_message_id_inclusive: bool = False,
+        crypto_failure_action: Any = None,
+    ) -> Reader:
         """A Reader of ``topic`` from ``start_message_id``: ``MessageId.earliest``, ``MessageId.latest``
         or a message id (the reader starts after it, or at it with ``start_message_id_inclusive``).
 
@@ -156,8 +202,15 @@ class ClientSurface:
             ValueError: ``schema``, ``reader_listener`` or ``crypto_key_reader`` (not supported).
             PulsarException: ``topic`` is partitioned (read its partitions: ``get_topic_partitions``).
         """
-        unsupported = [name for name, value in (("schema", schema), ("reader_listener", reader_listener),
-                                                ("crypto_key_reader", crypto_key_reader)) if value is not None]
+        unsupported = [
+            name
+            for name, value in (
+                ("schema", schema),
+                ("reader_listener", reader_listener),
+                ("crypto_key_reader", crypto_key_reader),
+            )
+            if value is not None
+        ]
         if unsupported:
             raise ValueError(f"minipulsar does not support {', '.join(unsupported)}")
         if not isinstance(start_message_id, MessageId):
@@ -165,8 +218,10 @@ class ClientSurface:
         topic = self._check_topic(topic)
         partitions = await self._lookup.partition_count(topic)
         if partitions:
-            raise PulsarException(f"{topic} is a partitioned topic ({partitions} partitions): create a reader per "
-                                  f"partition (client.get_topic_partitions)")
+            raise PulsarException(
+                f"{topic} is a partitioned topic ({partitions} partitions): create a reader per "
+                f"partition (client.get_topic_partitions)"
+            )
         if is_earliest(start_message_id) or is_latest(start_message_id):
             position = None
             initial = InitialPosition.Earliest if is_earliest(start_message_id) else InitialPosition.Latest
@@ -175,24 +230,35 @@ class ClientSurface:
             initial = InitialPosition.Earliest
         prefix = f"{subscription_role_prefix}-" if subscription_role_prefix else ""
         consumer = await self._subscribe_non_durable(
-            topic, f"{prefix}reader-{secrets.token_hex(5)}", start_message_id=position,
-            consumer_type=ConsumerType.Exclusive, receiver_queue_size=receiver_queue_size,
-            consumer_name=reader_name, initial_position=initial)
-        return await Reader.create(consumer, start_message_id, inclusive=start_message_id_inclusive,
-                                   operation_timeout_s=self._operation_timeout_s)
+            topic,
+            f"{prefix}reader-{secrets.token_hex(5)}",
+            start_message_id=position,
+            consumer_type=ConsumerType.Exclusive,
+            receiver_queue_size=receiver_queue_size,
+            consumer_name=reader_name,
+            initial_position=initial,
+        )
+        return await Reader.create(
+            consumer,
+            start_message_id,
+            inclusive=start_message_id_inclusive,
+            operation_timeout_s=self._operation_timeout_s,
+        )
 
-    async def _subscribe_non_durable(self: "Client", topic: str, subscription_name: str, *,
-                                     start_message_id: list[int] | None, **settings: Any) -> Any:
-        return await self._subscribe_single(topic, subscription_name, durable=False,
-                                            start_message_id=start_message_id, **settings)
+    async def _subscribe_non_durable(
+        self: Client, topic: str, subscription_name: str, *, start_message_id: list[int] | None, **settings: Any
+    ) -> Any:
+        return await self._subscribe_single(
+            topic, subscription_name, durable=False, start_message_id=start_message_id, **settings
+        )
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def _check_open(self: "Client") -> None:
+    def _check_open(self: Client) -> None:
         if self._closed:
             raise AlreadyClosed("the client is closed")
 
-    def _surface_closables(self) -> "weakref.WeakSet[Any]":
+    def _surface_closables(self) -> weakref.WeakSet[Any]:
         """The multi-topic consumers made so far (weakly: a dropped one is gone)."""
         return self.__dict__.setdefault("_surface_objects", weakref.WeakSet())
 

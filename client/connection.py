@@ -19,12 +19,11 @@ import functools
 import logging
 from typing import Protocol
 
+from minipulsar.client.exceptions import AlreadyClosed
 from minipulsar.errors import MiniPulsarError
 from minipulsar.net import Connection, connect
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.schema import Command
-
-from minipulsar.client.exceptions import AlreadyClosed
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +102,7 @@ class ConnectionPool:
     Concurrent ``get`` calls for an address that is being connected share one attempt.
     """
 
-    def __init__(self, *, connection_timeout_s: float, operation_timeout_s: float,
-                 keepalive_interval_s: float) -> None:
+    def __init__(self, *, connection_timeout_s: float, operation_timeout_s: float, keepalive_interval_s: float) -> None:
         self._connection_timeout_s = connection_timeout_s
         self._operation_timeout_s = operation_timeout_s
         self._keepalive_interval_s = keepalive_interval_s
@@ -143,9 +141,13 @@ class ConnectionPool:
 
     async def _open(self, host: str, port: int) -> ClientConnection:
         connection = await connect(
-            lambda: ClientConnection(request_timeout_s=self._operation_timeout_s,
-                                     keepalive_interval_s=self._keepalive_interval_s),
-            host, port, timeout_s=self._connection_timeout_s)
+            lambda: ClientConnection(
+                request_timeout_s=self._operation_timeout_s, keepalive_interval_s=self._keepalive_interval_s
+            ),
+            host,
+            port,
+            timeout_s=self._connection_timeout_s,
+        )
         connection.address = (host, port)
         if self._closed:  # the client closed while we were connecting
             connection.close()

@@ -29,6 +29,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Protocol
 
+from minipulsar.client.backoff import Backoff
+from minipulsar.client.exceptions import AlreadyClosed
+from minipulsar.client.retry import retry_until
+from minipulsar.client.service_url import DEFAULT_PORT
 from minipulsar.errors import (
     AuthenticationError,
     AuthorizationError,
@@ -38,11 +42,6 @@ from minipulsar.errors import (
     TopicNotFoundError,
 )
 from minipulsar.net import parse_address
-
-from minipulsar.client.backoff import Backoff
-from minipulsar.client.exceptions import AlreadyClosed
-from minipulsar.client.retry import retry_until
-from minipulsar.client.service_url import DEFAULT_PORT
 
 if TYPE_CHECKING:
     from minipulsar.client.connection import ClientConnection, ConnectionPool
@@ -55,7 +54,7 @@ FATAL_AFTER_CREATION = (TopicNotFoundError, AuthenticationError, AuthorizationEr
 
 
 class Attachable(Protocol):
-    async def attach(self, connection: "ClientConnection", timeout_s: float) -> None:
+    async def attach(self, connection: ClientConnection, timeout_s: float) -> None:
         """Register on ``connection`` (PRODUCER / SUBSCRIBE) and restore the state the broker
         must know; raise to have the handler retry (or give up, see the module docstring)."""
 
@@ -71,8 +70,16 @@ class HandlerState(enum.Enum):
 
 
 class ConnectionHandler:
-    def __init__(self, owner: Attachable, topic: str, pool: "ConnectionPool", lookup: "LookupService", *,
-                 operation_timeout_s: float, description: str) -> None:
+    def __init__(
+        self,
+        owner: Attachable,
+        topic: str,
+        pool: ConnectionPool,
+        lookup: LookupService,
+        *,
+        operation_timeout_s: float,
+        description: str,
+    ) -> None:
         self._owner = owner
         self.topic = topic
         self._pool = pool
@@ -99,8 +106,9 @@ class ConnectionHandler:
             MiniPulsarError: a non-retriable error at once, or the last one at the deadline.
         """
         deadline = time.monotonic() + self._operation_timeout_s
-        await retry_until(deadline, lambda remaining_s: self._attach_once(remaining_s, None),
-                          Backoff(), f"create {self.description}")
+        await retry_until(
+            deadline, lambda remaining_s: self._attach_once(remaining_s, None), Backoff(), f"create {self.description}"
+        )
         self.state = HandlerState.READY
 
     def detached(self, assigned_broker_url: str | None = None) -> None:
@@ -111,8 +119,9 @@ class ConnectionHandler:
             return  # start() retries by itself; a closed owner stays closed
         self.state = HandlerState.RECONNECTING
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._reconnect(assigned_broker_url),
-                                                                name=f"reconnect {self.description}")
+            self._task = asyncio.get_running_loop().create_task(
+                self._reconnect(assigned_broker_url), name=f"reconnect {self.description}"
+            )
 
     def close(self) -> None:
         self.state = HandlerState.CLOSED
@@ -130,8 +139,9 @@ class ConnectionHandler:
         connection = await self._pool.get(*address)
         await self._owner.attach(connection, timeout_s)
         if self._epoch != epoch or not connection.is_open:
-            raise ConnectionClosedError(f"{self.description}: the connection to {connection.peer} "
-                                        f"ended while attaching")
+            raise ConnectionClosedError(
+                f"{self.description}: the connection to {connection.peer} ended while attaching"
+            )
         self.connection = connection
 
     async def _reconnect(self, assigned_broker_url: str | None) -> None:
@@ -148,9 +158,14 @@ class ConnectionHandler:
                     return
                 except Exception as error:  # retriable, or unexpected: keep trying, never stop silently
                     delay_s = self._backoff.next()
-                    log.info("%s: reconnection failed (%s: %s); next attempt in %.2fs", self.description,
-                             type(error).__name__, error, delay_s,
-                             exc_info=not isinstance(error, (MiniPulsarError, asyncio.TimeoutError)))
+                    log.info(
+                        "%s: reconnection failed (%s: %s); next attempt in %.2fs",
+                        self.description,
+                        type(error).__name__,
+                        error,
+                        delay_s,
+                        exc_info=not isinstance(error, (MiniPulsarError, asyncio.TimeoutError)),
+                    )
                     assigned_broker_url = None  # the named broker did not take us: look up again
                     continue
                 self._backoff.reset()

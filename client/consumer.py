@@ -56,16 +56,14 @@ import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING
 
-from minipulsar.errors import MiniPulsarError, RequestTimeoutError
-from minipulsar.protocol import commands as cmd
-from minipulsar.protocol.batch import decode_batch
-
 from minipulsar.client.ack_grouping import AckGroupingTracker
 from minipulsar.client.connection_handler import ConnectionHandler
 from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
-from minipulsar.client.enums import ConsumerType
 from minipulsar.client.exceptions import AlreadyClosed, CumulativeAcknowledgementNotAllowedError, NotConnected, Timeout
 from minipulsar.client.message import Message, MessageId
+from minipulsar.errors import MiniPulsarError, RequestTimeoutError
+from minipulsar.protocol import commands as cmd
+from minipulsar.protocol.batch import decode_batch
 
 if TYPE_CHECKING:
     from minipulsar.client.connection import ClientConnection, ConnectionPool
@@ -84,8 +82,16 @@ DEFAULT_BATCH_RECEIVE_POLICY = ConsumerBatchReceivePolicy()
 
 
 class Consumer:
-    def __init__(self, topic: str, subscription_name: str, config: ConsumerConfig, *, pool: "ConnectionPool",
-                 lookup: "LookupService", operation_timeout_s: float) -> None:
+    def __init__(
+        self,
+        topic: str,
+        subscription_name: str,
+        config: ConsumerConfig,
+        *,
+        pool: ConnectionPool,
+        lookup: LookupService,
+        operation_timeout_s: float,
+    ) -> None:
         self._config = config
         self._topic = topic
         self._subscription = subscription_name
@@ -95,8 +101,14 @@ class Consumer:
         self._name = config.consumer_name or secrets.token_hex(3)[:5]  # Pulsar: 5 random characters
         self._operation_timeout_s = operation_timeout_s
         self._loop = asyncio.get_running_loop()
-        self._handler = ConnectionHandler(self, topic, pool, lookup, operation_timeout_s=operation_timeout_s,
-                                          description=f"consumer {self._name} of {subscription_name} on {topic}")
+        self._handler = ConnectionHandler(
+            self,
+            topic,
+            pool,
+            lookup,
+            operation_timeout_s=operation_timeout_s,
+            description=f"consumer {self._name} of {subscription_name} on {topic}",
+        )
         self._connection: ClientConnection | None = None
         """Set while subscribed on a live connection."""
         self._queue: deque[Message] = deque()
@@ -121,8 +133,9 @@ class Consumer:
         self._ack_timeout_s = (config.unacked_messages_timeout_ms or 0) / 1000
         self._unacked: OrderedDict[EntryKey, float] = OrderedDict()
         self._ack_timer: asyncio.TimerHandle | None = None
-        self._acks = AckGroupingTracker(self._send_ack, config.acknowledgment_group_time_ms,
-                                        receipts=config.ack_receipt_enabled)
+        self._acks = AckGroupingTracker(
+            self._send_ack, config.acknowledgment_group_time_ms, receipts=config.ack_receipt_enabled
+        )
         self._subscribed_once = False
         self._closed: MiniPulsarError | None = None
 
@@ -157,7 +170,7 @@ class Consumer:
                 message = await waiter
             else:
                 message = await asyncio.wait_for(waiter, timeout_millis / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Timeout(f"no message within {timeout_millis} ms") from None
         finally:
             if not waiter.done():
@@ -177,7 +190,7 @@ class Consumer:
             self._batch_waiter = self._loop.create_future()
             try:
                 await asyncio.wait_for(asyncio.shield(self._batch_waiter), remaining_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             finally:
                 self._batch_waiter = None
@@ -202,7 +215,8 @@ class Consumer:
         self._check_open()
         if self._type in SELECTIVE_REDELIVERY_TYPES:
             raise CumulativeAcknowledgementNotAllowedError(
-                f"cumulative acknowledgement is not allowed on a {self._type} subscription")
+                f"cumulative acknowledgement is not allowed on a {self._type} subscription"
+            )
         message_id = _id_of(message)
         ledger_id, entry_id = key = _key(message_id)
         for older in [k for k in self._batch_unacked if k < key]:
@@ -300,12 +314,12 @@ class Consumer:
             if receipts is not None:
                 await asyncio.wait_for(receipts, self._operation_timeout_s)
             await connection.request(cmd.CloseConsumer, consumer_id=self._consumer_id)
-        except (asyncio.TimeoutError, MiniPulsarError) as error:
+        except (TimeoutError, MiniPulsarError) as error:
             log.info("consumer %s of %s: close: %s", self._name, self._subscription, error)
 
     # -- (re)subscribing ------------------------------------------------------------------------
 
-    async def attach(self, connection: "ClientConnection", timeout_s: float) -> None:
+    async def attach(self, connection: ClientConnection, timeout_s: float) -> None:
         """SUBSCRIBE under our name, then the acknowledgements made meanwhile, then FLOW for
         the whole (empty) queue (ConnectionHandler hook)."""
         config = self._config
@@ -320,10 +334,18 @@ class Consumer:
         connection.consumers[self._consumer_id] = self
         try:
             await connection.request(
-                cmd.Subscribe, timeout_s=timeout_s, topic=self._topic, subscription=self._subscription,
-                consumer_id=self._consumer_id, sub_type=self._type, consumer_name=self._name,
-                initial_position=config.initial_position.value, priority_level=config.priority_level,
-                durable=config.durable, start_message_id=start)
+                cmd.Subscribe,
+                timeout_s=timeout_s,
+                topic=self._topic,
+                subscription=self._subscription,
+                consumer_id=self._consumer_id,
+                sub_type=self._type,
+                consumer_name=self._name,
+                initial_position=config.initial_position.value,
+                priority_level=config.priority_level,
+                durable=config.durable,
+                start_message_id=start,
+            )
         except BaseException as error:
             connection.consumers.pop(self._consumer_id, None)
             if isinstance(error, RequestTimeoutError):  # the broker may still add it: don't leave it there
@@ -364,9 +386,16 @@ class Consumer:
                 skipped += 1  # acknowledged already, or (non-durable) delivered before the reconnection
                 continue
             message = Message(
-                item.data, message_id, self._topic, properties=item.properties, partition_key=item.key,
-                publish_timestamp=batch.publish_time_ms, event_timestamp=item.event_time_ms,
-                redelivery_count=pushed.redelivery_count, producer_name=batch.producer_name)
+                item.data,
+                message_id,
+                self._topic,
+                properties=item.properties,
+                partition_key=item.key,
+                publish_timestamp=batch.publish_time_ms,
+                event_timestamp=item.event_time_ms,
+                redelivery_count=pushed.redelivery_count,
+                producer_name=batch.producer_name,
+            )
             self._enqueue(message)
         if skipped:
             self._return_permits(skipped)
@@ -377,8 +406,12 @@ class Consumer:
         self._is_active = is_active
 
     def closed_by_broker(self, assigned_broker_url: str | None) -> None:
-        log.info("consumer %s of %s: closed by the broker%s", self._name, self._subscription,
-                 f"; new owner {assigned_broker_url}" if assigned_broker_url else "")
+        log.info(
+            "consumer %s of %s: closed by the broker%s",
+            self._name,
+            self._subscription,
+            f"; new owner {assigned_broker_url}" if assigned_broker_url else "",
+        )
         self._detach(assigned_broker_url)
 
     def connection_closed(self, reason: MiniPulsarError) -> None:
@@ -460,8 +493,9 @@ class Consumer:
         if connection is None or not connection.is_open:
             return False
         if receipt:
-            return connection.request(cmd.Ack, consumer_id=self._consumer_id, message_ids=message_ids,
-                                      ack_type=ack_type)
+            return connection.request(
+                cmd.Ack, consumer_id=self._consumer_id, message_ids=message_ids, ack_type=ack_type
+            )
         connection.send(cmd.Ack(consumer_id=self._consumer_id, message_ids=message_ids, ack_type=ack_type))
         return True
 
@@ -488,8 +522,7 @@ class Consumer:
         if self._type not in SELECTIVE_REDELIVERY_TYPES:
             self._redeliver_all()
             return
-        connection.send(cmd.RedeliverUnacked(consumer_id=self._consumer_id,
-                                             message_ids=[list(key) for key in keys]))
+        connection.send(cmd.RedeliverUnacked(consumer_id=self._consumer_id, message_ids=[list(key) for key in keys]))
 
     def _nack_tick_s(self) -> float:
         return max(self._nack_delay_s / 3, 0.001)
@@ -508,8 +541,9 @@ class Consumer:
         if key not in self._unacked:
             self._unacked[key] = time.monotonic() + self._ack_timeout_s
         if self._ack_timer is None:
-            self._ack_timer = self._loop.call_later(min(ACK_TIMEOUT_TICK_MAX_S, self._ack_timeout_s),
-                                                    self._ack_timeout_tick)
+            self._ack_timer = self._loop.call_later(
+                min(ACK_TIMEOUT_TICK_MAX_S, self._ack_timeout_s), self._ack_timeout_tick
+            )
 
     def _ack_timeout_tick(self) -> None:
         self._ack_timer = None
@@ -523,8 +557,9 @@ class Consumer:
             del self._unacked[key]
         self._redeliver(sorted(due))
         if self._unacked and self._closed is None:
-            self._ack_timer = self._loop.call_later(min(ACK_TIMEOUT_TICK_MAX_S, self._ack_timeout_s),
-                                                    self._ack_timeout_tick)
+            self._ack_timer = self._loop.call_later(
+                min(ACK_TIMEOUT_TICK_MAX_S, self._ack_timeout_s), self._ack_timeout_tick
+            )
 
     def _forget(self, key: EntryKey) -> None:
         """An entry is acknowledged: no timer may send it again."""
@@ -548,7 +583,7 @@ class Consumer:
         if self._closed is not None:
             raise self._closed
 
-    def _require_connection(self) -> "ClientConnection":
+    def _require_connection(self) -> ClientConnection:
         self._check_open()
         connection = self._connection
         if connection is None or not connection.is_open:

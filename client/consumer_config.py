@@ -73,7 +73,7 @@ class ConsumerConfig:
             object.__setattr__(self, "initial_position", InitialPosition(self.initial_position))
 
     @classmethod
-    def from_settings(cls, **settings: Any) -> "ConsumerConfig":
+    def from_settings(cls, **settings: Any) -> ConsumerConfig:
         """From ``subscribe``'s keyword arguments: unknown official-client ones go to ``ignored``."""
         known = {f.name for f in dataclasses.fields(cls)} - {"ignored"}
         ignored = {k: v for k, v in settings.items() if k not in known}
@@ -88,12 +88,23 @@ class ConsumerConfig:
         return max(1, self.receiver_queue_size)
 
 
-IGNORED_ARGUMENTS = frozenset({
-    "schema", "broker_consumer_stats_cache_time_ms", "is_read_compacted", "crypto_key_reader",
-    "replicate_subscription_state_enabled", "max_pending_chunked_message",
-    "auto_ack_oldest_chunked_message_on_queue_full", "start_message_id_inclusive", "key_shared_policy",
-    "batch_index_ack_enabled", "regex_subscription_mode", "dead_letter_policy", "crypto_failure_action",
-})
+IGNORED_ARGUMENTS = frozenset(
+    {
+        "schema",
+        "broker_consumer_stats_cache_time_ms",
+        "is_read_compacted",
+        "crypto_key_reader",
+        "replicate_subscription_state_enabled",
+        "max_pending_chunked_message",
+        "auto_ack_oldest_chunked_message_on_queue_full",
+        "start_message_id_inclusive",
+        "key_shared_policy",
+        "batch_index_ack_enabled",
+        "regex_subscription_mode",
+        "dead_letter_policy",
+        "crypto_failure_action",
+    }
+)
 
 
 def _consumer_type(value: Any) -> ConsumerType:

@@ -50,7 +50,7 @@ class CumulativeAcknowledgementNotAllowedError(InvalidCommand):
     """``acknowledge_cumulative`` on a Shared or Key_Shared subscription."""
 
 
-class LookupError(MiniPulsarError):  # noqa: A001 - the official client's name
+class LookupError(MiniPulsarError):
     """The broker could not say who serves a topic; retried until the lookup timeout."""
 
     retriable = True

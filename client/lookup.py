@@ -22,24 +22,29 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-from minipulsar.errors import ConnectionClosedError, MiniPulsarError, RequestTimeoutError, error_for_code
-from minipulsar.net import parse_address
-from minipulsar.protocol import commands as cmd
-
 from minipulsar.client.backoff import Backoff
 from minipulsar.client.connection import Address, ConnectionPool
 from minipulsar.client.exceptions import LookupError, TooManyLookupRedirects
 from minipulsar.client.retry import retry_until
 from minipulsar.client.service_url import DEFAULT_PORT, ServiceUrl
+from minipulsar.errors import ConnectionClosedError, MiniPulsarError, RequestTimeoutError, error_for_code
+from minipulsar.net import parse_address
+from minipulsar.protocol import commands as cmd
 
 MAX_LOOKUP_REDIRECTS = 20  # Pulsar client: maxLookupRedirects
 CONCURRENT_LOOKUP_REQUESTS = 5000  # Pulsar client: concurrentLookupRequest
 
 
 class LookupService:
-    def __init__(self, pool: ConnectionPool, service_url: ServiceUrl, *, lookup_timeout_s: float,
-                 max_lookup_redirects: int = MAX_LOOKUP_REDIRECTS,
-                 concurrent_lookup_requests: int = CONCURRENT_LOOKUP_REQUESTS) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        service_url: ServiceUrl,
+        *,
+        lookup_timeout_s: float,
+        max_lookup_redirects: int = MAX_LOOKUP_REDIRECTS,
+        concurrent_lookup_requests: int = CONCURRENT_LOOKUP_REQUESTS,
+    ) -> None:
         if lookup_timeout_s <= 0:
             raise ValueError(f"lookup timeout must be > 0, got {lookup_timeout_s}")
         if max_lookup_redirects < 0 or concurrent_lookup_requests < 1:
@@ -64,15 +69,21 @@ class LookupService:
             MiniPulsarError: a non-retriable error from the broker (e.g. InvalidCommand for a
                 bad name), or the last retriable one once ``lookup_timeout_ms`` has passed.
         """
-        return await retry_until(time.monotonic() + self.lookup_timeout_s,
-                                 lambda remaining_s: self._lookup_once(topic, remaining_s),
-                                 Backoff(), f"lookup of {topic}")
+        return await retry_until(
+            time.monotonic() + self.lookup_timeout_s,
+            lambda remaining_s: self._lookup_once(topic, remaining_s),
+            Backoff(),
+            f"lookup of {topic}",
+        )
 
     async def partition_count(self, topic: str) -> int:
         """PARTITIONED_METADATA through the service URL (0: not partitioned); retried as lookups."""
-        return await retry_until(time.monotonic() + self.lookup_timeout_s,
-                                 lambda remaining_s: self._partitions_once(topic, remaining_s),
-                                 Backoff(), f"partition metadata of {topic}")
+        return await retry_until(
+            time.monotonic() + self.lookup_timeout_s,
+            lambda remaining_s: self._partitions_once(topic, remaining_s),
+            Backoff(),
+            f"partition metadata of {topic}",
+        )
 
     async def _lookup_once(self, topic: str, remaining_s: float) -> Address:
         async with self._attempt(remaining_s) as service_address:
@@ -80,7 +91,8 @@ class LookupService:
             for _ in range(self.max_lookup_redirects + 1):
                 connection = await self._pool.get(*address)
                 response: cmd.LookupResponse = await connection.request(
-                    cmd.Lookup, timeout_s=remaining_s, topic=topic, authoritative=authoritative)
+                    cmd.Lookup, timeout_s=remaining_s, topic=topic, authoritative=authoritative
+                )
                 if response.kind == "connect":
                     return parse_address(response.broker_url, DEFAULT_PORT)
                 if response.kind != "redirect":
@@ -88,14 +100,17 @@ class LookupService:
                 address = parse_address(response.broker_url, DEFAULT_PORT)
                 authoritative = response.authoritative
                 self.redirects += 1
-            raise TooManyLookupRedirects(f"lookup of {topic} was redirected more than "
-                                         f"{self.max_lookup_redirects} times (last to {_url(address)})")
+            raise TooManyLookupRedirects(
+                f"lookup of {topic} was redirected more than "
+                f"{self.max_lookup_redirects} times (last to {_url(address)})"
+            )
 
     async def _partitions_once(self, topic: str, remaining_s: float) -> int:
         async with self._attempt(remaining_s) as service_address:
             connection = await self._pool.get(*service_address)
             response: cmd.PartitionedMetadataResponse = await connection.request(
-                cmd.PartitionedMetadata, timeout_s=remaining_s, topic=topic)
+                cmd.PartitionedMetadata, timeout_s=remaining_s, topic=topic
+            )
             return response.partitions
 
     @contextlib.asynccontextmanager

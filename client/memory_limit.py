@@ -20,7 +20,7 @@ class MemoryLimitController:
     reservation larger than the limit was taken while nothing else was reserved.
     ``limit_bytes == 0`` disables the limit."""
 
-    __slots__ = ("limit_bytes", "used_bytes", "_waiting")
+    __slots__ = ("_waiting", "limit_bytes", "used_bytes")
 
     def __init__(self, limit_bytes: int = DEFAULT_MEMORY_LIMIT_BYTES) -> None:
         if limit_bytes < 0:

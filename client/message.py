@@ -10,12 +10,31 @@ __all__ = ["Message", "MessageId"]
 class Message:
     """A received message."""
 
-    __slots__ = ("_data", "_id", "_topic", "_properties", "_key", "_publish_ms", "_event_ms",
-                 "_redelivery_count", "_producer_name")
+    __slots__ = (
+        "_data",
+        "_event_ms",
+        "_id",
+        "_key",
+        "_producer_name",
+        "_properties",
+        "_publish_ms",
+        "_redelivery_count",
+        "_topic",
+    )
 
-    def __init__(self, data: bytes | None, message_id: MessageId, topic: str, *, properties: dict | None,
-                 partition_key: str | None, publish_timestamp: int, event_timestamp: int,
-                 redelivery_count: int, producer_name: str) -> None:
+    def __init__(
+        self,
+        data: bytes | None,
+        message_id: MessageId,
+        topic: str,
+        *,
+        properties: dict | None,
+        partition_key: str | None,
+        publish_timestamp: int,
+        event_timestamp: int,
+        redelivery_count: int,
+        producer_name: str,
+    ) -> None:
         self._data = data
         self._id = message_id
         self._topic = topic

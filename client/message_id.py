@@ -33,13 +33,20 @@ class MessageId:
     """Where a message is: ledger, entry, partition (-1: not partitioned) and index inside
     its batch (-1: not batched)."""
 
-    __slots__ = ("_ledger_id", "_entry_id", "_partition", "_batch_index", "_topic")
+    __slots__ = ("_batch_index", "_entry_id", "_ledger_id", "_partition", "_topic")
 
-    earliest: ClassVar["MessageId"]
-    latest: ClassVar["MessageId"]
+    earliest: ClassVar[MessageId]
+    latest: ClassVar[MessageId]
 
-    def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1,
-                 batch_index: int = -1, *, topic: str | None = None) -> None:
+    def __init__(
+        self,
+        partition: int = -1,
+        ledger_id: int = -1,
+        entry_id: int = -1,
+        batch_index: int = -1,
+        *,
+        topic: str | None = None,
+    ) -> None:
         self._partition = partition
         self._ledger_id = ledger_id
         self._entry_id = entry_id
@@ -62,10 +69,15 @@ class MessageId:
         """The topic this id belongs to, when known (multi-topic consumers, ``deserialize``)."""
         return self._topic
 
-    def with_topic(self, topic: str | None, partition: int | None = None) -> "MessageId":
+    def with_topic(self, topic: str | None, partition: int | None = None) -> MessageId:
         """The same position, labelled with ``topic`` (and ``partition`` when given)."""
-        return MessageId(self._partition if partition is None else partition, self._ledger_id, self._entry_id,
-                         self._batch_index, topic=topic)
+        return MessageId(
+            self._partition if partition is None else partition,
+            self._ledger_id,
+            self._entry_id,
+            self._batch_index,
+            topic=topic,
+        )
 
     # -- comparisons (C++ pulsar::MessageId) ------------------------------------------------------
 
@@ -81,22 +93,22 @@ class MessageId:
         equal = self.__eq__(other)
         return equal if equal is NotImplemented else not equal
 
-    def __lt__(self, other: "MessageId") -> bool:
+    def __lt__(self, other: MessageId) -> bool:
         if not isinstance(other, MessageId):
             return NotImplemented
         return self._position() < other._position()
 
-    def __le__(self, other: "MessageId") -> bool:
+    def __le__(self, other: MessageId) -> bool:
         if not isinstance(other, MessageId):
             return NotImplemented
         return self < other or self == other
 
-    def __gt__(self, other: "MessageId") -> bool:
+    def __gt__(self, other: MessageId) -> bool:
         if not isinstance(other, MessageId):
             return NotImplemented
         return not self <= other
 
-    def __ge__(self, other: "MessageId") -> bool:
+    def __ge__(self, other: MessageId) -> bool:
         if not isinstance(other, MessageId):
             return NotImplemented
         return not self < other
@@ -118,7 +130,7 @@ class MessageId:
         return bytes(out)
 
     @classmethod
-    def deserialize(cls, data: bytes, topic: str | None = None) -> "MessageId":
+    def deserialize(cls, data: bytes, topic: str | None = None) -> MessageId:
         """The id :meth:`serialize` (ours or the official client's) wrote.
 
         Raises:
@@ -127,15 +139,18 @@ class MessageId:
         fields = _parse_fields(bytes(data))
         if 1 not in fields or 2 not in fields:
             raise ValueError("a serialized message id needs ledgerId and entryId")
-        return cls(_int32(fields.get(3, -1)), _int64(fields[1]), _int64(fields[2]), _int32(fields.get(4, -1)),
-                   topic=topic)
+        return cls(
+            _int32(fields.get(3, -1)), _int64(fields[1]), _int64(fields[2]), _int32(fields.get(4, -1)), topic=topic
+        )
 
     def __str__(self) -> str:
         return f"({self._ledger_id},{self._entry_id},{self._partition},{self._batch_index})"
 
     def __repr__(self) -> str:
-        return (f"MessageId(partition={self._partition}, ledger_id={self._ledger_id}, "
-                f"entry_id={self._entry_id}, batch_index={self._batch_index})")
+        return (
+            f"MessageId(partition={self._partition}, ledger_id={self._ledger_id}, "
+            f"entry_id={self._entry_id}, batch_index={self._batch_index})"
+        )
 
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)
@@ -151,6 +166,7 @@ def is_latest(message_id: MessageId) -> bool:
 
 
 # -- a protobuf subset: varint fields (negative ints as their 64-bit two's complement) -------------
+
 
 def _put_field(out: bytearray, number: int, value: int) -> None:
     _put_varint(out, number << 3 | _VARINT)

@@ -25,11 +25,10 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from minipulsar.errors import MiniPulsarError
-
 from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy
 from minipulsar.client.exceptions import AlreadyClosed, PulsarException, Timeout
 from minipulsar.client.message_id import MessageId, is_earliest, is_latest
+from minipulsar.errors import MiniPulsarError
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,6 @@ _PARTITION = re.compile(r"-partition-(\d+)$")
 
 ChildFactory = Callable[[str, int], Awaitable[Any]]
 """``(topic, receiver_queue_size) -> Consumer``: how the client subscribes one concrete topic."""
-
 
 
 def partition_of(topic: str) -> int:
@@ -52,7 +50,7 @@ def partitioned_topic_of(topic: str) -> str:
 
 
 class _Child:
-    __slots__ = ("topic", "partition", "consumer", "epoch", "pump")
+    __slots__ = ("consumer", "epoch", "partition", "pump", "topic")
 
     def __init__(self, topic: str, consumer: Any) -> None:
         self.topic = topic
@@ -67,10 +65,17 @@ class MultiTopicsConsumer:
     CLOSES_WHEN_EVERY_CHILD_ENDS = True
     """False for a pattern consumer: rediscovery may bring new topics."""
 
-    def __init__(self, name: str, subscription_name: str, factory: ChildFactory, *, receiver_queue_size: int = 1000,
-                 max_total_receiver_queue_size_across_partitions: int = 50_000,
-                 consumer_name: str | None = None, batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        name: str,
+        subscription_name: str,
+        factory: ChildFactory,
+        *,
+        receiver_queue_size: int = 1000,
+        max_total_receiver_queue_size_across_partitions: int = 50_000,
+        consumer_name: str | None = None,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
+    ) -> None:
         self._name = name
         self._subscription = subscription_name
         self._factory = factory
@@ -95,8 +100,9 @@ class MultiTopicsConsumer:
         results = await asyncio.gather(*(self._factory(t, per_child) for t in new), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures or self._closed is not None:
-            await asyncio.gather(*(r.close() for r in results if not isinstance(r, BaseException)),
-                                 return_exceptions=True)
+            await asyncio.gather(
+                *(r.close() for r in results if not isinstance(r, BaseException)), return_exceptions=True
+            )
             raise failures[0] if failures else self._closed  # type: ignore[misc]
         for topic, consumer in zip(new, results):
             child = _Child(topic, consumer)
@@ -141,7 +147,7 @@ class MultiTopicsConsumer:
             if timeout_millis is None:
                 return await waiter
             return await asyncio.wait_for(waiter, timeout_millis / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Timeout(f"no message within {timeout_millis} ms") from None
         finally:
             if not waiter.done():
@@ -211,8 +217,9 @@ class MultiTopicsConsumer:
         self._drop_queued({id(c) for c in children})
 
     async def get_last_message_id(self) -> MessageId:
-        raise PulsarException("get_last_message_id is not supported on a multi-topic consumer; "
-                              "ask the consumer of one partition")
+        raise PulsarException(
+            "get_last_message_id is not supported on a multi-topic consumer; ask the consumer of one partition"
+        )
 
     async def unsubscribe(self) -> None:
         self._check_open()
@@ -289,8 +296,9 @@ class MultiTopicsConsumer:
         if child is None and topic is None and len(self._children) == 1:
             child = next(iter(self._children.values()))
         if child is None:
-            raise ValueError(f"message id {message_id} names no topic of this consumer "
-                             f"(deserialize it with topic=… to use it here)")
+            raise ValueError(
+                f"message id {message_id} names no topic of this consumer (deserialize it with topic=… to use it here)"
+            )
         return child, message_id
 
     def _check_open(self) -> None:

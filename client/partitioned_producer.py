@@ -19,19 +19,25 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from minipulsar.topic_name import TopicName
-
 from minipulsar.client.exceptions import AlreadyClosed
 from minipulsar.client.message_id import MessageId
 from minipulsar.client.routing import MessageRouter, OutgoingMessage
+from minipulsar.topic_name import TopicName
 
 PartitionProducerFactory = Callable[[str, "str | None"], Awaitable[Any]]
 """``(partition topic, producer_name) -> Producer``: how the client creates one partition's producer."""
 
 
 class PartitionedProducer:
-    def __init__(self, topic: str, num_partitions: int, router: MessageRouter, factory: PartitionProducerFactory,
-                 *, producer_name: str | None = None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        num_partitions: int,
+        router: MessageRouter,
+        factory: PartitionProducerFactory,
+        *,
+        producer_name: str | None = None,
+    ) -> None:
         self._topic = topic
         self._name = producer_name
         self._router = router
@@ -42,8 +48,16 @@ class PartitionedProducer:
         self._closed = False
 
     @classmethod
-    async def create(cls, topic: str, num_partitions: int, router: MessageRouter, factory: PartitionProducerFactory,
-                     *, producer_name: str | None = None, lazy: bool = False) -> "PartitionedProducer":
+    async def create(
+        cls,
+        topic: str,
+        num_partitions: int,
+        router: MessageRouter,
+        factory: PartitionProducerFactory,
+        *,
+        producer_name: str | None = None,
+        lazy: bool = False,
+    ) -> PartitionedProducer:
         """Start the partitions' producers (only partition 0 when ``lazy``: it names the others);
         on any failure close those already started and raise."""
         producer = cls(topic, num_partitions, router, factory, producer_name=producer_name)
@@ -74,23 +88,40 @@ class PartitionedProducer:
     def is_connected(self) -> bool:
         return not self._closed and all(p.is_connected() for p in self._producers.values())
 
-    async def send(self, content: bytes | None, properties: dict | None = None, partition_key: str | None = None,
-                   ordering_key: str | None = None, event_timestamp: int | None = None,
-                   sequence_id: int | None = None, **options: Any) -> MessageId:
+    async def send(
+        self,
+        content: bytes | None,
+        properties: dict | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        event_timestamp: int | None = None,
+        sequence_id: int | None = None,
+        **options: Any,
+    ) -> MessageId:
         """Route the message, send it on that partition's producer and return its id (with the
         partition index set). Same errors as :meth:`client.producer.Producer.send`."""
-        partition, kwargs = self._route(content, properties, partition_key, ordering_key, event_timestamp,
-                                        sequence_id, options)
+        partition, kwargs = self._route(
+            content, properties, partition_key, ordering_key, event_timestamp, sequence_id, options
+        )
         producer = await self._partition(partition)
         message_id = await producer.send(content, **kwargs)
         return _on_partition(message_id, partition)
 
-    def send_async(self, content: bytes | None, callback: Callable[[Any, MessageId | None], None],
-                   properties: dict | None = None, partition_key: str | None = None, ordering_key: str | None = None,
-                   event_timestamp: int | None = None, sequence_id: int | None = None, **options: Any) -> None:
+    def send_async(
+        self,
+        content: bytes | None,
+        callback: Callable[[Any, MessageId | None], None],
+        properties: dict | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        event_timestamp: int | None = None,
+        sequence_id: int | None = None,
+        **options: Any,
+    ) -> None:
         """Send without awaiting; ``callback(error, message_id)`` runs once it completes."""
-        partition, kwargs = self._route(content, properties, partition_key, ordering_key, event_timestamp,
-                                        sequence_id, options)
+        partition, kwargs = self._route(
+            content, properties, partition_key, ordering_key, event_timestamp, sequence_id, options
+        )
 
         def done(error: Any, message_id: MessageId | None) -> None:
             callback(error, None if message_id is None else _on_partition(message_id, partition))
@@ -99,6 +130,7 @@ class PartitionedProducer:
         if producer is not None:
             producer.send_async(content, done, **kwargs)
             return
+
         def started(task: asyncio.Task) -> None:
             if task.cancelled():
                 done(AlreadyClosed(f"the producer of {self._topic} is closed"), None)
@@ -125,16 +157,24 @@ class PartitionedProducer:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _route(self, content, properties, partition_key, ordering_key, event_timestamp, sequence_id,
-               options: dict) -> tuple[int, dict]:
+    def _route(
+        self, content, properties, partition_key, ordering_key, event_timestamp, sequence_id, options: dict
+    ) -> tuple[int, dict]:
         if self._closed:
             raise AlreadyClosed(f"the producer of {self._topic} is closed")
         outgoing = OutgoingMessage(content, properties, partition_key, ordering_key, event_timestamp)
         partition = self._router.choose_partition(outgoing, len(self._partition_topics))
-        kwargs = {name: value for name, value in (("properties", properties), ("partition_key", partition_key),
-                                                  ("ordering_key", ordering_key),
-                                                  ("event_timestamp", event_timestamp),
-                                                  ("sequence_id", sequence_id)) if value is not None}
+        kwargs = {
+            name: value
+            for name, value in (
+                ("properties", properties),
+                ("partition_key", partition_key),
+                ("ordering_key", ordering_key),
+                ("event_timestamp", event_timestamp),
+                ("sequence_id", sequence_id),
+            )
+            if value is not None
+        }
         kwargs.update(options)
         return partition, kwargs
 

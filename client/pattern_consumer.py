@@ -19,10 +19,9 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from minipulsar.client.multi_topics_consumer import MultiTopicsConsumer, partitioned_topic_of
 from minipulsar.errors import MiniPulsarError
 from minipulsar.topic_name import DEFAULT_NAMESPACE, DEFAULT_TENANT
-
-from minipulsar.client.multi_topics_consumer import MultiTopicsConsumer, partitioned_topic_of
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +43,7 @@ class TopicsPattern:
     """Matched against whole topic names (``domain://tenant/ns/local``)."""
 
     @classmethod
-    def parse(cls, pattern: str | re.Pattern) -> "TopicsPattern":
+    def parse(cls, pattern: str | re.Pattern) -> TopicsPattern:
         """Raises ValueError for a pattern whose namespace part is missing or not literal."""
         text, flags = (pattern.pattern, pattern.flags) if isinstance(pattern, re.Pattern) else (pattern, 0)
         if not isinstance(text, str) or not text:
@@ -75,9 +74,16 @@ class TopicsPattern:
 class PatternConsumer(MultiTopicsConsumer):
     CLOSES_WHEN_EVERY_CHILD_ENDS = False
 
-    def __init__(self, pattern: TopicsPattern, subscription_name: str, factory, lister: TopicLister, *,
-                 pattern_auto_discovery_period: float = DEFAULT_PATTERN_AUTO_DISCOVERY_PERIOD_S,
-                 **options) -> None:
+    def __init__(
+        self,
+        pattern: TopicsPattern,
+        subscription_name: str,
+        factory,
+        lister: TopicLister,
+        *,
+        pattern_auto_discovery_period: float = DEFAULT_PATTERN_AUTO_DISCOVERY_PERIOD_S,
+        **options,
+    ) -> None:
         super().__init__(pattern.regex.pattern, subscription_name, factory, **options)
         self._pattern = pattern
         self._lister = lister

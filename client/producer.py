@@ -43,17 +43,6 @@ import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
-from minipulsar.errors import (
-    ErrorCode,
-    InvalidCommand,
-    MiniPulsarError,
-    RequestTimeoutError,
-    TooLargeError,
-    error_for_code,
-)
-from minipulsar.protocol import commands as cmd
-from minipulsar.protocol.batch import BatchMessage, encode_batch
-
 from minipulsar.client.batch_container import BatchContainer, Callback, KeyBasedBatchContainer, OpSend, PendingMessage
 from minipulsar.client.connection_handler import ConnectionHandler
 from minipulsar.client.enums import BatchingType
@@ -61,6 +50,14 @@ from minipulsar.client.exceptions import AlreadyClosed, MemoryBufferIsFull, Prod
 from minipulsar.client.memory_limit import MemoryLimitController
 from minipulsar.client.message_id import MessageId
 from minipulsar.client.producer_config import MAX_MESSAGE_SIZE_BYTES, ProducerConfig
+from minipulsar.errors import (
+    ErrorCode,
+    MiniPulsarError,
+    RequestTimeoutError,
+    error_for_code,
+)
+from minipulsar.protocol import commands as cmd
+from minipulsar.protocol.batch import BatchMessage, encode_batch
 
 if TYPE_CHECKING:
     from minipulsar.client.connection import ClientConnection, ConnectionPool
@@ -79,8 +76,16 @@ resend (Pulsar's ClientCnx: "for transient errors, let the reconnection logic ta
 
 
 class Producer:
-    def __init__(self, topic: str, config: ProducerConfig, *, pool: "ConnectionPool", lookup: "LookupService",
-                 memory: MemoryLimitController, operation_timeout_s: float) -> None:
+    def __init__(
+        self,
+        topic: str,
+        config: ProducerConfig,
+        *,
+        pool: ConnectionPool,
+        lookup: LookupService,
+        memory: MemoryLimitController,
+        operation_timeout_s: float,
+    ) -> None:
         self._topic = topic
         self._config = config
         self._producer_id = next(_producer_ids)
@@ -88,8 +93,14 @@ class Producer:
         self._memory = memory
         self._operation_timeout_s = operation_timeout_s
         self._loop = asyncio.get_running_loop()
-        self._handler = ConnectionHandler(self, topic, pool, lookup, operation_timeout_s=operation_timeout_s,
-                                          description=f"producer {self._name or self._producer_id} on {topic}")
+        self._handler = ConnectionHandler(
+            self,
+            topic,
+            pool,
+            lookup,
+            operation_timeout_s=operation_timeout_s,
+            description=f"producer {self._name or self._producer_id} on {topic}",
+        )
         self._connection: ClientConnection | None = None
         """Set while attached: ops are sent as they are sealed. None: they wait for attach."""
         self._send_timeout_s = config.send_timeout_millis / 1000
@@ -97,8 +108,9 @@ class Producer:
         self._container: BatchContainer | None = None
         if config.batching_enabled:
             kind = KeyBasedBatchContainer if config.batching_type is BatchingType.KeyBased else BatchContainer
-            self._container = kind(config.batching_max_messages,
-                                   min(config.batching_max_allowed_size_in_bytes, BATCH_BYTES_MAX))
+            self._container = kind(
+                config.batching_max_messages, min(config.batching_max_allowed_size_in_bytes, BATCH_BYTES_MAX)
+            )
         self._batch_delay_s = config.batching_max_publish_delay_ms / 1000
         self._batch_timer: asyncio.Handle | None = None
         self._pending: OrderedDict[int, OpSend] = OrderedDict()
@@ -140,11 +152,19 @@ class Producer:
     def is_connected(self) -> bool:
         return self._closed is None and self._handler.is_connected
 
-    async def send(self, content: bytes | None, properties: dict[str, str] | None = None,
-                   partition_key: str | None = None, ordering_key: str | None = None,
-                   sequence_id: int | None = None, replication_clusters: list[str] | None = None,
-                   disable_replication: bool | None = None, event_timestamp: int | None = None,
-                   deliver_at: int | None = None, deliver_after: Any = None) -> MessageId:
+    async def send(
+        self,
+        content: bytes | None,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool | None = None,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: Any = None,
+    ) -> MessageId:
         """Publish one message; returns its id once the broker stored it durably.
 
         ``sequence_id`` (>= 0) replaces the next automatic one; a duplicate the broker
@@ -157,19 +177,29 @@ class Producer:
             AlreadyClosed: the producer is closed.
             TypeError / ValueError: bad content or arguments (e.g. a str, or a message over 5 MiB).
         """
-        message = self._message(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
-                                deliver_at, deliver_after)
+        message = self._message(
+            content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
+        )
         future = message.future = self._loop.create_future()
         error = self._submit(message)
         if error is not None:
             raise error
         return await future
 
-    def send_async(self, content: bytes | None, callback: Callback, properties: dict[str, str] | None = None,
-                   partition_key: str | None = None, ordering_key: str | None = None,
-                   sequence_id: int | None = None, replication_clusters: list[str] | None = None,
-                   disable_replication: bool | None = None, event_timestamp: int | None = None,
-                   deliver_at: int | None = None, deliver_after: Any = None) -> asyncio.Future[None]:
+    def send_async(
+        self,
+        content: bytes | None,
+        callback: Callback,
+        properties: dict[str, str] | None = None,
+        partition_key: str | None = None,
+        ordering_key: str | None = None,
+        sequence_id: int | None = None,
+        replication_clusters: list[str] | None = None,
+        disable_replication: bool | None = None,
+        event_timestamp: int | None = None,
+        deliver_at: int | None = None,
+        deliver_after: Any = None,
+    ) -> asyncio.Future[None]:
         """Publish without waiting for the receipt: ``callback(error, message_id)`` runs once
         the message is complete — ``error`` None and ``message_id`` set on success (the
         official client passes ``pulsar.Result.Ok``); an exception and None otherwise,
@@ -181,8 +211,9 @@ class Producer:
         was room): ``await producer.send_async(...)`` is the blocking send of the official
         client, which bounds the caller; ignoring it queues without bound.
         """
-        message = self._message(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
-                                deliver_at, deliver_after)
+        message = self._message(
+            content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
+        )
         message.callback = callback
         error = self._submit(message)
         if error is not None:
@@ -215,7 +246,7 @@ class Producer:
         self._closing = True
         try:
             await asyncio.wait_for(self.flush(), self._operation_timeout_s)
-        except (asyncio.TimeoutError, MiniPulsarError):
+        except (TimeoutError, MiniPulsarError):
             pass
         self._closed = AlreadyClosed(f"producer {self._name} on {self._topic} is closed")
         self._handler.close()
@@ -231,8 +262,9 @@ class Producer:
 
     # -- taking messages ------------------------------------------------------------------------
 
-    def _message(self, content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
-                 deliver_at, deliver_after) -> PendingMessage:
+    def _message(
+        self, content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
+    ) -> PendingMessage:
         if content is not None and not isinstance(content, bytes):
             if not isinstance(content, (bytearray, memoryview)):
                 raise TypeError(f"content must be bytes or None, not {type(content).__name__}")
@@ -240,15 +272,18 @@ class Producer:
         size = len(content) if content is not None else 0
         if size > MAX_MESSAGE_SIZE_BYTES:
             raise ValueError(f"message of {size} bytes is larger than the {MAX_MESSAGE_SIZE_BYTES}-byte maximum")
-        if properties is not None and not (isinstance(properties, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in properties.items())):
+        if properties is not None and not (
+            isinstance(properties, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
+        ):
             raise TypeError("properties must be a dict of str to str")
         if sequence_id is not None and (not isinstance(sequence_id, int) or sequence_id < 0):
             raise ValueError(f"sequence_id must be an int >= 0, got {sequence_id!r}")
         if deliver_at is not None or deliver_after is not None:
             raise ValueError("delayed delivery (deliver_at, deliver_after) is not supported by minipulsar")
-        return PendingMessage(content, properties or None, partition_key, ordering_key, event_timestamp or 0,
-                              sequence_id, size)
+        return PendingMessage(
+            content, properties or None, partition_key, ordering_key, event_timestamp or 0, sequence_id, size
+        )
 
     def _submit(self, message: PendingMessage) -> MiniPulsarError | None:
         """Take ``message`` now, queue it (blocking mode) or return why not."""
@@ -260,10 +295,12 @@ class Producer:
             return None
         if not self._config.block_if_queue_full:
             if self._full_reason == "memory":
-                return MemoryBufferIsFull(f"the client's memory limit of {self._memory.limit_bytes} bytes "
-                                          f"of pending messages is used up")
-            return ProducerQueueIsFull(f"{self._config.max_pending_messages} messages are pending on producer "
-                                       f"{self._name} of {self._topic}")
+                return MemoryBufferIsFull(
+                    f"the client's memory limit of {self._memory.limit_bytes} bytes of pending messages is used up"
+                )
+            return ProducerQueueIsFull(
+                f"{self._config.max_pending_messages} messages are pending on producer {self._name} of {self._topic}"
+            )
         self._waiting.append(message)
         self._last_submitted = message
         if message.callback is not None:  # send_async: tell the caller when the message is taken
@@ -354,11 +391,22 @@ class Producer:
             for message in messages:
                 self._finish(message, error, None)
             return
-        payload = encode_batch(int(time.time() * 1000), self._name, [
-            BatchMessage(m.sequence_id, m.data, m.partition_key, m.properties, m.event_time_ms, m.ordering_key)
-            for m in messages], self._codec)
-        command = cmd.Send(producer_id=self._producer_id, sequence_id=first, payload=payload,
-                           num_messages=len(messages), highest_sequence_id=messages[-1].sequence_id)
+        payload = encode_batch(
+            int(time.time() * 1000),
+            self._name,
+            [
+                BatchMessage(m.sequence_id, m.data, m.partition_key, m.properties, m.event_time_ms, m.ordering_key)
+                for m in messages
+            ],
+            self._codec,
+        )
+        command = cmd.Send(
+            producer_id=self._producer_id,
+            sequence_id=first,
+            payload=payload,
+            num_messages=len(messages),
+            highest_sequence_id=messages[-1].sequence_id,
+        )
         self._pending[first] = OpSend(messages, command)
         if self._connection is not None:
             self._connection.send(command)
@@ -393,8 +441,14 @@ class Producer:
             if self._waiting:
                 self._admit_waiting()
             return
-        log.info("producer %s on %s: send %d failed (%s: %s); re-creating the producer to resend",
-                 self._name, self._topic, failure.sequence_id, failure.code, failure.message)
+        log.info(
+            "producer %s on %s: send %d failed (%s: %s); re-creating the producer to resend",
+            self._name,
+            self._topic,
+            failure.sequence_id,
+            failure.code,
+            failure.message,
+        )
         connection = self._connection
         if connection is not None:
             connection.producers.pop(self._producer_id, None)
@@ -402,8 +456,12 @@ class Producer:
         self._detach(None)
 
     def closed_by_broker(self, assigned_broker_url: str | None) -> None:
-        log.info("producer %s on %s: closed by the broker%s", self._name, self._topic,
-                 f"; new owner {assigned_broker_url}" if assigned_broker_url else "")
+        log.info(
+            "producer %s on %s: closed by the broker%s",
+            self._name,
+            self._topic,
+            f"; new owner {assigned_broker_url}" if assigned_broker_url else "",
+        )
         self._detach(assigned_broker_url)
 
     def connection_closed(self, reason: MiniPulsarError) -> None:
@@ -417,16 +475,20 @@ class Producer:
 
     # -- (re)attaching ----------------------------------------------------------------------------
 
-    async def attach(self, connection: "ClientConnection", timeout_s: float) -> None:
+    async def attach(self, connection: ClientConnection, timeout_s: float) -> None:
         """PRODUCER under our name, then resend every pending op in order (ConnectionHandler hook)."""
         try:
             response: cmd.ProducerSuccess = await connection.request(
-                cmd.Producer, timeout_s=timeout_s, topic=self._topic, producer_id=self._producer_id,
-                producer_name=self._name or None)
+                cmd.Producer,
+                timeout_s=timeout_s,
+                topic=self._topic,
+                producer_id=self._producer_id,
+                producer_name=self._name or None,
+            )
         except RequestTimeoutError:  # the broker may still create it: don't leave it behind
             connection.send(cmd.CloseProducer(producer_id=self._producer_id))
             raise
-        if self._closed is not None or self._closing and not self._created:
+        if self._closed is not None or (self._closing and not self._created):
             connection.send(cmd.CloseProducer(producer_id=self._producer_id))
             raise self._closed or AlreadyClosed(f"producer on {self._topic} is closed")
         if not self._created:
@@ -478,7 +540,8 @@ class Producer:
         deadline = self._earliest_deadline()
         if deadline is not None:
             self._timeout_timer = self._loop.call_at(
-                self._loop.time() + max(0.0, deadline - time.monotonic()), self._timeouts_due)
+                self._loop.time() + max(0.0, deadline - time.monotonic()), self._timeouts_due
+            )
 
     def _earliest_deadline(self) -> float | None:
         earliest = None
@@ -501,9 +564,14 @@ class Producer:
                     continue
                 if message.deadline > now:
                     break
-                self._finish(message, Timeout(
-                    f"message {message.sequence_id} of producer {self._name} on {self._topic}: no receipt "
-                    f"within {self._config.send_timeout_millis} ms"), None)
+                self._finish(
+                    message,
+                    Timeout(
+                        f"message {message.sequence_id} of producer {self._name} on {self._topic}: no receipt "
+                        f"within {self._config.send_timeout_millis} ms"
+                    ),
+                    None,
+                )
             if all(m.done for m in op.messages):
                 emptied.append(first)
         for first in emptied:

@@ -13,9 +13,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from minipulsar.protocol import compression
-
 from minipulsar.client.enums import BatchingType, CompressionType
+from minipulsar.protocol import compression
 
 MAX_MESSAGE_SIZE_BYTES = 5 * 1024 * 1024
 """Pulsar's ``maxMessageSize`` (5 MiB): a larger message is refused before it is queued (the
@@ -73,7 +72,7 @@ class ProducerConfig:
             object.__setattr__(self, "batching_type", BatchingType(self.batching_type))
 
     @classmethod
-    def from_settings(cls, producer_name: str | None = None, **settings: Any) -> "ProducerConfig":
+    def from_settings(cls, producer_name: str | None = None, **settings: Any) -> ProducerConfig:
         """From ``create_producer``'s keyword arguments; unknown names raise TypeError."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(settings) - known)

@@ -28,10 +28,9 @@ import logging
 import time
 from typing import Any
 
-from minipulsar.errors import MiniPulsarError
-
 from minipulsar.client.exceptions import Timeout
 from minipulsar.client.message_id import MessageId, is_earliest, is_latest
+from minipulsar.errors import MiniPulsarError
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +55,7 @@ class Reader:
         self._reset(start)
 
     @classmethod
-    async def create(cls, consumer: Any, start: MessageId, *, inclusive: bool,
-                     operation_timeout_s: float) -> "Reader":
+    async def create(cls, consumer: Any, start: MessageId, *, inclusive: bool, operation_timeout_s: float) -> Reader:
         reader = cls(consumer, start, inclusive=inclusive, operation_timeout_s=operation_timeout_s)
         if is_latest(start):  # the broker started after its last entry at subscribe time
             last = await consumer.get_last_message_id()

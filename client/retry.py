@@ -16,10 +16,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from minipulsar.errors import MiniPulsarError
-
 from minipulsar.client.backoff import Backoff
 from minipulsar.client.exceptions import Timeout
+from minipulsar.errors import MiniPulsarError
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +49,7 @@ def gave_up_error(context: str, last: BaseException | None, waited_s: float) -> 
     return error
 
 
-async def retry_until(deadline: float, attempt: Callable[[float], Awaitable[T]], backoff: Backoff,
-                      context: str) -> T:
+async def retry_until(deadline: float, attempt: Callable[[float], Awaitable[T]], backoff: Backoff, context: str) -> T:
     """``await attempt(remaining_s)`` until it succeeds, retrying retriable errors with backoff.
 
     Raises:
@@ -67,7 +65,7 @@ async def retry_until(deadline: float, attempt: Callable[[float], Awaitable[T]],
             raise gave_up_error(context, last, time.monotonic() - started)
         try:
             return await attempt(remaining_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             message = f"no answer within {remaining_s:.1f}s"
             if last_refusal is not None:
                 message += f"; the attempt before failed: {last_refusal}"

@@ -69,10 +69,16 @@ class OutgoingMessage:
     """What a custom ``message_router`` is shown: the accessors of ``pulsar.Message`` that
     exist before sending."""
 
-    __slots__ = ("_content", "_properties", "_partition_key", "_ordering_key", "_event_timestamp")
+    __slots__ = ("_content", "_event_timestamp", "_ordering_key", "_partition_key", "_properties")
 
-    def __init__(self, content: bytes | None, properties: dict | None, partition_key: str | None,
-                 ordering_key: str | None, event_timestamp: int | None) -> None:
+    def __init__(
+        self,
+        content: bytes | None,
+        properties: dict | None,
+        partition_key: str | None,
+        ordering_key: str | None,
+        event_timestamp: int | None,
+    ) -> None:
         self._content, self._properties = content, properties or {}
         self._partition_key, self._ordering_key = partition_key, ordering_key
         self._event_timestamp = event_timestamp or 0
@@ -113,13 +119,20 @@ class MessageRouter:
 
 
 class RoundRobinRouter(MessageRouter):
-    def __init__(self, hashing_scheme: HashingScheme = HashingScheme.JavaStringHash, *, batching_enabled: bool,
-                 batching_max_publish_delay_ms: float, clock_ms: Callable[[], float] | None = None,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+        *,
+        batching_enabled: bool,
+        batching_max_publish_delay_ms: float,
+        clock_ms: Callable[[], float] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         super().__init__(hashing_scheme)
         self._batching = batching_enabled
-        self.partition_switch_ms = max(1, int(batching_max_publish_delay_ms *
-                                              BATCHING_PARTITION_SWITCH_FREQUENCY_BY_PUBLISH_DELAY))
+        self.partition_switch_ms = max(
+            1, int(batching_max_publish_delay_ms * BATCHING_PARTITION_SWITCH_FREQUENCY_BY_PUBLISH_DELAY)
+        )
         self._clock_ms = clock_ms or (lambda: time.time() * 1000)
         self._next = (rng or random).randrange(1 << 16)
 
@@ -132,8 +145,13 @@ class RoundRobinRouter(MessageRouter):
 
 
 class SinglePartitionRouter(MessageRouter):
-    def __init__(self, num_partitions: int, hashing_scheme: HashingScheme = HashingScheme.JavaStringHash, *,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        num_partitions: int,
+        hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
         super().__init__(hashing_scheme)
         self.partition = (rng or random).randrange(num_partitions)
 
@@ -153,10 +171,15 @@ class CustomRouter(MessageRouter):
         return partition
 
 
-def make_router(mode: PartitionsRoutingMode, num_partitions: int, *,
-                message_router: Callable[[Any, int], int] | None = None,
-                hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
-                batching_enabled: bool = True, batching_max_publish_delay_ms: float = 10) -> MessageRouter:
+def make_router(
+    mode: PartitionsRoutingMode,
+    num_partitions: int,
+    *,
+    message_router: Callable[[Any, int], int] | None = None,
+    hashing_scheme: HashingScheme = HashingScheme.JavaStringHash,
+    batching_enabled: bool = True,
+    batching_max_publish_delay_ms: float = 10,
+) -> MessageRouter:
     """The router ``create_producer``'s arguments ask for.
 
     Raises:
@@ -168,5 +191,6 @@ def make_router(mode: PartitionsRoutingMode, num_partitions: int, *,
         raise ValueError("message_routing_mode=CustomPartition needs a message_router")
     if mode is PartitionsRoutingMode.UseSinglePartition:
         return SinglePartitionRouter(num_partitions, hashing_scheme)
-    return RoundRobinRouter(hashing_scheme, batching_enabled=batching_enabled,
-                            batching_max_publish_delay_ms=batching_max_publish_delay_ms)
+    return RoundRobinRouter(
+        hashing_scheme, batching_enabled=batching_enabled, batching_max_publish_delay_ms=batching_max_publish_delay_ms
+    )

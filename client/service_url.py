@@ -16,7 +16,7 @@ SCHEMES = ("pulsar://",)
 class ServiceUrl:
     """Invariant: ``hosts`` is non-empty and ``current()`` is one of them."""
 
-    __slots__ = ("url", "hosts", "_index")
+    __slots__ = ("_index", "hosts", "url")
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -44,8 +44,10 @@ def parse_hosts(url: str) -> list[tuple[str, int]]:
     """
     scheme, sep, rest = url.partition("://")
     if sep and f"{scheme}://" not in SCHEMES:
-        raise ValueError(f"service URL {url!r}: only pulsar://host:port[,host:port...] is supported "
-                         f"(binary lookup; no TLS, no HTTP lookup)")
+        raise ValueError(
+            f"service URL {url!r}: only pulsar://host:port[,host:port...] is supported "
+            f"(binary lookup; no TLS, no HTTP lookup)"
+        )
     rest = (rest if sep else url).strip().rstrip("/")
     hosts = []
     for part in rest.split(","):

@@ -1,24 +1,78 @@
 """minipulsar: a miniature Apache Pulsar / BookKeeper on asyncio.
 
-The client API is re-exported here (``from minipulsar import Client``), lazily, so the
-servers, which import ``minipulsar.*`` core modules, never load the client package.
+The client API is re-exported here (``from minipulsar import Client``), lazily: the servers
+import the core modules under ``minipulsar.*`` and never load the client package.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from minipulsar.client import (
+        AlreadyClosed,
+        BatchingType,
+        Client,
+        CompressionType,
+        ConnectError,
+        Consumer,
+        ConsumerBatchReceivePolicy,
+        ConsumerBusy,
+        ConsumerType,
+        HashingScheme,
+        InitialPosition,
+        LookupError,
+        MemoryBufferIsFull,
+        Message,
+        MessageId,
+        MultiTopicsConsumer,
+        NotConnected,
+        PartitionedProducer,
+        PartitionsRoutingMode,
+        Producer,
+        ProducerBusy,
+        ProducerQueueIsFull,
+        PulsarException,
+        Reader,
+        ServiceUnitNotReady,
+        Timeout,
+        TooManyLookupRequestException,
+        TopicNotFound,
+    )
 
 __version__ = "0.1.0"
 
-_CLIENT_NAMES = {
-    "AlreadyClosed", "Client", "ConnectError", "Consumer", "ConsumerType", "InitialPosition",
-    "LookupError", "Message", "MessageId", "Producer", "ProducerQueueIsFull", "PulsarException", "Timeout",
-    # partitioned topics, multi-topic and regex subscriptions, readers
-    "HashingScheme", "MultiTopicsConsumer", "PartitionedProducer", "PartitionsRoutingMode", "Reader",
-    # producer options, batch receive, the official client's error names
-    "BatchingType", "CompressionType", "ConsumerBatchReceivePolicy", "ConsumerBusy", "MemoryBufferIsFull",
-    "NotConnected", "ProducerBusy", "ServiceUnitNotReady", "TooManyLookupRequestException", "TopicNotFound",
-}
+__all__ = [
+    "AlreadyClosed",
+    "BatchingType",
+    "Client",
+    "CompressionType",
+    "ConnectError",
+    "Consumer",
+    "ConsumerBatchReceivePolicy",
+    "ConsumerBusy",
+    "ConsumerType",
+    "HashingScheme",
+    "InitialPosition",
+    "LookupError",
+    "MemoryBufferIsFull",
+    "Message",
+    "MessageId",
+    "MultiTopicsConsumer",
+    "NotConnected",
+    "PartitionedProducer",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerBusy",
+    "ProducerQueueIsFull",
+    "PulsarException",
+    "Reader",
+    "ServiceUnitNotReady",
+    "Timeout",
+    "TooManyLookupRequestException",
+    "TopicNotFound",
+]
+_CLIENT_NAMES = frozenset(__all__)
 
 
 def __getattr__(name: str) -> Any:
@@ -27,6 +81,3 @@ def __getattr__(name: str) -> Any:
 
         return getattr(client, name)
     raise AttributeError(f"module 'minipulsar' has no attribute {name!r}")
-
-
-__all__ = sorted(_CLIENT_NAMES)

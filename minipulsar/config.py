@@ -242,14 +242,16 @@ class BookieConfig:
     db_storage_read_ahead_cache_batch_size: int = setting("dbStorage_readAheadCacheBatchSize", 100, min_value=0)
     """Entries read ahead after a cache miss, from the same entry log and ledger (BookKeeper: 100)."""
     db_storage_read_ahead_cache_batch_bytes_size: int = setting(
-        "dbStorage_readAheadCacheBatchBytesSize", -1, min_value=-1)
+        "dbStorage_readAheadCacheBatchBytesSize", -1, min_value=-1
+    )
     """Byte cap on one read-ahead batch; -1 = none (BookKeeper: -1)."""
     flush_interval_ms: int = setting("flushInterval", 10_000, min_value=1)
     """Checkpoint at least this often (ms): flush the write cache, persist the journal mark and
     delete the journal segments before it (BookKeeper's code default 10 000; Pulsar's
     bookkeeper.conf says 60 000, which means up to a minute of journal to replay at restart)."""
-    log_size_limit: int = setting("logSizeLimit", 256 * 1024 * 1024, min_value=64 * 1024,
-                                  max_value=(1 << 32) - 16 * 1024 * 1024)
+    log_size_limit: int = setting(
+        "logSizeLimit", 256 * 1024 * 1024, min_value=64 * 1024, max_value=(1 << 32) - 16 * 1024 * 1024
+    )
     """Roll to a new entry log past this many bytes (BookKeeper: 1 GiB). 256 MiB here: on a laptop
     disk, compaction rewrites whole logs, and smaller logs let GC give space back sooner.
     Capped below 4 GiB because a location keeps the offset in 32 bits."""
@@ -268,8 +270,7 @@ class BookieConfig:
     max_pending_read_requests_per_thread: int = setting("maxPendingReadRequestsPerThread", 2500, min_value=1)
     """Reads queued on one read thread; past it a read is answered TooManyRequests (BookKeeper:
     10 000; Pulsar's bookkeeper.conf: 2500)."""
-    wait_timeout_on_response_backpressure_ms: int = setting("waitTimeoutOnResponseBackpressureMs", -1,
-                                                            min_value=-1)
+    wait_timeout_on_response_backpressure_ms: int = setting("waitTimeoutOnResponseBackpressureMs", -1, min_value=-1)
     """A connection that has not taken its responses for this long (its unsent bytes above the
     high-water mark) gets no answer to a read until it does: its waiting reads are dropped,
     unanswered, and give their read-thread places back (BookKeeper: -1, off; 0 = at once; there
@@ -341,24 +342,32 @@ class BookieConfig:
         named = [os.path.normpath(os.path.abspath(d)) for d in (*self.journal_dirs, *self.ledger_dirs)]
         if len(set(named)) < len(named):
             twice = sorted({d for d in named if named.count(d) > 1})
-            raise ValueError(f"each journal and ledger directory must be its own: {', '.join(twice)} is named twice "
-                             f"(journalDirectories={','.join(self.journal_dirs)} "
-                             f"ledgerDirectories={','.join(self.ledger_dirs)})")
+            raise ValueError(
+                f"each journal and ledger directory must be its own: {', '.join(twice)} is named twice "
+                f"(journalDirectories={','.join(self.journal_dirs)} "
+                f"ledgerDirectories={','.join(self.ledger_dirs)})"
+            )
         if self.force_read_only_bookie and not self.read_only_mode_enabled:
             raise ValueError("forceReadOnlyBookie=true needs readOnlyModeEnabled=true")
         if self.minor_compaction_threshold > self.major_compaction_threshold:
-            raise ValueError(f"minorCompactionThreshold ({self.minor_compaction_threshold}) must not exceed "
-                             f"majorCompactionThreshold ({self.major_compaction_threshold})")
+            raise ValueError(
+                f"minorCompactionThreshold ({self.minor_compaction_threshold}) must not exceed "
+                f"majorCompactionThreshold ({self.major_compaction_threshold})"
+            )
         if not 0 < self.disk_usage_threshold < 1:  # as BookKeeper's DiskChecker.validateThreshold
             raise ValueError(f"diskUsageThreshold ({self.disk_usage_threshold}) must be above 0 and below 1")
         if self.disk_usage_warn_threshold > self.disk_usage_threshold:
-            raise ValueError(f"diskUsageWarnThreshold ({self.disk_usage_warn_threshold}) must not exceed "
-                             f"diskUsageThreshold ({self.disk_usage_threshold}); lowering diskUsageThreshold "
-                             f"below 0.9 needs diskUsageWarnThreshold and diskUsageLwmThreshold set too")
+            raise ValueError(
+                f"diskUsageWarnThreshold ({self.disk_usage_warn_threshold}) must not exceed "
+                f"diskUsageThreshold ({self.disk_usage_threshold}); lowering diskUsageThreshold "
+                f"below 0.9 needs diskUsageWarnThreshold and diskUsageLwmThreshold set too"
+            )
         if not self.disk_usage_lwm_threshold <= self.disk_usage_threshold:
-            raise ValueError(f"diskUsageLwmThreshold ({self.disk_usage_lwm_threshold}) must not exceed "
-                             f"diskUsageThreshold ({self.disk_usage_threshold}); lowering "
-                             f"diskUsageThreshold below 0.9 needs diskUsageLwmThreshold set too")
+            raise ValueError(
+                f"diskUsageLwmThreshold ({self.disk_usage_lwm_threshold}) must not exceed "
+                f"diskUsageThreshold ({self.disk_usage_threshold}); lowering "
+                f"diskUsageThreshold below 0.9 needs diskUsageLwmThreshold set too"
+            )
 
     @property
     def bookie_id(self) -> str:
@@ -382,29 +391,32 @@ class BrokerConfig:
     ack_quorum: int = setting("managedLedgerDefaultAckQuorum", 2, min_value=1)
     bookkeeper_timeout_s: int = setting("bookkeeperClientTimeoutInSeconds", 30, min_value=1)
     ensemble_placement_policy: str = setting(
-        "ensemblePlacementPolicy", "RackawareEnsemblePlacementPolicy",
-        choices=("DefaultEnsemblePlacementPolicy", "RackawareEnsemblePlacementPolicy",
-                 "LoadAwareEnsemblePlacementPolicy"))
+        "ensemblePlacementPolicy",
+        "RackawareEnsemblePlacementPolicy",
+        choices=(
+            "DefaultEnsemblePlacementPolicy",
+            "RackawareEnsemblePlacementPolicy",
+            "LoadAwareEnsemblePlacementPolicy",
+        ),
+    )
     """BookKeeper's ``ensemblePlacementPolicy`` (short class name). Pulsar's default is rack-aware
     (``bookkeeperClientRackawarePolicyEnabled=true``), which is random while every bookie is in
     one rack."""
     bookie_load_poll_interval_s: int = setting("bookieLoadPollIntervalSeconds", 5, min_value=1)
     """How often the load-aware policy polls each bookie's load report (BOOKIE_INFO)."""
-    speculative_read_timeout_ms: int = setting(
-        "bookkeeperClientSpeculativeReadTimeoutInMillis", 0, min_value=0)
+    speculative_read_timeout_ms: int = setting("bookkeeperClientSpeculativeReadTimeoutInMillis", 0, min_value=0)
     """After this long without an answer, also ask the next replica; 0 = off (Pulsar's default)."""
     health_check_enabled: bool = setting("bookkeeperClientHealthCheckEnabled", True)
     health_check_interval_s: int = setting("bookkeeperClientHealthCheckIntervalSeconds", 60, min_value=1)
-    health_check_error_threshold: int = setting(
-        "bookkeeperClientHealthCheckErrorThresholdPerInterval", 5, min_value=1)
+    health_check_error_threshold: int = setting("bookkeeperClientHealthCheckErrorThresholdPerInterval", 5, min_value=1)
     quarantine_time_s: int = setting("bookkeeperClientHealthCheckQuarantineTimeInSeconds", 1800, min_value=0)
     quarantine_ratio: float = setting("bookkeeperClientQuarantineRatio", 1.0, min_value=0.0, max_value=1.0)
     """BookKeeper PR 2327: quarantine a faulty bookie only with this probability."""
     max_pending_add_bytes_per_ledger: int = setting(
-        "bookkeeperClientMaxPendingAddBytesPerLedger", 16 * 1024 * 1024, min_value=1024)
+        "bookkeeperClientMaxPendingAddBytesPerLedger", 16 * 1024 * 1024, min_value=1024
+    )
     """minipulsar's own: add bytes not yet answered by every replica, per ledger; beyond it adds wait."""
-    max_pending_add_bytes: int = setting(
-        "bookkeeperClientMaxPendingAddBytes", 128 * 1024 * 1024, min_value=1024)
+    max_pending_add_bytes: int = setting("bookkeeperClientMaxPendingAddBytes", 128 * 1024 * 1024, min_value=1024)
     """minipulsar's own: the same bound for the whole BookKeeper client (all ledgers of the broker)."""
     dispatcher_max_read_batch_size: int = setting("dispatcherMaxReadBatchSize", 100, min_value=1)
     dispatcher_max_read_size_bytes: int = setting("dispatcherMaxReadSizeBytes", 5 * 1024 * 1024, min_value=1)
@@ -418,7 +430,9 @@ class BrokerConfig:
     managed_ledger_max_entries_per_ledger: int = setting("managedLedgerMaxEntriesPerLedger", 50_000, min_value=1)
     managed_ledger_max_size_per_ledger_mb: int = setting("managedLedgerMaxSizePerLedgerMbytes", 2048, min_value=1)
     managed_ledger_min_rollover_minutes: float = setting("managedLedgerMinLedgerRolloverTimeMinutes", 10.0, min_value=0)
-    managed_ledger_max_rollover_minutes: float = setting("managedLedgerMaxLedgerRolloverTimeMinutes", 240.0, min_value=0)
+    managed_ledger_max_rollover_minutes: float = setting(
+        "managedLedgerMaxLedgerRolloverTimeMinutes", 240.0, min_value=0
+    )
     retention_time_minutes: int = setting("defaultRetentionTimeInMinutes", 0, min_value=-1)
     """0: no retention (delete a ledger once every durable cursor consumed it); -1: forever."""
     retention_size_mb: int = setting("defaultRetentionSizeInMB", 0, min_value=-1)
@@ -439,17 +453,22 @@ class BrokerConfig:
     deduplication_entries_interval: int = setting("brokerDeduplicationEntriesInterval", 1000, min_value=1)
     deduplication_max_producers: int = setting("brokerDeduplicationMaxNumberOfProducers", 10_000, min_value=1)
     default_num_partitions: int = setting("defaultNumPartitions", 1, min_value=1)
-    allow_auto_topic_creation_type: str = setting("allowAutoTopicCreationType", "non-partitioned",
-                                                  choices=("non-partitioned", "partitioned"))
+    allow_auto_topic_creation_type: str = setting(
+        "allowAutoTopicCreationType", "non-partitioned", choices=("non-partitioned", "partitioned")
+    )
     # -- namespaces, bundles, ownership, lookup (reference §2; broker/namespace/ reads these) -------
-    default_number_of_namespace_bundles: int = setting("defaultNumberOfNamespaceBundles", 4, min_value=1,
-                                                       max_value=1024)
+    default_number_of_namespace_bundles: int = setting(
+        "defaultNumberOfNamespaceBundles", 4, min_value=1, max_value=1024
+    )
     """Bundles of a namespace created without an explicit count (Pulsar 4's default)."""
     default_namespace_bundle_split_algorithm: str = setting(
-        "defaultNamespaceBundleSplitAlgorithm", "range_equally_divide",
-        choices=("range_equally_divide", "topic_count_equally_divide"))
+        "defaultNamespaceBundleSplitAlgorithm",
+        "range_equally_divide",
+        choices=("range_equally_divide", "topic_count_equally_divide"),
+    )
     supported_namespace_bundle_split_algorithms: tuple[str, ...] = setting(
-        "supportedNamespaceBundleSplitAlgorithms", ("range_equally_divide", "topic_count_equally_divide"))
+        "supportedNamespaceBundleSplitAlgorithms", ("range_equally_divide", "topic_count_equally_divide")
+    )
     namespace_bundle_unloading_timeout_ms: int = setting("namespaceBundleUnloadingTimeoutMs", 60_000, min_value=1)
     max_concurrent_lookup_request: int = setting("maxConcurrentLookupRequest", 50_000, min_value=1)
     max_concurrent_topic_load_request: int = setting("maxConcurrentTopicLoadRequest", 5_000, min_value=1)
@@ -458,85 +477,116 @@ class BrokerConfig:
     managed_ledger_cache_size_mb: int = setting("managedLedgerCacheSizeMB", 64, min_value=0)
     """Pulsar's default is 1/5 of direct memory; 64 MB suits a laptop-sized standalone."""
     max_pending_publish_requests_per_connection: int = setting(
-        "maxPendingPublishRequestsPerConnection", 1000, min_value=1)
+        "maxPendingPublishRequestsPerConnection", 1000, min_value=1
+    )
     # -- load balancer (reference §1.12; broker/loadbalance/settings.py reads these) -----------------
     load_balancer_enabled: bool = setting("loadBalancerEnabled", True)
     load_balancer_shedding_enabled: bool = setting("loadBalancerSheddingEnabled", True)
     load_balancer_load_shedding_strategy: str = setting(
-        "loadBalancerLoadSheddingStrategy", "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
-        choices=tuple(f"{prefix}{name}" for name in ("OverloadShedder", "ThresholdShedder", "UniformLoadShedder",
-                                                     "AvgShedder")
-                      for prefix in ("", "org.apache.pulsar.broker.loadbalance.impl.")))
+        "loadBalancerLoadSheddingStrategy",
+        "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
+        choices=tuple(
+            f"{prefix}{name}"
+            for name in ("OverloadShedder", "ThresholdShedder", "UniformLoadShedder", "AvgShedder")
+            for prefix in ("", "org.apache.pulsar.broker.loadbalance.impl.")
+        ),
+    )
     """Pulsar's class name or its short name; ThresholdShedder is Pulsar's default since 2.10."""
     load_balancer_load_placement_strategy: str = setting(
-        "loadBalancerLoadPlacementStrategy", "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate",
-        choices=tuple(f"{prefix}{name}" for name in ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight",
-                                                     "AvgShedder")
-                      for prefix in ("", "org.apache.pulsar.broker.loadbalance.impl.")))
+        "loadBalancerLoadPlacementStrategy",
+        "org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate",
+        choices=tuple(
+            f"{prefix}{name}"
+            for name in ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "AvgShedder")
+            for prefix in ("", "org.apache.pulsar.broker.loadbalance.impl.")
+        ),
+    )
     load_balancer_report_update_threshold_pct: float = setting(
-        "loadBalancerReportUpdateThresholdPercentage", 10.0, min_value=0)
+        "loadBalancerReportUpdateThresholdPercentage", 10.0, min_value=0
+    )
     load_balancer_report_update_min_interval_ms: int = setting(
-        "loadBalancerReportUpdateMinIntervalMillis", 5000, min_value=10)
+        "loadBalancerReportUpdateMinIntervalMillis", 5000, min_value=10
+    )
     """How often a broker checks whether its load report must be rewritten (Pulsar: a fixed 5 s)."""
     load_balancer_report_update_max_interval_minutes: float = setting(
-        "loadBalancerReportUpdateMaxIntervalMinutes", 15.0, min_value=0)
+        "loadBalancerReportUpdateMaxIntervalMinutes", 15.0, min_value=0
+    )
     load_balancer_host_usage_check_interval_minutes: float = setting(
-        "loadBalancerHostUsageCheckIntervalMinutes", 1.0, min_value=0.0001)
+        "loadBalancerHostUsageCheckIntervalMinutes", 1.0, min_value=0.0001
+    )
     load_balancer_shedding_interval_minutes: float = setting(
-        "loadBalancerSheddingIntervalMinutes", 1.0, min_value=0.0001)
+        "loadBalancerSheddingIntervalMinutes", 1.0, min_value=0.0001
+    )
     load_balancer_shedding_grace_period_minutes: float = setting(
-        "loadBalancerSheddingGracePeriodMinutes", 30.0, min_value=0)
+        "loadBalancerSheddingGracePeriodMinutes", 30.0, min_value=0
+    )
     load_balancer_broker_overloaded_threshold_pct: float = setting(
-        "loadBalancerBrokerOverloadedThresholdPercentage", 85.0, min_value=0)
+        "loadBalancerBrokerOverloadedThresholdPercentage", 85.0, min_value=0
+    )
     load_balancer_broker_threshold_shedder_pct: float = setting(
-        "loadBalancerBrokerThresholdShedderPercentage", 10.0, min_value=0)
+        "loadBalancerBrokerThresholdShedderPercentage", 10.0, min_value=0
+    )
     load_balancer_history_resource_percentage: float = setting(
-        "loadBalancerHistoryResourcePercentage", 0.9, min_value=0.0, max_value=1.0)
+        "loadBalancerHistoryResourcePercentage", 0.9, min_value=0.0, max_value=1.0
+    )
     load_balancer_cpu_resource_weight: float = setting("loadBalancerCPUResourceWeight", 1.0, min_value=0)
     load_balancer_memory_resource_weight: float = setting("loadBalancerMemoryResourceWeight", 1.0, min_value=0)
     load_balancer_direct_memory_resource_weight: float = setting(
-        "loadBalancerDirectMemoryResourceWeight", 1.0, min_value=0)
+        "loadBalancerDirectMemoryResourceWeight", 1.0, min_value=0
+    )
     load_balancer_bandwidth_in_resource_weight: float = setting(
-        "loadBalancerBandwithInResourceWeight", 1.0, min_value=0)  # sic: Pulsar spells it "Bandwith"
+        "loadBalancerBandwithInResourceWeight", 1.0, min_value=0
+    )  # sic: Pulsar spells it "Bandwith"
     load_balancer_bandwidth_out_resource_weight: float = setting(
-        "loadBalancerBandwithOutResourceWeight", 1.0, min_value=0)
+        "loadBalancerBandwithOutResourceWeight", 1.0, min_value=0
+    )
     load_balancer_bundle_unload_min_throughput_threshold_mb: float = setting(
-        "loadBalancerBundleUnloadMinThroughputThreshold", 10.0, min_value=0)
+        "loadBalancerBundleUnloadMinThroughputThreshold", 10.0, min_value=0
+    )
     lower_boundary_shedding_enabled: bool = setting("lowerBoundarySheddingEnabled", False)
     load_balancer_average_resource_usage_difference_threshold_pct: float = setting(
-        "loadBalancerAverageResourceUsageDifferenceThresholdPercentage", 10.0, min_value=0)
+        "loadBalancerAverageResourceUsageDifferenceThresholdPercentage", 10.0, min_value=0
+    )
     load_balancer_msg_rate_difference_shedder_threshold: float = setting(
-        "loadBalancerMsgRateDifferenceShedderThreshold", 50.0)
+        "loadBalancerMsgRateDifferenceShedderThreshold", 50.0
+    )
     load_balancer_msg_throughput_multiplier_difference_shedder_threshold: float = setting(
-        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold", 4.0)
+        "loadBalancerMsgThroughputMultiplierDifferenceShedderThreshold", 4.0
+    )
     max_unload_percentage: float = setting("maxUnloadPercentage", 0.2, min_value=0.0, max_value=1.0)
     min_unload_message: float = setting("minUnloadMessage", 1000.0, min_value=0)
     min_unload_message_throughput: float = setting("minUnloadMessageThroughput", 1024.0 * 1024, min_value=0)
     max_unload_bundle_num_per_shedding: int = setting("maxUnloadBundleNumPerShedding", -1, min_value=-1)
     load_balancer_avg_shedder_low_threshold: float = setting("loadBalancerAvgShedderLowThreshold", 15.0, min_value=0)
-    load_balancer_avg_shedder_high_threshold: float = setting(
-        "loadBalancerAvgShedderHighThreshold", 40.0, min_value=0)
+    load_balancer_avg_shedder_high_threshold: float = setting("loadBalancerAvgShedderHighThreshold", 40.0, min_value=0)
     load_balancer_avg_shedder_hit_count_low_threshold: int = setting(
-        "loadBalancerAvgShedderHitCountLowThreshold", 8, min_value=1)
+        "loadBalancerAvgShedderHitCountLowThreshold", 8, min_value=1
+    )
     load_balancer_avg_shedder_hit_count_high_threshold: int = setting(
-        "loadBalancerAvgShedderHitCountHighThreshold", 2, min_value=1)
+        "loadBalancerAvgShedderHitCountHighThreshold", 2, min_value=1
+    )
     load_balancer_distribute_bundles_evenly_enabled: bool = setting("loadBalancerDistributeBundlesEvenlyEnabled", True)
     load_balancer_broker_max_topics: int = setting("loadBalancerBrokerMaxTopics", 50_000, min_value=1)
     load_balancer_resource_quota_update_interval_minutes: float = setting(
-        "loadBalancerResourceQuotaUpdateIntervalMinutes", 15.0, min_value=0.0001)
+        "loadBalancerResourceQuotaUpdateIntervalMinutes", 15.0, min_value=0.0001
+    )
     load_balancer_auto_bundle_split_enabled: bool = setting("loadBalancerAutoBundleSplitEnabled", False)
     """Pulsar's default is true; off here as the BIGO report recommends (a split disconnects clients)."""
     load_balancer_auto_unload_split_bundles_enabled: bool = setting("loadBalancerAutoUnloadSplitBundlesEnabled", True)
     load_balancer_namespace_bundle_max_topics: int = setting("loadBalancerNamespaceBundleMaxTopics", 1000, min_value=1)
     load_balancer_namespace_bundle_max_sessions: int = setting(
-        "loadBalancerNamespaceBundleMaxSessions", 1000, min_value=-1)
+        "loadBalancerNamespaceBundleMaxSessions", 1000, min_value=-1
+    )
     load_balancer_namespace_bundle_max_msg_rate: float = setting(
-        "loadBalancerNamespaceBundleMaxMsgRate", 30_000.0, min_value=0)
+        "loadBalancerNamespaceBundleMaxMsgRate", 30_000.0, min_value=0
+    )
     load_balancer_namespace_bundle_max_bandwidth_mbytes: float = setting(
-        "loadBalancerNamespaceBundleMaxBandwidthMbytes", 100.0, min_value=0)
+        "loadBalancerNamespaceBundleMaxBandwidthMbytes", 100.0, min_value=0
+    )
     load_balancer_namespace_maximum_bundles: int = setting("loadBalancerNamespaceMaximumBundles", 128, min_value=1)
     load_balancer_override_broker_nic_speed_gbps: float | None = setting(
-        "loadBalancerOverrideBrokerNicSpeedGbps", None, min_value=0.000001)
+        "loadBalancerOverrideBrokerNicSpeedGbps", None, min_value=0.000001
+    )
     """NIC capacity for the bandwidth usage; unset: the physical NICs' link speed, else 1 Gbit/s."""
     expose_bundles_metrics_in_prometheus: bool = setting("exposeBundlesMetricsInPrometheus", False)
 

@@ -26,7 +26,7 @@ def ledger_path(ledger_id: int) -> str:
 
 def parse_ledger_node(name: str) -> int | None:
     """The ledger id of a child name of ``/ledgers`` (``L42`` → 42), None for anything else."""
-    digits = name[len(LEDGER_NODE_PREFIX):]
+    digits = name[len(LEDGER_NODE_PREFIX) :]
     if not name.startswith(LEDGER_NODE_PREFIX) or not digits.isdigit() or not digits.isascii():
         return None
     return int(digits)

@@ -37,7 +37,7 @@ import minipulsar
 
 T = TypeVar("T")
 
-_live_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+_live_clients: weakref.WeakSet[Client] = weakref.WeakSet()
 
 
 class _LoopThread:
@@ -55,8 +55,10 @@ class _LoopThread:
     def run(self, coroutine: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         if threading.current_thread() is self._thread:
             coroutine.close()
-            raise RuntimeError("a blocking minipulsar.sync call from the client's own loop thread "
-                               "(e.g. inside a send_async callback) would deadlock")
+            raise RuntimeError(
+                "a blocking minipulsar.sync call from the client's own loop thread "
+                "(e.g. inside a send_async callback) would deadlock"
+            )
         future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
         try:
             return future.result(timeout_s)
@@ -69,6 +71,7 @@ class _LoopThread:
 
     def call(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a plain (non-async) function on the loop thread and return its result."""
+
         async def call() -> T:
             return function(*args, **kwargs)
 
@@ -90,7 +93,7 @@ class _Blocking:
     """Wraps an object living on the loop: its coroutine methods become blocking calls, its
     other methods run on the loop thread; results that are client objects are wrapped too."""
 
-    __slots__ = ("_target", "_runner")
+    __slots__ = ("_runner", "_target")
 
     def __init__(self, target: Any, runner: _LoopThread) -> None:
         object.__setattr__(self, "_target", target)
@@ -117,7 +120,7 @@ class _Blocking:
     def __repr__(self) -> str:
         return f"<sync {self._target!r}>"
 
-    def __enter__(self) -> "_Blocking":
+    def __enter__(self) -> _Blocking:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -133,10 +136,12 @@ _WRAPPED_TYPES: tuple[type, ...] = ()
 
 def _wrap(result: Any, runner: _LoopThread) -> Any:
     """Producers, consumers and readers come back as blocking wrappers; values as they are."""
-    global _WRAPPED_TYPES
+    global _WRAPPED_TYPES  # noqa: PLW0603 -- filled on first use: importing the client is slow
     if not _WRAPPED_TYPES:
-        _WRAPPED_TYPES = tuple(getattr(minipulsar, name) for name in (
-            "Producer", "Consumer", "Reader", "PartitionedProducer", "MultiTopicsConsumer"))
+        _WRAPPED_TYPES = tuple(
+            getattr(minipulsar, name)
+            for name in ("Producer", "Consumer", "Reader", "PartitionedProducer", "MultiTopicsConsumer")
+        )
     return _Blocking(result, runner) if isinstance(result, _WRAPPED_TYPES) else result
 
 

@@ -18,7 +18,7 @@ class TopicName:
     local_name: str
 
     @classmethod
-    def parse(cls, topic: str) -> "TopicName":
+    def parse(cls, topic: str) -> TopicName:
         """Accepts ``name``, ``tenant/ns/name`` and ``domain://tenant/ns/name``.
 
         Raises:
@@ -51,7 +51,7 @@ class TopicName:
     def is_persistent(self) -> bool:
         return self.domain == "persistent"
 
-    def partition(self, index: int) -> "TopicName":
+    def partition(self, index: int) -> TopicName:
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local_name}{PARTITION_SUFFIX}{index}")
 
     def __str__(self) -> str:

@@ -43,8 +43,7 @@ def unavailable_reason() -> str | None:
 
 
 def server_config(port: int, store_dir: Path) -> str:
-    return (f"listen: 127.0.0.1:{port}\n"
-            f"jetstream {{\n  store_dir: \"{store_dir}\"\n  sync_interval: always\n}}\n")
+    return f'listen: 127.0.0.1:{port}\njetstream {{\n  store_dir: "{store_dir}"\n  sync_interval: always\n}}\n'
 
 
 async def run(data_dir: Path, log_path: Path, workload: PeerWorkload, emit: Any) -> dict[str, Any]:
@@ -62,8 +61,9 @@ async def run(data_dir: Path, log_path: Path, workload: PeerWorkload, emit: Any)
         consumer = await nats.connect(f"nats://127.0.0.1:{port}")
         try:
             js = producer.jetstream()
-            await js.add_stream(api.StreamConfig(name=STREAM, subjects=[SUBJECT], storage=api.StorageType.FILE,
-                                                 num_replicas=1))
+            await js.add_stream(
+                api.StreamConfig(name=STREAM, subjects=[SUBJECT], storage=api.StorageType.FILE, num_replicas=1)
+            )
             receiver = ReceiveCounter()
 
             async def on_message(_message: Any) -> None:
@@ -95,4 +95,3 @@ async def run(data_dir: Path, log_path: Path, workload: PeerWorkload, emit: Any)
             await consumer.close()
             await producer.close()
     return figures | {"durability": DURABILITY}
-

@@ -38,13 +38,30 @@ def unavailable_reason() -> str | None:
 
 
 def server_argv(port: int, data_dir: Path, appendfsync: str) -> list[str]:
-    return ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-            "--appendonly", "yes", "--appendfsync", appendfsync, "--save", "", "--protected-mode", "no",
-            "--daemonize", "no", "--logfile", ""]
+    return [
+        "redis-server",
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(data_dir),
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        appendfsync,
+        "--save",
+        "",
+        "--protected-mode",
+        "no",
+        "--daemonize",
+        "no",
+        "--logfile",
+        "",
+    ]
 
 
-async def run(appendfsync: str, data_dir: Path, log_path: Path, workload: PeerWorkload,
-              emit: Any) -> dict[str, Any]:
+async def run(appendfsync: str, data_dir: Path, log_path: Path, workload: PeerWorkload, emit: Any) -> dict[str, Any]:
     """One row: the workload against a fresh redis-server with ``appendfsync``."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -61,8 +78,9 @@ async def run(appendfsync: str, data_dir: Path, log_path: Path, workload: PeerWo
 
         try:
             figures = await run_workload(issue, receiver, workload, f"redis appendfsync {appendfsync}", emit)
-            figures["server_version"] = (await producer.call("INFO", "server")).decode().split("redis_version:")[1] \
-                .split()[0]
+            figures["server_version"] = (
+                (await producer.call("INFO", "server")).decode().split("redis_version:")[1].split()[0]
+            )
         finally:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)

@@ -38,7 +38,7 @@ def parse(buffer: bytes | bytearray, start: int = 0) -> tuple[Any, int] | None:
     line_end = buffer.find(b"\r\n", start)
     if line_end < 0:
         return None
-    kind, head = buffer[start:start + 1], buffer[start + 1:line_end]
+    kind, head = buffer[start : start + 1], buffer[start + 1 : line_end]
     if kind == b"$":
         length = int(head)
         if length < 0:
@@ -46,7 +46,7 @@ def parse(buffer: bytes | bytearray, start: int = 0) -> tuple[Any, int] | None:
         end = line_end + 2 + length
         if len(buffer) < end + 2:
             return None
-        return bytes(buffer[line_end + 2:end]), end + 2
+        return bytes(buffer[line_end + 2 : end]), end + 2
     if kind == b"+":
         return bytes(head), line_end + 2
     if kind == b":":
@@ -76,7 +76,7 @@ class RespConnection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     @classmethod
-    async def open(cls, host: str, port: int) -> "RespConnection":
+    async def open(cls, host: str, port: int) -> RespConnection:
         _, protocol = await asyncio.get_running_loop().create_connection(cls, host, port)
         return protocol
 

@@ -39,8 +39,9 @@ def running_server(argv: list[str], port: int, log_path: Path) -> Iterator[subpr
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     try:
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not _accepts(port):

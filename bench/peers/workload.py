@@ -64,7 +64,7 @@ async def windowed_phase(issue: Issue, window: int, duration_s: float, meter: Me
         room = loop.create_future()
         try:
             await asyncio.wait_for(room, drain_deadline - monotonic())
-        except asyncio.TimeoutError:
+        except TimeoutError:
             break
     meter.failures += max(0, outstanding)
 
@@ -94,12 +94,16 @@ class ReceiveCounter:
     def figures(self, size_bytes: int) -> dict[str, Any]:
         received = self.received - self.measuring_from
         duration_s = max(self.last_s - self.started_s, 1e-9)
-        return {"received": received, "receive_msg_per_s": received / duration_s,
-                "receive_mb_per_s": received * size_bytes / duration_s / MB}
+        return {
+            "received": received,
+            "receive_msg_per_s": received / duration_s,
+            "receive_mb_per_s": received * size_bytes / duration_s / MB,
+        }
 
 
-async def run_workload(issue: Issue, receiver: ReceiveCounter, workload: PeerWorkload, label: str,
-                       emit: Callable[[str], None]) -> dict[str, Any]:
+async def run_workload(
+    issue: Issue, receiver: ReceiveCounter, workload: PeerWorkload, label: str, emit: Callable[[str], None]
+) -> dict[str, Any]:
     """Warm up, measure, wait for the consumer: the row's figures (the minipulsar rows' keys)."""
     if workload.warmup_s > 0:
         await windowed_phase(issue, workload.max_outstanding, workload.warmup_s, Meter())
@@ -111,9 +115,15 @@ async def run_workload(issue: Issue, receiver: ReceiveCounter, workload: PeerWor
     end_s = meter.last_done_s if meter.acked else time.monotonic()
     duration_s = max(end_s - started, 1e-9)
     await receiver.wait_for(meter.acked)
-    figures = {"messages": meter.acked, "failures": meter.failures, "duration_s": duration_s,
-               "msg_per_s": meter.acked / duration_s, "mb_per_s": meter.acked * workload.size_bytes / duration_s / MB,
-               "latency": meter.latency_ms(), **receiver.figures(workload.size_bytes)}
+    figures = {
+        "messages": meter.acked,
+        "failures": meter.failures,
+        "duration_s": duration_s,
+        "msg_per_s": meter.acked / duration_s,
+        "mb_per_s": meter.acked * workload.size_bytes / duration_s / MB,
+        "latency": meter.latency_ms(),
+        **receiver.figures(workload.size_bytes),
+    }
     if meter.first_error is not None:
         figures["error"] = f"{type(meter.first_error).__name__}: {meter.first_error}"
     return figures

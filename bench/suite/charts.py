@@ -42,11 +42,20 @@ def write_charts(run_dir: Path, results: dict[str, dict[str, Any]], simulated: d
 def _size(axes: Any, result: dict[str, Any]) -> None:
     for batching, style in ((True, "o-"), (False, "s--")):
         rows = [r for r in result["rows"] if r["batching"] is batching and "mb_per_s" in r]
-        axes.plot([r["size_bytes"] for r in rows], [r["mb_per_s"] for r in rows], style,
-                  label=f"batching {'on' if batching else 'off'}")
+        axes.plot(
+            [r["size_bytes"] for r in rows],
+            [r["mb_per_s"] for r in rows],
+            style,
+            label=f"batching {'on' if batching else 'off'}",
+        )
         for r in rows:
-            axes.annotate(f"{r['msg_per_s']:,.0f}/s", (r["size_bytes"], r["mb_per_s"]), fontsize=7,
-                          textcoords="offset points", xytext=(4, 4))
+            axes.annotate(
+                f"{r['msg_per_s']:,.0f}/s",
+                (r["size_bytes"], r["mb_per_s"]),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(4, 4),
+            )
     axes.set_xscale("log", base=2)
     axes.set_xlabel("message size (bytes)")
     axes.set_ylabel("MB/s acknowledged (labels: msg/s)")
@@ -60,8 +69,13 @@ def _latency(axes: Any, result: dict[str, Any]) -> None:
         axes.plot([r["msg_per_s"] for r in rows], [r["latency"][key] for r in rows], "o-", label=label)
     for r in rows:
         if r.get("saturated"):
-            axes.annotate("saturated", (r["msg_per_s"], r["latency"]["p99_ms"]), fontsize=7,
-                          textcoords="offset points", xytext=(4, 4))
+            axes.annotate(
+                "saturated",
+                (r["msg_per_s"], r["latency"]["p99_ms"]),
+                fontsize=7,
+                textcoords="offset points",
+                xytext=(4, 4),
+            )
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("achieved msg/s (1 KiB, batched)")
@@ -79,8 +93,13 @@ def _topics(axes: Any, result: dict[str, Any]) -> None:
     axes.set_xlabel(f"topics (same total rate: {result['rows'][0]['target_rate']:,} msg/s)")
     axes.set_ylabel("ms")
     twin = axes.twinx()
-    twin.plot(counts, [(r.get("memory") or {}).get("broker_rss_mb") or 0 for r in rows], "^:", color="grey",
-              label="broker RSS (MB)")
+    twin.plot(
+        counts,
+        [(r.get("memory") or {}).get("broker_rss_mb") or 0 for r in rows],
+        "^:",
+        color="grey",
+        label="broker RSS (MB)",
+    )
     twin.set_ylabel("broker RSS (MB)")
     axes.set_title("p99 vs topic count")
     lines, labels = axes.get_legend_handles_labels()
@@ -93,8 +112,13 @@ def _peers(axes: Any, result: dict[str, Any]) -> None:
     names = [r["system"].replace(", ", "\n").replace("streams\nappendfsync ", "\nfsync ") for r in rows]
     bars = axes.bar(range(len(rows)), [r["msg_per_s"] for r in rows], color="tab:blue")
     for bar, r in zip(bars, rows):
-        axes.annotate(f"{r.get('journal_device_flushes_per_s') or 0:,.0f} fl/s", (bar.get_x(), bar.get_height()),
-                      fontsize=7, textcoords="offset points", xytext=(2, 3))
+        axes.annotate(
+            f"{r.get('journal_device_flushes_per_s') or 0:,.0f} fl/s",
+            (bar.get_x(), bar.get_height()),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(2, 3),
+        )
     axes.set_xticks(range(len(rows)), names, fontsize=7)
     axes.set_ylabel("produce msg/s (labels: device flushes/s)")
     axes.set_title(f"Same workload, {result['size_bytes']} B messages, one producer")

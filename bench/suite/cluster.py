@@ -43,11 +43,19 @@ class ClusterSpec:
 
     def describe(self) -> dict[str, Any]:
         e, w, a = self.quorum
-        return {"bookies": self.bookies, "brokers": 1, "ensemble": e, "write_quorum": w, "ack_quorum": a,
-                "journal_sync": self.journal_sync, "journal_dir": str(self.journal_dir or tempfile.gettempdir()),
-                "ledger_dir": str(self.ledger_dir or tempfile.gettempdir()),
-                "disk_model": self.disk_model, "bookie_settings": self.bookie_settings,
-                "broker_settings": self.broker_settings}
+        return {
+            "bookies": self.bookies,
+            "brokers": 1,
+            "ensemble": e,
+            "write_quorum": w,
+            "ack_quorum": a,
+            "journal_sync": self.journal_sync,
+            "journal_dir": str(self.journal_dir or tempfile.gettempdir()),
+            "ledger_dir": str(self.ledger_dir or tempfile.gettempdir()),
+            "disk_model": self.disk_model,
+            "bookie_settings": self.bookie_settings,
+            "broker_settings": self.broker_settings,
+        }
 
 
 @dataclass
@@ -76,9 +84,13 @@ class BenchCluster:
         pids = self.pids()
         broker = process_memory_mb(pids["broker"])
         bookies = [process_memory_mb(pid) for name, pid in sorted(pids.items()) if name.startswith("bookie-")]
-        return {"broker_rss_mb": broker["rss_mb"], "broker_hwm_mb": broker["hwm_mb"],
-                "bookie_rss_mb": [b["rss_mb"] for b in bookies], "bookie_hwm_mb": [b["hwm_mb"] for b in bookies],
-                "bookie_rss_mb_max": max((b["rss_mb"] or 0 for b in bookies), default=None)}
+        return {
+            "broker_rss_mb": broker["rss_mb"],
+            "broker_hwm_mb": broker["hwm_mb"],
+            "bookie_rss_mb": [b["rss_mb"] for b in bookies],
+            "bookie_hwm_mb": [b["hwm_mb"] for b in bookies],
+            "bookie_rss_mb_max": max((b["rss_mb"] or 0 for b in bookies), default=None),
+        }
 
 
 def process_memory_mb(pid: int) -> dict[str, float | None]:
@@ -117,9 +129,14 @@ async def bench_cluster(spec: ClusterSpec, logs_root: Path) -> AsyncIterator[Ben
         journal_root = fresh(spec.journal_dir)
         ledger_root = fresh(spec.ledger_dir)
         logs_root.mkdir(parents=True, exist_ok=True)
-        async with process_cluster(logs_root, bookies=spec.bookies, broker_settings=spec.broker_settings,
-                                   bookie_settings=bookie_settings, journal_root=journal_root,
-                                   ledger_root=ledger_root) as cluster:
+        async with process_cluster(
+            logs_root,
+            bookies=spec.bookies,
+            broker_settings=spec.broker_settings,
+            bookie_settings=bookie_settings,
+            journal_root=journal_root,
+            ledger_root=ledger_root,
+        ) as cluster:
             yield BenchCluster(spec, cluster, journal_root, ledger_root)
     finally:
         if not spec.keep:

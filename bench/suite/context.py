@@ -42,10 +42,12 @@ class Context:
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=f"bench-{self.scenario}-") as root:
             async with bench_cluster(spec, Path(root)) as cluster:
-                self.emit(f"cluster up in {time.monotonic() - started:.1f} s: {spec.bookies} bookies, "
-                          f"E/Qw/Qa {'/'.join(map(str, spec.quorum))}, journal sync "
-                          f"{'on' if spec.journal_sync else 'off'}"
-                          f"{', ' + spec.disk_model + ' (SIMULATED)' if spec.disk_model else ''}")
+                self.emit(
+                    f"cluster up in {time.monotonic() - started:.1f} s: {spec.bookies} bookies, "
+                    f"E/Qw/Qa {'/'.join(map(str, spec.quorum))}, journal sync "
+                    f"{'on' if spec.journal_sync else 'off'}"
+                    f"{', ' + spec.disk_model + ' (SIMULATED)' if spec.disk_model else ''}"
+                )
                 yield cluster
 
     async def measure(self, cluster: BenchCluster, run: Awaitable[dict[str, Any]]) -> dict[str, Any]:
@@ -62,9 +64,11 @@ class Context:
             figures["ledger_device_flushes_per_s"] = ledger_flushes["device_flushes_per_s"]
         figures["memory"] = cluster.memory_mb()
         lat = figures.get("latency") or {}
-        self.emit(f"  -> {figures.get('msg_per_s', 0):,.0f} msg/s, {figures.get('mb_per_s', 0):,.1f} MB/s, "
-                  f"p99 {_ms(lat.get('p99_ms'))} ms, {figures.get('failures', 0)} failed, "
-                  f"{_num(figures['journal_device_flushes_per_s'])} device flushes/s")
+        self.emit(
+            f"  -> {figures.get('msg_per_s', 0):,.0f} msg/s, {figures.get('mb_per_s', 0):,.1f} MB/s, "
+            f"p99 {_ms(lat.get('p99_ms'))} ms, {figures.get('failures', 0)} failed, "
+            f"{_num(figures['journal_device_flushes_per_s'])} device flushes/s"
+        )
         return figures
 
 

@@ -68,7 +68,7 @@ class FlushWindow:
     _start_written: int | None = None
     _started_s: float = 0.0
 
-    def start(self) -> "FlushWindow":
+    def start(self) -> FlushWindow:
         self.device = device_name(self.path)
         self._start = read_flushes(self.device)
         self._start_written = read_bytes_written(self.device)

@@ -56,7 +56,7 @@ class Meter:
     def latency_ms(self) -> dict[str, float | None]:
         """mean / p50 / p95 / p99 / p99.9 / p99.99 / max in ms (HdrHistogram)."""
         if not self.latencies_us:
-            return {"mean_ms": None, **{key: None for key in PERCENTILES}, "max_ms": None}
+            return {"mean_ms": None, **dict.fromkeys(PERCENTILES), "max_ms": None}
         histogram = HdrHistogram(1, LATENCY_US_MAX, 3)
         total = 0
         for value, count in collections.Counter(self.latencies_us).items():
@@ -64,9 +64,11 @@ class Meter:
             histogram.record_value(value, count)
             total += value * count
         values = histogram.get_percentile_to_value_dict(list(PERCENTILES.values()))
-        return {"mean_ms": total / len(self.latencies_us) / 1000,
-                **{key: values[pct] / 1000 for key, pct in PERCENTILES.items()},
-                "max_ms": histogram.get_max_value() / 1000}
+        return {
+            "mean_ms": total / len(self.latencies_us) / 1000,
+            **{key: values[pct] / 1000 for key, pct in PERCENTILES.items()},
+            "max_ms": histogram.get_max_value() / 1000,
+        }
 
     def recent_p99_ms(self, since: int) -> float | None:
         recent = sorted(self.latencies_us[since:])
@@ -80,7 +82,7 @@ class Reporter:
         self.label, self.meter, self.interval_s, self.emit = label, meter, interval_s, emit
         self._task: asyncio.Task | None = None
 
-    def __enter__(self) -> "Reporter":
+    def __enter__(self) -> Reporter:
         self._task = asyncio.get_running_loop().create_task(self._run())
         return self
 
@@ -95,9 +97,11 @@ class Reporter:
             await asyncio.sleep(self.interval_s)
             now, count = time.monotonic(), self.meter.acked
             p99 = self.meter.recent_p99_ms(last_count)
-            self.emit(f"{self.label}: {now - started:5.0f} s, {count:,} acked, "
-                      f"{(count - last_count) / (now - last):,.0f} msg/s, p99 "
-                      f"{'n/a' if p99 is None else f'{p99:.2f}'} ms, {self.meter.failures} failed")
+            self.emit(
+                f"{self.label}: {now - started:5.0f} s, {count:,} acked, "
+                f"{(count - last_count) / (now - last):,.0f} msg/s, p99 "
+                f"{'n/a' if p99 is None else f'{p99:.2f}'} ms, {self.meter.failures} failed"
+            )
             last, last_count = now, count
 
 
@@ -140,8 +144,11 @@ def _figures(meter: Meter, started_s: float, size_bytes: int) -> dict[str, Any]:
     end_s = meter.last_done_s if meter.acked else time.monotonic()
     duration_s = max(end_s - started_s, 1e-9)
     figures = {
-        "messages": meter.acked, "failures": meter.failures, "duration_s": duration_s,
-        "msg_per_s": meter.acked / duration_s, "mb_per_s": meter.acked * size_bytes / duration_s / MB,
+        "messages": meter.acked,
+        "failures": meter.failures,
+        "duration_s": duration_s,
+        "msg_per_s": meter.acked / duration_s,
+        "mb_per_s": meter.acked * size_bytes / duration_s / MB,
         "mbit_per_s": meter.acked * size_bytes / duration_s / 1024 / 1024 * 8,
         "latency": meter.latency_ms(),
     }
@@ -153,22 +160,28 @@ def _figures(meter: Meter, started_s: float, size_bytes: int) -> dict[str, Any]:
 # -- produce through the broker ----------------------------------------------------------------
 
 
-async def produce(service_url: str, spec: "ProduceSpec", emit: Callable[[str], None]) -> dict[str, Any]:
+async def produce(service_url: str, spec: ProduceSpec, emit: Callable[[str], None]) -> dict[str, Any]:
     from minipulsar import Client
 
     topics = spec.topics()
     payload = b"x" * spec.size_bytes
-    options = {"batching_enabled": spec.batching, "batching_max_publish_delay_ms": spec.batch_delay_ms,
-               "batching_max_messages": spec.batch_max_messages,
-               "batching_max_allowed_size_in_bytes": max(spec.batch_max_bytes, spec.size_bytes),
-               "max_pending_messages": spec.max_outstanding, "block_if_queue_full": True, "send_timeout_millis": 0}
+    options = {
+        "batching_enabled": spec.batching,
+        "batching_max_publish_delay_ms": spec.batch_delay_ms,
+        "batching_max_messages": spec.batch_max_messages,
+        "batching_max_allowed_size_in_bytes": max(spec.batch_max_bytes, spec.size_bytes),
+        "max_pending_messages": spec.max_outstanding,
+        "block_if_queue_full": True,
+        "send_timeout_millis": 0,
+    }
     memory_bytes = max(256 * 1024 * 1024, 2 * spec.max_outstanding * spec.size_bytes)
     async with Client(service_url, memory_limit_bytes=memory_bytes, operation_timeout_seconds=60) as client:
         set_up = time.monotonic()
         consumers = []
         if spec.consume:
-            consumers = await _gather_limited([
-                (lambda t=t: client.subscribe(t, "bench-sub", receiver_queue_size=1000)) for t in topics])
+            consumers = await _gather_limited(
+                [(lambda t=t: client.subscribe(t, "bench-sub", receiver_queue_size=1000)) for t in topics]
+            )
         producers = await _gather_limited([(lambda t=t: client.create_producer(t, **options)) for t in topics])
         set_up_s = time.monotonic() - set_up
         emit(f"{len(producers)} producer(s){' and consumers' if consumers else ''} ready in {set_up_s:.1f} s")
@@ -264,8 +277,11 @@ class Receivers:
             await asyncio.sleep(0.05)  # polling a counter with a deadline, not synchronising on time
         received = self.received - self.measuring_from
         duration_s = max(self.last_s - self.started_s, 1e-9)
-        return {"received": received, "receive_msg_per_s": received / duration_s,
-                "receive_mb_per_s": received * size_bytes / duration_s / MB}
+        return {
+            "received": received,
+            "receive_msg_per_s": received / duration_s,
+            "receive_mb_per_s": received * size_bytes / duration_s / MB,
+        }
 
     async def close(self) -> None:
         for task in self._tasks:
@@ -277,7 +293,7 @@ class Receivers:
 # -- managed-ledger: straight to the bookies ---------------------------------------------------
 
 
-async def managed_ledger(metadata_url: str, spec: "LedgerSpec", emit: Callable[[str], None]) -> dict[str, Any]:
+async def managed_ledger(metadata_url: str, spec: LedgerSpec, emit: Callable[[str], None]) -> dict[str, Any]:
     from minipulsar.broker.bookkeeper import BookKeeper
     from minipulsar.metadata import open_metadata_store
 
@@ -286,9 +302,12 @@ async def managed_ledger(metadata_url: str, spec: "LedgerSpec", emit: Callable[[
     handles: list[Any] = []
     try:
         await bookkeeper.start()
-        handles = await _gather_limited([
-            (lambda: bookkeeper.create_ledger(spec.ensemble, spec.write_quorum, spec.ack_quorum))
-            for _ in range(spec.num_ledgers)])
+        handles = await _gather_limited(
+            [
+                (lambda: bookkeeper.create_ledger(spec.ensemble, spec.write_quorum, spec.ack_quorum))
+                for _ in range(spec.num_ledgers)
+            ]
+        )
         emit(f"{len(handles)} ledger(s) E/Qw/Qa {spec.ensemble}/{spec.write_quorum}/{spec.ack_quorum} ready")
         payload = b"x" * spec.size_bytes
         if spec.warmup_s > 0:
@@ -305,11 +324,14 @@ async def managed_ledger(metadata_url: str, spec: "LedgerSpec", emit: Callable[[
                 await bookkeeper.delete_ledger(ledger.ledger_id)
         await bookkeeper.close()
         await store.close()
-    return figures | {"mode": "managed-ledger", "ledgers": len(handles),
-                      "quorum": f"{spec.ensemble}/{spec.write_quorum}/{spec.ack_quorum}"}
+    return figures | {
+        "mode": "managed-ledger",
+        "ledgers": len(handles),
+        "quorum": f"{spec.ensemble}/{spec.write_quorum}/{spec.ack_quorum}",
+    }
 
 
-async def _add_phase(handles: list[Any], payload: bytes, spec: "LedgerSpec", duration_s: float, meter: Meter) -> None:
+async def _add_phase(handles: list[Any], payload: bytes, spec: LedgerSpec, duration_s: float, meter: Meter) -> None:
     """Add round robin over ``handles``, at most ``max_outstanding`` in flight, then drain."""
     loop = asyncio.get_running_loop()
     now_ns, monotonic, done, failed = time.perf_counter_ns, time.monotonic, meter.done, meter.failed

@@ -31,25 +31,39 @@ from bench.suite.scenarios import DEFAULT, SCENARIOS
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scenarios", default=",".join(DEFAULT),
-                        help=f"comma-separated, from: {', '.join(SCENARIOS)}; 'all' = every one "
-                             f"(default: {','.join(DEFAULT)})")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick",
-                        help="quick (make bench, minutes) or full (longer runs, more points, 10,000 topics)")
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(DEFAULT),
+        help=f"comma-separated, from: {', '.join(SCENARIOS)}; 'all' = every one (default: {','.join(DEFAULT)})",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="quick",
+        help="quick (make bench, minutes) or full (longer runs, more points, 10,000 topics)",
+    )
     parser.add_argument("--journal-dir", type=Path, help="mount for every bookie's journal (default: temp dir)")
     parser.add_argument("--ledger-dir", type=Path, help="mount for every bookie's ledgers (default: temp dir)")
-    parser.add_argument("--disk-model", metavar="SPEC",
-                        help="SIMULATED disk for the bookies' journal and entry-log writers: hdd, ssd, or "
-                             "e.g. hdd:fsync_ms=8,mb_s=120[,same_device=1] (bench only; labelled in every report)")
+    parser.add_argument(
+        "--disk-model",
+        metavar="SPEC",
+        help="SIMULATED disk for the bookies' journal and entry-log writers: hdd, ssd, or "
+        "e.g. hdd:fsync_ms=8,mb_s=120[,same_device=1] (bench only; labelled in every report)",
+    )
     parser.add_argument("--out", type=Path, default=Path("results"), help="results root (default results/)")
-    parser.add_argument("--into", metavar="DIR|latest",
-                        help="add to an existing run directory (its summary gains these scenarios)")
+    parser.add_argument(
+        "--into", metavar="DIR|latest", help="add to an existing run directory (its summary gains these scenarios)"
+    )
     parser.add_argument("--bookies", type=int, default=3, help="bookies in the cluster (default 3: E/Qw/Qa 2/2/2)")
     parser.add_argument("--journal-sync", choices=("on", "off"), default="on", help="journalSyncData (default on)")
     parser.add_argument("--keep", action="store_true", help="keep the bookies' dirs on the mounts afterwards")
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
-    parser.add_argument("--engine", choices=perf_adapter.ENGINES, default="auto",
-                        help="load generator: minipulsar perf where installed (auto), perf, or the suite's own")
+    parser.add_argument(
+        "--engine",
+        choices=perf_adapter.ENGINES,
+        default="auto",
+        help="load generator: minipulsar perf where installed (auto), perf, or the suite's own",
+    )
     override = parser.add_argument_group("profile overrides")
     override.add_argument("--duration", type=float, help="measured seconds per run")
     override.add_argument("--warmup", type=float, help="warm-up seconds per run")
@@ -81,11 +95,17 @@ def profile_of(args: argparse.Namespace) -> Profile:
     profile = PROFILES[args.profile]
     ints = lambda text: tuple(int(x) for x in text.split(",") if x.strip())  # noqa: E731
     changes: dict[str, Any] = {}
-    for flag, field, convert in (("duration", "duration_s", float), ("warmup", "warmup_s", float),
-                                 ("probe_secs", "probe_s", float), ("sizes", "sizes", ints),
-                                 ("rates", "rates", ints), ("topic_counts", "topic_counts", ints),
-                                 ("topics_rate", "topics_total_rate", int), ("e2e_sizes", "e2e_sizes", ints),
-                                 ("interval", "interval_s", float)):
+    for flag, field, convert in (
+        ("duration", "duration_s", float),
+        ("warmup", "warmup_s", float),
+        ("probe_secs", "probe_s", float),
+        ("sizes", "sizes", ints),
+        ("rates", "rates", ints),
+        ("topic_counts", "topic_counts", ints),
+        ("topics_rate", "topics_total_rate", int),
+        ("e2e_sizes", "e2e_sizes", ints),
+        ("interval", "interval_s", float),
+    ):
         value = getattr(args, flag)
         if value is not None:
             changes[field] = convert(value)
@@ -114,17 +134,29 @@ def run_directory(args: argparse.Namespace) -> Path:
 def environment() -> dict[str, Any]:
     from minipulsar.net.loop import uvloop_wanted
 
-    return {"python": platform.python_version(), "loop": "uvloop" if uvloop_wanted() else "asyncio",
-            "cpus": os.cpu_count(), "host": platform.node(), "kernel": platform.release(),
-            "load_avg_at_start": os.getloadavg(), "engine": perf_adapter.describe_engines()}
+    return {
+        "python": platform.python_version(),
+        "loop": "uvloop" if uvloop_wanted() else "asyncio",
+        "cpus": os.cpu_count(),
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "load_avg_at_start": os.getloadavg(),
+        "engine": perf_adapter.describe_engines(),
+    }
 
 
 async def run(args: argparse.Namespace) -> int:
     perf_adapter.set_engine(args.engine)
     profile = profile_of(args)
     run_dir = run_directory(args)
-    cluster_spec = ClusterSpec(bookies=args.bookies, journal_dir=args.journal_dir, ledger_dir=args.ledger_dir,
-                               journal_sync=args.journal_sync == "on", disk_model=args.disk_model, keep=args.keep)
+    cluster_spec = ClusterSpec(
+        bookies=args.bookies,
+        journal_dir=args.journal_dir,
+        ledger_dir=args.ledger_dir,
+        journal_sync=args.journal_sync == "on",
+        disk_model=args.disk_model,
+        keep=args.keep,
+    )
     simulated = simulated_limits(args.disk_model)
     run_file = run_dir / "run.json"
     run_info = json.loads(run_file.read_text()) if run_file.exists() else {}
@@ -138,25 +170,47 @@ async def run(args: argparse.Namespace) -> int:
         progress(f"probing mounts: journal {journal_dir}, ledgers {ledger_dir} ({profile.probe_s:g} s per probe)")
         run_info["probes"] = await probe_mounts(journal_dir, ledger_dir, profile.probe_s)
         journal = run_info["probes"]["journal"]
-        progress(f"  journal mount: {journal['fsyncs_per_s_4k']:,.0f} fsyncs/s (4 KiB), "
-                 f"{journal['seq_write_mb_per_s']:,.0f} MB/s sequential with fdatasync")
-    run_info.setdefault("runs", []).append({
-        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:], "profile": profile.name,
-        "scenarios": args.scenario_names, "environment": environment()})
-    run_info.update({"profile": profile.name, "profile_settings": _plain(profile), "cluster": cluster_spec.describe(),
-                     "simulated_disk_model": simulated})
+        progress(
+            f"  journal mount: {journal['fsyncs_per_s_4k']:,.0f} fsyncs/s (4 KiB), "
+            f"{journal['seq_write_mb_per_s']:,.0f} MB/s sequential with fdatasync"
+        )
+    run_info.setdefault("runs", []).append(
+        {
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "argv": sys.argv[1:],
+            "profile": profile.name,
+            "scenarios": args.scenario_names,
+            "environment": environment(),
+        }
+    )
+    run_info.update(
+        {
+            "profile": profile.name,
+            "profile_settings": _plain(profile),
+            "cluster": cluster_spec.describe(),
+            "simulated_disk_model": simulated,
+        }
+    )
     report.write_json(run_file, run_info)
     failures = 0
     for number, name in enumerate(args.scenario_names, start=1):
         module = SCENARIOS[name]
-        ctx = Context(profile, cluster_spec, run_dir, run_info["probes"], name,
-                      f"[{number}/{len(args.scenario_names)} {name}]")
+        ctx = Context(
+            profile, cluster_spec, run_dir, run_info["probes"], name, f"[{number}/{len(args.scenario_names)} {name}]"
+        )
         ctx.emit(f"{module.TITLE}{' (SIMULATED disk)' if simulated else ''}")
         scenario_started = time.monotonic()
-        result: dict[str, Any] = {"scenario": name, "title": module.TITLE, "what": module.WHAT,
-                                  "profile": profile.name, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                  "cluster": cluster_spec.describe(), "simulated_disk_model": simulated,
-                                  "engine": perf_adapter.describe_engines(), "load_avg_at_start": os.getloadavg()}
+        result: dict[str, Any] = {
+            "scenario": name,
+            "title": module.TITLE,
+            "what": module.WHAT,
+            "profile": profile.name,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "cluster": cluster_spec.describe(),
+            "simulated_disk_model": simulated,
+            "engine": perf_adapter.describe_engines(),
+            "load_avg_at_start": os.getloadavg(),
+        }
         try:
             result |= await module.run(ctx)
         except Exception as exc:  # one broken scenario must not lose the others' results

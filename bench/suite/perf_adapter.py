@@ -79,7 +79,7 @@ class LedgerSpec:
 
 def set_engine(name: str) -> None:
     """``auto`` (minipulsar perf where installed), ``perf`` (it, or fail) or ``suite``."""
-    global _engine
+    global _engine  # noqa: PLW0603 -- chosen once per bench run, from its flags
     if name not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}")
     if name == "perf" and not perf_available():
@@ -106,8 +106,10 @@ def describe_engines() -> str:
     """For the report: which engine runs what."""
     if engine_name() == "suite":
         return "the suite's own loop (bench/suite/fallback_engine.py) for every run"
-    return ("`minipulsar perf` (minipulsar.cli.perf run_produce / run_managed_ledger) for produce and managed-ledger "
-            "runs; the suite's own loop for runs with a concurrent consumer (the peers table)")
+    return (
+        "`minipulsar perf` (minipulsar.cli.perf run_produce / run_managed_ledger) for produce and managed-ledger "
+        "runs; the suite's own loop for runs with a concurrent consumer (the peers table)"
+    )
 
 
 async def produce(service_url: str, spec: ProduceSpec, emit: Emit) -> Figures:
@@ -139,11 +141,21 @@ async def _perf_produce(service_url: str, spec: ProduceSpec, emit: Emit) -> Figu
     from minipulsar.cli.perf import ProduceOptions, run_produce
 
     options = ProduceOptions(
-        topics=[spec.topic], num_topics=spec.num_topics if spec.num_topics > 1 else None, service_url=service_url,
-        rate_per_s=spec.rate, size_bytes=spec.size_bytes, duration_s=spec.warmup_s + spec.duration_s,
-        warmup_s=spec.warmup_s, batching=spec.batching, batch_time_window_ms=spec.batch_delay_ms,
-        batch_max_messages=spec.batch_max_messages, batch_max_bytes=max(spec.batch_max_bytes, spec.size_bytes),
-        max_outstanding=spec.max_outstanding, stats_interval_s=spec.interval_s, operation_timeout_s=60.0)
+        topics=[spec.topic],
+        num_topics=spec.num_topics if spec.num_topics > 1 else None,
+        service_url=service_url,
+        rate_per_s=spec.rate,
+        size_bytes=spec.size_bytes,
+        duration_s=spec.warmup_s + spec.duration_s,
+        warmup_s=spec.warmup_s,
+        batching=spec.batching,
+        batch_time_window_ms=spec.batch_delay_ms,
+        batch_max_messages=spec.batch_max_messages,
+        batch_max_bytes=max(spec.batch_max_bytes, spec.size_bytes),
+        max_outstanding=spec.max_outstanding,
+        stats_interval_s=spec.interval_s,
+        operation_timeout_s=60.0,
+    )
     set_up = time.monotonic()
     result = await run_produce(options, emit=emit)
     figures = _from_perf(result)
@@ -157,10 +169,18 @@ async def _perf_managed_ledger(metadata_url: str, spec: LedgerSpec, emit: Emit) 
     from minipulsar.cli.perf import ManagedLedgerOptions, run_managed_ledger
 
     options = ManagedLedgerOptions(
-        metadata_url=metadata_url, rate_per_s=spec.rate, size_bytes=spec.size_bytes, num_ledgers=spec.num_ledgers,
-        ensemble_size=spec.ensemble, write_quorum=spec.write_quorum, ack_quorum=spec.ack_quorum,
-        max_outstanding=spec.max_outstanding, duration_s=spec.warmup_s + spec.duration_s, warmup_s=spec.warmup_s,
-        stats_interval_s=spec.interval_s)
+        metadata_url=metadata_url,
+        rate_per_s=spec.rate,
+        size_bytes=spec.size_bytes,
+        num_ledgers=spec.num_ledgers,
+        ensemble_size=spec.ensemble,
+        write_quorum=spec.write_quorum,
+        ack_quorum=spec.ack_quorum,
+        max_outstanding=spec.max_outstanding,
+        duration_s=spec.warmup_s + spec.duration_s,
+        warmup_s=spec.warmup_s,
+        stats_interval_s=spec.interval_s,
+    )
     figures = _from_perf(await run_managed_ledger(options, emit=emit))
     figures["quorum"] = f"{spec.ensemble}/{spec.write_quorum}/{spec.ack_quorum}"
     return figures
@@ -171,8 +191,9 @@ def _from_perf(result: Any) -> Figures:
     data = result.to_json()
     latency = data.pop("latency")
     data.pop("options", None)  # the suite records its own spec
-    data["latency"] = {key: latency.get(key) for key in
-                       ("mean_ms", "p50_ms", "p95_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")}
+    data["latency"] = {
+        key: latency.get(key) for key in ("mean_ms", "p50_ms", "p95_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")
+    }
     data["latency"]["count"] = latency.get("count")
     data["failures"] = data.get("failures", 0)
     return data

@@ -35,18 +35,23 @@ async def probe_mount(directory: Path, secs: float) -> dict[str, Any]:
     """Both figures for the mount holding ``directory`` (created if missing)."""
     directory.mkdir(parents=True, exist_ok=True)
     window = FlushWindow(directory).start()
-    small = await asyncio.to_thread(fsync_append_ceiling, directory, SMALL_RECORD_BYTES, SMALL_RECORD_BYTES,
-                                    secs, PROBE_FILE_BYTES)
+    small = await asyncio.to_thread(
+        fsync_append_ceiling, directory, SMALL_RECORD_BYTES, SMALL_RECORD_BYTES, secs, PROBE_FILE_BYTES
+    )
     small_flushes = window.stop()
     window = FlushWindow(directory).start()
-    sequential = await asyncio.to_thread(fsync_append_ceiling, directory, SEQUENTIAL_RECORD_BYTES,
-                                         SEQUENTIAL_GROUP_BYTES, secs, PROBE_FILE_BYTES)
+    sequential = await asyncio.to_thread(
+        fsync_append_ceiling, directory, SEQUENTIAL_RECORD_BYTES, SEQUENTIAL_GROUP_BYTES, secs, PROBE_FILE_BYTES
+    )
     sequential_flushes = window.stop()
     return {
-        "path": str(directory), "device": small_flushes["device"],
-        "fsyncs_per_s_4k": small["groups_per_s"], "fsync_4k_ms_avg": small["fdatasync_ms_avg"],
+        "path": str(directory),
+        "device": small_flushes["device"],
+        "fsyncs_per_s_4k": small["groups_per_s"],
+        "fsync_4k_ms_avg": small["fdatasync_ms_avg"],
         "device_flushes_per_s_4k": small_flushes["device_flushes_per_s"],
-        "seq_write_mb_per_s": sequential["mb_per_s"], "seq_group_bytes": SEQUENTIAL_GROUP_BYTES,
+        "seq_write_mb_per_s": sequential["mb_per_s"],
+        "seq_group_bytes": SEQUENTIAL_GROUP_BYTES,
         "seq_fsyncs_per_s": sequential["groups_per_s"],
         "device_flushes_per_s_seq": sequential_flushes["device_flushes_per_s"],
         "secs": secs,
@@ -68,10 +73,18 @@ async def probe_mounts(journal_dir: Path, ledger_dir: Path, secs: float) -> dict
     idle = await idle_flushes_per_s(journal_dir)
     journal = await probe_mount(journal_dir, secs)
     if _same_device(journal_dir, ledger_dir):
-        return {"journal": journal, "ledgers": dict(journal, path=str(ledger_dir)), "same_device": True,
-                "idle_journal_device_flushes_per_s": idle}
-    return {"journal": journal, "ledgers": await probe_mount(ledger_dir, secs), "same_device": False,
-            "idle_journal_device_flushes_per_s": idle}
+        return {
+            "journal": journal,
+            "ledgers": dict(journal, path=str(ledger_dir)),
+            "same_device": True,
+            "idle_journal_device_flushes_per_s": idle,
+        }
+    return {
+        "journal": journal,
+        "ledgers": await probe_mount(ledger_dir, secs),
+        "same_device": False,
+        "idle_journal_device_flushes_per_s": idle,
+    }
 
 
 def simulated_limits(disk_model: str | None) -> dict[str, Any] | None:
@@ -84,9 +97,13 @@ def simulated_limits(disk_model: str | None) -> dict[str, Any] | None:
     fsync_s = spec.fsync_ms / 1000
     group_s = fsync_s + (SEQUENTIAL_GROUP_BYTES / (spec.mb_s * 1e6) if spec.mb_s else 0.0)
     small_s = fsync_s + (SMALL_RECORD_BYTES / (spec.mb_s * 1e6) if spec.mb_s else 0.0)
-    return {"label": spec.describe(), "fsync_ms": spec.fsync_ms, "mb_s": spec.mb_s,
-            "fsyncs_per_s_4k": 1 / small_s if small_s else None,
-            "seq_write_mb_per_s": SEQUENTIAL_GROUP_BYTES / group_s / 1e6 if group_s else None}
+    return {
+        "label": spec.describe(),
+        "fsync_ms": spec.fsync_ms,
+        "mb_s": spec.mb_s,
+        "fsyncs_per_s_4k": 1 / small_s if small_s else None,
+        "seq_write_mb_per_s": SEQUENTIAL_GROUP_BYTES / group_s / 1e6 if group_s else None,
+    }
 
 
 def _same_device(a: Path, b: Path) -> bool:

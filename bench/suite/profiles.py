@@ -40,12 +40,26 @@ class Profile:
 
 PROFILES = {
     "quick": Profile(
-        name="quick", duration_s=5, warmup_s=1, probe_s=2,
-        sizes=(100, KIB, 16 * KIB, 64 * KIB), rates=(1_000, 10_000, 50_000),
-        topic_counts=(1, 100, 1_000), topics_total_rate=5_000, e2e_sizes=(KIB, 64 * KIB)),
+        name="quick",
+        duration_s=5,
+        warmup_s=1,
+        probe_s=2,
+        sizes=(100, KIB, 16 * KIB, 64 * KIB),
+        rates=(1_000, 10_000, 50_000),
+        topic_counts=(1, 100, 1_000),
+        topics_total_rate=5_000,
+        e2e_sizes=(KIB, 64 * KIB),
+    ),
     "full": Profile(
-        name="full", duration_s=15, warmup_s=3, probe_s=5,
-        sizes=(100, 256, KIB, 4 * KIB, 16 * KIB, 64 * KIB), rates=(1_000, 5_000, 10_000, 20_000, 50_000),
-        topic_counts=(1, 100, 1_000, 10_000), topics_total_rate=10_000, e2e_sizes=(KIB, 16 * KIB, 64 * KIB),
-        interval_s=10.0),
+        name="full",
+        duration_s=15,
+        warmup_s=3,
+        probe_s=5,
+        sizes=(100, 256, KIB, 4 * KIB, 16 * KIB, 64 * KIB),
+        rates=(1_000, 5_000, 10_000, 20_000, 50_000),
+        topic_counts=(1, 100, 1_000, 10_000),
+        topics_total_rate=10_000,
+        e2e_sizes=(KIB, 16 * KIB, 64 * KIB),
+        interval_s=10.0,
+    ),
 }

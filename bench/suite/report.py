@@ -88,8 +88,11 @@ def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     peers = results.get("peers", {})
     reference = next((r for r in peers.get("rows", []) if r.get("system") == peers.get("reference")), None)
     if reference is not None:
-        figures["peer_ratios"] = {r["system"]: r["minipulsar_ratio"] for r in peers["rows"]
-                                  if not r["system"].startswith("minipulsar") and r.get("minipulsar_ratio") is not None}
+        figures["peer_ratios"] = {
+            r["system"]: r["minipulsar_ratio"]
+            for r in peers["rows"]
+            if not r["system"].startswith("minipulsar") and r.get("minipulsar_ratio") is not None
+        }
     figures["simulated"] = any(r.get("simulated_disk_model") for r in results.values())
     return figures
 
@@ -98,17 +101,25 @@ def headline_lines(results: dict[str, dict[str, Any]]) -> list[str]:
     h = headline(results)
     lines = []
     if "batched_1k_msg_per_s" in h:
-        lines.append(f"batched single-producer 1 KiB: {h['batched_1k_msg_per_s']:,.0f} msg/s "
-                     f"({h['batched_1k_mb_per_s']:.1f} MB/s)")
+        lines.append(
+            f"batched single-producer 1 KiB: {h['batched_1k_msg_per_s']:,.0f} msg/s "
+            f"({h['batched_1k_mb_per_s']:.1f} MB/s)"
+        )
     if "p99_ms_at_10k" in h:
-        lines.append(f"p99 publish latency at 10,000 msg/s: {h['p99_ms_at_10k']:.2f} ms "
-                     f"(achieved {h['achieved_at_10k']:,.0f} msg/s)")
+        lines.append(
+            f"p99 publish latency at 10,000 msg/s: {h['p99_ms_at_10k']:.2f} ms "
+            f"(achieved {h['achieved_at_10k']:,.0f} msg/s)"
+        )
     if "ratio_64k_to_journal_seq" in h:
-        lines.append(f"64 KiB: {h['mb_per_s_64k']:.1f} MB/s = {h['ratio_64k_to_journal_seq']:.3f} of the journal "
-                     f"disk's {h['journal_seq_write_mb_per_s']:,.0f} MB/s fsync'd sequential writes")
+        lines.append(
+            f"64 KiB: {h['mb_per_s_64k']:.1f} MB/s = {h['ratio_64k_to_journal_seq']:.3f} of the journal "
+            f"disk's {h['journal_seq_write_mb_per_s']:,.0f} MB/s fsync'd sequential writes"
+        )
     if "ratio_64k_to_simulated_seq" in h:
-        lines.append(f"64 KiB vs the SIMULATED disk's {h['simulated_seq_write_mb_per_s']:,.0f} MB/s per bookie device: "
-                     f"{h['ratio_64k_to_simulated_seq']:.3f}")
+        lines.append(
+            f"64 KiB vs the SIMULATED disk's {h['simulated_seq_write_mb_per_s']:,.0f} MB/s per bookie device: "
+            f"{h['ratio_64k_to_simulated_seq']:.3f}"
+        )
     for system, ratio in h.get("peer_ratios", {}).items():
         lines.append(f"minipulsar (batched) / {system}: {ratio:.2f}x msg/s")
     if h["simulated"]:
@@ -122,10 +133,14 @@ def headline_lines(results: dict[str, dict[str, Any]]) -> list[str]:
 def write_summary(run_dir: Path, run_info: dict[str, Any], results: dict[str, dict[str, Any]]) -> Path:
     lines = [f"# minipulsar bench — {run_dir.name}", ""]
     simulated = run_info.get("simulated_disk_model") or next(
-        (r["simulated_disk_model"] for r in results.values() if r.get("simulated_disk_model")), None)
+        (r["simulated_disk_model"] for r in results.values() if r.get("simulated_disk_model")), None
+    )
     if simulated:
-        lines += [f"> **SIMULATED DISK** — {simulated['label']}. The bookies' journal and entry-log writers "
-                  "wait as the modelled device would; the figures below are not this machine's disk.", ""]
+        lines += [
+            f"> **SIMULATED DISK** — {simulated['label']}. The bookies' journal and entry-log writers "
+            "wait as the modelled device would; the figures below are not this machine's disk.",
+            "",
+        ]
     cluster = run_info.get("cluster", {})
     last = (run_info.get("runs") or [{}])[-1]
     env = last.get("environment", {})
@@ -138,13 +153,18 @@ def write_summary(run_dir: Path, run_info: dict[str, Any], results: dict[str, di
         f"{', '.join(f'{x:.1f}' for x in env.get('load_avg_at_start', []))}. Load generator: {env.get('engine')}, "
         "in the bench process (it shares the CPUs with the servers).",
         "Units: msg/s; MB/s = 10^6 bytes/s; latency in ms (send → broker receipt, HdrHistogram); "
-        "flushes/s = FLUSH requests/s of the journal's block device during the run (/proc/diskstats).", "",
+        "flushes/s = FLUSH requests/s of the journal's block device during the run (/proc/diskstats).",
+        "",
     ]
     lines += _headline_section(results)
     lines += _probes_section(run_info.get("probes") or {}, simulated)
     for name, result in results.items():
-        lines += [f"## {name}: {result.get('title')}{' (SIMULATED disk)' if result.get('simulated_disk_model') else ''}",
-                  "", result.get("what", ""), ""]
+        lines += [
+            f"## {name}: {result.get('title')}{' (SIMULATED disk)' if result.get('simulated_disk_model') else ''}",
+            "",
+            result.get("what", ""),
+            "",
+        ]
         if result.get("error"):
             lines += [f"**FAILED**: `{result['error']}`", ""]
         section = SECTIONS.get(name)
@@ -162,20 +182,36 @@ def _headline_section(results: dict[str, dict[str, Any]]) -> list[str]:
         return []
     rows = []
     if "batched_1k_msg_per_s" in h:
-        rows.append(["batched single-producer throughput, 1 KiB", f"{h['batched_1k_msg_per_s']:,.0f} msg/s "
-                     f"({h['batched_1k_mb_per_s']:.1f} MB/s)"])
+        rows.append(
+            [
+                "batched single-producer throughput, 1 KiB",
+                f"{h['batched_1k_msg_per_s']:,.0f} msg/s ({h['batched_1k_mb_per_s']:.1f} MB/s)",
+            ]
+        )
     if "p99_ms_at_10k" in h:
         rows.append(["p99 publish latency at 10,000 msg/s", f"{h['p99_ms_at_10k']:.2f} ms"])
     if "ratio_64k_to_journal_seq" in h:
-        rows.append(["64 KiB MB/s ÷ journal disk's fsync'd sequential MB/s",
-                     f"{h['ratio_64k_to_journal_seq']:.3f} ({h['mb_per_s_64k']:.1f} / "
-                     f"{h['journal_seq_write_mb_per_s']:,.0f})"])
+        rows.append(
+            [
+                "64 KiB MB/s ÷ journal disk's fsync'd sequential MB/s",
+                f"{h['ratio_64k_to_journal_seq']:.3f} ({h['mb_per_s_64k']:.1f} / "
+                f"{h['journal_seq_write_mb_per_s']:,.0f})",
+            ]
+        )
     if "ratio_64k_to_simulated_seq" in h:
-        rows.append(["64 KiB MB/s ÷ SIMULATED disk's sequential MB/s (per bookie device)",
-                     f"{h['ratio_64k_to_simulated_seq']:.3f}"])
+        rows.append(
+            [
+                "64 KiB MB/s ÷ SIMULATED disk's sequential MB/s (per bookie device)",
+                f"{h['ratio_64k_to_simulated_seq']:.3f}",
+            ]
+        )
     for system, ratio in h.get("peer_ratios", {}).items():
         rows.append([f"minipulsar batched msg/s ÷ {system}", f"{ratio:.2f}"])
-    return ["## Headline" + (" (SIMULATED disk)" if h["simulated"] else ""), ""] + table(["figure", "value"], rows, "lr") + [""]
+    return (
+        ["## Headline" + (" (SIMULATED disk)" if h["simulated"] else ""), ""]
+        + table(["figure", "value"], rows, "lr")
+        + [""]
+    )
 
 
 def _probes_section(probes: dict[str, Any], simulated: dict[str, Any] | None) -> list[str]:
@@ -185,34 +221,87 @@ def _probes_section(probes: dict[str, Any], simulated: dict[str, Any] | None) ->
     for mount in ("journal", "ledgers"):
         p = probes.get(mount)
         if p:
-            rows.append([mount, f"`{p['path']}`", str(p.get("device")), num(p.get("fsyncs_per_s_4k")),
-                         ms(p.get("fsync_4k_ms_avg")), num(p.get("seq_write_mb_per_s")),
-                         num(p.get("device_flushes_per_s_4k"))])
+            rows.append(
+                [
+                    mount,
+                    f"`{p['path']}`",
+                    str(p.get("device")),
+                    num(p.get("fsyncs_per_s_4k")),
+                    ms(p.get("fsync_4k_ms_avg")),
+                    num(p.get("seq_write_mb_per_s")),
+                    num(p.get("device_flushes_per_s_4k")),
+                ]
+            )
     if simulated:
-        rows.append(["SIMULATED (each bookie's writers)", "", simulated["label"], num(simulated["fsyncs_per_s_4k"]),
-                     ms(simulated["fsync_ms"]), num(simulated["seq_write_mb_per_s"]), ""])
+        rows.append(
+            [
+                "SIMULATED (each bookie's writers)",
+                "",
+                simulated["label"],
+                num(simulated["fsyncs_per_s_4k"]),
+                ms(simulated["fsync_ms"]),
+                num(simulated["seq_write_mb_per_s"]),
+                "",
+            ]
+        )
     lines = ["## Disk probes (before any cluster)", ""]
-    lines += table(["mount", "path", "device", "fsyncs/s (4 KiB)", "fsync ms", "seq. MB/s (512 KiB + fdatasync)",
-                    "device flushes/s during 4 KiB probe"], rows, "lllrrrr")
+    lines += table(
+        [
+            "mount",
+            "path",
+            "device",
+            "fsyncs/s (4 KiB)",
+            "fsync ms",
+            "seq. MB/s (512 KiB + fdatasync)",
+            "device flushes/s during 4 KiB probe",
+        ],
+        rows,
+        "lllrrrr",
+    )
     if probes.get("same_device"):
         lines += ["", "Journal and ledger dirs are on the same device (probed once)."]
     if probes.get("idle_journal_device_flushes_per_s") is not None:
-        lines += ["", f"Background: {num(probes['idle_journal_device_flushes_per_s'])} flushes/s on the journal device "
-                  "with the bench idle (other work on the machine); the per-row flush figures include it."]
+        lines += [
+            "",
+            f"Background: {num(probes['idle_journal_device_flushes_per_s'])} flushes/s on the journal device "
+            "with the bench idle (other work on the machine); the per-row flush figures include it.",
+        ]
     return lines + [""]
 
 
 def _size(result: dict[str, Any]) -> list[str]:
-    rows = [[size(r["size_bytes"]), "on" if r["batching"] else "off", num(r["msg_per_s"]), num(r["mb_per_s"], ",.1f"),
-             lat(r, "p50_ms"), lat(r, "p99_ms"), lat(r, "p999_ms"), num(r.get("failures")),
-             num(r.get("journal_device_flushes_per_s"))] for r in result["rows"]]
+    rows = [
+        [
+            size(r["size_bytes"]),
+            "on" if r["batching"] else "off",
+            num(r["msg_per_s"]),
+            num(r["mb_per_s"], ",.1f"),
+            lat(r, "p50_ms"),
+            lat(r, "p99_ms"),
+            lat(r, "p999_ms"),
+            num(r.get("failures")),
+            num(r.get("journal_device_flushes_per_s")),
+        ]
+        for r in result["rows"]
+    ]
     return table(["size", "batching", "msg/s", "MB/s", "p50", "p99", "p99.9", "failed", "flushes/s"], rows) + [""]
 
 
 def _latency(result: dict[str, Any]) -> list[str]:
-    rows = [[num(r["target_rate"]), num(r["msg_per_s"]), lat(r, "p50_ms"), lat(r, "p95_ms"), lat(r, "p99_ms"),
-             lat(r, "p999_ms"), lat(r, "max_ms"), "**saturated**" if r.get("saturated") else "",
-             num(r.get("journal_device_flushes_per_s"))] for r in result["rows"]]
+    rows = [
+        [
+            num(r["target_rate"]),
+            num(r["msg_per_s"]),
+            lat(r, "p50_ms"),
+            lat(r, "p95_ms"),
+            lat(r, "p99_ms"),
+            lat(r, "p999_ms"),
+            lat(r, "max_ms"),
+            "**saturated**" if r.get("saturated") else "",
+            num(r.get("journal_device_flushes_per_s")),
+        ]
+        for r in result["rows"]
+    ]
     return table(["target msg/s", "achieved", "p50", "p95", "p99", "p99.9", "max", "", "flushes/s"], rows) + [""]
 
 
@@ -220,38 +309,78 @@ def _topics(result: dict[str, Any]) -> list[str]:
     rows = []
     for r in result["rows"]:
         memory = r.get("memory") or {}
-        rows.append([num(r["topics"]), num(r["target_rate"]), num(r["msg_per_s"]), lat(r, "p50_ms"),
-                     lat(r, "p99_ms"), num(r.get("setup_s"), ".1f"),
-                     f"{num(r.get('broker_rss_mb_start'))} → {num(memory.get('broker_rss_mb'))}",
-                     f"{num(r.get('bookie_rss_mb_start'))} → {num(memory.get('bookie_rss_mb_max'))}",
-                     num(r.get("journal_device_flushes_per_s"))])
-    return table(["topics", "target msg/s", "achieved", "p50", "p99", "set-up s", "broker RSS MB (start → after)",
-                  "max bookie RSS MB (start → after)", "flushes/s"], rows) + [""]
+        rows.append(
+            [
+                num(r["topics"]),
+                num(r["target_rate"]),
+                num(r["msg_per_s"]),
+                lat(r, "p50_ms"),
+                lat(r, "p99_ms"),
+                num(r.get("setup_s"), ".1f"),
+                f"{num(r.get('broker_rss_mb_start'))} → {num(memory.get('broker_rss_mb'))}",
+                f"{num(r.get('bookie_rss_mb_start'))} → {num(memory.get('bookie_rss_mb_max'))}",
+                num(r.get("journal_device_flushes_per_s")),
+            ]
+        )
+    return table(
+        [
+            "topics",
+            "target msg/s",
+            "achieved",
+            "p50",
+            "p99",
+            "set-up s",
+            "broker RSS MB (start → after)",
+            "max bookie RSS MB (start → after)",
+            "flushes/s",
+        ],
+        rows,
+    ) + [""]
 
 
 def _disks(result: dict[str, Any]) -> list[str]:
     large, small = result["rows"][0], result["rows"][1]
-    lines = table(["run", "msg/s", "MB/s", "p99", "journal flushes/s", "against"], [
-        ["64 KiB, batched", num(large["msg_per_s"]), num(large["mb_per_s"], ",.1f"), lat(large, "p99_ms"),
-         num(large.get("journal_device_flushes_per_s")),
-         f"journal seq. {num(result.get('journal_seq_write_mb_per_s'))} MB/s → ratio "
-         f"**{num(result.get('ratio_64k_to_journal_seq'), '.3f')}**"],
-        ["1 KiB, unbatched", num(small["msg_per_s"]), num(small["mb_per_s"], ",.1f"), lat(small, "p99_ms"),
-         num(small.get("journal_device_flushes_per_s")),
-         f"journal {num(result.get('journal_fsyncs_per_s_4k'))} fsyncs/s (4 KiB); "
-         f"{num(result.get('entries_per_device_flush_1k'), ',.1f')} entries per device flush"],
-    ], "lrrrrl")
+    lines = table(
+        ["run", "msg/s", "MB/s", "p99", "journal flushes/s", "against"],
+        [
+            [
+                "64 KiB, batched",
+                num(large["msg_per_s"]),
+                num(large["mb_per_s"], ",.1f"),
+                lat(large, "p99_ms"),
+                num(large.get("journal_device_flushes_per_s")),
+                f"journal seq. {num(result.get('journal_seq_write_mb_per_s'))} MB/s → ratio "
+                f"**{num(result.get('ratio_64k_to_journal_seq'), '.3f')}**",
+            ],
+            [
+                "1 KiB, unbatched",
+                num(small["msg_per_s"]),
+                num(small["mb_per_s"], ",.1f"),
+                lat(small, "p99_ms"),
+                num(small.get("journal_device_flushes_per_s")),
+                f"journal {num(result.get('journal_fsyncs_per_s_4k'))} fsyncs/s (4 KiB); "
+                f"{num(result.get('entries_per_device_flush_1k'), ',.1f')} entries per device flush",
+            ],
+        ],
+        "lrrrrl",
+    )
     times = result["device_bytes_per_message_byte"]
-    lines += ["", f"Each message byte reaches the journal device {times}× (Qw={result['write_quorum']} journals"
-              f"{', plus the entry logs on the same device' if result.get('journal_and_ledgers_share_device') else ''}"
-              f"): the bookies together wrote ~{num(result.get('implied_device_mb_per_s'))} MB/s to it, "
-              f"**{num(result.get('implied_device_ratio'), '.2f')}×** the probe's single synchronous writer "
-              "(several writers, and entry-log flushes that sync every 8 MiB, can beat it)."]
+    lines += [
+        "",
+        f"Each message byte reaches the journal device {times}× (Qw={result['write_quorum']} journals"
+        f"{', plus the entry logs on the same device' if result.get('journal_and_ledgers_share_device') else ''}"
+        f"): the bookies together wrote ~{num(result.get('implied_device_mb_per_s'))} MB/s to it, "
+        f"**{num(result.get('implied_device_ratio'), '.2f')}×** the probe's single synchronous writer "
+        "(several writers, and entry-log flushes that sync every 8 MiB, can beat it).",
+    ]
     simulated = result.get("simulated")
     if simulated:
-        lines += ["", f"SIMULATED ({simulated['label']}): per-bookie device {num(simulated['seq_write_mb_per_s'])} MB/s; "
-                  f"cluster ceiling {num(simulated['bound_mb_per_s'], ',.1f')} MB/s of messages; the 64 KiB run "
-                  f"reached {num(simulated['ratio_of_simulated_bound'], '.2f')} of it."]
+        lines += [
+            "",
+            f"SIMULATED ({simulated['label']}): per-bookie device {num(simulated['seq_write_mb_per_s'])} MB/s; "
+            f"cluster ceiling {num(simulated['bound_mb_per_s'], ',.1f')} MB/s of messages; the 64 KiB run "
+            f"reached {num(simulated['ratio_of_simulated_bound'], '.2f')} of it.",
+        ]
     return lines + [""]
 
 
@@ -259,12 +388,31 @@ def _e2e(result: dict[str, Any]) -> list[str]:
     rows = []
     for r in result["rows"]:
         e2e, ml = r["e2e"], r["managed_ledger"]
-        rows.append([size(r["size_bytes"]), f"{num(r['rate'])}/s" if r.get("rate") else "full speed",
-                     num(e2e["msg_per_s"]), num(ml["msg_per_s"]), num(r.get("throughput_ratio"), ".2f"),
-                     f"{lat(e2e, 'p50_ms')} / {lat(e2e, 'p99_ms')}", f"{lat(ml, 'p50_ms')} / {lat(ml, 'p99_ms')}",
-                     f"{ms(r.get('p50_added_ms'))} / {ms(r.get('p99_added_ms'))}"])
-    return table(["entry", "pace", "end-to-end msg/s", "managed-ledger msg/s", "e2e ÷ ML", "e2e p50 / p99",
-                  "ML p50 / p99", "broker adds p50 / p99"], rows) + [""]
+        rows.append(
+            [
+                size(r["size_bytes"]),
+                f"{num(r['rate'])}/s" if r.get("rate") else "full speed",
+                num(e2e["msg_per_s"]),
+                num(ml["msg_per_s"]),
+                num(r.get("throughput_ratio"), ".2f"),
+                f"{lat(e2e, 'p50_ms')} / {lat(e2e, 'p99_ms')}",
+                f"{lat(ml, 'p50_ms')} / {lat(ml, 'p99_ms')}",
+                f"{ms(r.get('p50_added_ms'))} / {ms(r.get('p99_added_ms'))}",
+            ]
+        )
+    return table(
+        [
+            "entry",
+            "pace",
+            "end-to-end msg/s",
+            "managed-ledger msg/s",
+            "e2e ÷ ML",
+            "e2e p50 / p99",
+            "ML p50 / p99",
+            "broker adds p50 / p99",
+        ],
+        rows,
+    ) + [""]
 
 
 def _peers(result: dict[str, Any]) -> list[str]:
@@ -273,13 +421,46 @@ def _peers(result: dict[str, Any]) -> list[str]:
         if r.get("skipped"):
             rows.append([r["system"], f"skipped: {r['skipped']}", "", "", "", "", "", "", ""])
             continue
-        rows.append([r["system"], r.get("durability", ""), num(r["msg_per_s"]), num(r["mb_per_s"], ",.1f"),
-                     lat(r, "p50_ms"), lat(r, "p99_ms"), num(r.get("receive_msg_per_s")),
-                     num(r.get("journal_device_flushes_per_s")), num(r.get("minipulsar_ratio"), ".2f")])
+        rows.append(
+            [
+                r["system"],
+                r.get("durability", ""),
+                num(r["msg_per_s"]),
+                num(r["mb_per_s"], ",.1f"),
+                lat(r, "p50_ms"),
+                lat(r, "p99_ms"),
+                num(r.get("receive_msg_per_s")),
+                num(r.get("journal_device_flushes_per_s")),
+                num(r.get("minipulsar_ratio"), ".2f"),
+            ]
+        )
     lines = [f"{size(result['size_bytes'])} messages, window {num(result['max_outstanding'])}.", ""]
-    return lines + table(["system", "durability", "produce msg/s", "MB/s", "p50", "p99", "consume msg/s",
-                          "device flushes/s", f"{result['reference']} ÷ this"], rows, "llrrrrrrr") + [""]
+    return (
+        lines
+        + table(
+            [
+                "system",
+                "durability",
+                "produce msg/s",
+                "MB/s",
+                "p50",
+                "p99",
+                "consume msg/s",
+                "device flushes/s",
+                f"{result['reference']} ÷ this",
+            ],
+            rows,
+            "llrrrrrrr",
+        )
+        + [""]
+    )
 
 
-SECTIONS = {"size": _size, "latency": _latency, "topics": _topics, "disks": _disks, "e2e-vs-bookie": _e2e,
-            "peers": _peers}
+SECTIONS = {
+    "size": _size,
+    "latency": _latency,
+    "topics": _topics,
+    "disks": _disks,
+    "e2e-vs-bookie": _e2e,
+    "peers": _peers,
+}

@@ -67,8 +67,9 @@ class LedgerStorage(ABC):
         return False
 
     @abstractmethod
-    async def admit(self, ledger_id: int, payload_length: int, recovery: bool = False,
-                    since: float | None = None) -> None:
+    async def admit(
+        self, ledger_id: int, payload_length: int, recovery: bool = False, since: float | None = None
+    ) -> None:
         """Wait (first come, first served) for room, and reserve it. ``since``: when the add
         arrived (``time.monotonic()``), if it already waited; the storage's bound counts from then.
 

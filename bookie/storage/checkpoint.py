@@ -99,8 +99,9 @@ class LastMarkFile:
 
     def write(self, checkpoint: Checkpoint) -> None:
         """Replace the file atomically and durably."""
-        body = json.dumps({"version": _FORMAT_VERSION,
-                           "marks": [None if m is None else list(m) for m in checkpoint.marks]}).encode()
+        body = json.dumps(
+            {"version": _FORMAT_VERSION, "marks": [None if m is None else list(m) for m in checkpoint.marks]}
+        ).encode()
         write_atomically(self.path, body)
 
 

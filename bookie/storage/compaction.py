@@ -131,8 +131,13 @@ class EntryLogNotCompacted(CompactionAborted):
 
 
 class EntryLogCompactor:
-    def __init__(self, run_on_gc_thread: RunBlocking, run_exclusive: RunBlocking, throttle: CompactionThrottle,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        run_on_gc_thread: RunBlocking,
+        run_exclusive: RunBlocking,
+        throttle: CompactionThrottle,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """``run_on_gc_thread``: where scans and reads run; ``run_exclusive``: the flush thread
         (:meth:`~bookie.storage.db_ledger_storage.DbLedgerStorage.run_exclusive`)."""
         self._gc_thread = run_on_gc_thread
@@ -140,8 +145,9 @@ class EntryLogCompactor:
         self.throttle = throttle
         self._clock = clock
 
-    async def compact(self, directory: SingleDirectoryDbLedgerStorage, usage: EntryLogUsage,
-                      deadline: float | None = None) -> CompactionStats:
+    async def compact(
+        self, directory: SingleDirectoryDbLedgerStorage, usage: EntryLogUsage, deadline: float | None = None
+    ) -> CompactionStats:
         """Copy the live entries of ``usage.log_id`` into the current entry log, then delete it.
 
         Raises:
@@ -159,8 +165,9 @@ class EntryLogCompactor:
         while next_index < len(live):
             if deadline is not None and self._clock() >= deadline:
                 raise CompactionAborted(f"entry log {log_id:x}: compaction time bound reached")
-            entries, next_index = await self._gc_thread(_read_chunk, directory, live, next_index,
-                                                        entries_max, bytes_max)
+            entries, next_index = await self._gc_thread(
+                _read_chunk, directory, live, next_index, entries_max, bytes_max
+            )
             await self.throttle.acquire(len(entries), sum(len(entry[3]) for entry in entries))
             new_locations = await self._exclusive(directory.write_compacted, entries)
             moved, moved_bytes = await self._exclusive(directory.commit_compacted, log_id, entries, new_locations)
@@ -170,14 +177,26 @@ class EntryLogCompactor:
             raise EntryLogNotCompacted(f"entry log {log_id:x}: still referenced after compaction")
         stats.logs_compacted = 1
         stats.reclaimed_bytes = max(0, usage.size_bytes - stats.bytes_moved)
-        log.info("%s: compacted entry log %x (usage %.3f): %d entries, %d bytes moved, %d bytes reclaimed "
-                 "in %.2fs", directory.directory, log_id, usage.usage, stats.entries_moved, stats.bytes_moved,
-                 stats.reclaimed_bytes, self._clock() - started)
+        log.info(
+            "%s: compacted entry log %x (usage %.3f): %d entries, %d bytes moved, %d bytes reclaimed in %.2fs",
+            directory.directory,
+            log_id,
+            usage.usage,
+            stats.entries_moved,
+            stats.bytes_moved,
+            stats.reclaimed_bytes,
+            self._clock() - started,
+        )
         return stats
 
 
-def _read_chunk(directory: SingleDirectoryDbLedgerStorage, live: list[tuple[int, int, int]], start: int,
-                entries_max: int, bytes_max: int) -> tuple[list[CompactedEntry], int]:
+def _read_chunk(
+    directory: SingleDirectoryDbLedgerStorage,
+    live: list[tuple[int, int, int]],
+    start: int,
+    entries_max: int,
+    bytes_max: int,
+) -> tuple[list[CompactedEntry], int]:
     """GC thread: read ``live[start:]`` until a cap is reached; returns the entries and the
     index to go on from.
 

@@ -109,17 +109,23 @@ class _Checkpointing:
 
 
 class DbLedgerStorage(LedgerStorage):
-    def __init__(self, config: BookieConfig, checkpoint_source: CheckpointSource,
-                 settings: StorageSettings | None = None) -> None:
+    def __init__(
+        self, config: BookieConfig, checkpoint_source: CheckpointSource, settings: StorageSettings | None = None
+    ) -> None:
         settings = settings or settings_from_config(config)
-        self._dirs = [SingleDirectoryDbLedgerStorage(d, settings, functools.partial(self._dir_wants_flush, index))
-                      for index, d in enumerate(LedgerDirs(config.ledger_dirs).current_dirs)]
+        self._dirs = [
+            SingleDirectoryDbLedgerStorage(d, settings, functools.partial(self._dir_wants_flush, index))
+            for index, d in enumerate(LedgerDirs(config.ledger_dirs).current_dirs)
+        ]
         self._n = len(self._dirs)
         self._source = checkpoint_source
         self._flush_interval_s = config.flush_interval_ms / 1000
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="db-storage-flush")
-        self._dir_flushers = ThreadPoolExecutor(max_workers=self._n - 1, thread_name_prefix="db-storage-flush-dir") \
-            if self._n > 1 else None
+        self._dir_flushers = (
+            ThreadPoolExecutor(max_workers=self._n - 1, thread_name_prefix="db-storage-flush-dir")
+            if self._n > 1
+            else None
+        )
         """With several ledger dirs, the flush thread flushes one and these the others, at once:
         each dir may sit on its own disk (BookKeeper's per-dir storages flush on their own threads)."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -159,8 +165,12 @@ class DbLedgerStorage(LedgerStorage):
         for directory in self._dirs:
             checkpoint = checkpoint.max(directory.open())
         self._persisted = self._last_checkpoint = checkpoint
-        log.info("ledger storage open: %d ledgers, %d entries indexed, checkpoint %s",
-                 self.ledger_count, self.entry_count, checkpoint)
+        log.info(
+            "ledger storage open: %d ledgers, %d entries indexed, checkpoint %s",
+            self.ledger_count,
+            self.entry_count,
+            checkpoint,
+        )
         return checkpoint
 
     def replay_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
@@ -273,9 +283,11 @@ class DbLedgerStorage(LedgerStorage):
             self._start_checkpoint()  # failed halves wait for their own timer
 
     def _has_work(self) -> bool:
-        return (any(d.has_unflushed_changes for d in self._dirs)
-                or self._source.new_checkpoint() != self._last_checkpoint
-                or self._persisted != self._last_checkpoint)
+        return (
+            any(d.has_unflushed_changes for d in self._dirs)
+            or self._source.new_checkpoint() != self._last_checkpoint
+            or self._persisted != self._last_checkpoint
+        )
 
     @property
     def _has_failed_halves(self) -> bool:
@@ -295,11 +307,19 @@ class DbLedgerStorage(LedgerStorage):
         checkpoint = self._source.new_checkpoint()
         if retry_failed:
             self._retry_due = False
-        batches = [directory.swap() if failed is None else failed if retry_failed else None
-                   for directory, failed in zip(self._dirs, self._unflushed)]
+        batches = [
+            directory.swap() if failed is None else failed if retry_failed else None
+            for directory, failed in zip(self._dirs, self._unflushed)
+        ]
         self._sequence += 1
-        return _Checkpointing(self._sequence, checkpoint, batches, complete=not self._has_failed_halves,
-                              retried=retry_failed and self._has_failed_halves, persist_mark=persist_mark)
+        return _Checkpointing(
+            self._sequence,
+            checkpoint,
+            batches,
+            complete=not self._has_failed_halves,
+            retried=retry_failed and self._has_failed_halves,
+            persist_mark=persist_mark,
+        )
 
     def _checkpoint_done(self, job: _Checkpointing, future: asyncio.Future) -> None:
         assert self._running is job
@@ -330,8 +350,10 @@ class DbLedgerStorage(LedgerStorage):
         idle, self._idle = self._idle, None
         if idle is not None and not idle.done():
             idle.set_result(None)
-        if not self._closing and (self._flush_requested or any(
-                d.wants_flush for d, failed in zip(self._dirs, self._unflushed) if failed is None)):
+        if not self._closing and (
+            self._flush_requested
+            or any(d.wants_flush for d, failed in zip(self._dirs, self._unflushed) if failed is None)
+        ):
             self._flush_requested = False
             self._start_checkpoint(persist_mark=self._mark_due())
 
@@ -346,19 +368,28 @@ class DbLedgerStorage(LedgerStorage):
             failure = f"{type(error).__name__} {getattr(error, 'errno', None)}"
             if failure != self._dir_failure[index]:
                 self._dir_failure[index] = failure
-                log.error("ledger dir %s: flush failed in checkpoint %d: %r", self._dirs[index].directory,
-                          job.sequence, error)
+                log.error(
+                    "ledger dir %s: flush failed in checkpoint %d: %r", self._dirs[index].directory, job.sequence, error
+                )
         if self._failures == 1 or self._failures % FAILURE_LOG_EVERY == 0:
             failed_dirs = [str(d.directory) for d, b in zip(self._dirs, self._unflushed) if b is not None]
-            log.error("checkpoint %d failed (%d since the mark last moved), retrying every %.1fs; "
-                      "dirs with a failed flush: %s: %r", job.sequence, self._failures, RETRY_DELAY_S,
-                      failed_dirs or "none", job.errors[0])
+            log.error(
+                "checkpoint %d failed (%d since the mark last moved), retrying every %.1fs; "
+                "dirs with a failed flush: %s: %r",
+                job.sequence,
+                self._failures,
+                RETRY_DELAY_S,
+                failed_dirs or "none",
+                job.errors[0],
+            )
         if self._loop is None or self._closing:
             return
         if self._retry_timer is None:
             self._retry_timer = self._loop.call_later(RETRY_DELAY_S, self._retry_now)
-        if (any(isinstance(e, OSError) and e.errno in _NO_SPACE_ERRNOS for e in job.errors)
-                and self.no_space_listener is not None):
+        if (
+            any(isinstance(e, OSError) and e.errno in _NO_SPACE_ERRNOS for e in job.errors)
+            and self.no_space_listener is not None
+        ):
             self.no_space_listener()
 
     def _retry_now(self) -> None:
@@ -387,12 +418,19 @@ class DbLedgerStorage(LedgerStorage):
         ``job.errors``."""
         started = time.monotonic()
         batches = [batch for batch in job.batches if batch is not None]
-        log.debug("checkpoint %d started: %d entries, %d bytes, mark %s", job.sequence,
-                  sum(len(batch.cache) for batch in batches), sum(batch.cache.size_bytes for batch in batches),
-                  job.checkpoint)
+        log.debug(
+            "checkpoint %d started: %d entries, %d bytes, mark %s",
+            job.sequence,
+            sum(len(batch.cache) for batch in batches),
+            sum(batch.cache.size_bytes for batch in batches),
+            job.checkpoint,
+        )
         todo = [(index, batch) for index, batch in enumerate(job.batches) if batch is not None]
-        others = [self._dir_flushers.submit(self._flush_dir, *item) for item in todo[1:]] \
-            if self._dir_flushers is not None else []  # with one dir there are no others
+        others = (
+            [self._dir_flushers.submit(self._flush_dir, *item) for item in todo[1:]]
+            if self._dir_flushers is not None
+            else []
+        )  # with one dir there are no others
         try:
             outcomes = [self._flush_dir(*todo[0])] if todo else []
         finally:  # even on a BaseException: a dir still flushing must not be retried beside itself
@@ -412,9 +450,13 @@ class DbLedgerStorage(LedgerStorage):
             self._persisted_at = time.monotonic()
             self._source.checkpoint_complete(job.checkpoint)
         metrics.FLUSH.observe((time.monotonic() - started) * 1000)
-        log.debug("checkpoint %d done in %.1f ms: entry logs %s, mark %s", job.sequence,
-                  (time.monotonic() - started) * 1000, sorted({i for b in batches for i in b.logs}),
-                  job.checkpoint)
+        log.debug(
+            "checkpoint %d done in %.1f ms: entry logs %s, mark %s",
+            job.sequence,
+            (time.monotonic() - started) * 1000,
+            sorted({i for b in batches for i in b.logs}),
+            job.checkpoint,
+        )
 
     def _flush_dir(self, index: int, batch: FlushBatch) -> Exception | None:
         """Flush one dir's batch; its failure (OSError mostly: ENOSPC, EIO), not raised: the
@@ -439,8 +481,9 @@ class DbLedgerStorage(LedgerStorage):
             return False
         return self._dirs[first % self._n].try_admit_all(payload_bytes, entries)
 
-    async def admit(self, ledger_id: int, payload_length: int, recovery: bool = False,
-                    since: float | None = None) -> None:
+    async def admit(
+        self, ledger_id: int, payload_length: int, recovery: bool = False, since: float | None = None
+    ) -> None:
         await self._dirs[ledger_id % self._n].admit(payload_length, recovery, since)
 
     def refuse_waiting(self, error: Callable[[], BaseException]) -> int:
@@ -459,8 +502,9 @@ class DbLedgerStorage(LedgerStorage):
             self._dirs[0].add_entries(requests)
             return
         for request in requests:
-            self._dirs[request.ledger_id % self._n].add_entry(request.ledger_id, request.entry_id, request.lac,
-                                                              request.payload)
+            self._dirs[request.ledger_id % self._n].add_entry(
+                request.ledger_id, request.entry_id, request.lac, request.payload
+            )
 
     def fence(self, ledger_id: int) -> bool:
         return self._dir(ledger_id).fence(ledger_id)

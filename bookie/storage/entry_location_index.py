@@ -40,8 +40,7 @@ class EntryLocationIndex:
         self.db = db
 
     @staticmethod
-    def add_ledger_locations(cursor: sqlite3.Cursor, ledger_id: int,
-                             locations: Sequence[tuple[int, int]]) -> int:
+    def add_ledger_locations(cursor: sqlite3.Cursor, ledger_id: int, locations: Sequence[tuple[int, int]]) -> int:
         """Index one ledger's ``(entry_id, location)`` pairs; returns how many were new.
 
         Runs inside the flush transaction. New pairs are inserted in one pass; only when some
@@ -49,38 +48,49 @@ class EntryLocationIndex:
         """
         inserted = 0
         for first in range(0, len(locations), _ROWS_PER_INSERT):
-            chunk = locations[first:first + _ROWS_PER_INSERT]
+            chunk = locations[first : first + _ROWS_PER_INSERT]
             params: list[int] = []
             for entry_id, location in chunk:
                 params += (ledger_id, entry_id, location)
             cursor.execute(_insert_rows_sql(len(chunk)), params)
             inserted += cursor.rowcount
         if inserted < len(locations):
-            cursor.executemany("UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ?",
-                               [(location, ledger_id, entry_id) for entry_id, location in locations])
+            cursor.executemany(
+                "UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ?",
+                [(location, ledger_id, entry_id) for entry_id, location in locations],
+            )
         return inserted
 
     @staticmethod
-    def add_entry_locations(cursor: sqlite3.Cursor, ledger_id: int, entry_ids: Sequence[int],
-                            locations: Sequence[int]) -> int:
+    def add_entry_locations(
+        cursor: sqlite3.Cursor, ledger_id: int, entry_ids: Sequence[int], locations: Sequence[int]
+    ) -> int:
         """:meth:`add_ledger_locations` from parallel lists (the flush's form: no pair per entry,
         the parameters flattened in C)."""
         inserted = 0
         for first in range(0, len(entry_ids), _ROWS_PER_INSERT):
-            ids = entry_ids[first:first + _ROWS_PER_INSERT]
-            params = list(itertools.chain.from_iterable(
-                zip(itertools.repeat(ledger_id), ids, locations[first:first + _ROWS_PER_INSERT])))
+            ids = entry_ids[first : first + _ROWS_PER_INSERT]
+            params = list(
+                itertools.chain.from_iterable(
+                    zip(itertools.repeat(ledger_id), ids, locations[first : first + _ROWS_PER_INSERT])
+                )
+            )
             cursor.execute(_insert_rows_sql(len(ids)), params)
             inserted += cursor.rowcount
         if inserted < len(entry_ids):
-            cursor.executemany("UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ?",
-                               zip(locations, itertools.repeat(ledger_id), entry_ids))
+            cursor.executemany(
+                "UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ?",
+                zip(locations, itertools.repeat(ledger_id), entry_ids),
+            )
         return inserted
 
     def get(self, ledger_id: int, entry_id: int) -> int | None:
         """The entry's location, None if it is not indexed. Any thread."""
-        row = self.db.reader().execute(
-            "SELECT location FROM locations WHERE ledger_id = ? AND entry_id = ?", (ledger_id, entry_id)).fetchone()
+        row = (
+            self.db.reader()
+            .execute("SELECT location FROM locations WHERE ledger_id = ? AND entry_id = ?", (ledger_id, entry_id))
+            .fetchone()
+        )
         return None if row is None else row[0]
 
     def count(self) -> int:
@@ -90,8 +100,10 @@ class EntryLocationIndex:
     @staticmethod
     def move(cursor: sqlite3.Cursor, ledger_id: int, entry_id: int, old_location: int, new_location: int) -> bool:
         """Point the entry at ``new_location`` if it still points at ``old_location``."""
-        cursor.execute("UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ? AND location = ?",
-                       (new_location, ledger_id, entry_id, old_location))
+        cursor.execute(
+            "UPDATE locations SET location = ? WHERE ledger_id = ? AND entry_id = ? AND location = ?",
+            (new_location, ledger_id, entry_id, old_location),
+        )
         return cursor.rowcount == 1
 
     @staticmethod
@@ -107,5 +119,6 @@ class EntryLocationIndex:
         """The ledger's ``(entry_id, location)`` pairs that point into entry log ``log_id``. Any thread."""
         rows = self.db.reader().execute(
             "SELECT entry_id, location FROM locations WHERE ledger_id = ? AND location >= ? AND location < ?",
-            (ledger_id, log_id << 32, (log_id + 1) << 32))
+            (ledger_id, log_id << 32, (log_id + 1) << 32),
+        )
         return rows.fetchall()

@@ -52,7 +52,7 @@ def log_file_name(log_id: int) -> str:
 
 
 def parse_log_file_name(name: str) -> int | None:
-    stem, dot, ext = name.partition(".")
+    stem, _dot, ext = name.partition(".")
     if ext != "log" or not stem:
         return None
     try:
@@ -94,8 +94,9 @@ def _crc_v1(length: int, ledger_id: int, entry_id: int, payload: bytes | memoryv
 def encode_record_header(ledger_id: int, entry_id: int, payload: bytes) -> bytes:
     """The 24 bytes to write before ``payload``."""
     length = len(payload)
-    return RECORD_HEADER.pack(length, crc32c(payload, crc32c(_LENGTH_IDS.pack(length, ledger_id, entry_id))),
-                              ledger_id, entry_id)
+    return RECORD_HEADER.pack(
+        length, crc32c(payload, crc32c(_LENGTH_IDS.pack(length, ledger_id, entry_id))), ledger_id, entry_id
+    )
 
 
 def encode_record_headers(ledger_id: int, entry_ids: list[int], payloads: list[bytes]) -> list[bytes]:
@@ -129,5 +130,7 @@ def record_ok(header: RecordHeader, payload: bytes | memoryview) -> bool:
     """The payload is whole and matches the header's checksum (current version's, else version 1's)."""
     if len(payload) != header.length:
         return False
-    return _crc(header.length, header.ledger_id, header.entry_id, payload) == header.crc or \
-        _crc_v1(header.length, header.ledger_id, header.entry_id, payload) == header.crc
+    return (
+        _crc(header.length, header.ledger_id, header.entry_id, payload) == header.crc
+        or _crc_v1(header.length, header.ledger_id, header.entry_id, payload) == header.crc
+    )

@@ -35,7 +35,8 @@ class EntryLogMetadataIndex:
         cursor.executemany(
             "INSERT INTO entry_log_ledgers (log_id, ledger_id, bytes) VALUES (?, ?, ?) "
             "ON CONFLICT(log_id, ledger_id) DO UPDATE SET bytes = bytes + excluded.bytes",
-            [(log_id, ledger_id, size) for (log_id, ledger_id), size in usage.items()])
+            [(log_id, ledger_id, size) for (log_id, ledger_id), size in usage.items()],
+        )
         if usage:
             IndexDb.max_meta(cursor, LAST_LOG_ID_KEY, max(log_id for log_id, _ in usage))
 

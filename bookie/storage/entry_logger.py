@@ -37,7 +37,13 @@ import os
 import threading
 from pathlib import Path
 
-from minipulsar.bookie.direct_io import BACKGROUND_BUFFERS, BACKGROUND_WRITERS, DirectAppender, StagingBuffers, open_direct
+from minipulsar.bookie.direct_io import (
+    BACKGROUND_BUFFERS,
+    BACKGROUND_WRITERS,
+    DirectAppender,
+    StagingBuffers,
+    open_direct,
+)
 from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache
 from minipulsar.bookie.storage.entry_log import (
     LOG_HEADER_SIZE,
@@ -94,8 +100,15 @@ def delete_entry_log(directory: Path, log_id: int) -> None:
 
 
 class EntryLogWriter:
-    def __init__(self, directory: Path, log_size_limit: int, next_log_id: int, sync_every_bytes: int = 0,
-                 cache_window_bytes: int = -1, direct_io: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        log_size_limit: int,
+        next_log_id: int,
+        sync_every_bytes: int = 0,
+        cache_window_bytes: int = -1,
+        direct_io: bool = False,
+    ) -> None:
         """``sync_every_bytes``: flushEntrylogBytes — fdatasync along the way, so a big flush
         never leaves more dirty pages than that to the kernel (0: only in :meth:`flush`).
         ``cache_window_bytes``: how much of the synced log stays in the page cache (negative:
@@ -161,7 +174,7 @@ class EntryLogWriter:
         per_slice = max(1, count * WRITE_BUFFER_BYTES // run_bytes)
         locations: list[int] = []
         for first in range(0, count, per_slice):
-            ids, chunk = entry_ids[first:first + per_slice], payloads[first:first + per_slice]
+            ids, chunk = entry_ids[first : first + per_slice], payloads[first : first + per_slice]
             chunk_bytes = RECORD_HEADER_SIZE * len(chunk) + sum(map(len, chunk))
             if self._fd >= 0 and self._position + chunk_bytes <= self.log_size_limit:
                 locations += self._append_whole_run(ledger_id, ids, chunk, chunk_bytes)
@@ -169,8 +182,9 @@ class EntryLogWriter:
                 locations += map(self.append, itertools.repeat(ledger_id), ids, chunk)
         return locations
 
-    def _append_whole_run(self, ledger_id: int, entry_ids: list[int], payloads: list[bytes],
-                          run_bytes: int) -> list[int]:
+    def _append_whole_run(
+        self, ledger_id: int, entry_ids: list[int], payloads: list[bytes], run_bytes: int
+    ) -> list[int]:
         """A run that fits in the current log: headers, offsets and buffers built in C."""
         start = self._position
         records = [b""] * (2 * len(payloads))
@@ -241,9 +255,11 @@ class EntryLogWriter:
             if self.direct_io and (direct_fd := open_direct(path)) >= 0:
                 if self._writers is None:
                     self._writers = concurrent.futures.ThreadPoolExecutor(
-                        BACKGROUND_WRITERS, thread_name_prefix=f"entry-log-writer-{self.directory.parent.name}")
-                self._direct = DirectAppender(direct_fd, LOG_HEADER_SIZE, fd, background_writes=True,
-                                              staging=self._staging, writers=self._writers)
+                        BACKGROUND_WRITERS, thread_name_prefix=f"entry-log-writer-{self.directory.parent.name}"
+                    )
+                self._direct = DirectAppender(
+                    direct_fd, LOG_HEADER_SIZE, fd, background_writes=True, staging=self._staging, writers=self._writers
+                )
         except BaseException:
             os.close(fd)
             if direct_fd >= 0 and self._direct is None:
@@ -263,8 +279,9 @@ class EntryLogWriter:
         try:
             os.unlink(path)
         except OSError as exc:
-            log.warning("entry log %s: its creation failed and it cannot be removed (%s); skipping id %d",
-                        path, exc, log_id)
+            log.warning(
+                "entry log %s: its creation failed and it cannot be removed (%s); skipping id %d", path, exc, log_id
+            )
             self.log_id = max(self.log_id, log_id)
 
     @property
@@ -304,18 +321,18 @@ class EntryLogWriter:
 def _writev_all(fd: int, buffers: list[bytes]) -> None:
     """Append every buffer: ``writev`` in :data:`IOV_MAX` slices, finishing a short write."""
     for first in range(0, len(buffers), IOV_MAX):
-        chunk = buffers[first:first + IOV_MAX]
+        chunk = buffers[first : first + IOV_MAX]
         written = os.writev(fd, chunk)
         if written < sum(map(len, chunk)):
             view = memoryview(b"".join(chunk))[written:]
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
 
 
 class _OpenLog:
     """An fd shared by the reads of one log; closed when retired and no read uses it."""
 
-    __slots__ = ("fd", "users", "retired")
+    __slots__ = ("fd", "retired", "users")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -359,8 +376,9 @@ class EntryLogReader:
             raise self._corrupt(f"entry {ledger_id}:{entry_id}: checksum mismatch at log {log_id:x} offset {offset}")
         return payload, location + end
 
-    def read_ahead(self, location: int, ledger_id: int, first_entry_id: int, entries_max: int,
-                   bytes_max: int) -> list[tuple[int, bytes]]:
+    def read_ahead(
+        self, location: int, ledger_id: int, first_entry_id: int, entries_max: int, bytes_max: int
+    ) -> list[tuple[int, bytes]]:
         """The records from ``location`` on while they are ``ledger_id``'s entries
         ``first_entry_id``, ``first_entry_id + 1``, ... with valid CRCs: at most ``entries_max``
         of them, stopping once their payloads reach ``bytes_max`` (negative: no byte cap), at
@@ -376,8 +394,9 @@ class EntryLogReader:
             self._release(handle)
 
     @staticmethod
-    def _read_ahead(fd: int, offset: int, ledger_id: int, first_entry_id: int, entries_max: int,
-                    bytes_max: int) -> list[tuple[int, bytes]]:
+    def _read_ahead(
+        fd: int, offset: int, ledger_id: int, first_entry_id: int, entries_max: int, bytes_max: int
+    ) -> list[tuple[int, bytes]]:
         found: list[tuple[int, bytes]] = []
         buffer, buffer_start, total, expected = b"", offset, 0, first_entry_id
         while len(found) < entries_max and (bytes_max < 0 or total < bytes_max):
@@ -392,7 +411,7 @@ class EntryLogReader:
                     break
             if header.ledger_id != ledger_id or header.entry_id != expected:
                 break
-            payload = buffer[at + RECORD_HEADER_SIZE:at + RECORD_HEADER_SIZE + header.length]
+            payload = buffer[at + RECORD_HEADER_SIZE : at + RECORD_HEADER_SIZE + header.length]
             if not record_ok(header, payload):
                 break
             found.append((expected, payload))

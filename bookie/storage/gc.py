@@ -162,8 +162,9 @@ class Trigger:
 TIMER = Trigger()
 
 
-def compaction_due(settings: GcSettings, now: float, last_major: float, last_minor: float, trigger: Trigger,
-                   pressure: DiskPressure) -> CompactionKind | None:
+def compaction_due(
+    settings: GcSettings, now: float, last_major: float, last_minor: float, trigger: Trigger, pressure: DiskPressure
+) -> CompactionKind | None:
     """Which compaction this round runs, BookKeeper's rules: major first (when forced, or its
     interval elapsed), else minor; disk pressure suspends major (almost full) or both (full),
     unless isForceGCAllowWhenNoSpace, with which pressure forces the round instead."""
@@ -207,9 +208,14 @@ class GcRoundResult:
 
 
 class GarbageCollector:
-    def __init__(self, storage: DbLedgerStorage, config: BookieConfig, metadata: LedgerMetadataSource,
-                 disk_pressure: Callable[[], DiskPressure] = lambda: NO_PRESSURE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        storage: DbLedgerStorage,
+        config: BookieConfig,
+        metadata: LedgerMetadataSource,
+        disk_pressure: Callable[[], DiskPressure] = lambda: NO_PRESSURE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.storage = storage
         self.settings = GcSettings.from_config(config)
         self.metadata = metadata
@@ -217,8 +223,9 @@ class GarbageCollector:
         self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bookie-gc")
         rate = config.compaction_rate_by_bytes if config.is_throttle_by_bytes else config.compaction_rate_by_entries
-        self.compactor = EntryLogCompactor(self._on_gc_thread, storage.run_exclusive,
-                                           CompactionThrottle(rate, config.is_throttle_by_bytes), clock)
+        self.compactor = EntryLogCompactor(
+            self._on_gc_thread, storage.run_exclusive, CompactionThrottle(rate, config.is_throttle_by_bytes), clock
+        )
         now = clock()
         self.last_major_s = now
         self.last_minor_s = now
@@ -305,8 +312,9 @@ class GarbageCollector:
         except Exception as exc:
             log.exception("garbage collection: deleting dead entry logs failed")
             result.errors.append(f"entry logs: {exc!r}")
-        kind = compaction_due(self.settings, started, self.last_major_s, self.last_minor_s, trigger,
-                              self.disk_pressure())
+        kind = compaction_due(
+            self.settings, started, self.last_major_s, self.last_minor_s, trigger, self.disk_pressure()
+        )
         if kind is not None:
             try:
                 await self._compact(kind, result)
@@ -322,10 +330,17 @@ class GarbageCollector:
         await self._update_gauges()
         result.duration_ms = (self._clock() - started) * 1000
         metrics.GC_THREAD_RUNTIME.observe(result.duration_ms)
-        log.info("garbage collection round done in %.0f ms: %d ledgers deleted, %d dead entry logs deleted "
-                 "(%d bytes), %s compaction: %d logs compacted (%d bytes reclaimed)", result.duration_ms,
-                 result.deleted_ledgers, result.deleted_entry_logs, result.reclaimed_deletion_bytes,
-                 result.compaction or "no", result.compacted_entry_logs, result.reclaimed_compaction_bytes)
+        log.info(
+            "garbage collection round done in %.0f ms: %d ledgers deleted, %d dead entry logs deleted "
+            "(%d bytes), %s compaction: %d logs compacted (%d bytes reclaimed)",
+            result.duration_ms,
+            result.deleted_ledgers,
+            result.deleted_entry_logs,
+            result.reclaimed_deletion_bytes,
+            result.compaction or "no",
+            result.compacted_entry_logs,
+            result.reclaimed_compaction_bytes,
+        )
         return result
 
     async def _collect_deleted_ledgers(self) -> int:
@@ -356,8 +371,13 @@ class GarbageCollector:
         unindexed = await self.storage.run_exclusive(directory.delete_ledgers_from_index, deleted)
         directory.entries_unindexed(unindexed)
         metrics.DELETED_LEDGER_TOTAL.inc(len(deleted))
-        log.info("%s: deleted %d ledgers whose metadata is gone (%d entries indexed): %s", directory.directory,
-                 len(deleted), unindexed, _ids(deleted))
+        log.info(
+            "%s: deleted %d ledgers whose metadata is gone (%d entries indexed): %s",
+            directory.directory,
+            len(deleted),
+            unindexed,
+            _ids(deleted),
+        )
         return len(deleted)
 
     async def _collect_dead_logs(self, directory: SingleDirectoryDbLedgerStorage, result: GcRoundResult) -> None:
@@ -369,8 +389,12 @@ class GarbageCollector:
                 result.deleted_entry_logs += 1
                 result.reclaimed_deletion_bytes += usage.size_bytes
                 metrics.RECLAIMED_DELETION_SPACE_BYTES.inc(usage.size_bytes)
-                log.debug("%s: deleted entry log %x (no live data, %d bytes)", directory.directory,
-                          usage.log_id, usage.size_bytes)
+                log.debug(
+                    "%s: deleted entry log %x (no live data, %d bytes)",
+                    directory.directory,
+                    usage.log_id,
+                    usage.size_bytes,
+                )
 
     async def _compact(self, kind: CompactionKind, result: GcRoundResult) -> None:
         """Step 3: rewrite the logs below the threshold of ``kind``, emptiest first."""
@@ -386,15 +410,13 @@ class GarbageCollector:
         try:
             for directory in self.storage.dirs:
                 current = await self.storage.run_exclusive(directory.current_entry_log_id)
-                for usage in logs_to_compact(await self._on_gc_thread(directory.entry_log_usages, current),
-                                             threshold):
+                for usage in logs_to_compact(await self._on_gc_thread(directory.entry_log_usages, current), threshold):
                     if deadline is not None and self._clock() >= deadline:
                         raise CompactionAborted("compaction time bound reached")
                     try:
                         done = await self.compactor.compact(directory, usage, deadline)
                     except EntryLogNotCompacted as exc:
-                        log.error("%s compaction: %s: left in place, going on with the next log",
-                                  kind.value, exc)
+                        log.error("%s compaction: %s: left in place, going on with the next log", kind.value, exc)
                         result.errors.append(f"compaction: {exc}")
                         continue
                     stats.add(done)

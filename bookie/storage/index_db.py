@@ -104,13 +104,18 @@ class IndexDb:
 
     @staticmethod
     def add_meta(cursor: sqlite3.Cursor, key: str, delta: int) -> None:
-        cursor.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                       "ON CONFLICT(key) DO UPDATE SET value = value + excluded.value", (key, delta))
+        cursor.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = value + excluded.value",
+            (key, delta),
+        )
 
     @staticmethod
     def max_meta(cursor: sqlite3.Cursor, key: str, value: int) -> None:
-        cursor.execute("INSERT INTO meta (key, value) VALUES (?, ?) "
-                       "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)", (key, value))
+        cursor.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
+            (key, value),
+        )
 
     def close(self) -> None:
         with self._lock:

@@ -74,7 +74,9 @@ class LedgerMetadataIndex:
         cursor.executemany(
             "INSERT INTO ledgers (ledger_id, fenced, lac, last_entry_id) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(ledger_id) DO UPDATE SET fenced = max(fenced, excluded.fenced), "
-            "lac = max(lac, excluded.lac), last_entry_id = max(last_entry_id, excluded.last_entry_id)", rows)
+            "lac = max(lac, excluded.lac), last_entry_id = max(last_entry_id, excluded.last_entry_id)",
+            rows,
+        )
 
     def __len__(self) -> int:
         return len(self.states)

@@ -11,7 +11,7 @@ from __future__ import annotations
 class LedgerState:
     """One ledger on this bookie."""
 
-    __slots__ = ("ledger_id", "last_entry_id", "lac", "fenced")
+    __slots__ = ("fenced", "lac", "last_entry_id", "ledger_id")
 
     def __init__(self, ledger_id: int, last_entry_id: int = -1, lac: int = -1, fenced: bool = False) -> None:
         self.ledger_id = ledger_id
@@ -29,8 +29,10 @@ class LedgerState:
             self.lac = lac
 
     def __repr__(self) -> str:
-        return (f"LedgerState(ledger_id={self.ledger_id}, last_entry_id={self.last_entry_id}, "
-                f"lac={self.lac}, fenced={self.fenced})")
+        return (
+            f"LedgerState(ledger_id={self.ledger_id}, last_entry_id={self.last_entry_id}, "
+            f"lac={self.lac}, fenced={self.fenced})"
+        )
 
 
 class LedgerStates:

@@ -20,6 +20,7 @@ T = TypeVar("T")
 
 def copy_outcome(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
     """Complete ``target`` as ``source`` completes (unless ``target`` was cancelled meanwhile)."""
+
     def copy(done: asyncio.Future[T]) -> None:
         if target.done():
             return
@@ -54,7 +55,7 @@ class ThreadPoolReadExecutor:
 
     def submit(self, key: int, fn: Callable[[], T], ready: asyncio.Future[None] | None = None) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
-        if ready is None or ready.done() and not ready.cancelled() and ready.exception() is None:
+        if ready is None or (ready.done() and not ready.cancelled() and ready.exception() is None):
             return loop.run_in_executor(self._pool, fn)
         result: asyncio.Future[T] = loop.create_future()
 

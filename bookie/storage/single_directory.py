@@ -164,8 +164,9 @@ class FlushBatch:
 
 
 class SingleDirectoryDbLedgerStorage:
-    def __init__(self, directory: Path, settings: StorageSettings,
-                 request_flush: Callable[[], None] = lambda: None) -> None:
+    def __init__(
+        self, directory: Path, settings: StorageSettings, request_flush: Callable[[], None] = lambda: None
+    ) -> None:
         """``directory``: the ledger dir's ``current/``; ``request_flush``: called on the loop
         when the active half is full or adds wait for room."""
         self.directory = directory
@@ -205,12 +206,18 @@ class SingleDirectoryDbLedgerStorage:
         except sqlite3.DatabaseError as exc:
             raise IndexDamagedError(
                 f"{self._db.path} is damaged ({exc}): this ledger dir's entries cannot be located without it; "
-                f"restore it from a backup (the bookie does not start on it)") from exc
+                f"restore it from a backup (the bookie does not start on it)"
+            ) from exc
         existing = list_entry_logs(self.directory)
         last_log_id = max(existing[-1] if existing else 0, self._log_metadata.last_log_id())
-        self._writer = EntryLogWriter(self.directory, self.settings.log_size_limit, last_log_id + 1,
-                                      self.settings.flush_entry_log_bytes, self.settings.entry_log_cache_window_bytes,
-                                      self.settings.direct_io_entry_logger)
+        self._writer = EntryLogWriter(
+            self.directory,
+            self.settings.log_size_limit,
+            last_log_id + 1,
+            self.settings.flush_entry_log_bytes,
+            self.settings.entry_log_cache_window_bytes,
+            self.settings.direct_io_entry_logger,
+        )
         metrics.STORAGES.add(self)
         return LastMarkFile(self.directory).read()
 
@@ -296,9 +303,12 @@ class SingleDirectoryDbLedgerStorage:
             return
         self._waiters.remove(item)
         metrics.REJECTED_WRITE_REQUESTS.inc()
-        item.future.set_exception(TooManyRequestsError(
-            f"the write cache of {self.directory} had no room for {self.settings.max_throttle_s:g}s "
-            f"(dbStorage_maxThrottleTimeMs): its flushes do not keep up, or one is failing"))
+        item.future.set_exception(
+            TooManyRequestsError(
+                f"the write cache of {self.directory} had no room for {self.settings.max_throttle_s:g}s "
+                f"(dbStorage_maxThrottleTimeMs): its flushes do not keep up, or one is failing"
+            )
+        )
         self._wake_waiters()  # the next ones may fit now that this one gave up its place
 
     def refuse_waiting(self, error: Callable[[], BaseException]) -> int:
@@ -564,8 +574,13 @@ class SingleDirectoryDbLedgerStorage:
         metrics.READ_ENTRYLOG_TIME.observe((read_done - looked_up) * 1000)
         settings = self.settings
         if settings.read_ahead_batch_entries > 0:
-            ahead = self._reader.read_ahead(next_location, ledger_id, entry_id + 1,
-                                            settings.read_ahead_batch_entries, settings.read_ahead_batch_bytes)
+            ahead = self._reader.read_ahead(
+                next_location,
+                ledger_id,
+                entry_id + 1,
+                settings.read_ahead_batch_entries,
+                settings.read_ahead_batch_bytes,
+            )
             if ahead:
                 self.read_cache.put_all(ledger_id, ahead)
                 metrics.READAHEAD_BATCH_COUNT.observe(len(ahead))
@@ -644,8 +659,10 @@ class SingleDirectoryDbLedgerStorage:
         ``log_id``, in file order."""
         found = []
         for ledger_id in self._log_metadata.usage(log_id):
-            found.extend((ledger_id, entry_id, location)
-                         for entry_id, location in self._locations.locations_in_log(ledger_id, log_id))
+            found.extend(
+                (ledger_id, entry_id, location)
+                for entry_id, location in self._locations.locations_in_log(ledger_id, log_id)
+            )
         found.sort(key=lambda item: item[2])
         return found
 
@@ -666,8 +683,9 @@ class SingleDirectoryDbLedgerStorage:
             raise
         return locations
 
-    def commit_compacted(self, old_log_id: int, entries: list[CompactedEntry],
-                         new_locations: list[int]) -> tuple[int, int]:
+    def commit_compacted(
+        self, old_log_id: int, entries: list[CompactedEntry], new_locations: list[int]
+    ) -> tuple[int, int]:
         """Flush thread: point each entry at its copy — unless it moved meanwhile (re-added, or
         its ledger deleted) — and move its bytes between the logs' usage, in one transaction.
         Returns (entries moved, record bytes moved)."""
@@ -689,8 +707,12 @@ class SingleDirectoryDbLedgerStorage:
         nothing done) if the index still points into it."""
         for ledger_id, size in self._log_metadata.usage(log_id).items():
             if size > 0 and self._locations.locations_in_log(ledger_id, log_id):
-                log.error("%s: entry log %x still holds live entries of ledger %d: not deleted",
-                          self.directory, log_id, ledger_id)
+                log.error(
+                    "%s: entry log %x still holds live entries of ledger %d: not deleted",
+                    self.directory,
+                    log_id,
+                    ledger_id,
+                )
                 return False
         with self._db.transaction() as cursor:
             self._log_metadata.delete_log(cursor, log_id)

@@ -29,7 +29,7 @@ def cached_size(payload_length: int) -> int:
 
 
 class WriteCache:
-    __slots__ = ("_ledgers", "size_bytes", "count")
+    __slots__ = ("_ledgers", "count", "size_bytes")
 
     def __init__(self) -> None:
         self._ledgers: dict[int, dict[int, bytes]] = {}

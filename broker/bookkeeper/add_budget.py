@@ -17,7 +17,7 @@ Waiter = Callable[[], None]
 
 
 class AddBudget:
-    __slots__ = ("limit", "in_use", "_waiters", "_on_change")
+    __slots__ = ("_on_change", "_waiters", "in_use", "limit")
 
     def __init__(self, limit: int, on_change: Callable[[int], None] | None = None) -> None:
         self.limit = limit

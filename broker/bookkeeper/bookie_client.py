@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 
+from minipulsar.broker.bookkeeper import metrics
 from minipulsar.errors import ConnectionClosedError, MiniPulsarError
 from minipulsar.net import Connection, connect, parse_address
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.schema import Command
-
-from minipulsar.broker.bookkeeper import metrics
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +37,19 @@ class BookieClient:
         self._connecting: dict[str, asyncio.Future[BookieConnection]] = {}
         self._closed = False
 
-    def add_entry(self, bookie: str, ledger_id: int, entry_id: int, lac: int, payload: bytes,
-                  recovery: bool = False) -> asyncio.Future:
-        return self._request(bookie, cmd.AddEntry, ledger_id=ledger_id, entry_id=entry_id,
-                             lac=lac, payload=payload, recovery=recovery)
+    def add_entry(
+        self, bookie: str, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool = False
+    ) -> asyncio.Future:
+        return self._request(
+            bookie, cmd.AddEntry, ledger_id=ledger_id, entry_id=entry_id, lac=lac, payload=payload, recovery=recovery
+        )
 
-    def read_entries(self, bookie: str, ledger_id: int, first_entry_id: int, count: int,
-                     max_bytes: int = 0) -> asyncio.Future:
-        return self._request(bookie, cmd.ReadEntry, ledger_id=ledger_id, first_entry_id=first_entry_id,
-                             count=count, max_bytes=max_bytes)
+    def read_entries(
+        self, bookie: str, ledger_id: int, first_entry_id: int, count: int, max_bytes: int = 0
+    ) -> asyncio.Future:
+        return self._request(
+            bookie, cmd.ReadEntry, ledger_id=ledger_id, first_entry_id=first_entry_id, count=count, max_bytes=max_bytes
+        )
 
     def read_lac(self, bookie: str, ledger_id: int, fence: bool = False) -> asyncio.Future:
         return self._request(bookie, cmd.ReadLac, ledger_id=ledger_id, fence=fence)
@@ -85,9 +87,14 @@ class BookieClient:
 
     async def _open(self, bookie: str) -> BookieConnection:
         host, port = parse_address(bookie, 3181)
-        factory: Callable[[], BookieConnection] = lambda: BookieConnection(
-            max_frame_size=self._max_frame_size, keepalive_interval_s=self._keepalive_interval_s,
-            request_timeout_s=self.timeout_s)
+
+        def factory() -> BookieConnection:
+            return BookieConnection(
+                max_frame_size=self._max_frame_size,
+                keepalive_interval_s=self._keepalive_interval_s,
+                request_timeout_s=self.timeout_s,
+            )
+
         try:
             connection = await connect(factory, host, port, role="broker", timeout_s=self.timeout_s)
         except MiniPulsarError as error:

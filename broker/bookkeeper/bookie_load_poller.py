@@ -13,12 +13,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from minipulsar.errors import MiniPulsarError
-from minipulsar.protocol.commands import BookieInfoResponse
-
 from minipulsar.broker.bookkeeper.bookie_client import BookieClient
 from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry
 from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport
+from minipulsar.errors import MiniPulsarError
+from minipulsar.protocol.commands import BookieInfoResponse
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +39,13 @@ def load_report(response: BookieInfoResponse, received_at_s: float) -> BookieLoa
 
 
 class BookieLoadPoller:
-    def __init__(self, registry: BookieRegistry, bookies: BookieClient, interval_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        registry: BookieRegistry,
+        bookies: BookieClient,
+        interval_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._registry = registry
         self._bookies = bookies
         self.interval_s = interval_s
@@ -72,8 +76,9 @@ class BookieLoadPoller:
         for gone in set(self.reports) - bookies:
             del self.reports[gone]
         names = sorted(bookies)
-        answers = await asyncio.gather(*(asyncio.wait_for(self._bookies.bookie_info(b), self.interval_s)
-                                         for b in names), return_exceptions=True)
+        answers = await asyncio.gather(
+            *(asyncio.wait_for(self._bookies.bookie_info(b), self.interval_s) for b in names), return_exceptions=True
+        )
         now = self._clock()
         for bookie, answer in zip(names, answers):
             if isinstance(answer, BookieInfoResponse):

@@ -92,8 +92,10 @@ class BookieRegistry:
         writable = [name for name in names if name != READONLY_NAME]
         read_only = await self._store.children(READONLY_PATH) if READONLY_NAME in names else []
         racks = {}
-        for bookie, value in zip(writable, await asyncio.gather(
-                *(self._store.get(f"{AVAILABLE_PATH}/{b}") for b in writable), return_exceptions=True)):
+        for bookie, value in zip(
+            writable,
+            await asyncio.gather(*(self._store.get(f"{AVAILABLE_PATH}/{b}") for b in writable), return_exceptions=True),
+        ):
             rack = self._rack_from_registration(value)
             if rack:
                 racks[bookie] = rack

@@ -10,9 +10,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minipulsar.errors import NoSuchLedgerError, NotFoundError
-from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
-
 from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.add_budget import AddBudget
 from minipulsar.broker.bookkeeper.bookie_client import BookieClient
@@ -27,6 +24,8 @@ from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPo
 from minipulsar.broker.bookkeeper.placement import placement_policy, select_ensemble, select_replacement
 from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine
 from minipulsar.broker.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
+from minipulsar.errors import NoSuchLedgerError, NotFoundError
+from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +48,7 @@ class BookKeeperSettings:
     max_pending_add_bytes: int = 128 * 1024 * 1024
 
     @classmethod
-    def from_broker_config(cls, config) -> "BookKeeperSettings":
+    def from_broker_config(cls, config) -> BookKeeperSettings:
         return cls(
             timeout_s=config.bookkeeper_timeout_s,
             max_frame_size=config.max_frame_size,
@@ -67,23 +66,29 @@ class BookKeeperSettings:
 
 
 class BookKeeper:
-    def __init__(self, store: MetadataStore, settings: BookKeeperSettings | None = None,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self, store: MetadataStore, settings: BookKeeperSettings | None = None, rng: random.Random | None = None
+    ) -> None:
         self.settings = settings = settings or BookKeeperSettings()
         self._store = store
         self._rng = rng or random.Random()
         self.bookies = BookieClient(timeout_s=settings.timeout_s, max_frame_size=settings.max_frame_size)
         self.registry = BookieRegistry(store)
         self._ids = LedgerIdAllocator(store)
-        self.placement = placement_policy(settings.ensemble_placement_policy, self._rng,
-                                          load_stale_after_s=3 * settings.bookie_load_poll_interval_s)
+        self.placement = placement_policy(
+            settings.ensemble_placement_policy, self._rng, load_stale_after_s=3 * settings.bookie_load_poll_interval_s
+        )
         self.quarantine = BookieQuarantine(
             error_threshold_per_interval=settings.health_check_error_threshold,
-            quarantine_time_s=settings.quarantine_time_s, quarantine_ratio=settings.quarantine_ratio,
-            rng=self._rng)
+            quarantine_time_s=settings.quarantine_time_s,
+            quarantine_ratio=settings.quarantine_ratio,
+            rng=self._rng,
+        )
         self.load_poller = BookieLoadPoller(self.registry, self.bookies, settings.bookie_load_poll_interval_s)
         self._ctx = ClientContext(
-            bookies=self.bookies, store=store, replace_bookie=self._replace_bookie,
+            bookies=self.bookies,
+            store=store,
+            replace_bookie=self._replace_bookie,
             record_error=self._record_error,
             client_add_budget=AddBudget(settings.max_pending_add_bytes, metrics.PENDING_ADD_BYTES.set),
             max_pending_add_bytes_per_ledger=settings.max_pending_add_bytes_per_ledger,
@@ -110,29 +115,46 @@ class BookKeeper:
 
     async def cluster_view(self) -> ClusterView:
         bookies = await self.registry.bookies()
-        return ClusterView(writable=bookies.writable, read_only=bookies.read_only, racks=bookies.racks,
-                           loads=dict(self.load_poller.reports), quarantined=self.quarantine.quarantined(),
-                           now_s=time.monotonic())
+        return ClusterView(
+            writable=bookies.writable,
+            read_only=bookies.read_only,
+            racks=bookies.racks,
+            loads=dict(self.load_poller.reports),
+            quarantined=self.quarantine.quarantined(),
+            now_s=time.monotonic(),
+        )
 
-    async def _replace_bookie(self, ensemble: Sequence[str], index: int, write_quorum: int, ack_quorum: int,
-                              exclude: frozenset[str]) -> str:
-        return select_replacement(self.placement, ensemble, index, write_quorum, ack_quorum,
-                                  await self.cluster_view(), exclude)
+    async def _replace_bookie(
+        self, ensemble: Sequence[str], index: int, write_quorum: int, ack_quorum: int, exclude: frozenset[str]
+    ) -> str:
+        return select_replacement(
+            self.placement, ensemble, index, write_quorum, ack_quorum, await self.cluster_view(), exclude
+        )
 
-    async def create_ledger(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                            custom: dict[str, str] | None = None, *, id_above: int = -1) -> LedgerHandle:
+    async def create_ledger(
+        self,
+        ensemble_size: int,
+        write_quorum: int,
+        ack_quorum: int,
+        custom: dict[str, str] | None = None,
+        *,
+        id_above: int = -1,
+    ) -> LedgerHandle:
         """A new ledger, open for writing by this client, with an id greater than ``id_above``
         (a managed ledger passes its last ledger id: its positions order by ledger id).
 
         Raises:
             NotEnoughBookiesError: fewer writable bookies than ``ensemble_size``.
         """
-        ensemble = select_ensemble(self.placement, ensemble_size, write_quorum, ack_quorum,
-                                   await self.cluster_view())
+        ensemble = select_ensemble(self.placement, ensemble_size, write_quorum, ack_quorum, await self.cluster_view())
         ledger_id = await self._ids.allocate(above=id_above)
         metadata = LedgerMetadata(
-            ledger_id=ledger_id, ensemble_size=ensemble_size, write_quorum=write_quorum,
-            ack_quorum=ack_quorum, ensembles=((0, tuple(ensemble)),), custom=custom or {},
+            ledger_id=ledger_id,
+            ensemble_size=ensemble_size,
+            write_quorum=write_quorum,
+            ack_quorum=ack_quorum,
+            ensembles=((0, tuple(ensemble)),),
+            custom=custom or {},
         )
         stat = await self._store.put(ledger_path(ledger_id), metadata.to_bytes(), NOT_EXISTS)
         metadata = LedgerMetadata.from_bytes(ledger_id, metadata.to_bytes(), stat.version)

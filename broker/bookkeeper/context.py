@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from minipulsar.metadata.store import MetadataStore
-
 from minipulsar.broker.bookkeeper.add_budget import AddBudget
 from minipulsar.broker.bookkeeper.bookie_client import BookieClient
+from minipulsar.metadata.store import MetadataStore
 
 ReplaceBookie = Callable[[Sequence[str], int, int, int, frozenset[str]], Awaitable[str]]
 """``(ensemble, index, write_quorum, ack_quorum, exclude) -> bookie``: a replacement for

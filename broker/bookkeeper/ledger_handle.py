@@ -30,6 +30,11 @@ from collections import deque
 from dataclasses import replace
 from functools import partial
 
+from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.add_budget import AddBudget
+from minipulsar.broker.bookkeeper.context import ClientContext
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.broker.bookkeeper.ledger_reader import LedgerReader
 from minipulsar.errors import (
     BadVersionError,
     LedgerFencedError,
@@ -37,12 +42,6 @@ from minipulsar.errors import (
     NoSuchEntryError,
     PersistenceError,
 )
-
-from minipulsar.broker.bookkeeper import metrics
-from minipulsar.broker.bookkeeper.add_budget import AddBudget
-from minipulsar.broker.bookkeeper.context import ClientContext
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
-from minipulsar.broker.bookkeeper.ledger_reader import LedgerReader
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +58,18 @@ class HandleState(enum.Enum):
 class PendingAdd:
     """One add between :meth:`LedgerHandle.add` and its completion (and its last replica answer)."""
 
-    __slots__ = ("entry_id", "payload", "size", "future", "acked", "in_flight", "completed",
-                 "quorum_reached", "holds_budget", "started_s")
+    __slots__ = (
+        "acked",
+        "completed",
+        "entry_id",
+        "future",
+        "holds_budget",
+        "in_flight",
+        "payload",
+        "quorum_reached",
+        "size",
+        "started_s",
+    )
 
     def __init__(self, entry_id: int, payload: bytes, future: asyncio.Future[int]) -> None:
         self.entry_id = entry_id
@@ -80,8 +89,9 @@ class PendingAdd:
 class LedgerHandle:
     """Handle on one ledger. Writable only when created by this client and not yet closed."""
 
-    def __init__(self, metadata: LedgerMetadata, ctx: ClientContext, *, writable: bool,
-                 last_add_confirmed: int | None = None) -> None:
+    def __init__(
+        self, metadata: LedgerMetadata, ctx: ClientContext, *, writable: bool, last_add_confirmed: int | None = None
+    ) -> None:
         self.metadata = metadata
         self._ctx = ctx
         self.writable = writable
@@ -157,8 +167,7 @@ class LedgerHandle:
     def _send(self, op: PendingAdd, position: int, ensemble: tuple[str, ...]) -> None:
         bookie = ensemble[position]
         op.in_flight += 1
-        request = self._ctx.bookies.add_entry(bookie, self.ledger_id, op.entry_id, self.last_add_confirmed,
-                                              op.payload)
+        request = self._ctx.bookies.add_entry(bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, op.payload)
         request.add_done_callback(partial(self._add_answered, op, position, bookie))
 
     def _add_answered(self, op: PendingAdd, position: int, bookie: str, request: asyncio.Future) -> None:
@@ -181,13 +190,22 @@ class LedgerHandle:
         if self.state is not HandleState.OPEN:
             return
         if isinstance(error, LedgerFencedError):
-            self._fail(LedgerFencedError(f"ledger {self.ledger_id} was fenced by another client "
-                                         f"(bookie {bookie} refused entry {op.entry_id})"))
+            self._fail(
+                LedgerFencedError(
+                    f"ledger {self.ledger_id} was fenced by another client "
+                    f"(bookie {bookie} refused entry {op.entry_id})"
+                )
+            )
             return
         if self.metadata.last_ensemble[position] != bookie:
             return  # that bookie was replaced already; the entry went to its successor
-        log.warning("ledger %d: bookie %s failed to write entry %d (%s); replacing it",
-                    self.ledger_id, bookie, op.entry_id, error)
+        log.warning(
+            "ledger %d: bookie %s failed to write entry %d (%s); replacing it",
+            self.ledger_id,
+            bookie,
+            op.entry_id,
+            error,
+        )
         self._failed_bookies[position] = bookie
         self._bad_bookies.add(bookie)
         if self._ensemble_change is None:
@@ -251,7 +269,8 @@ class LedgerHandle:
         exclude = frozenset(ensemble) | frozenset(self._bad_bookies)
         for position in sorted(replaced):
             ensemble[position] = await self._ctx.replace_bookie(
-                tuple(ensemble), position, metadata.write_quorum, metadata.ack_quorum, exclude)
+                tuple(ensemble), position, metadata.write_quorum, metadata.ack_quorum, exclude
+            )
             exclude |= {ensemble[position]}
         start = self.last_add_confirmed + 1
         segments = list(metadata.ensembles)
@@ -263,13 +282,20 @@ class LedgerHandle:
         try:
             stat = await self._ctx.store.put(ledger_path(self.ledger_id), changed.to_bytes(), metadata.version)
         except BadVersionError:
-            raise LedgerFencedError(f"ledger {self.ledger_id}: metadata changed by another client during an "
-                                    "ensemble change (it is being recovered)") from None
+            raise LedgerFencedError(
+                f"ledger {self.ledger_id}: metadata changed by another client during an "
+                "ensemble change (it is being recovered)"
+            ) from None
         self.metadata = replace(changed, version=stat.version)
         self.ensemble_changes += 1
         metrics.NUM_ENSEMBLE_CHANGE.inc()
-        log.info("ledger %d: ensemble change at entry %d: %s -> %s", self.ledger_id, start,
-                 list(metadata.last_ensemble), ensemble)
+        log.info(
+            "ledger %d: ensemble change at entry %d: %s -> %s",
+            self.ledger_id,
+            start,
+            list(metadata.last_ensemble),
+            ensemble,
+        )
         return replaced
 
     def _resend(self, replaced: set[int]) -> None:
@@ -341,6 +367,7 @@ class LedgerHandle:
         if first_entry_id > last_entry_id:
             return []
         if last_entry_id > self.last_entry_id:
-            raise NoSuchEntryError(f"ledger {self.ledger_id} has entries up to {self.last_entry_id}, "
-                                   f"asked for {last_entry_id}")
+            raise NoSuchEntryError(
+                f"ledger {self.ledger_id} has entries up to {self.last_entry_id}, asked for {last_entry_id}"
+            )
         return await self._reader.read(self.metadata, first_entry_id, last_entry_id)

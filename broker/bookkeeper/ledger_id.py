@@ -43,8 +43,7 @@ class LedgerIdAllocator:
             start = int(current.value) if current else 0
             end = start + self._range_size
             try:
-                await self._store.put(IDGEN_PATH, str(end).encode(),
-                                      current.version if current else NOT_EXISTS)
+                await self._store.put(IDGEN_PATH, str(end).encode(), current.version if current else NOT_EXISTS)
             except (BadVersionError, AlreadyExistsError):
                 continue  # another broker reserved a range first; read again
             return start, end

@@ -43,8 +43,9 @@ class LedgerMetadata:
 
     def __post_init__(self) -> None:
         if not self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1:
-            raise ValueError(f"E >= Qw >= Qa >= 1 must hold, got {self.ensemble_size}/"
-                             f"{self.write_quorum}/{self.ack_quorum}")
+            raise ValueError(
+                f"E >= Qw >= Qa >= 1 must hold, got {self.ensemble_size}/{self.write_quorum}/{self.ack_quorum}"
+            )
         for _, bookies in self.ensembles:
             assert len(bookies) == self.ensemble_size, "every ensemble has E bookies"
 
@@ -70,24 +71,27 @@ class LedgerMetadata:
         size = self.ensemble_size
         return [ensemble[(entry_id + k) % size] for k in range(self.write_quorum)]
 
-    def closed(self, last_entry_id: int, length: int) -> "LedgerMetadata":
+    def closed(self, last_entry_id: int, length: int) -> LedgerMetadata:
         return replace(self, state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
 
     def to_bytes(self) -> bytes:
-        return json.dumps({
-            "ensembleSize": self.ensemble_size,
-            "writeQuorumSize": self.write_quorum,
-            "ackQuorumSize": self.ack_quorum,
-            "state": self.state.value,
-            "lastEntryId": self.last_entry_id,
-            "length": self.length,
-            "ensembles": [[first, list(bookies)] for first, bookies in self.ensembles],
-            "ctime": self.ctime_ms,
-            "customMetadata": self.custom,
-        }, separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "ensembleSize": self.ensemble_size,
+                "writeQuorumSize": self.write_quorum,
+                "ackQuorumSize": self.ack_quorum,
+                "state": self.state.value,
+                "lastEntryId": self.last_entry_id,
+                "length": self.length,
+                "ensembles": [[first, list(bookies)] for first, bookies in self.ensembles],
+                "ctime": self.ctime_ms,
+                "customMetadata": self.custom,
+            },
+            separators=(",", ":"),
+        ).encode()
 
     @classmethod
-    def from_bytes(cls, ledger_id: int, data: bytes, version: int) -> "LedgerMetadata":
+    def from_bytes(cls, ledger_id: int, data: bytes, version: int) -> LedgerMetadata:
         raw = json.loads(data)
         return cls(
             ledger_id=ledger_id,

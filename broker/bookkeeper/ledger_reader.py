@@ -19,12 +19,11 @@ import logging
 import random
 import time
 
-from minipulsar.errors import MiniPulsarError, PersistenceError
-from minipulsar.protocol.commands import ReadEntryResponse
-
 from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.context import ClientContext
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
+from minipulsar.errors import MiniPulsarError, PersistenceError
+from minipulsar.protocol.commands import ReadEntryResponse
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,8 @@ class LedgerReader:
         for chunk_first in range(first, last + 1, STRIPED_READ_PARALLELISM):
             chunk_last = min(last, chunk_first + STRIPED_READ_PARALLELISM - 1)
             batches = await asyncio.gather(
-                *(self._read_range(metadata, entry_id, 1) for entry_id in range(chunk_first, chunk_last + 1)))
+                *(self._read_range(metadata, entry_id, 1) for entry_id in range(chunk_first, chunk_last + 1))
+            )
             entries.extend(batch[0] for batch in batches)
         return entries
 
@@ -119,12 +119,18 @@ class LedgerReader:
         try:
             while in_flight:
                 speculate = speculative_s > 0 and not heard and launched < len(replicas)
-                done, _ = await asyncio.wait(in_flight, timeout=speculative_s if speculate else None,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait(
+                    in_flight, timeout=speculative_s if speculate else None, return_when=asyncio.FIRST_COMPLETED
+                )
                 if not done:
                     metrics.SPECULATIVE_READ_COUNT.inc()
-                    log.debug("ledger %d: no answer for entry %d after %.0f ms, asking %s too",
-                              metadata.ledger_id, first, speculative_s * 1000, replicas[launched])
+                    log.debug(
+                        "ledger %d: no answer for entry %d after %.0f ms, asking %s too",
+                        metadata.ledger_id,
+                        first,
+                        speculative_s * 1000,
+                        replicas[launched],
+                    )
                     launch()
                     continue
                 heard = True
@@ -140,11 +146,13 @@ class LedgerReader:
         finally:
             for future in in_flight:
                 future.add_done_callback(_consume)
-        raise PersistenceError(f"cannot read entry {first} of ledger {metadata.ledger_id} from any "
-                               f"replica: {'; '.join(errors)}")
+        raise PersistenceError(
+            f"cannot read entry {first} of ledger {metadata.ledger_id} from any replica: {'; '.join(errors)}"
+        )
 
-    def _answer(self, future: asyncio.Future, bookie: str, metadata: LedgerMetadata, first: int,
-                errors: list[str]) -> list[tuple[int, bytes]] | None:
+    def _answer(
+        self, future: asyncio.Future, bookie: str, metadata: LedgerMetadata, first: int, errors: list[str]
+    ) -> list[tuple[int, bytes]] | None:
         error = future.exception()
         if error is not None:
             errors.append(f"{bookie}: {error}")

@@ -75,8 +75,9 @@ class LoadAwareEnsemblePlacementPolicy(RackawareEnsemblePlacementPolicy):
 
 def fresh_reports(view: ClusterView, stale_after_s: float) -> dict[str, BookieLoadReport]:
     """The reports received at most ``stale_after_s`` before ``view.now_s``."""
-    return {bookie: report for bookie, report in view.loads.items()
-            if view.now_s - report.received_at_s <= stale_after_s}
+    return {
+        bookie: report for bookie, report in view.loads.items() if view.now_s - report.received_at_s <= stale_after_s
+    }
 
 
 def load_weights(candidates: Sequence[str], view: ClusterView, stale_after_s: float) -> dict[str, float] | None:
@@ -88,12 +89,19 @@ def load_weights(candidates: Sequence[str], view: ClusterView, stale_after_s: fl
     known = {bookie: reports[bookie] for bookie in candidates if bookie in reports}
     if not known or len(known) < KNOWN_FRACTION_MIN * len(candidates):
         return None
-    journal_mean = max(statistics.fmean(max(r.journal_write_bytes_per_s, 0.0) for r in known.values()),
-                       JOURNAL_MEAN_MIN_BYTES_PER_S)
+    journal_mean = max(
+        statistics.fmean(max(r.journal_write_bytes_per_s, 0.0) for r in known.values()), JOURNAL_MEAN_MIN_BYTES_PER_S
+    )
     disk_mean = max(statistics.fmean(_disk_fraction(r) for r in known.values()), DISK_MEAN_MIN_FRACTION)
-    raw = {bookie: 1.0 / (LOAD_SOFTENING + JOURNAL_SHARE * max(r.journal_write_bytes_per_s, 0.0) / journal_mean
-                          + DISK_SHARE * _disk_fraction(r) / disk_mean)
-           for bookie, r in known.items()}
+    raw = {
+        bookie: 1.0
+        / (
+            LOAD_SOFTENING
+            + JOURNAL_SHARE * max(r.journal_write_bytes_per_s, 0.0) / journal_mean
+            + DISK_SHARE * _disk_fraction(r) / disk_mean
+        )
+        for bookie, r in known.items()
+    }
     floor = WEIGHT_FLOOR_FRACTION * max(raw.values())
     weights = {bookie: max(weight, floor) for bookie, weight in raw.items()}
     unknown_weight = statistics.fmean(weights.values())

@@ -49,8 +49,9 @@ class EnsemblePlacementPolicy(abc.ABC):
         self._rng = rng or random.Random()
 
     @abc.abstractmethod
-    def new_ensemble(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                     view: ClusterView, exclude: Collection[str] = ()) -> list[str]:
+    def new_ensemble(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, view: ClusterView, exclude: Collection[str] = ()
+    ) -> list[str]:
         """E distinct bookies from ``view.writable``, never read-only, quarantined or excluded ones.
 
         Position matters: entry ``e`` goes to the ``write_quorum`` bookies starting at
@@ -63,8 +64,15 @@ class EnsemblePlacementPolicy(abc.ABC):
         """
 
     @abc.abstractmethod
-    def replace_bookie(self, ensemble: Sequence[str], index: int, write_quorum: int, ack_quorum: int,
-                       view: ClusterView, exclude: Collection[str] = ()) -> str:
+    def replace_bookie(
+        self,
+        ensemble: Sequence[str],
+        index: int,
+        write_quorum: int,
+        ack_quorum: int,
+        view: ClusterView,
+        exclude: Collection[str] = (),
+    ) -> str:
         """A writable bookie not in ``ensemble``, ``exclude`` or quarantine, to take ``ensemble[index]``'s place.
 
         Raises:
@@ -81,8 +89,9 @@ class EnsemblePlacementPolicy(abc.ABC):
         skipped = view.read_only | view.quarantined | frozenset(exclude) | self.unusable(view)
         return sorted(view.writable - skipped)
 
-    def require_candidates(self, needed: int, view: ClusterView, exclude: Collection[str], *,
-                           purpose: str) -> list[str]:
+    def require_candidates(
+        self, needed: int, view: ClusterView, exclude: Collection[str], *, purpose: str
+    ) -> list[str]:
         """:meth:`candidates`, or NotEnoughBookiesError when fewer than ``needed`` remain."""
         candidates = self.candidates(view, exclude)
         require_candidates(needed, candidates, view, exclude, purpose=purpose, unusable=self.unusable(view))
@@ -92,14 +101,22 @@ class EnsemblePlacementPolicy(abc.ABC):
 class DefaultEnsemblePlacementPolicy(EnsemblePlacementPolicy):
     """BookKeeper's default: a uniformly random choice among the candidates."""
 
-    def new_ensemble(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                     view: ClusterView, exclude: Collection[str] = ()) -> list[str]:
+    def new_ensemble(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, view: ClusterView, exclude: Collection[str] = ()
+    ) -> list[str]:
         check_quorums(ensemble_size, write_quorum, ack_quorum)
         candidates = self.require_candidates(ensemble_size, view, exclude, purpose="a new ensemble")
         return self._rng.sample(candidates, ensemble_size)
 
-    def replace_bookie(self, ensemble: Sequence[str], index: int, write_quorum: int, ack_quorum: int,
-                       view: ClusterView, exclude: Collection[str] = ()) -> str:
+    def replace_bookie(
+        self,
+        ensemble: Sequence[str],
+        index: int,
+        write_quorum: int,
+        ack_quorum: int,
+        view: ClusterView,
+        exclude: Collection[str] = (),
+    ) -> str:
         check_replacement(ensemble, index, write_quorum, ack_quorum)
         candidates = self.require_candidates(1, view, (*exclude, *ensemble), purpose=f"replacing {ensemble[index]}")
         return self._rng.choice(candidates)
@@ -108,8 +125,14 @@ class DefaultEnsemblePlacementPolicy(EnsemblePlacementPolicy):
 # -- the BookKeeper client's entry points -------------------------------------------------------
 
 
-def select_ensemble(policy: EnsemblePlacementPolicy, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                    view: ClusterView, exclude: Collection[str] = ()) -> list[str]:
+def select_ensemble(
+    policy: EnsemblePlacementPolicy,
+    ensemble_size: int,
+    write_quorum: int,
+    ack_quorum: int,
+    view: ClusterView,
+    exclude: Collection[str] = (),
+) -> list[str]:
     """``policy.new_ensemble`` without quarantined bookies, else with them (BookKeeper's fallback).
 
     Quarantine steers new ledgers away from a faulty bookie but never makes a ledger
@@ -124,13 +147,23 @@ def select_ensemble(policy: EnsemblePlacementPolicy, ensemble_size: int, write_q
     except NotEnoughBookiesError:
         if not view.quarantined:
             raise
-        logger.info("not enough bookies outside quarantine %s for an ensemble of %d; using quarantined ones",
-                    sorted(view.quarantined), ensemble_size)
+        logger.info(
+            "not enough bookies outside quarantine %s for an ensemble of %d; using quarantined ones",
+            sorted(view.quarantined),
+            ensemble_size,
+        )
         return policy.new_ensemble(ensemble_size, write_quorum, ack_quorum, _unquarantined(view), exclude)
 
 
-def select_replacement(policy: EnsemblePlacementPolicy, ensemble: Sequence[str], index: int, write_quorum: int,
-                       ack_quorum: int, view: ClusterView, exclude: Collection[str] = ()) -> str:
+def select_replacement(
+    policy: EnsemblePlacementPolicy,
+    ensemble: Sequence[str],
+    index: int,
+    write_quorum: int,
+    ack_quorum: int,
+    view: ClusterView,
+    exclude: Collection[str] = (),
+) -> str:
     """``policy.replace_bookie`` without quarantined bookies, else with them (see :func:`select_ensemble`).
 
     Raises:
@@ -141,8 +174,11 @@ def select_replacement(policy: EnsemblePlacementPolicy, ensemble: Sequence[str],
     except NotEnoughBookiesError:
         if not view.quarantined:
             raise
-        logger.info("no bookie outside quarantine %s to replace %s; using a quarantined one",
-                    sorted(view.quarantined), ensemble[index])
+        logger.info(
+            "no bookie outside quarantine %s to replace %s; using a quarantined one",
+            sorted(view.quarantined),
+            ensemble[index],
+        )
         return policy.replace_bookie(ensemble, index, write_quorum, ack_quorum, _unquarantined(view), exclude)
 
 
@@ -150,8 +186,9 @@ def _unquarantined(view: ClusterView) -> ClusterView:
     return dataclasses.replace(view, quarantined=frozenset())
 
 
-def placement_policy(name: str, rng: random.Random | None = None, *,
-                     load_stale_after_s: float = 15.0) -> EnsemblePlacementPolicy:
+def placement_policy(
+    name: str, rng: random.Random | None = None, *, load_stale_after_s: float = 15.0
+) -> EnsemblePlacementPolicy:
     """The policy the ``ensemblePlacementPolicy`` setting names (short or ``org.apache.bookkeeper.client.`` name).
 
     Args:
@@ -172,8 +209,10 @@ def placement_policy(name: str, rng: random.Random | None = None, *,
         return RackawareEnsemblePlacementPolicy(rng)
     if short_name == "LoadAwareEnsemblePlacementPolicy":
         return LoadAwareEnsemblePlacementPolicy(rng, stale_after_s=load_stale_after_s)
-    raise ConfigError(f"ensemblePlacementPolicy: unknown policy {name!r}; expected DefaultEnsemblePlacementPolicy, "
-                      f"RackawareEnsemblePlacementPolicy or LoadAwareEnsemblePlacementPolicy")
+    raise ConfigError(
+        f"ensemblePlacementPolicy: unknown policy {name!r}; expected DefaultEnsemblePlacementPolicy, "
+        f"RackawareEnsemblePlacementPolicy or LoadAwareEnsemblePlacementPolicy"
+    )
 
 
 # -- shared checks ------------------------------------------------------------------------------
@@ -182,8 +221,10 @@ def placement_policy(name: str, rng: random.Random | None = None, *,
 def check_quorums(ensemble_size: int, write_quorum: int, ack_quorum: int) -> None:
     """Raises ValueError unless E >= Qw >= Qa >= 1 (BookKeeper refuses such ledgers too)."""
     if not ensemble_size >= write_quorum >= ack_quorum >= 1:
-        raise ValueError(f"need ensemble size >= write quorum >= ack quorum >= 1, "
-                         f"got E={ensemble_size} Qw={write_quorum} Qa={ack_quorum}")
+        raise ValueError(
+            f"need ensemble size >= write quorum >= ack quorum >= 1, "
+            f"got E={ensemble_size} Qw={write_quorum} Qa={ack_quorum}"
+        )
 
 
 def check_replacement(ensemble: Sequence[str], index: int, write_quorum: int, ack_quorum: int) -> None:
@@ -193,8 +234,15 @@ def check_replacement(ensemble: Sequence[str], index: int, write_quorum: int, ac
         raise ValueError(f"bookie index {index} outside an ensemble of {len(ensemble)}")
 
 
-def require_candidates(needed: int, candidates: Collection[str], view: ClusterView,
-                       exclude: Collection[str], *, purpose: str, unusable: Collection[str] = ()) -> None:
+def require_candidates(
+    needed: int,
+    candidates: Collection[str],
+    view: ClusterView,
+    exclude: Collection[str],
+    *,
+    purpose: str,
+    unusable: Collection[str] = (),
+) -> None:
     """Raises NotEnoughBookiesError when fewer than ``needed`` candidates remain, saying why.
 
     Args:
@@ -204,10 +252,13 @@ def require_candidates(needed: int, candidates: Collection[str], view: ClusterVi
         return
     excluded = frozenset(exclude)
     reasons = [f"{len(view.writable)} writable"]
-    for label, bookies in (("read-only", view.read_only), ("quarantined", view.quarantined),
-                           ("excluded", excluded), ("unusable by the policy", frozenset(unusable))):
+    for label, bookies in (
+        ("read-only", view.read_only),
+        ("quarantined", view.quarantined),
+        ("excluded", excluded),
+        ("unusable by the policy", frozenset(unusable)),
+    ):
         skipped = (view.writable & bookies) - set(candidates)
         if skipped:
             reasons.append(f"{len(skipped)} {label} {sorted(skipped)}")
-    raise NotEnoughBookiesError(f"{purpose} needs {needed} bookies, {len(candidates)} available "
-                                f"({', '.join(reasons)})")
+    raise NotEnoughBookiesError(f"{purpose} needs {needed} bookies, {len(candidates)} available ({', '.join(reasons)})")

@@ -59,7 +59,11 @@ from minipulsar.errors import (
 logger = logging.getLogger(__name__)
 
 EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
-    NoSuchEntryError, NoSuchLedgerError, LedgerFencedError, BookieReadOnlyError)
+    NoSuchEntryError,
+    NoSuchLedgerError,
+    LedgerFencedError,
+    BookieReadOnlyError,
+)
 """Answers that say nothing about the bookie's health."""
 CONNECTION_ERRORS: tuple[type[BaseException], ...] = (ConnectionClosedError, ConnectionError)
 
@@ -80,9 +84,16 @@ class BookieQuarantine:
     the only place a bookie enters quarantine, and counters only grow between two checks.
     """
 
-    def __init__(self, *, error_threshold_per_interval: int, quarantine_time_s: float, quarantine_ratio: float,
-                 rng: random.Random | None = None, clock: Callable[[], float] = time.monotonic,
-                 connection_errors_count: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        error_threshold_per_interval: int,
+        quarantine_time_s: float,
+        quarantine_ratio: float,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        connection_errors_count: bool = False,
+    ) -> None:
         if error_threshold_per_interval < 1:
             raise ValueError(f"error_threshold_per_interval must be >= 1, got {error_threshold_per_interval}")
         if quarantine_time_s < 0:
@@ -121,12 +132,20 @@ class BookieQuarantine:
                 self._expiry_s[bookie] = self._clock() + self.quarantine_time_s
                 BOOKIE_QUARANTINE.inc()
                 newly.append(bookie)
-                logger.info("bookie %s quarantined for %.0f s: %d errors in the last health-check interval",
-                            bookie, self.quarantine_time_s, errors[bookie])
+                logger.info(
+                    "bookie %s quarantined for %.0f s: %d errors in the last health-check interval",
+                    bookie,
+                    self.quarantine_time_s,
+                    errors[bookie],
+                )
             else:
                 BOOKIE_QUARANTINE_SKIP.inc()
-                logger.info("bookie %s faulty (%d errors) but not quarantined (bookkeeperClientQuarantineRatio=%s)",
-                            bookie, errors[bookie], self.quarantine_ratio)
+                logger.info(
+                    "bookie %s faulty (%d errors) but not quarantined (bookkeeperClientQuarantineRatio=%s)",
+                    bookie,
+                    errors[bookie],
+                    self.quarantine_ratio,
+                )
         if newly:
             QUARANTINED_BOOKIES.set(len(self._expiry_s))
         return newly

@@ -50,8 +50,9 @@ class RackawareEnsemblePlacementPolicy(EnsemblePlacementPolicy):
         """Relative chance of each candidate within its rack; None means uniform (here, always)."""
         return None
 
-    def new_ensemble(self, ensemble_size: int, write_quorum: int, ack_quorum: int,
-                     view: ClusterView, exclude: Collection[str] = ()) -> list[str]:
+    def new_ensemble(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, view: ClusterView, exclude: Collection[str] = ()
+    ) -> list[str]:
         check_quorums(ensemble_size, write_quorum, ack_quorum)
         candidates = self.require_candidates(ensemble_size, view, exclude, purpose="a new ensemble")
         weights = self.weights(candidates, view)
@@ -67,8 +68,15 @@ class RackawareEnsemblePlacementPolicy(EnsemblePlacementPolicy):
         assert len(set(ensemble)) == ensemble_size, ensemble
         return ensemble
 
-    def replace_bookie(self, ensemble: Sequence[str], index: int, write_quorum: int, ack_quorum: int,
-                       view: ClusterView, exclude: Collection[str] = ()) -> str:
+    def replace_bookie(
+        self,
+        ensemble: Sequence[str],
+        index: int,
+        write_quorum: int,
+        ack_quorum: int,
+        view: ClusterView,
+        exclude: Collection[str] = (),
+    ) -> str:
         check_replacement(ensemble, index, write_quorum, ack_quorum)
         candidates = self.require_candidates(1, view, (*exclude, *ensemble), purpose=f"replacing {ensemble[index]}")
         failed_rack = view.rack_of(ensemble[index])
@@ -112,8 +120,14 @@ def window_neighbours(position: int, ensemble_size: int, write_quorum: int) -> I
             yield other
 
 
-def arrange_racks(ensemble_size: int, write_quorum: int, capacity: Mapping[str, int],
-                  random_key: Callable[[], float], *, search_nodes_max: int = SEARCH_NODES_MAX) -> list[str]:
+def arrange_racks(
+    ensemble_size: int,
+    write_quorum: int,
+    capacity: Mapping[str, int],
+    random_key: Callable[[], float],
+    *,
+    search_nodes_max: int = SEARCH_NODES_MAX,
+) -> list[str]:
     """The rack of each ensemble position (module docstring, step 2).
 
     Args:
@@ -155,8 +169,9 @@ def arrange_racks(ensemble_size: int, write_quorum: int, capacity: Mapping[str, 
     return _greedy_racks(ensemble_size, capacity, neighbours, tie_break)
 
 
-def _greedy_racks(ensemble_size: int, capacity: Mapping[str, int], neighbours: Sequence[Sequence[int]],
-                  tie_break: Mapping[str, float]) -> list[str]:
+def _greedy_racks(
+    ensemble_size: int, capacity: Mapping[str, int], neighbours: Sequence[Sequence[int]], tie_break: Mapping[str, float]
+) -> list[str]:
     """Each position in turn takes the rack with the fewest clashes in its windows, then the least used."""
     arrangement: list[str] = []
     used: Counter[str] = Counter()

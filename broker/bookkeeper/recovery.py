@@ -25,6 +25,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.bookie_client import BookieClient
+from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.errors import (
     BadVersionError,
     NoSuchEntryError,
@@ -34,17 +37,14 @@ from minipulsar.errors import (
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.commands import ReadEntryResponse, ReadLacResponse
 
-from minipulsar.broker.bookkeeper import metrics
-from minipulsar.broker.bookkeeper.bookie_client import BookieClient
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
-
 log = logging.getLogger(__name__)
 
 _ABSENT = (NoSuchEntryError, NoSuchLedgerError)
 
 
-async def _answers(futures: Iterable[asyncio.Future], enough: Callable[[list[tuple[int, Any]]], bool]
-                   ) -> list[tuple[int, Any]]:
+async def _answers(
+    futures: Iterable[asyncio.Future], enough: Callable[[list[tuple[int, Any]]], bool]
+) -> list[tuple[int, Any]]:
     """(index, result or exception) pairs in arrival order, until ``enough(answers)`` or all are in.
 
     Requests still running when it returns are left to finish (or time out) on their own.
@@ -117,19 +117,27 @@ async def read_last_add_confirmed(metadata: LedgerMetadata, bookies: BookieClien
         heard = {i for i, result in answers if isinstance(result, (ReadLacResponse, *_ABSENT))}
         return bool(heard) and _covers_every_write_quorum(metadata, heard)
 
-    answers = await _answers((bookies.read_lac(bookie, metadata.ledger_id, fence=fence) for bookie in ensemble),
-                             covered)
+    answers = await _answers(
+        (bookies.read_lac(bookie, metadata.ledger_id, fence=fence) for bookie in ensemble), covered
+    )
     lac = metadata.ensembles[-1][0] - 1
     for index, result in answers:
         if isinstance(result, ReadLacResponse):
             lac = max(lac, result.lac)
         elif not isinstance(result, _ABSENT):
-            log.warning("ledger %d: %s bookie %s failed: %s", metadata.ledger_id,
-                        "fencing" if fence else "reading the LAC of", ensemble[index], result)
+            log.warning(
+                "ledger %d: %s bookie %s failed: %s",
+                metadata.ledger_id,
+                "fencing" if fence else "reading the LAC of",
+                ensemble[index],
+                result,
+            )
     if not covered(answers):
         heard = sum(1 for _, r in answers if isinstance(r, (ReadLacResponse, *_ABSENT)))
-        raise PersistenceError(f"ledger {metadata.ledger_id}: too few bookies answered "
-                               f"({heard} of {len(ensemble)}); cannot {'recover' if fence else 'read'} safely yet")
+        raise PersistenceError(
+            f"ledger {metadata.ledger_id}: too few bookies answered "
+            f"({heard} of {len(ensemble)}); cannot {'recover' if fence else 'read'} safely yet"
+        )
     return lac
 
 
@@ -169,8 +177,10 @@ async def _read_for_recovery(metadata: LedgerMetadata, bookies: BookieClient, en
     def decided(answers: list[tuple[int, Any]]) -> bool:
         return any(_found(r, entry_id) for _, r in answers) or sum(_absent(r) for _, r in answers) >= missing_after
 
-    answers = await _answers((bookies.read_entries(bookie, metadata.ledger_id, entry_id, 1)
-                              for bookie in metadata.write_set(entry_id)), decided)
+    answers = await _answers(
+        (bookies.read_entries(bookie, metadata.ledger_id, entry_id, 1) for bookie in metadata.write_set(entry_id)),
+        decided,
+    )
     for _, result in answers:
         if _found(result, entry_id):
             return bytes(result.entries[0][1])
@@ -184,13 +194,19 @@ async def _recovery_add(metadata: LedgerMetadata, bookies: BookieClient, entry_i
     def quorum(answers: list[tuple[int, Any]]) -> bool:
         return sum(not isinstance(r, BaseException) for _, r in answers) >= metadata.ack_quorum
 
-    answers = await _answers((bookies.add_entry(bookie, metadata.ledger_id, entry_id, entry_id - 1, payload,
-                                                recovery=True)
-                              for bookie in metadata.write_set(entry_id)), quorum)
+    answers = await _answers(
+        (
+            bookies.add_entry(bookie, metadata.ledger_id, entry_id, entry_id - 1, payload, recovery=True)
+            for bookie in metadata.write_set(entry_id)
+        ),
+        quorum,
+    )
     if not quorum(answers):
         acked = sum(not isinstance(r, BaseException) for _, r in answers)
-        raise PersistenceError(f"ledger {metadata.ledger_id}: recovery add of entry {entry_id} reached "
-                               f"{acked} bookies, needs {metadata.ack_quorum}")
+        raise PersistenceError(
+            f"ledger {metadata.ledger_id}: recovery add of entry {entry_id} reached "
+            f"{acked} bookies, needs {metadata.ack_quorum}"
+        )
 
 
 __all__ = ["read_last_add_confirmed", "recover_ledger"]

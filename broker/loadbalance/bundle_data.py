@@ -32,19 +32,24 @@ class BundleData:
         self.topics = stats.topics
 
     def to_bytes(self) -> bytes:
-        value = {"shortTermData": self.short_term.to_json(), "longTermData": self.long_term.to_json(),
-                 "topics": self.topics}
+        value = {
+            "shortTermData": self.short_term.to_json(),
+            "longTermData": self.long_term.to_json(),
+            "topics": self.topics,
+        }
         return json.dumps(value, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> "BundleData":
+    def from_bytes(cls, raw: bytes) -> BundleData:
         """Raises ValueError (json.JSONDecodeError is one) on malformed bytes."""
         value = json.loads(raw.decode())
         if not isinstance(value, dict):
             raise ValueError("bundle data must be a JSON object")
-        return cls(TimeAverageMessageData.from_json(value.get("shortTermData") or {}, SHORT_TERM_SAMPLES),
-                   TimeAverageMessageData.from_json(value.get("longTermData") or {}, LONG_TERM_SAMPLES),
-                   int(value.get("topics", 0)))
+        return cls(
+            TimeAverageMessageData.from_json(value.get("shortTermData") or {}, SHORT_TERM_SAMPLES),
+            TimeAverageMessageData.from_json(value.get("longTermData") or {}, LONG_TERM_SAMPLES),
+            int(value.get("topics", 0)),
+        )
 
 
 def bundle_data_path(bundle: str) -> str:
@@ -66,7 +71,7 @@ class TimeAverageBrokerData:
     long_term_msg_throughput_out: float = 0.0
 
     @classmethod
-    def of(cls, bundles: Iterable[str], bundle_data: Mapping[str, BundleData]) -> "TimeAverageBrokerData":
+    def of(cls, bundles: Iterable[str], bundle_data: Mapping[str, BundleData]) -> TimeAverageBrokerData:
         """The sums over ``bundles``; a bundle with no history counts with the defaults."""
         values = [0.0] * 8
         for bundle in bundles:
@@ -83,9 +88,13 @@ class TimeAverageBrokerData:
         return self.long_term_msg_rate_in + self.long_term_msg_rate_out
 
     def to_json(self) -> dict[str, Any]:
-        return {"shortTermMsgRateIn": self.short_term_msg_rate_in, "shortTermMsgRateOut": self.short_term_msg_rate_out,
-                "shortTermMsgThroughputIn": self.short_term_msg_throughput_in,
-                "shortTermMsgThroughputOut": self.short_term_msg_throughput_out,
-                "longTermMsgRateIn": self.long_term_msg_rate_in, "longTermMsgRateOut": self.long_term_msg_rate_out,
-                "longTermMsgThroughputIn": self.long_term_msg_throughput_in,
-                "longTermMsgThroughputOut": self.long_term_msg_throughput_out}
+        return {
+            "shortTermMsgRateIn": self.short_term_msg_rate_in,
+            "shortTermMsgRateOut": self.short_term_msg_rate_out,
+            "shortTermMsgThroughputIn": self.short_term_msg_throughput_in,
+            "shortTermMsgThroughputOut": self.short_term_msg_throughput_out,
+            "longTermMsgRateIn": self.long_term_msg_rate_in,
+            "longTermMsgRateOut": self.long_term_msg_rate_out,
+            "longTermMsgThroughputIn": self.long_term_msg_throughput_in,
+            "longTermMsgThroughputOut": self.long_term_msg_throughput_out,
+        }

@@ -19,18 +19,22 @@ from minipulsar.broker.loadbalance.load_report import NamespaceBundleStats
 from minipulsar.broker.loadbalance.settings import MB, LoadBalancerSettings
 
 
-def is_too_big(stats: NamespaceBundleStats, long_rate: float, long_throughput: float,
-               settings: LoadBalancerSettings) -> bool:
+def is_too_big(
+    stats: NamespaceBundleStats, long_rate: float, long_throughput: float, settings: LoadBalancerSettings
+) -> bool:
     s = settings
     sessions = stats.consumer_count + stats.producer_count
-    return (stats.topics > s.bundle_max_topics
-            or (s.bundle_max_sessions > 0 and sessions > s.bundle_max_sessions)
-            or long_rate > s.bundle_max_msg_rate
-            or long_throughput > s.bundle_max_bandwidth_mbytes * MB)
+    return (
+        stats.topics > s.bundle_max_topics
+        or (s.bundle_max_sessions > 0 and sessions > s.bundle_max_sessions)
+        or long_rate > s.bundle_max_msg_rate
+        or long_throughput > s.bundle_max_bandwidth_mbytes * MB
+    )
 
 
-def find_bundles_to_split(load_data: LoadData, settings: LoadBalancerSettings,
-                          namespace_bundle_counts: Mapping[str, int]) -> dict[str, str]:
+def find_bundles_to_split(
+    load_data: LoadData, settings: LoadBalancerSettings, namespace_bundle_counts: Mapping[str, int]
+) -> dict[str, str]:
     """Bundle → the broker owning it, for each bundle to split now.
 
     ``namespace_bundle_counts``: how many bundles each namespace has (a namespace missing
@@ -48,7 +52,9 @@ def find_bundles_to_split(load_data: LoadData, settings: LoadBalancerSettings,
             namespace = namespace_of(bundle)
             count = counts.get(namespace)
             if count is None:
-                count = sum(1 for d in load_data.brokers.values() for b in d.local.bundles if namespace_of(b) == namespace)
+                count = sum(
+                    1 for d in load_data.brokers.values() for b in d.local.bundles if namespace_of(b) == namespace
+                )
             if count >= settings.namespace_maximum_bundles:
                 continue
             counts[namespace] = count + 1

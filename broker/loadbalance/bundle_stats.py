@@ -31,17 +31,27 @@ def topic_stats(topic: Any) -> NamespaceBundleStats:
     rates = topic.rates
     consumers = sum(len(s.consumers) for s in topic.subscriptions.values())
     return NamespaceBundleStats(
-        msg_rate_in=rates.get(topic, "msgIn"), msg_rate_out=rates.get(topic, "msgOut"),
-        msg_throughput_in=rates.get(topic, "bytesIn"), msg_throughput_out=rates.get(topic, "bytesOut"),
-        topics=1, consumer_count=consumers, producer_count=len(topic.counters.producers))
+        msg_rate_in=rates.get(topic, "msgIn"),
+        msg_rate_out=rates.get(topic, "msgOut"),
+        msg_throughput_in=rates.get(topic, "bytesIn"),
+        msg_throughput_out=rates.get(topic, "bytesOut"),
+        topics=1,
+        consumer_count=consumers,
+        producer_count=len(topic.counters.producers),
+    )
 
 
 def add(a: NamespaceBundleStats, b: NamespaceBundleStats) -> NamespaceBundleStats:
-    return NamespaceBundleStats(a.msg_rate_in + b.msg_rate_in, a.msg_rate_out + b.msg_rate_out,
-                                a.msg_throughput_in + b.msg_throughput_in,
-                                a.msg_throughput_out + b.msg_throughput_out, a.topics + b.topics,
-                                a.consumer_count + b.consumer_count, a.producer_count + b.producer_count,
-                                a.cache_size + b.cache_size)
+    return NamespaceBundleStats(
+        a.msg_rate_in + b.msg_rate_in,
+        a.msg_rate_out + b.msg_rate_out,
+        a.msg_throughput_in + b.msg_throughput_in,
+        a.msg_throughput_out + b.msg_throughput_out,
+        a.topics + b.topics,
+        a.consumer_count + b.consumer_count,
+        a.producer_count + b.producer_count,
+        a.cache_size + b.cache_size,
+    )
 
 
 def collect_bundle_stats(topics: Iterable[Any], namespaces: Any) -> dict[str, NamespaceBundleStats]:

@@ -30,8 +30,13 @@ LEADER_PATH = "/loadbalance/leader"
 
 
 class LeaderElection:
-    def __init__(self, store: MetadataStore, broker_id: str, web_service_url: str,
-                 on_change: Callable[[bool], None] = lambda _: None) -> None:
+    def __init__(
+        self,
+        store: MetadataStore,
+        broker_id: str,
+        web_service_url: str,
+        on_change: Callable[[bool], None] = lambda _: None,
+    ) -> None:
         self._store = store
         self.broker_id = broker_id
         self._value = json.dumps({"brokerId": broker_id, "serviceUrl": web_service_url}).encode()
@@ -61,7 +66,7 @@ class LeaderElection:
             try:  # hand over now instead of after the session closes; a best effort only:
                 # when the metadata store is going down too, the session's end removes the key
                 await asyncio.wait_for(self._store.delete(LEADER_PATH), HANDOVER_TIMEOUT_S)
-            except (MiniPulsarError, asyncio.TimeoutError):
+            except (TimeoutError, MiniPulsarError):
                 pass
             self._set_leader(False, None)
 

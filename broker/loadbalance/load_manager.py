@@ -31,10 +31,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
-from minipulsar.metadata import Notification
-
-from minipulsar.broker.loadbalance.bundle_data import BROKER_TIME_AVERAGE_PATH, BUNDLE_DATA_PATH, BundleData, bundle_data_path
+from minipulsar.broker.loadbalance.bundle_data import (
+    BROKER_TIME_AVERAGE_PATH,
+    BUNDLE_DATA_PATH,
+    BundleData,
+    bundle_data_path,
+)
 from minipulsar.broker.loadbalance.bundle_split import find_bundles_to_split
 from minipulsar.broker.loadbalance.leader import LeaderElection
 from minipulsar.broker.loadbalance.load_data import LoadData, namespace_of
@@ -47,6 +49,8 @@ from minipulsar.broker.loadbalance.shedding.threshold import BrokerUsageHistory
 from minipulsar.broker.loadbalance.strategies import create_strategies
 from minipulsar.broker.loadbalance.unload_planner import PlannedUnload, plan_unloads, unload_done
 from minipulsar.broker.namespace.remote import RemoteAdmin
+from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
+from minipulsar.metadata import Notification
 
 if TYPE_CHECKING:
     from minipulsar.broker.service import BrokerService
@@ -69,7 +73,7 @@ class LoadBalancerCounters:
 
 
 class LoadManager:
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         assert service.store is not None
         self._service = service
         self._store = service.store
@@ -108,9 +112,12 @@ class LoadManager:
         if self.settings.enabled:
             await self.election.start()
             loop = asyncio.get_running_loop()
-            self._tasks = [loop.create_task(self._every(self.settings.shedding_interval_minutes, self._leader_cycle)),
-                           loop.create_task(self._every(self.settings.resource_quota_update_interval_minutes,
-                                                        self.write_bundle_data))]
+            self._tasks = [
+                loop.create_task(self._every(self.settings.shedding_interval_minutes, self._leader_cycle)),
+                loop.create_task(
+                    self._every(self.settings.resource_quota_update_interval_minutes, self.write_bundle_data)
+                ),
+            ]
 
     async def close(self) -> None:
         self._closed = True
@@ -236,8 +243,14 @@ class LoadManager:
         return done
 
     async def _unload(self, unload: PlannedUnload) -> bool:
-        log.info("%s: unloading %s from %s to %s (%s)", self.shedder.name, unload.bundle, unload.broker,
-                 unload.destination, unload.reason)
+        log.info(
+            "%s: unloading %s from %s to %s (%s)",
+            self.shedder.name,
+            unload.bundle,
+            unload.broker,
+            unload.destination,
+            unload.reason,
+        )
         try:
             if unload.broker == self.broker_id:
                 await self._namespaces().unload_bundle(unload.bundle, destination_broker=unload.destination)
@@ -308,8 +321,9 @@ class LoadManager:
         for bundle, data in list(self.load_data.bundles.items()):
             await self._store.put(bundle_data_path(bundle), data.to_bytes())
         for broker, data in list(self.load_data.brokers.items()):
-            await self._store.put(f"{BROKER_TIME_AVERAGE_PATH}/{broker}",
-                                  json.dumps(data.time_average.to_json()).encode())
+            await self._store.put(
+                f"{BROKER_TIME_AVERAGE_PATH}/{broker}", json.dumps(data.time_average.to_json()).encode()
+            )
 
     async def read_bundle_data(self) -> None:
         """New leader: take the histories the previous leader wrote (not those known already)."""

@@ -49,7 +49,7 @@ _BUNDLE_FAMILIES = [
 
 
 class LoadBalancerCollector(RegisteredCollector):
-    def __init__(self, manager: "LoadManager", cluster: str, expose_bundles: bool = False) -> None:
+    def __init__(self, manager: LoadManager, cluster: str, expose_bundles: bool = False) -> None:
         self._manager = manager
         self._cluster = cluster
         self._expose_bundles = expose_bundles
@@ -61,21 +61,48 @@ class LoadBalancerCollector(RegisteredCollector):
         yield from self._usage(cluster, me)
         counters = manager.counters
         labels = ["cluster"]
-        yield _counter("pulsar_lb_unload_broker_total", "Brokers that lost bundles, per shedding cycle",
-                       labels, [([cluster], counters.unload_broker_total)])
-        yield _counter("pulsar_lb_unload_bundle_total", "Bundles unloaded by load shedding", [*labels, "reason"],
-                       [([cluster, reason], n) for reason, n in sorted(counters.unload_bundle_total.items())])
-        yield _counter("pulsar_lb_unload_failures", "Unloads the shedder asked for that failed", labels,
-                       [([cluster], counters.unload_failures)])
-        yield _counter("pulsar_lb_bundles_split_total", "Bundles split by the load manager", labels,
-                       [([cluster], counters.bundles_split_total)])
-        yield _counter("pulsar_lb_leader_changes", "Changes of load-manager leader seen by this broker", labels,
-                       [([cluster], manager.election.leader_changes)])
-        yield _gauge("pulsar_lb_is_leader", "1 when this broker leads the load manager", [*labels, "broker"],
-                     [([cluster, me], int(manager.is_leader))])
+        yield _counter(
+            "pulsar_lb_unload_broker_total",
+            "Brokers that lost bundles, per shedding cycle",
+            labels,
+            [([cluster], counters.unload_broker_total)],
+        )
+        yield _counter(
+            "pulsar_lb_unload_bundle_total",
+            "Bundles unloaded by load shedding",
+            [*labels, "reason"],
+            [([cluster, reason], n) for reason, n in sorted(counters.unload_bundle_total.items())],
+        )
+        yield _counter(
+            "pulsar_lb_unload_failures",
+            "Unloads the shedder asked for that failed",
+            labels,
+            [([cluster], counters.unload_failures)],
+        )
+        yield _counter(
+            "pulsar_lb_bundles_split_total",
+            "Bundles split by the load manager",
+            labels,
+            [([cluster], counters.bundles_split_total)],
+        )
+        yield _counter(
+            "pulsar_lb_leader_changes",
+            "Changes of load-manager leader seen by this broker",
+            labels,
+            [([cluster], manager.election.leader_changes)],
+        )
+        yield _gauge(
+            "pulsar_lb_is_leader",
+            "1 when this broker leads the load manager",
+            [*labels, "broker"],
+            [([cluster, me], int(manager.is_leader))],
+        )
         yield from self._cluster_view(cluster)
-        summary = SummaryMetricFamily("pulsar_broker_load_manager_bundle_assigment",
-                                      "Time to choose a broker for a bundle (seconds)", labels=labels)
+        summary = SummaryMetricFamily(
+            "pulsar_broker_load_manager_bundle_assigment",
+            "Time to choose a broker for a bundle (seconds)",
+            labels=labels,
+        )
         summary.add_metric([cluster], count_value=counters.assignments, sum_value=counters.assignment_seconds)
         yield summary
         if self._expose_bundles:
@@ -86,17 +113,22 @@ class LoadBalancerCollector(RegisteredCollector):
         if report is None:
             return
         for attribute, name, text in _USAGE_FAMILIES:
-            yield _gauge(name, text, ["cluster", "broker"],
-                         [([cluster, me], getattr(report.usage, attribute).percent_usage)])
+            yield _gauge(
+                name, text, ["cluster", "broker"], [([cluster, me], getattr(report.usage, attribute).percent_usage)]
+            )
 
     def _cluster_view(self, cluster: str):
         manager = self._manager
         brokers = manager.load_data.brokers
         weights = manager.settings.weights
-        usage = GaugeMetricFamily("pulsar_lb_resource_usage", "Weighted max resource usage (fraction) by broker",
-                                  labels=["cluster", "broker", "feature"])
-        counts = GaugeMetricFamily("pulsar_lb_bundles_count", "Bundles each broker reports serving",
-                                   labels=["cluster", "broker"])
+        usage = GaugeMetricFamily(
+            "pulsar_lb_resource_usage",
+            "Weighted max resource usage (fraction) by broker",
+            labels=["cluster", "broker", "feature"],
+        )
+        counts = GaugeMetricFamily(
+            "pulsar_lb_bundles_count", "Bundles each broker reports serving", labels=["cluster", "broker"]
+        )
         for broker, data in sorted(brokers.items()):
             usage.add_metric([cluster, broker, "max"], data.local.max_resource_usage_with_weight(weights))
             ema = manager.usage_history.averages.get(broker)
@@ -110,8 +142,10 @@ class LoadBalancerCollector(RegisteredCollector):
         report = self._manager.reporter.current
         if report is None:
             return
-        families = {key: GaugeMetricFamily(name, text, labels=["cluster", "broker", "bundle"])
-                    for key, name, text in _BUNDLE_FAMILIES}
+        families = {
+            key: GaugeMetricFamily(name, text, labels=["cluster", "broker", "bundle"])
+            for key, name, text in _BUNDLE_FAMILIES
+        }
         for bundle, stats in sorted(report.last_stats.items()):
             for key, family in families.items():
                 family.add_metric([cluster, me, bundle], getattr(stats, key))

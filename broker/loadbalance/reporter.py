@@ -19,13 +19,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from minipulsar.errors import MiniPulsarError
-
 from minipulsar.broker.loadbalance.bundle_stats import collect_bundle_stats, owned_bundle_names
 from minipulsar.broker.loadbalance.host_usage import MB, HostUsage
 from minipulsar.broker.loadbalance.load_report import LocalBrokerData, needs_update
 from minipulsar.broker.loadbalance.resource_usage import SystemResourceUsage
 from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.errors import MiniPulsarError
 
 if TYPE_CHECKING:
     from minipulsar.broker.service import BrokerService
@@ -36,8 +35,12 @@ BROKERS_PATH = "/loadbalance/brokers"
 
 
 class LoadReporter:
-    def __init__(self, service: "BrokerService", settings: LoadBalancerSettings,
-                 written: Callable[[LocalBrokerData], None] = lambda _: None) -> None:
+    def __init__(
+        self,
+        service: BrokerService,
+        settings: LoadBalancerSettings,
+        written: Callable[[LocalBrokerData], None] = lambda _: None,
+    ) -> None:
         self._service = service
         self._settings = settings
         self._written = written
@@ -89,13 +92,21 @@ class LoadReporter:
         config = service.config
         direct_limit = (config.managed_ledger_cache_size_mb + max(config.max_message_publish_buffer_size_mb, 0)) * MB
         usage = SystemResourceUsage(
-            host.cpu, host.memory,
+            host.cpu,
+            host.memory,
             host.direct_memory(service.cache.size_bytes + service.publish_buffer.size_bytes, direct_limit),
-            host.bandwidth(throughput_in), host.bandwidth(throughput_out))
+            host.bandwidth(throughput_in),
+            host.bandwidth(throughput_out),
+        )
         return LocalBrokerData.build(
-            web_service_url=service.web_service_url, pulsar_service_url=service.service_url,
-            cluster=config.cluster_name, usage=usage, bundles=owned_bundle_names(namespaces),
-            last_stats=stats, last_update_ms=int(time.time() * 1000))
+            web_service_url=service.web_service_url,
+            pulsar_service_url=service.service_url,
+            cluster=config.cluster_name,
+            usage=usage,
+            bundles=owned_bundle_names(namespaces),
+            last_stats=stats,
+            last_update_ms=int(time.time() * 1000),
+        )
 
     async def update(self, force: bool = False) -> bool:
         """Rebuild the report; write it if needed. True when written."""
@@ -103,14 +114,19 @@ class LoadReporter:
         assert store is not None
         current = self.current = self.build()
         elapsed_s = time.monotonic() - self._written_at
-        if not force and not needs_update(self.last_written, current, elapsed_s,
-                                          self._settings.report_update_threshold_pct,
-                                          self._settings.report_update_max_interval_minutes):
+        if not force and not needs_update(
+            self.last_written,
+            current,
+            elapsed_s,
+            self._settings.report_update_threshold_pct,
+            self._settings.report_update_max_interval_minutes,
+        ):
             found = await store.get(self.path)
             if found is not None and found.version == self._written_version:
                 return False
-            log.info("load report key %s was %s; writing it again", self.path,
-                     "missing" if found is None else "rewritten")
+            log.info(
+                "load report key %s was %s; writing it again", self.path, "missing" if found is None else "rewritten"
+            )
         report = current.with_changes_since(self.last_written)
         stat = await store.put(self.path, report.to_bytes(), ephemeral=True)
         self.last_written, self._written_at, self._written_version = report, time.monotonic(), stat.version

@@ -24,7 +24,7 @@ class ResourceUsage:
         return {"usage": self.usage, "limit": self.limit}
 
     @classmethod
-    def from_json(cls, value: object) -> "ResourceUsage":
+    def from_json(cls, value: object) -> ResourceUsage:
         if not isinstance(value, dict):
             return cls()
         return cls(float(value.get("usage", 0.0) or 0.0), float(value.get("limit", 0.0) or 0.0))
@@ -41,7 +41,7 @@ class ResourceWeights:
     bandwidth_in: float = 1.0
     bandwidth_out: float = 1.0
 
-    def without_memory(self) -> "ResourceWeights":
+    def without_memory(self) -> ResourceWeights:
         """AvgShedder's score leaves heap memory out (PIP-364)."""
         return ResourceWeights(self.cpu, 0.0, self.direct_memory, self.bandwidth_in, self.bandwidth_out)
 
@@ -58,13 +58,27 @@ class SystemResourceUsage:
 
     def max_resource_usage(self) -> float:
         """``max(percent usages) / 100``: OverloadShedder's and the placement overload check's figure."""
-        return max(self.cpu.percent_usage, self.memory.percent_usage, self.direct_memory.percent_usage,
-                   self.bandwidth_in.percent_usage, self.bandwidth_out.percent_usage) / 100.0
+        return (
+            max(
+                self.cpu.percent_usage,
+                self.memory.percent_usage,
+                self.direct_memory.percent_usage,
+                self.bandwidth_in.percent_usage,
+                self.bandwidth_out.percent_usage,
+            )
+            / 100.0
+        )
 
     def max_resource_usage_with_weight(self, weights: ResourceWeights) -> float:
         """``max(percent usage · weight) / 100``: the score ThresholdShedder, the placement
         strategies and AvgShedder compare."""
-        return max(self.cpu.percent_usage * weights.cpu, self.memory.percent_usage * weights.memory,
-                   self.direct_memory.percent_usage * weights.direct_memory,
-                   self.bandwidth_in.percent_usage * weights.bandwidth_in,
-                   self.bandwidth_out.percent_usage * weights.bandwidth_out) / 100.0
+        return (
+            max(
+                self.cpu.percent_usage * weights.cpu,
+                self.memory.percent_usage * weights.memory,
+                self.direct_memory.percent_usage * weights.direct_memory,
+                self.bandwidth_in.percent_usage * weights.bandwidth_in,
+                self.bandwidth_out.percent_usage * weights.bandwidth_out,
+            )
+            / 100.0
+        )

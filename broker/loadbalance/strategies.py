@@ -19,14 +19,17 @@ from minipulsar.broker.loadbalance.shedding.threshold import ThresholdShedder
 from minipulsar.broker.loadbalance.shedding.uniform import UniformLoadShedder
 
 
-def create_strategies(settings: LoadBalancerSettings,
-                      rng: random.Random | None = None) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
+def create_strategies(
+    settings: LoadBalancerSettings, rng: random.Random | None = None
+) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
     """The configured shedder and placement strategy (``rng`` seeds their random choices)."""
     rng = rng or random.Random()
-    shedders = {"OverloadShedder": lambda: OverloadShedder(settings),
-                "ThresholdShedder": lambda: ThresholdShedder(settings),
-                "UniformLoadShedder": lambda: UniformLoadShedder(settings),
-                "AvgShedder": lambda: AvgShedder(settings, rng)}
+    shedders = {
+        "OverloadShedder": lambda: OverloadShedder(settings),
+        "ThresholdShedder": lambda: ThresholdShedder(settings),
+        "UniformLoadShedder": lambda: UniformLoadShedder(settings),
+        "AvgShedder": lambda: AvgShedder(settings, rng),
+    }
     shedder = shedders[settings.shedding_strategy]()
     placement: PlacementStrategy
     if settings.placement_strategy == "AvgShedder":

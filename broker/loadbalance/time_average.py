@@ -49,13 +49,22 @@ class TimeAverageMessageData:
         return self.msg_throughput_in + self.msg_throughput_out
 
     def to_json(self) -> dict[str, Any]:
-        return {"maxSamples": self.max_samples, "numSamples": self.num_samples,
-                "msgRateIn": self.msg_rate_in, "msgRateOut": self.msg_rate_out,
-                "msgThroughputIn": self.msg_throughput_in, "msgThroughputOut": self.msg_throughput_out}
+        return {
+            "maxSamples": self.max_samples,
+            "numSamples": self.num_samples,
+            "msgRateIn": self.msg_rate_in,
+            "msgRateOut": self.msg_rate_out,
+            "msgThroughputIn": self.msg_throughput_in,
+            "msgThroughputOut": self.msg_throughput_out,
+        }
 
     @classmethod
-    def from_json(cls, value: dict[str, Any], max_samples: int) -> "TimeAverageMessageData":
-        return cls(int(value.get("maxSamples", max_samples)) or max_samples, int(value.get("numSamples", 0)),
-                   float(value.get("msgRateIn", DEFAULT_MSG_RATE)), float(value.get("msgRateOut", DEFAULT_MSG_RATE)),
-                   float(value.get("msgThroughputIn", DEFAULT_MSG_THROUGHPUT)),
-                   float(value.get("msgThroughputOut", DEFAULT_MSG_THROUGHPUT)))
+    def from_json(cls, value: dict[str, Any], max_samples: int) -> TimeAverageMessageData:
+        return cls(
+            int(value.get("maxSamples", max_samples)) or max_samples,
+            int(value.get("numSamples", 0)),
+            float(value.get("msgRateIn", DEFAULT_MSG_RATE)),
+            float(value.get("msgRateOut", DEFAULT_MSG_RATE)),
+            float(value.get("msgThroughputIn", DEFAULT_MSG_THROUGHPUT)),
+            float(value.get("msgThroughputOut", DEFAULT_MSG_THROUGHPUT)),
+        )

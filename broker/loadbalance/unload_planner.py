@@ -32,8 +32,13 @@ class PlannedUnload(NamedTuple):
     destination: str
 
 
-def plan_unloads(load_data: LoadData, shedder: LoadSheddingStrategy, placement: PlacementStrategy,
-                 settings: LoadBalancerSettings, now_s: float) -> list[PlannedUnload]:
+def plan_unloads(
+    load_data: LoadData,
+    shedder: LoadSheddingStrategy,
+    placement: PlacementStrategy,
+    settings: LoadBalancerSettings,
+    now_s: float,
+) -> list[PlannedUnload]:
     load_data.prune_recently_unloaded(now_s, settings.grace_period_s)
     if len(load_data.brokers) <= 1:
         return []

@@ -48,7 +48,7 @@ class ManagedLedgerConfig:
     acknowledged them (not merely read them)."""
 
     @classmethod
-    def from_broker_config(cls, config: "BrokerConfig") -> "ManagedLedgerConfig":
+    def from_broker_config(cls, config: BrokerConfig) -> ManagedLedgerConfig:
         return cls(
             ensemble_size=config.ensemble_size,
             write_quorum=config.write_quorum,

@@ -33,14 +33,13 @@ import logging
 import time
 from collections.abc import Iterable
 
-from minipulsar.errors import BadVersionError, InvalidCommand, MiniPulsarError, NotFoundError
-from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
-
 from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
+from minipulsar.errors import BadVersionError, InvalidCommand, MiniPulsarError, NotFoundError
+from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +48,25 @@ WRITE_RETRY_S = 1.0
 
 
 class ManagedCursor:
-    def __init__(self, ledger: ManagedLedger, name: str, store: MetadataStore | None,
-                 mark_delete: Position, individually_deleted: Iterable[Position] | PositionRangeSet = (),
-                 version: int = NOT_EXISTS) -> None:
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        name: str,
+        store: MetadataStore | None,
+        mark_delete: Position,
+        individually_deleted: Iterable[Position] | PositionRangeSet = (),
+        version: int = NOT_EXISTS,
+    ) -> None:
         self.ledger = ledger
         self.name = name
         self._store = store
         self.path = f"{ledger.path}/{name}"
         self.mark_delete = mark_delete
-        self.individually_deleted = (individually_deleted if isinstance(individually_deleted, PositionRangeSet)
-                                     else PositionRangeSet(individually_deleted))
+        self.individually_deleted = (
+            individually_deleted
+            if isinstance(individually_deleted, PositionRangeSet)
+            else PositionRangeSet(individually_deleted)
+        )
         self.read_position = ledger.next_position(mark_delete)
         self.active = store is None
         self._version = version
@@ -87,8 +95,9 @@ class ManagedCursor:
         return self._store is not None
 
     @classmethod
-    async def open(cls, ledger: ManagedLedger, name: str, store: MetadataStore | None,
-                   start_at_earliest: bool) -> "ManagedCursor":
+    async def open(
+        cls, ledger: ManagedLedger, name: str, store: MetadataStore | None, start_at_earliest: bool
+    ) -> ManagedCursor:
         """Load a durable cursor, or create it at the earliest or latest position."""
         if not name or "/" in name:
             raise InvalidCommand(f"invalid subscription name {name!r}")
@@ -105,8 +114,9 @@ class ManagedCursor:
         return cursor
 
     @classmethod
-    def open_non_durable(cls, ledger: ManagedLedger, name: str, start: Position | None,
-                         inclusive: bool = True) -> "ManagedCursor":
+    def open_non_durable(
+        cls, ledger: ManagedLedger, name: str, start: Position | None, inclusive: bool = True
+    ) -> ManagedCursor:
         """An in-memory cursor reading from ``start`` (None: after the last entry); with
         ``inclusive`` the entry at ``start`` is the first read, else the one after it. A start
         that was trimmed away, or ``(L, -1)``, begins at the first existing entry."""
@@ -178,8 +188,9 @@ class ManagedCursor:
     def backlog_entries(self) -> int:
         """Unacknowledged entries up to the last confirmed one."""
         ledger = self.ledger
-        return max(0, ledger.count_entries(self.mark_delete, ledger.last_confirmed)
-                   - self.individually_deleted.entry_count)
+        return max(
+            0, ledger.count_entries(self.mark_delete, ledger.last_confirmed) - self.individually_deleted.entry_count
+        )
 
     @property
     def non_contiguous_deleted_ranges(self) -> int:
@@ -280,8 +291,9 @@ class ManagedCursor:
     async def _write(self) -> None:
         assert self._store is not None
         target = self._changes
-        data, left_out = encode_cursor_info(self.mark_delete, self.individually_deleted,
-                                            self.ledger.config.max_unacked_ranges_to_persist)
+        data, left_out = encode_cursor_info(
+            self.mark_delete, self.individually_deleted, self.ledger.config.max_unacked_ranges_to_persist
+        )
         self._note_left_out(left_out)
         self._last_write_s = time.monotonic()
         try:
@@ -310,10 +322,14 @@ class ManagedCursor:
         metrics.CURSOR_RANGES_OVER_LIMIT.inc()
         if not self._warned_ranges:
             self._warned_ranges = True
-            log.warning("cursor %s: %d acknowledged ranges beyond managedLedgerMaxUnackedRangesToPersist=%d "
-                        "are kept in memory only (redelivered after a crash); further occurrences are counted "
-                        "in pulsar_ml_cursor_nonContiguousDeletedMessagesRange_over_limit", self.path, left_out,
-                        self.ledger.config.max_unacked_ranges_to_persist)
+            log.warning(
+                "cursor %s: %d acknowledged ranges beyond managedLedgerMaxUnackedRangesToPersist=%d "
+                "are kept in memory only (redelivered after a crash); further occurrences are counted "
+                "in pulsar_ml_cursor_nonContiguousDeletedMessagesRange_over_limit",
+                self.path,
+                left_out,
+                self.ledger.config.max_unacked_ranges_to_persist,
+            )
 
     def _resolve_waiters(self, up_to: int, error: MiniPulsarError | None) -> None:
         remaining = []

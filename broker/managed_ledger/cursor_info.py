@@ -24,14 +24,19 @@ from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 def encode_cursor_info(mark_delete: Position, acked: PositionRangeSet, max_ranges: int) -> tuple[bytes, int]:
     """The stored form, and how many ranges did not fit in ``max_ranges``."""
-    ranges = [[start.ledger_id, start.entry_id, end.ledger_id, end.entry_id]
-              for start, end in itertools.islice(acked.ranges(), max_ranges)]
-    data = json.dumps({
-        "markDeleteLedgerId": mark_delete.ledger_id,
-        "markDeleteEntryId": mark_delete.entry_id,
-        "individualDeletedMessages": ranges,
-        "lastActive": int(time.time() * 1000),
-    }, separators=(",", ":")).encode()
+    ranges = [
+        [start.ledger_id, start.entry_id, end.ledger_id, end.entry_id]
+        for start, end in itertools.islice(acked.ranges(), max_ranges)
+    ]
+    data = json.dumps(
+        {
+            "markDeleteLedgerId": mark_delete.ledger_id,
+            "markDeleteEntryId": mark_delete.entry_id,
+            "individualDeletedMessages": ranges,
+            "lastActive": int(time.time() * 1000),
+        },
+        separators=(",", ":"),
+    ).encode()
     return data, len(acked) - len(ranges)
 
 

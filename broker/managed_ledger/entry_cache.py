@@ -47,10 +47,9 @@ class LedgerCache:
     """One managed ledger's cached entries. ``eviction_position()`` names the first position
     still wanted by an active cursor (None: no active cursor, evict by age only)."""
 
-    __slots__ = ("manager", "name", "eviction_position", "size_bytes", "_entries")
+    __slots__ = ("_entries", "eviction_position", "manager", "name", "size_bytes")
 
-    def __init__(self, manager: "EntryCache", name: str,
-                 eviction_position: Callable[[], Position | None]) -> None:
+    def __init__(self, manager: EntryCache, name: str, eviction_position: Callable[[], Position | None]) -> None:
         self.manager = manager
         self.name = name
         self.eviction_position = eviction_position
@@ -125,8 +124,15 @@ class EntryCache:
     """The broker-wide cache budget and counters (entries): ``hits``, ``misses``, ``inserted``,
     ``evictions``; ``size_bytes`` is the total held."""
 
-    def __init__(self, max_bytes: int, *, eviction_watermark: float = 0.9, eviction_interval_ms: float = 10,
-                 eviction_time_threshold_ms: float = 1000, max_reads_in_flight_bytes: int = 0) -> None:
+    def __init__(
+        self,
+        max_bytes: int,
+        *,
+        eviction_watermark: float = 0.9,
+        eviction_interval_ms: float = 10,
+        eviction_time_threshold_ms: float = 1000,
+        max_reads_in_flight_bytes: int = 0,
+    ) -> None:
         self.max_bytes = max_bytes
         self.eviction_watermark = eviction_watermark
         self.eviction_interval_ms = eviction_interval_ms
@@ -199,7 +205,7 @@ class EntryCache:
         self.evictions += dropped
         return dropped
 
-    def start(self, config: "BrokerConfig | None" = None) -> None:
+    def start(self, config: BrokerConfig | None = None) -> None:
         """Apply the broker's cache settings (when given) and start the periodic eviction."""
         if config is not None:
             self.max_bytes = config.managed_ledger_cache_size_mb * MIB

@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from minipulsar.protocol.batch import peek_num_messages, peek_publish_time_ms
-
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache, LedgerCache
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.protocol.batch import peek_num_messages, peek_publish_time_ms
 
 if TYPE_CHECKING:
     from minipulsar.broker.bookkeeper import BookKeeper, LedgerHandle
@@ -45,8 +44,14 @@ class ReadCounters:
 
 
 class EntryReader:
-    def __init__(self, ledgers: LedgerList, ledger_cache: LedgerCache, cache: EntryCache,
-                 bookkeeper: "BookKeeper", backlogged_threshold: int) -> None:
+    def __init__(
+        self,
+        ledgers: LedgerList,
+        ledger_cache: LedgerCache,
+        cache: EntryCache,
+        bookkeeper: BookKeeper,
+        backlogged_threshold: int,
+    ) -> None:
         self._ledgers = ledgers
         self._ledger_cache = ledger_cache
         self._cache = cache
@@ -56,7 +61,7 @@ class EntryReader:
         """Read handles of closed ledgers (the current one is read through its write handle)."""
         self.counters = ReadCounters()
 
-    def add_handle(self, handle: "LedgerHandle") -> None:
+    def add_handle(self, handle: LedgerHandle) -> None:
         self._handles[handle.ledger_id] = handle
 
     def forget(self, ledger_id: int) -> None:
@@ -117,14 +122,13 @@ class EntryReader:
             read = await handle.read(first, last)
         finally:
             limiter.release(granted)
-        return [Entry(Position(ledger_id, entry_id), payload, peek_num_messages(payload))
-                for entry_id, payload in read]
+        return [Entry(Position(ledger_id, entry_id), payload, peek_num_messages(payload)) for entry_id, payload in read]
 
     def _average_entry_size(self) -> int:
         entries = self._ledgers.total_entries()
         return max(1, self._ledgers.total_size_bytes() // entries) if entries else DEFAULT_ENTRY_SIZE_BYTES
 
-    async def _handle(self, ledger_id: int) -> "LedgerHandle":
+    async def _handle(self, ledger_id: int) -> LedgerHandle:
         current = self._ledgers.current
         if current is not None and current.ledger_id == ledger_id:
             return current

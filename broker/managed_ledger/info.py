@@ -25,11 +25,10 @@ class LedgerInfo:
     timestamp_ms: int = 0
 
     def to_json(self) -> dict:
-        return {"ledgerId": self.ledger_id, "entries": self.entries, "size": self.size,
-                "timestamp": self.timestamp_ms}
+        return {"ledgerId": self.ledger_id, "entries": self.entries, "size": self.size, "timestamp": self.timestamp_ms}
 
     @classmethod
-    def from_json(cls, raw: dict) -> "LedgerInfo":
+    def from_json(cls, raw: dict) -> LedgerInfo:
         return cls(raw["ledgerId"], raw.get("entries"), raw.get("size", 0), raw.get("timestamp", 0))
 
 
@@ -39,10 +38,11 @@ class ManagedLedgerInfo:
     properties: dict[str, str] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"ledgers": [info.to_json() for info in self.ledgers],
-                           "properties": self.properties}, separators=(",", ":")).encode()
+        return json.dumps(
+            {"ledgers": [info.to_json() for info in self.ledgers], "properties": self.properties}, separators=(",", ":")
+        ).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "ManagedLedgerInfo":
+    def from_bytes(cls, data: bytes) -> ManagedLedgerInfo:
         raw = json.loads(data)
         return cls([LedgerInfo.from_json(item) for item in raw.get("ledgers", [])], raw.get("properties", {}))

@@ -37,10 +37,6 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
 
-from minipulsar.errors import (BadVersionError, LedgerFencedError, MiniPulsarError, NoSuchLedgerError,
-                               PersistenceError, ServiceNotReadyError)
-from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
-
 from minipulsar.broker.bookkeeper import BookKeeper, LedgerHandle
 from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
@@ -51,11 +47,21 @@ from minipulsar.broker.managed_ledger.info import LedgerInfo, ManagedLedgerInfo,
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
+from minipulsar.errors import (
+    BadVersionError,
+    LedgerFencedError,
+    MiniPulsarError,
+    NoSuchLedgerError,
+    PersistenceError,
+    ServiceNotReadyError,
+)
+from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
 if TYPE_CHECKING:
     from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 
 log = logging.getLogger(__name__)
+
 
 class State(enum.Enum):
     NONE = "None"
@@ -83,7 +89,7 @@ MAX_ADD_ATTEMPTS = 3
 
 
 class OpAddEntry:
-    __slots__ = ("payload", "num_messages", "future", "close_when_done", "attempts")
+    __slots__ = ("attempts", "close_when_done", "future", "num_messages", "payload")
 
     def __init__(self, payload: bytes, num_messages: int, future: asyncio.Future[Position]) -> None:
         self.payload = payload
@@ -95,8 +101,9 @@ class OpAddEntry:
 
 
 class ManagedLedger:
-    def __init__(self, name: str, store: MetadataStore, bookkeeper: BookKeeper, cache: EntryCache,
-                 config: ManagedLedgerConfig) -> None:
+    def __init__(
+        self, name: str, store: MetadataStore, bookkeeper: BookKeeper, cache: EntryCache, config: ManagedLedgerConfig
+    ) -> None:
         self.name = name
         self.path = managed_ledger_path(name)
         self._store = store
@@ -117,8 +124,9 @@ class ManagedLedger:
         self._entry_waiters: list[asyncio.Future[None]] = []
         self._cursors: list[ManagedCursor] = []
         self._ledger_cache = cache.for_ledger(name, self._cache_eviction_position)
-        self._reader = EntryReader(self._ledgers, self._ledger_cache, cache, bookkeeper,
-                                   config.cursor_backlogged_threshold)
+        self._reader = EntryReader(
+            self._ledgers, self._ledger_cache, cache, bookkeeper, config.cursor_backlogged_threshold
+        )
         self._loop = asyncio.get_running_loop()
         self._current_entries = 0
         self._current_bytes = 0
@@ -193,16 +201,16 @@ class ManagedLedger:
             if task is not None:
                 task.cancel()
         self._fail_queued(ServiceNotReadyError(f"managed ledger {self.name} is closed"))
-        await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable),
-                             return_exceptions=True)
+        await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable), return_exceptions=True)
         current = self._ledgers.current
         if current is not None:
             self._ledgers.close_current()
             try:
                 await current.close()
             except MiniPulsarError as error:
-                log.warning("%s: closing ledger %d failed (recovery will close it): %s",
-                            self.name, current.ledger_id, error)
+                log.warning(
+                    "%s: closing ledger %d failed (recovery will close it): %s", self.name, current.ledger_id, error
+                )
         self._ledger_cache.clear()
         self._wake_waiters()
 
@@ -303,13 +311,16 @@ class ManagedLedger:
 
     def _current_ledger_is_full(self) -> bool:
         age_s = time.monotonic() - self._ledger_created_s
-        return current_ledger_is_full(self.config, self._current_entries, self._current_bytes, age_s,
-                                      self._max_rollover_s)
+        return current_ledger_is_full(
+            self.config, self._current_entries, self._current_bytes, age_s, self._max_rollover_s
+        )
 
     def _space_full(self) -> bool:
         config = self.config
-        return (self._current_entries >= config.max_entries_per_ledger
-                or self._current_bytes >= config.max_size_per_ledger_bytes)
+        return (
+            self._current_entries >= config.max_entries_per_ledger
+            or self._current_bytes >= config.max_size_per_ledger_bytes
+        )
 
     def _schedule_roll_check(self) -> None:
         """The timed half of the rollover check: when the ledger reaches its maximum age — or,
@@ -395,16 +406,24 @@ class ManagedLedger:
         config = self.config
         try:
             last_id = self._ledgers.infos[-1].ledger_id if self._ledgers.infos else -1
-            handle = await self._bk.create_ledger(config.ensemble_size, config.write_quorum, config.ack_quorum,
-                                                  custom={"pulsar/managed-ledger": self.name}, id_above=last_id)
+            handle = await self._bk.create_ledger(
+                config.ensemble_size,
+                config.write_quorum,
+                config.ack_quorum,
+                custom={"pulsar/managed-ledger": self.name},
+                id_above=last_id,
+            )
         except MiniPulsarError as error:
             self._creation_failed(error)
             return
         infos = self._ledgers.infos
         if infos and handle.ledger_id <= infos[-1].ledger_id:  # positions order by ledger id
             self._loop.create_task(self._discard(handle))
-            self._creation_failed(ServiceNotReadyError(
-                f"managed ledger {self.name}: new ledger id {handle.ledger_id} is not above {infos[-1].ledger_id}"))
+            self._creation_failed(
+                ServiceNotReadyError(
+                    f"managed ledger {self.name}: new ledger id {handle.ledger_id} is not above {infos[-1].ledger_id}"
+                )
+            )
             return
         self._ledgers.append(LedgerInfo(handle.ledger_id))
         try:
@@ -493,8 +512,13 @@ class ManagedLedger:
             if self.state in (State.CLOSED, State.FENCED):
                 return []
             durable = [cursor.mark_delete for cursor in self._cursors if cursor.durable] + unopened
-            doomed = ledgers_to_trim(self.config, self._ledgers.infos, min(durable) if durable else None,
-                                     self._ledgers.total_size_bytes(), _now_ms())
+            doomed = ledgers_to_trim(
+                self.config,
+                self._ledgers.infos,
+                min(durable) if durable else None,
+                self._ledgers.total_size_bytes(),
+                _now_ms(),
+            )
             if not doomed:
                 return []
             doomed_ids = {info.ledger_id for info in doomed}
@@ -539,14 +563,14 @@ class ManagedLedger:
     # -- cursors --------------------------------------------------------------------------------
 
     @property
-    def cursors(self) -> list["ManagedCursor"]:
+    def cursors(self) -> list[ManagedCursor]:
         """Live cursors, durable and not."""
         return list(self._cursors)
 
-    def add_cursor(self, cursor: "ManagedCursor") -> None:
+    def add_cursor(self, cursor: ManagedCursor) -> None:
         self._cursors.append(cursor)
 
-    def remove_cursor(self, cursor: "ManagedCursor") -> None:
+    def remove_cursor(self, cursor: ManagedCursor) -> None:
         if cursor in self._cursors:
             self._cursors.remove(cursor)
 
@@ -557,7 +581,7 @@ class ManagedLedger:
         if previous.ledger_id != current.ledger_id or finished:
             self.trim_soon()
 
-    def is_caching_reader(self, cursor: "ManagedCursor") -> bool:
+    def is_caching_reader(self, cursor: ManagedCursor) -> bool:
         """Active, and within ``managedLedgerCursorBackloggedThreshold`` entries of the tail."""
         threshold = self.config.cursor_backlogged_threshold
         return cursor.active and self._ledgers.entries_from(cursor.read_position, threshold) < threshold
@@ -615,8 +639,9 @@ class ManagedLedger:
 
     # -- reading --------------------------------------------------------------------------------
 
-    async def read_entries(self, start: Position, max_entries: int, max_bytes: int | None = None,
-                           cursor: "ManagedCursor | None" = None) -> list[Entry]:
+    async def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None, cursor: ManagedCursor | None = None
+    ) -> list[Entry]:
         """Up to ``max_entries`` consecutive entries from ``start`` within one ledger, and at most
         ``max_bytes`` (but always one entry when there is one); see entry_reader.py."""
         return await self._reader.read(start, max_entries, max_bytes, cursor)

@@ -145,5 +145,7 @@ class LedgerList:
 
     def total_size_bytes(self) -> int:
         current = self.current
-        return sum(current.length if current is not None and info.ledger_id == current.ledger_id else info.size
-                   for info in self.infos)
+        return sum(
+            current.length if current is not None and info.ledger_id == current.ledger_id else info.size
+            for info in self.infos
+        )

@@ -12,11 +12,15 @@ from prometheus_client import Gauge
 CURSOR_RANGES_OVER_LIMIT = Gauge(
     "pulsar_ml_cursor_nonContiguousDeletedMessagesRange_over_limit",
     "Cursor position writes that persisted only the first managedLedgerMaxUnackedRangesToPersist "
-    "individually-acknowledged ranges; the others stay in memory and are redelivered after a crash (counter)")
-CURSOR_PERSIST_SUCCEED = Gauge("pulsar_ml_cursor_persistZookeeperSucceed",
-                               "Cursor positions written to the metadata store (counter)")
-CURSOR_PERSIST_ERRORS = Gauge("pulsar_ml_cursor_persistZookeeperErrors",
-                              "Cursor position writes to the metadata store that failed (counter)")
+    "individually-acknowledged ranges; the others stay in memory and are redelivered after a crash (counter)",
+)
+CURSOR_PERSIST_SUCCEED = Gauge(
+    "pulsar_ml_cursor_persistZookeeperSucceed", "Cursor positions written to the metadata store (counter)"
+)
+CURSOR_PERSIST_ERRORS = Gauge(
+    "pulsar_ml_cursor_persistZookeeperErrors", "Cursor position writes to the metadata store that failed (counter)"
+)
 LEDGERS_ROLLED = Gauge("pulsar_ml_ledgers_rolled", "Ledgers closed by rollover or a write failure (counter)")
-LEDGERS_TRIMMED = Gauge("pulsar_ml_ledgers_trimmed",
-                        "Consumed ledgers deleted by trimming, outside retention (counter)")
+LEDGERS_TRIMMED = Gauge(
+    "pulsar_ml_ledgers_trimmed", "Consumed ledgers deleted by trimming, outside retention (counter)"
+)

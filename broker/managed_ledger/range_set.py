@@ -19,7 +19,7 @@ from minipulsar.broker.managed_ledger.position import Position
 
 
 class PositionRangeSet:
-    __slots__ = ("_starts", "_ends", "entry_count")
+    __slots__ = ("_ends", "_starts", "entry_count")
 
     def __init__(self, positions: Iterable[Position] = ()) -> None:
         self._starts: list[Position] = []

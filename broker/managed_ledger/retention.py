@@ -30,8 +30,9 @@ from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.position import Position
 
 
-def current_ledger_is_full(config: ManagedLedgerConfig, entries: int, size_bytes: int, age_s: float,
-                           max_rollover_s: float) -> bool:
+def current_ledger_is_full(
+    config: ManagedLedgerConfig, entries: int, size_bytes: int, age_s: float, max_rollover_s: float
+) -> bool:
     """Pulsar's rule; ``max_rollover_s`` is this ledger's jittered maximum (0 = never by age)."""
     space = entries >= config.max_entries_per_ledger or size_bytes >= config.max_size_per_ledger_bytes
     aged = max_rollover_s > 0 and age_s >= max_rollover_s
@@ -47,20 +48,26 @@ def consumed_prefix(ledgers: Sequence[LedgerInfo], slowest_mark_delete: Position
         return max(0, limit)
     count = 0
     for info in ledgers[:limit]:
-        if info.ledger_id < slowest_mark_delete.ledger_id:
-            count += 1
-        elif (info.ledger_id == slowest_mark_delete.ledger_id and info.entries is not None
-              and slowest_mark_delete.entry_id >= info.entries - 1):
+        if info.ledger_id < slowest_mark_delete.ledger_id or (
+            info.ledger_id == slowest_mark_delete.ledger_id
+            and info.entries is not None
+            and slowest_mark_delete.entry_id >= info.entries - 1
+        ):
             count += 1
         else:
             break
     return count
 
 
-def ledgers_to_trim(config: ManagedLedgerConfig, ledgers: Sequence[LedgerInfo],
-                    slowest_mark_delete: Position | None, total_size_bytes: int, now_ms: int) -> list[LedgerInfo]:
+def ledgers_to_trim(
+    config: ManagedLedgerConfig,
+    ledgers: Sequence[LedgerInfo],
+    slowest_mark_delete: Position | None,
+    total_size_bytes: int,
+    now_ms: int,
+) -> list[LedgerInfo]:
     """The consumed ledgers outside the retention window, oldest first (see the module doc)."""
-    consumed = ledgers[:consumed_prefix(ledgers, slowest_mark_delete)]
+    consumed = ledgers[: consumed_prefix(ledgers, slowest_mark_delete)]
     time_limit_ms, size_limit_bytes = _retention_bounds(config)
     if time_limit_ms == 0 and size_limit_bytes == 0:
         return list(consumed)

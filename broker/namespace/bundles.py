@@ -12,6 +12,7 @@ Pure: no I/O, no asyncio.
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 import zlib
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ class BundleRange:
         return self.lower <= hash_value < self.upper or (hash_value == self.upper == FULL_UPPER)
 
     @classmethod
-    def parse(cls, text: str) -> "BundleRange":
+    def parse(cls, text: str) -> BundleRange:
         """``"0x00000000_0x40000000"`` → the range. Raises ValueError when malformed."""
         match = _RANGE_NAME.match(text) if isinstance(text, str) else None
         if match is None:
@@ -99,7 +100,7 @@ class NamespaceBundle:
         return namespace == self.namespace and self.range.contains(topic_hash(topic))
 
     @classmethod
-    def parse(cls, name: str) -> "NamespaceBundle":
+    def parse(cls, name: str) -> NamespaceBundle:
         """``"t/ns/0x00000000_0x40000000"`` → the bundle. Raises ValueError when malformed."""
         namespace, sep, range_name = name.rpartition("/") if isinstance(name, str) else ("", "", "")
         if not sep or namespace.count("/") != 1 or not all(namespace.split("/")):
@@ -123,7 +124,7 @@ def check_boundaries(boundaries: tuple[int, ...]) -> None:
     """Raise ValueError unless strictly increasing from 0x00000000 to 0xffffffff."""
     if len(boundaries) < 2 or boundaries[0] != FULL_LOWER or boundaries[-1] != FULL_UPPER:
         raise ValueError("bundle boundaries must start at 0x00000000 and end at 0xffffffff")
-    if any(a >= b for a, b in zip(boundaries, boundaries[1:])):
+    if any(a >= b for a, b in itertools.pairwise(boundaries)):
         raise ValueError("bundle boundaries must be strictly increasing")
 
 
@@ -159,15 +160,18 @@ class NamespaceBundles:
     def has(self, bundle_range: BundleRange) -> bool:
         """True when ``bundle_range`` is one of these bundles exactly (not a parent or a child)."""
         index = bisect.bisect_left(self.boundaries, bundle_range.lower)
-        return (index + 1 < len(self.boundaries) and self.boundaries[index] == bundle_range.lower
-                and self.boundaries[index + 1] == bundle_range.upper)
+        return (
+            index + 1 < len(self.boundaries)
+            and self.boundaries[index] == bundle_range.lower
+            and self.boundaries[index + 1] == bundle_range.upper
+        )
 
     def to_policy(self) -> dict:
         """Pulsar's ``BundlesData``: ``{"boundaries": ["0x00000000", …], "numBundles": n}``."""
         return {"boundaries": [hex_boundary(b) for b in self.boundaries], "numBundles": len(self.boundaries) - 1}
 
     @classmethod
-    def from_policy(cls, namespace: str, data: dict, version: int = -1) -> "NamespaceBundles":
+    def from_policy(cls, namespace: str, data: dict, version: int = -1) -> NamespaceBundles:
         """From a ``BundlesData`` dict. Raises ValueError when malformed."""
         raw = data.get("boundaries") if isinstance(data, dict) else None
         if not isinstance(raw, list):

@@ -49,7 +49,7 @@ async def _refuses(service_url: str) -> bool:
         return True
     except OSError as error:
         return error.errno == errno.ECONNREFUSED
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return False
     writer.close()
     return False

@@ -31,11 +31,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from minipulsar.errors import ErrorCode, MiniPulsarError, code_for_error
-from minipulsar.topic_name import TopicName
-
 from minipulsar.broker.namespace.bundles import NamespaceBundle
 from minipulsar.broker.namespace.directory import BrokerInfo
+from minipulsar.errors import ErrorCode, MiniPulsarError, code_for_error
+from minipulsar.topic_name import TopicName
 
 if TYPE_CHECKING:
     from minipulsar.broker.namespace.service import NamespaceService
@@ -57,31 +56,30 @@ class LookupResult:
     error: ErrorCode | None = None
 
     @classmethod
-    def connect(cls, broker_url: str, http_url: str) -> "LookupResult":
+    def connect(cls, broker_url: str, http_url: str) -> LookupResult:
         return cls("connect", broker_url, http_url, authoritative=True)
 
     @classmethod
-    def redirect(cls, broker_url: str, http_url: str, authoritative: bool) -> "LookupResult":
+    def redirect(cls, broker_url: str, http_url: str, authoritative: bool) -> LookupResult:
         return cls("redirect", broker_url, http_url, authoritative=authoritative)
 
     @classmethod
-    def failed(cls, error: ErrorCode, message: str) -> "LookupResult":
+    def failed(cls, error: ErrorCode, message: str) -> LookupResult:
         return cls("failed", message=message, error=error)
 
     @classmethod
-    def failed_by(cls, error: MiniPulsarError) -> "LookupResult":
+    def failed_by(cls, error: MiniPulsarError) -> LookupResult:
         return cls.failed(code_for_error(error), str(error))
 
 
 def being_unloaded(bundle: NamespaceBundle) -> LookupResult:
-    return LookupResult.failed(ErrorCode.SERVICE_NOT_READY,
-                               f"Namespace bundle {bundle} is currently being unloaded")
+    return LookupResult.failed(ErrorCode.SERVICE_NOT_READY, f"Namespace bundle {bundle} is currently being unloaded")
 
 
 class LookupDecision:
     """Runs the decision for one NamespaceService (this broker)."""
 
-    def __init__(self, namespaces: "NamespaceService") -> None:
+    def __init__(self, namespaces: NamespaceService) -> None:
         self._ns = namespaces
 
     async def find(self, topic: TopicName, authoritative: bool) -> LookupResult:
@@ -91,8 +89,9 @@ class LookupDecision:
             bundle = await ns.bundle_of(topic)
             local = ns.ownership.owned.get(bundle.name)
             if local is not None:
-                return LookupResult.connect(me.native_url, me.http_url) if ns.is_active(local) \
-                    else being_unloaded(bundle)
+                return (
+                    LookupResult.connect(me.native_url, me.http_url) if ns.is_active(local) else being_unloaded(bundle)
+                )
             owner = await ns.ownership.owner(bundle)
             if owner is not None:
                 data, version = owner
@@ -120,8 +119,9 @@ class LookupDecision:
             if winner.same_broker(me):
                 return LookupResult.connect(me.native_url, me.http_url)
             # lost the race: the next round reads the winner (and whether it is unloading)
-        return LookupResult.failed(ErrorCode.SERVICE_NOT_READY,
-                                   f"ownership of the bundle of {topic} keeps changing; retry")
+        return LookupResult.failed(
+            ErrorCode.SERVICE_NOT_READY, f"ownership of the bundle of {topic} keeps changing; retry"
+        )
 
     async def _candidate(self, bundle: NamespaceBundle, authoritative: bool) -> BrokerInfo | LookupResult | None:
         """Who should own an unowned bundle: None = this broker, a BrokerInfo = another broker, or a
@@ -132,8 +132,11 @@ class LookupDecision:
             return None
         if not getattr(manager, "is_leader", False):
             leader = await ns.directory.leader()
-            if (leader is not None and leader.broker_id != ns.broker_id
-                    and not await ns.liveness.is_gone(leader.service_url)):
+            if (
+                leader is not None
+                and leader.broker_id != ns.broker_id
+                and not await ns.liveness.is_gone(leader.service_url)
+            ):
                 return LookupResult.redirect(leader.service_url, leader.web_service_url, authoritative=False)
         chosen = manager.select_broker_for(bundle.name)
         if inspect.isawaitable(chosen):

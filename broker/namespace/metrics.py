@@ -82,7 +82,6 @@ class NamespaceCollector(RegisteredCollector):
         yield summary("pulsar_broker_lookup", "Lookup latency (seconds)", m.lookup_count, m.lookup_seconds)
         yield gauge("pulsar_broker_lookup_pending_requests", "Lookups in progress", m.lookup_pending)
         yield gauge("pulsar_broker_topic_load_pending_requests", "Topic loads in progress", m.topic_load_pending)
-        yield summary("pulsar_topic_load_times", "Topic load time (milliseconds)", m.topic_load_count,
-                      m.topic_load_ms)
+        yield summary("pulsar_topic_load_times", "Topic load time (milliseconds)", m.topic_load_count, m.topic_load_ms)
         yield counter("pulsar_broker_bundle_unloads", "Bundles this broker unloaded", m.unloads)
         yield counter("pulsar_broker_bundle_splits", "Bundles this broker split", m.splits)

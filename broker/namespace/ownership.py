@@ -21,10 +21,9 @@ import json
 import logging
 from dataclasses import dataclass
 
+from minipulsar.broker.namespace.bundles import NamespaceBundle
 from minipulsar.errors import AlreadyExistsError, BadVersionError, NotFoundError
 from minipulsar.metadata import MetadataStore
-
-from minipulsar.broker.namespace.bundles import NamespaceBundle
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +45,26 @@ class OwnerData:
     disabled: bool = False
 
     def to_json(self) -> bytes:
-        return json.dumps({"nativeUrl": self.native_url, "nativeUrlTls": "", "httpUrl": self.http_url,
-                           "httpUrlTls": "", "disabled": self.disabled, "advertisedListeners": {}}).encode()
+        return json.dumps(
+            {
+                "nativeUrl": self.native_url,
+                "nativeUrlTls": "",
+                "httpUrl": self.http_url,
+                "httpUrlTls": "",
+                "disabled": self.disabled,
+                "advertisedListeners": {},
+            }
+        ).encode()
 
     @classmethod
-    def from_json(cls, value: bytes) -> "OwnerData | None":
+    def from_json(cls, value: bytes) -> OwnerData | None:
         try:
             data = json.loads(value)
             return cls(str(data["nativeUrl"]), str(data.get("httpUrl", "")), bool(data.get("disabled", False)))
         except (ValueError, KeyError, TypeError):
             return None
 
-    def same_broker(self, other: "OwnerData") -> bool:
+    def same_broker(self, other: OwnerData) -> bool:
         return self.native_url == other.native_url
 
 

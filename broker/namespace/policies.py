@@ -15,10 +15,9 @@ import json
 import logging
 import re
 
+from minipulsar.broker.namespace.bundles import NamespaceBundles, initial_boundaries
 from minipulsar.errors import AlreadyExistsError, InvalidCommand, NotFoundError
 from minipulsar.metadata import MetadataStore
-
-from minipulsar.broker.namespace.bundles import NamespaceBundles, initial_boundaries
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +114,7 @@ class PolicyStore:
         if spec is None:
             return NamespaceBundles(namespace, initial_boundaries(self._default_bundle_count))
         if not isinstance(spec, dict):
-            raise InvalidCommand("bundles must be an object such as {\"numBundles\": 4}")
+            raise InvalidCommand('bundles must be an object such as {"numBundles": 4}')
         try:
             if spec.get("boundaries"):
                 return NamespaceBundles.from_policy(namespace, spec)

@@ -25,6 +25,24 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from minipulsar.broker.managed_ledger.info import managed_ledger_path
+from minipulsar.broker.namespace import split as splitting
+from minipulsar.broker.namespace.bundles import NamespaceBundle, NamespaceBundles, topic_hash
+from minipulsar.broker.namespace.directory import BrokerDirectory
+from minipulsar.broker.namespace.liveness import LivenessProbe
+from minipulsar.broker.namespace.lookup import LookupDecision, LookupResult
+from minipulsar.broker.namespace.metrics import NamespaceCollector, NamespaceMetrics
+from minipulsar.broker.namespace.ownership import (
+    OWNERSHIP_ROOT,
+    BundleState,
+    OwnedBundle,
+    OwnerData,
+    OwnershipCache,
+    ownership_path,
+)
+from minipulsar.broker.namespace.policies import DEFAULT_NAMESPACE, POLICIES_ROOT, PolicyStore
+from minipulsar.broker.namespace.remote import RemoteAdmin
+from minipulsar.broker.namespace.unload import DetachedClients, close_topics
 from minipulsar.errors import (
     BadVersionError,
     ErrorCode,
@@ -38,19 +56,6 @@ from minipulsar.errors import (
 )
 from minipulsar.metadata import Notification, NotificationType, SessionEvent
 from minipulsar.topic_name import TopicName
-
-from minipulsar.broker.managed_ledger.info import managed_ledger_path
-from minipulsar.broker.namespace import split as splitting
-from minipulsar.broker.namespace.bundles import NamespaceBundle, NamespaceBundles, topic_hash
-from minipulsar.broker.namespace.directory import BrokerDirectory
-from minipulsar.broker.namespace.liveness import LivenessProbe
-from minipulsar.broker.namespace.lookup import LookupDecision, LookupResult
-from minipulsar.broker.namespace.metrics import NamespaceCollector, NamespaceMetrics
-from minipulsar.broker.namespace.ownership import OWNERSHIP_ROOT, BundleState, OwnedBundle, OwnerData, OwnershipCache, \
-    ownership_path
-from minipulsar.broker.namespace.policies import DEFAULT_NAMESPACE, POLICIES_ROOT, PolicyStore
-from minipulsar.broker.namespace.remote import RemoteAdmin
-from minipulsar.broker.namespace.unload import DetachedClients, close_topics
 
 if TYPE_CHECKING:
     from minipulsar.broker.service import BrokerService
@@ -67,7 +72,7 @@ OwnershipListener = Callable[[str, str], None]
 
 
 class NamespaceService:
-    def __init__(self, service: "BrokerService") -> None:
+    def __init__(self, service: BrokerService) -> None:
         assert service.store is not None
         self._service = service
         config = service.config
@@ -133,7 +138,7 @@ class NamespaceService:
         self._generation[namespace] = self._generation.get(namespace, 0) + 1
 
     def _policies_changed(self, notification: Notification) -> None:
-        parts = notification.path[len(POLICIES_ROOT) + 1:].split("/")
+        parts = notification.path[len(POLICIES_ROOT) + 1 :].split("/")
         if len(parts) >= 2:
             self._invalidate(f"{parts[0]}/{parts[1]}")
 
@@ -298,7 +303,7 @@ class NamespaceService:
         timeout_s = self.config.namespace_bundle_unloading_timeout_ms / 1000
         try:
             detached = await asyncio.wait_for(close_topics(loading, timeout_s / 2), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("%s: closing its topics took over %.1fs; releasing it anyway", bundle, timeout_s)
             detached = DetachedClients()
         await self.ownership.release(owned)
@@ -306,8 +311,12 @@ class NamespaceService:
         detached.notify(assigned)
         self.metrics.unloads += 1
         self._emit("unloaded", bundle.name)
-        log.info("unloaded %s in %.0f ms%s", bundle, (time.monotonic() - started) * 1000,
-                 f" (to {destination_broker})" if assigned else "")
+        log.info(
+            "unloaded %s in %.0f ms%s",
+            bundle,
+            (time.monotonic() - started) * 1000,
+            f" (to {destination_broker})" if assigned else "",
+        )
 
     async def _hand_over(self, bundle: NamespaceBundle, destination_broker: str | None) -> str | None:
         """Ask ``destination_broker`` to take ``bundle``; its service URL when it did."""
@@ -359,8 +368,9 @@ class NamespaceService:
 
     # -- split ----------------------------------------------------------------------------------
 
-    async def split_bundle(self, bundle: NamespaceBundle | str, algorithm: str | None = None,
-                           unload: bool = False) -> list[NamespaceBundle]:
+    async def split_bundle(
+        self, bundle: NamespaceBundle | str, algorithm: str | None = None, unload: bool = False
+    ) -> list[NamespaceBundle]:
         """Split a bundle this broker owns in two (reference §2.2); this broker owns both halves
         (and unloads them when ``unload``, so placement may move them).
 
@@ -372,10 +382,14 @@ class NamespaceService:
         """
         bundle = _parse_bundle(bundle)
         algorithm = algorithm or self.config.default_namespace_bundle_split_algorithm
-        if algorithm not in self.config.supported_namespace_bundle_split_algorithms or \
-                algorithm not in splitting.ALGORITHMS:
-            raise InvalidCommand(f"split algorithm {algorithm!r} is not supported; use one of "
-                                 f"{', '.join(self.config.supported_namespace_bundle_split_algorithms)}")
+        if (
+            algorithm not in self.config.supported_namespace_bundle_split_algorithms
+            or algorithm not in splitting.ALGORITHMS
+        ):
+            raise InvalidCommand(
+                f"split algorithm {algorithm!r} is not supported; use one of "
+                f"{', '.join(self.config.supported_namespace_bundle_split_algorithms)}"
+            )
         owned = self.ownership.owned.get(bundle.name)
         if owned is None or not self.is_active(owned):
             raise NotOwnerError(f"Namespace bundle {bundle} is not owned by this broker")
@@ -385,20 +399,26 @@ class NamespaceService:
         hashes = await self._topic_hashes(bundle) if algorithm == splitting.TOPIC_COUNT_EQUALLY_DIVIDE else []
         position = splitting.split_position(algorithm, bundle.range, hashes)
         if position is None:
-            why = ("it is too narrow" if algorithm == splitting.RANGE_EQUALLY_DIVIDE
-                   else f"its {len(hashes)} topics leave no position to split at")
+            why = (
+                "it is too narrow"
+                if algorithm == splitting.RANGE_EQUALLY_DIVIDE
+                else f"its {len(hashes)} topics leave no position to split at"
+            )
             raise InvalidCommand(f"{bundle} cannot be split with {algorithm}: {why}")
         boundaries = splitting.split_boundaries(current.boundaries, bundle.range, position)
         halves = [NamespaceBundle(bundle.namespace, r) for r in splitting.children(bundle.range, position)]
         await self._split_and_own(owned, current, boundaries, halves)
         self.metrics.splits += 1
-        log.info("split %s at 0x%08x (%s) into %s", bundle, position, algorithm, ", ".join(h.range_name for h in halves))
+        log.info(
+            "split %s at 0x%08x (%s) into %s", bundle, position, algorithm, ", ".join(h.range_name for h in halves)
+        )
         if unload:
             await asyncio.gather(*(self.unload_bundle(half) for half in halves))
         return halves
 
-    async def _split_and_own(self, parent: OwnedBundle, current: NamespaceBundles, boundaries: tuple[int, ...],
-                             halves: list[NamespaceBundle]) -> None:
+    async def _split_and_own(
+        self, parent: OwnedBundle, current: NamespaceBundles, boundaries: tuple[int, ...], halves: list[NamespaceBundle]
+    ) -> None:
         """Own the halves first, then publish the new boundaries by CAS, then drop the parent's key:
         at every moment each hash is owned by this broker through the parent or a half."""
         me = self.ownership.me
@@ -426,8 +446,10 @@ class NamespaceService:
         tenant, namespace = bundle.namespace.split("/")
         store = self._service.store
         assert store is not None
-        names = {f"persistent://{bundle.namespace}/{local}"
-                 for local in await store.children(managed_ledger_path(f"{tenant}/{namespace}/persistent"))}
+        names = {
+            f"persistent://{bundle.namespace}/{local}"
+            for local in await store.children(managed_ledger_path(f"{tenant}/{namespace}/persistent"))
+        }
         names.update(str(t.name) for t in self._service.loaded_topics() if t.name.namespace_name == bundle.namespace)
         return [h for h in map(topic_hash, names) if bundle.range.contains(h)]
 
@@ -444,8 +466,11 @@ class NamespaceService:
                 continue
             owner = await self.owner_of(bundle)
             if owner is not None and owner.http_url:
-                calls.append(self._remote.put(
-                    f"{owner.http_url}/admin/v2/namespaces/{bundle.namespace}/{bundle.range.name}/unload"))
+                calls.append(
+                    self._remote.put(
+                        f"{owner.http_url}/admin/v2/namespaces/{bundle.namespace}/{bundle.range.name}/unload"
+                    )
+                )
         results = await asyncio.gather(*calls, return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException) and not isinstance(r, NotOwnerError)]
         if failures:
@@ -461,7 +486,7 @@ class NamespaceService:
             timeout_s = min(SHUTDOWN_UNLOAD_TIMEOUT_S, self.config.namespace_bundle_unloading_timeout_ms / 1000)
             try:
                 results = await asyncio.wait_for(unloads, timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 results = []
                 log.warning("unloading at shutdown took over %.0fs", timeout_s)
             for result in results:

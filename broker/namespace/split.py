@@ -67,13 +67,19 @@ def split_boundaries(boundaries: tuple[int, ...], bundle_range: BundleRange, pos
     Raises:
         ValueError: ``bundle_range`` is not a bundle of ``boundaries`` or ``position`` is not inside it.
     """
-    index = next((i for i in range(len(boundaries) - 1)
-                  if boundaries[i] == bundle_range.lower and boundaries[i + 1] == bundle_range.upper), None)
+    index = next(
+        (
+            i
+            for i in range(len(boundaries) - 1)
+            if boundaries[i] == bundle_range.lower and boundaries[i + 1] == bundle_range.upper
+        ),
+        None,
+    )
     if index is None:
         raise ValueError(f"bundle {bundle_range} is not a bundle of this namespace (split meanwhile?)")
     if not bundle_range.lower < position < bundle_range.upper:
         raise ValueError(f"split position 0x{position:08x} is not inside {bundle_range}")
-    result = boundaries[:index + 1] + (position,) + boundaries[index + 1:]
+    result = boundaries[: index + 1] + (position,) + boundaries[index + 1 :]
     check_boundaries(result)
     return result
 

@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 class DetachedClients:
     """Producers and consumers taken off unloaded topics, to be told once the bundle is released."""
 
-    producers: list[tuple["BrokerConnection", int]] = field(default_factory=list)
-    consumers: list[tuple["BrokerConnection", int]] = field(default_factory=list)
+    producers: list[tuple[BrokerConnection, int]] = field(default_factory=list)
+    consumers: list[tuple[BrokerConnection, int]] = field(default_factory=list)
 
-    def extend(self, other: "DetachedClients") -> None:
+    def extend(self, other: DetachedClients) -> None:
         self.producers += other.producers
         self.consumers += other.consumers
 
@@ -74,8 +74,12 @@ async def close_topic(topic: Any, drain_timeout_s: float) -> DetachedClients:
     if in_flight:
         _, pending = await asyncio.wait(in_flight, timeout=drain_timeout_s)
         if pending:
-            log.warning("%s: %d sends still persisting after %.1fs; closing anyway (clients resend them)",
-                        topic.name, len(pending), drain_timeout_s)
+            log.warning(
+                "%s: %d sends still persisting after %.1fs; closing anyway (clients resend them)",
+                topic.name,
+                len(pending),
+                drain_timeout_s,
+            )
     try:
         await topic.close()
     except MiniPulsarError as error:

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from minipulsar.protocol.commands import Message
-
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.protocol.commands import Message
 
 EMA_WEIGHT_OLD = 0.9
 """Pulsar's ``avgPercent``: avg = 0.9·avg + 0.1·(messages / entries) after each send."""
@@ -40,8 +39,15 @@ class RedeliveryCounts(Protocol):
 
 
 class Consumer:
-    def __init__(self, consumer_id: int, name: str, connection: ConsumerConnection, subscription_name: str,
-                 topic_counters: OutCounters, priority_level: int = 0) -> None:
+    def __init__(
+        self,
+        consumer_id: int,
+        name: str,
+        connection: ConsumerConnection,
+        subscription_name: str,
+        topic_counters: OutCounters,
+        priority_level: int = 0,
+    ) -> None:
         self.consumer_id = consumer_id
         self.name = name
         self.connection = connection
@@ -86,8 +92,15 @@ class Consumer:
         for entry in entries:
             position = entry.position
             count = redelivery.count(position) if redelivery is not None else 0
-            send(Message(consumer_id=consumer_id, ledger_id=position.ledger_id, entry_id=position.entry_id,
-                         payload=entry.payload, redelivery_count=count))
+            send(
+                Message(
+                    consumer_id=consumer_id,
+                    ledger_id=position.ledger_id,
+                    entry_id=position.entry_id,
+                    payload=entry.payload,
+                    redelivery_count=count,
+                )
+            )
             if count:
                 self.redelivered_messages += entry.num_messages
             previous = pending_acks.get(position)
@@ -105,7 +118,9 @@ class Consumer:
         if entries:
             sample = messages / len(entries)
             avg = self.avg_messages_per_entry
-            self.avg_messages_per_entry = sample if avg is None else EMA_WEIGHT_OLD * avg + (1 - EMA_WEIGHT_OLD) * sample
+            self.avg_messages_per_entry = (
+                sample if avg is None else EMA_WEIGHT_OLD * avg + (1 - EMA_WEIGHT_OLD) * sample
+            )
         return messages
 
     def acked(self, positions: Iterable[Position]) -> None:

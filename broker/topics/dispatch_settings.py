@@ -29,7 +29,7 @@ class DispatchSettings:
     """subscriptionRedeliveryTrackerEnabled: count redeliveries per entry (MESSAGE.redelivery_count)."""
 
     @classmethod
-    def from_config(cls, config: BrokerConfig) -> "DispatchSettings":
+    def from_config(cls, config: BrokerConfig) -> DispatchSettings:
         return cls(
             max_read_batch_size=config.dispatcher_max_read_batch_size,
             max_read_size_bytes=config.dispatcher_max_read_size_bytes,

@@ -29,21 +29,19 @@ import logging
 import math
 from collections.abc import Iterable
 
-from minipulsar.errors import MiniPulsarError
-
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
+from minipulsar.errors import MiniPulsarError
 
 log = logging.getLogger(__name__)
 
 READ_FAILURE_BACKOFF_S = 1.0
 
 
-def entries_for_permits(permits: int, avg_messages_per_entry: float | None, precise: bool,
-                        max_entries: int) -> int:
+def entries_for_permits(permits: int, avg_messages_per_entry: float | None, precise: bool, max_entries: int) -> int:
     """Entries to read for ``permits`` messages (see the module docstring)."""
     if permits <= 0:
         return 0
@@ -192,8 +190,12 @@ class Dispatcher:
             try:
                 entries = await self._read(count)
             except MiniPulsarError as error:
-                log.warning("subscription %s: read failed, retrying in %.1fs: %s",
-                            self.cursor.name, READ_FAILURE_BACKOFF_S, error)
+                log.warning(
+                    "subscription %s: read failed, retrying in %.1fs: %s",
+                    self.cursor.name,
+                    READ_FAILURE_BACKOFF_S,
+                    error,
+                )
                 await asyncio.sleep(READ_FAILURE_BACKOFF_S)
                 continue
             except Exception:  # a bug: say so loudly, but keep the subscription alive

@@ -140,8 +140,9 @@ class SharedDispatcher(Dispatcher):
         if not receiving:
             return 0
         if settings.precise_flow_control:
-            wanted = sum(entries_for_permits(c.permits, self._estimate(c), True, settings.max_read_batch_size)
-                         for c in receiving)
+            wanted = sum(
+                entries_for_permits(c.permits, self._estimate(c), True, settings.max_read_batch_size) for c in receiving
+            )
         else:
             wanted = sum(c.permits for c in receiving)
         return min(wanted, settings.max_read_batch_size)
@@ -189,8 +190,12 @@ class SharedDispatcher(Dispatcher):
             if consumer is None:
                 break
             rest = entries[index:]
-            count = entries_within_permits(self._permits_within_limits(consumer), rest,
-                                           settings.precise_flow_control, settings.max_round_robin_batch_size)
+            count = entries_within_permits(
+                self._permits_within_limits(consumer),
+                rest,
+                settings.precise_flow_control,
+                settings.max_round_robin_batch_size,
+            )
             if count == 0:  # no room under the unacked limits: block it and try the others
                 self._check_unacked_limits(consumer)
                 if consumer.blocked_on_unacked:

@@ -23,22 +23,22 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from minipulsar.errors import ConsumerBusyError
-from minipulsar.protocol.commands import ActiveConsumerChange
-
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher, entries_for_permits
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
+from minipulsar.errors import ConsumerBusyError
+from minipulsar.protocol.commands import ActiveConsumerChange
 
 log = logging.getLogger(__name__)
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
-    def __init__(self, cursor: ManagedCursor, sub_type: str, settings: DispatchSettings,
-                 redelivery: RedeliveryTracker) -> None:
+    def __init__(
+        self, cursor: ManagedCursor, sub_type: str, settings: DispatchSettings, redelivery: RedeliveryTracker
+    ) -> None:
         super().__init__(cursor, settings, redelivery)
         self.sub_type = sub_type
         self.active: Consumer | None = None
@@ -56,8 +56,9 @@ class SingleActiveConsumerDispatcher(Dispatcher):
             raise ConsumerBusyError(f"subscription {self.cursor.name} already has an exclusive consumer")
         self.consumers.append(consumer)
         if not self._pick_active() and self.sub_type == "Failover":
-            consumer.connection.send(ActiveConsumerChange(consumer_id=consumer.consumer_id,
-                                                          is_active=consumer is self.active))
+            consumer.connection.send(
+                ActiveConsumerChange(consumer_id=consumer.consumer_id, is_active=consumer is self.active)
+            )
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer not in self.consumers:
@@ -83,7 +84,8 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if self.sub_type == "Failover" and previous is not None and self.settings.failover_delay_ms > 0:
             if self._switch_timer is None:
                 self._switch_timer = asyncio.get_running_loop().call_later(
-                    self.settings.failover_delay_ms / 1000, self._switch_now)
+                    self.settings.failover_delay_ms / 1000, self._switch_now
+                )
             return True
         self.read_more()
         return True
@@ -105,15 +107,19 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if self.sub_type != "Failover":
             return
         for consumer in self.consumers:
-            consumer.connection.send(ActiveConsumerChange(consumer_id=consumer.consumer_id,
-                                                          is_active=consumer is self.active))
+            consumer.connection.send(
+                ActiveConsumerChange(consumer_id=consumer.consumer_id, is_active=consumer is self.active)
+            )
 
     # -- redelivery -----------------------------------------------------------------------------
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         if consumer is not self.active:
-            log.info("subscription %s: ignoring a redelivery request of inactive consumer %s",
-                     self.cursor.name, consumer.name)
+            log.info(
+                "subscription %s: ignoring a redelivery request of inactive consumer %s",
+                self.cursor.name,
+                consumer.name,
+            )
             return
         self._rewind()
         self.read_more()
@@ -124,8 +130,12 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         active = self.active
         if active is None or self._switch_timer is not None or not active.writable:
             return 0
-        return entries_for_permits(active.permits, self._estimate(active), self.settings.precise_flow_control,
-                                   self.settings.max_read_batch_size)
+        return entries_for_permits(
+            active.permits,
+            self._estimate(active),
+            self.settings.precise_flow_control,
+            self.settings.max_read_batch_size,
+        )
 
     def _dispatch(self, entries: list[Entry]) -> None:
         """Everything read goes to the active consumer: the read was sized by its permits."""

@@ -197,9 +197,11 @@ class KeySharedDispatcher(SharedDispatcher):
         for entry in entries:
             hashed = key_hash(sticky_key(entry.payload))
             consumer = self.ring.select(hashed)
-            if (consumer is None
-                    or (not from_replay and hashed in replay.hash_counts)  # an older one of this key waits
-                    or self._held_for_join(consumer, entry.position)):
+            if (
+                consumer is None
+                or (not from_replay and hashed in replay.hash_counts)  # an older one of this key waits
+                or self._held_for_join(consumer, entry.position)
+            ):
                 replay.add(entry.position, hashed)
                 continue
             groups.setdefault(consumer, []).append((entry, hashed))
@@ -209,8 +211,9 @@ class KeySharedDispatcher(SharedDispatcher):
             batch = [entry for entry, _ in items]
             count = 0
             if consumer.can_receive() and not self.blocked_on_unacked:
-                count = entries_within_permits(self._permits_within_limits(consumer), batch,
-                                               settings.precise_flow_control, len(batch))
+                count = entries_within_permits(
+                    self._permits_within_limits(consumer), batch, settings.precise_flow_control, len(batch)
+                )
             if count:
                 consumer.send_entries(batch[:count], self.redelivery)
                 for entry, hashed in items[:count]:

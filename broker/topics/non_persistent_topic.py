@@ -18,14 +18,13 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from minipulsar.errors import ConsumerBusyError, InvalidCommand, MiniPulsarError
-from minipulsar.protocol.batch import decode_batch
-from minipulsar.topic_name import TopicName
-
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics import topic_stats
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.rates import RateTable
+from minipulsar.errors import ConsumerBusyError, InvalidCommand, MiniPulsarError
+from minipulsar.protocol.batch import decode_batch
+from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +37,9 @@ class NonPersistentSubscription:
     """Consumers of one subscription, and the drop count. Also its own dispatcher: the
     connection's FLOW / redeliver / writable handlers reach it as ``subscription.dispatcher``."""
 
-    def __init__(self, name: str, sub_type: str,
-                 on_empty: Callable[["NonPersistentSubscription"], None] = lambda _: None) -> None:
+    def __init__(
+        self, name: str, sub_type: str, on_empty: Callable[[NonPersistentSubscription], None] = lambda _: None
+    ) -> None:
         self.name = name
         self.sub_type = sub_type
         self._on_empty = on_empty
@@ -49,7 +49,7 @@ class NonPersistentSubscription:
         self._round_robin = 0
 
     @property
-    def dispatcher(self) -> "NonPersistentSubscription":
+    def dispatcher(self) -> NonPersistentSubscription:
         return self
 
     # -- consumers ------------------------------------------------------------------------------
@@ -57,8 +57,9 @@ class NonPersistentSubscription:
     def add_consumer(self, consumer: Any, sub_type: str) -> None:
         if sub_type != self.sub_type:
             if self.consumers:
-                raise ConsumerBusyError(f"subscription {self.name} is {self.sub_type}; cannot attach a "
-                                        f"{sub_type} consumer")
+                raise ConsumerBusyError(
+                    f"subscription {self.name} is {self.sub_type}; cannot attach a {sub_type} consumer"
+                )
             self.sub_type = sub_type
         if self.sub_type == "Exclusive" and self.consumers:
             raise ConsumerBusyError(f"subscription {self.name} already has an exclusive consumer")
@@ -123,8 +124,7 @@ class NonPersistentSubscription:
 
 
 def _can_take(consumer: Any) -> bool:
-    return (consumer.permits > 0 and consumer.connection.writable
-            and not getattr(consumer, "blocked_on_unacked", False))
+    return consumer.permits > 0 and consumer.connection.writable and not getattr(consumer, "blocked_on_unacked", False)
 
 
 class NonPersistentTopic:
@@ -146,8 +146,14 @@ class NonPersistentTopic:
 
     # -- producing ------------------------------------------------------------------------------
 
-    def publish(self, payload: bytes, num_messages: int, producer_name: str | None = None,
-                sequence_id: int = -1, highest_sequence_id: int = -1) -> asyncio.Future[Position]:
+    def publish(
+        self,
+        payload: bytes,
+        num_messages: int,
+        producer_name: str | None = None,
+        sequence_id: int = -1,
+        highest_sequence_id: int = -1,
+    ) -> asyncio.Future[Position]:
         """Deliver to whoever can take it now; the receipt is immediate (``-1:-1``)."""
         counters = self.counters
         counters.messages_in += num_messages
@@ -164,18 +170,21 @@ class NonPersistentTopic:
 
     # -- consuming ------------------------------------------------------------------------------
 
-    async def subscribe(self, consumer: Any, subscription_name: str, sub_type: str, *args: Any,
-                        **kwargs: Any) -> NonPersistentSubscription:
+    async def subscribe(
+        self, consumer: Any, subscription_name: str, sub_type: str, *args: Any, **kwargs: Any
+    ) -> NonPersistentSubscription:
         """Attach ``consumer`` (extra arguments — initial position, durability — do not apply)."""
         if not subscription_name or "/" in subscription_name:
             raise InvalidCommand(f"invalid subscription name {subscription_name!r}")
         if sub_type not in SUBSCRIPTION_TYPES:
-            raise InvalidCommand(f"subscription type {sub_type!r} is not supported; "
-                                 f"use one of {', '.join(SUBSCRIPTION_TYPES)}")
+            raise InvalidCommand(
+                f"subscription type {sub_type!r} is not supported; use one of {', '.join(SUBSCRIPTION_TYPES)}"
+            )
         subscription = self.subscriptions.get(subscription_name)
         if subscription is None:
             subscription = self.subscriptions[subscription_name] = NonPersistentSubscription(
-                subscription_name, sub_type, self._subscription_empty)
+                subscription_name, sub_type, self._subscription_empty
+            )
         subscription.add_consumer(consumer, sub_type)
         return subscription
 

@@ -9,10 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from minipulsar.errors import ConsumerBusyError, MiniPulsarError
-from minipulsar.metadata.store import MetadataStore
-from minipulsar.topic_name import TopicName
-
 from minipulsar.broker.dedup import MessageDeduplication
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
@@ -20,21 +16,26 @@ from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.topics import topic_stats
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.counters import TopicCounters
-from minipulsar.broker.topics.rates import RateTable
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.rates import RateTable
 from minipulsar.broker.topics.subscription import EARLIEST, Subscription, check_sub_type
+from minipulsar.errors import ConsumerBusyError, MiniPulsarError
+from minipulsar.metadata.store import MetadataStore
+from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 
 class PersistentTopic:
-    def __init__(self, name: TopicName, ledger: ManagedLedger, store: MetadataStore,
-                 dispatch: DispatchSettings | int) -> None:
+    def __init__(
+        self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings | int
+    ) -> None:
         self.name = name
         self.ledger = ledger
         self._store = store
-        self.dispatch_settings = (dispatch if isinstance(dispatch, DispatchSettings)
-                                  else DispatchSettings(max_read_batch_size=dispatch))
+        self.dispatch_settings = (
+            dispatch if isinstance(dispatch, DispatchSettings) else DispatchSettings(max_read_batch_size=dispatch)
+        )
         """How subscriptions dispatch (from BrokerConfig; a bare int is dispatcherMaxReadBatchSize)."""
         self.subscriptions: dict[str, Subscription] = {}
         self._subscribing: dict[str, asyncio.Future[Subscription]] = {}
@@ -44,8 +45,9 @@ class PersistentTopic:
         """Set (and recovered) by the broker when brokerDeduplicationEnabled."""
 
     @classmethod
-    async def load(cls, name: TopicName, ledger: ManagedLedger, store: MetadataStore,
-                   dispatch: DispatchSettings | int) -> "PersistentTopic":
+    async def load(
+        cls, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings | int
+    ) -> PersistentTopic:
         """The topic with its durable subscriptions re-opened (their type is set again by the
         first consumer that attaches)."""
         topic = cls(name, ledger, store, dispatch)
@@ -56,8 +58,14 @@ class PersistentTopic:
 
     # -- producing ------------------------------------------------------------------------------
 
-    def publish(self, payload: bytes, num_messages: int, producer_name: str | None = None,
-                sequence_id: int = -1, highest_sequence_id: int = -1) -> asyncio.Future[Position]:
+    def publish(
+        self,
+        payload: bytes,
+        num_messages: int,
+        producer_name: str | None = None,
+        sequence_id: int = -1,
+        highest_sequence_id: int = -1,
+    ) -> asyncio.Future[Position]:
         """Append one entry (a batch); the future gives its position once durable, or
         ``DUPLICATE`` (-1:-1) for a message deduplication recognised as already stored."""
         dedup = self.deduplication
@@ -75,9 +83,16 @@ class PersistentTopic:
 
     # -- consuming ------------------------------------------------------------------------------
 
-    async def subscribe(self, consumer: Consumer, subscription_name: str, sub_type: str,
-                        start_at_earliest: bool, *, durable: bool = True,
-                        start_position: Position | None = None) -> Subscription:
+    async def subscribe(
+        self,
+        consumer: Consumer,
+        subscription_name: str,
+        sub_type: str,
+        start_at_earliest: bool,
+        *,
+        durable: bool = True,
+        start_position: Position | None = None,
+    ) -> Subscription:
         """Attach ``consumer``, creating the subscription if it does not exist.
 
         A durable subscription starts at the earliest or latest entry; a non-durable one (a
@@ -86,8 +101,9 @@ class PersistentTopic:
         check_sub_type(sub_type)
         subscription = self.subscriptions.get(subscription_name)
         if subscription is None:
-            subscription = await self._create_subscription(subscription_name, sub_type, start_at_earliest,
-                                                           durable, start_position)
+            subscription = await self._create_subscription(
+                subscription_name, sub_type, start_at_earliest, durable, start_position
+            )
         try:
             subscription.add_consumer(consumer, sub_type)
         except MiniPulsarError:
@@ -96,18 +112,31 @@ class PersistentTopic:
             raise
         return subscription
 
-    async def _create_subscription(self, name: str, sub_type: str, start_at_earliest: bool, durable: bool = True,
-                                   start_position: Position | None = None) -> Subscription:
+    async def _create_subscription(
+        self,
+        name: str,
+        sub_type: str,
+        start_at_earliest: bool,
+        durable: bool = True,
+        start_position: Position | None = None,
+    ) -> Subscription:
         pending = self._subscribing.get(name)
         if pending is None:
             pending = asyncio.ensure_future(
-                self._open_subscription(name, sub_type, start_at_earliest, durable, start_position))
+                self._open_subscription(name, sub_type, start_at_earliest, durable, start_position)
+            )
             self._subscribing[name] = pending
             pending.add_done_callback(lambda _: self._subscribing.pop(name, None))
         return await asyncio.shield(pending)
 
-    async def _open_subscription(self, name: str, sub_type: str, start_at_earliest: bool, durable: bool = True,
-                                 start_position: Position | None = None) -> Subscription:
+    async def _open_subscription(
+        self,
+        name: str,
+        sub_type: str,
+        start_at_earliest: bool,
+        durable: bool = True,
+        start_position: Position | None = None,
+    ) -> Subscription:
         if durable:
             cursor = await ManagedCursor.open(self.ledger, name, self._store, start_at_earliest)
         else:

@@ -20,8 +20,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from minipulsar.errors import ConsumerBusyError, InvalidCommand
-
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.topics.consumer import Consumer
@@ -31,6 +29,7 @@ from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher
 from minipulsar.broker.topics.dispatcher_single import SingleActiveConsumerDispatcher
 from minipulsar.broker.topics.key_shared import KeySharedDispatcher
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
+from minipulsar.errors import ConsumerBusyError, InvalidCommand
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +41,19 @@ CUMULATIVE_ACK_REFUSED = ("Shared", "Key_Shared")
 
 def check_sub_type(sub_type: str) -> None:
     if sub_type not in SUBSCRIPTION_TYPES:
-        raise InvalidCommand(f"subscription type {sub_type!r} is not supported; "
-                             f"use one of {', '.join(SUBSCRIPTION_TYPES)}")
+        raise InvalidCommand(
+            f"subscription type {sub_type!r} is not supported; use one of {', '.join(SUBSCRIPTION_TYPES)}"
+        )
 
 
 class Subscription:
-    def __init__(self, cursor: ManagedCursor, sub_type: str, settings: DispatchSettings | None = None,
-                 on_idle: Callable[["Subscription"], None] | None = None) -> None:
+    def __init__(
+        self,
+        cursor: ManagedCursor,
+        sub_type: str,
+        settings: DispatchSettings | None = None,
+        on_idle: Callable[[Subscription], None] | None = None,
+    ) -> None:
         check_sub_type(sub_type)
         self.cursor = cursor
         self.sub_type = sub_type
@@ -97,8 +102,9 @@ class Subscription:
         check_sub_type(sub_type)
         if sub_type != self.sub_type:
             if self.consumers:
-                raise ConsumerBusyError(f"subscription {self.name} is {self.sub_type}; cannot attach a "
-                                        f"{sub_type} consumer")
+                raise ConsumerBusyError(
+                    f"subscription {self.name} is {self.sub_type}; cannot attach a {sub_type} consumer"
+                )
             redelivered = self.dispatcher.redelivered_messages
             self.dispatcher.stop()
             self.sub_type = sub_type

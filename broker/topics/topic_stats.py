@@ -17,8 +17,8 @@ from typing import Any
 
 from minipulsar.broker.managed_ledger.position import Position
 
-
 # -- rates ----------------------------------------------------------------------------------------
+
 
 def sample_rates(topic: Any, elapsed_s: float) -> None:
     """Turn the counters' growth since the previous sample into per-second rates."""
@@ -41,6 +41,7 @@ def sample_rates(topic: Any, elapsed_s: float) -> None:
 
 
 # -- stats ----------------------------------------------------------------------------------------
+
 
 def topic_stats(topic: Any) -> dict:
     """``GET …/stats``: rates, counters, storage, publishers, subscriptions with their consumers."""
@@ -77,10 +78,17 @@ def topic_stats(topic: Any) -> dict:
 
 def _publisher_stats(topic: Any, producer: Any) -> dict:
     rate, throughput = topic.rates.get(producer, "msgIn"), topic.rates.get(producer, "bytesIn")
-    return {"producerId": producer.producer_id, "producerName": producer.name, "address": producer.address,
-            "connectedSince": producer.connected_since, "msgRateIn": rate, "msgThroughputIn": throughput,
-            "averageMsgSize": throughput / rate if rate else 0.0, "msgInCounter": producer.messages_in,
-            "bytesInCounter": producer.bytes_in}
+    return {
+        "producerId": producer.producer_id,
+        "producerName": producer.name,
+        "address": producer.address,
+        "connectedSince": producer.connected_since,
+        "msgRateIn": rate,
+        "msgThroughputIn": throughput,
+        "averageMsgSize": throughput / rate if rate else 0.0,
+        "msgInCounter": producer.messages_in,
+        "bytesInCounter": producer.bytes_in,
+    }
 
 
 def _subscription_stats(topic: Any, subscription: Any) -> dict:
@@ -106,10 +114,12 @@ def _subscription_stats(topic: Any, subscription: Any) -> dict:
     stats["isDurable"] = bool(getattr(cursor, "durable", True))
     stats["markDeletePosition"] = str(cursor.mark_delete)
     stats["readPosition"] = str(cursor.read_position)
-    for field, attribute in (("entryCacheHitsTailing", "cache_hits_tailing"),
-                             ("entryCacheHitsCatchUp", "cache_hits_catch_up"),
-                             ("entryCacheMissesTailing", "cache_misses_tailing"),
-                             ("entryCacheMissesCatchUp", "cache_misses_catch_up")):
+    for field, attribute in (
+        ("entryCacheHitsTailing", "cache_hits_tailing"),
+        ("entryCacheHitsCatchUp", "cache_hits_catch_up"),
+        ("entryCacheMissesTailing", "cache_misses_tailing"),
+        ("entryCacheMissesCatchUp", "cache_misses_catch_up"),
+    ):
         stats[field] = getattr(cursor, attribute, 0)
     return stats
 
@@ -133,13 +143,23 @@ def _consumer_stats(topic: Any, consumer: Any) -> dict:
 
 # -- internal stats -------------------------------------------------------------------------------
 
+
 def internal_stats(topic: Any) -> dict:
     """``GET …/internalStats``: the managed ledger's ledgers and its cursors' positions."""
     ledger = getattr(topic, "ledger", None)
     if ledger is None:  # non-persistent: nothing stored
-        return {"entriesAddedCounter": topic.counters.messages_in, "numberOfEntries": 0, "totalSize": 0,
-                "currentLedgerEntries": 0, "currentLedgerSize": 0, "lastLedgerCreatedTimestamp": "",
-                "lastConfirmedEntry": "-1:-1", "state": "Open", "ledgers": [], "cursors": {}}
+        return {
+            "entriesAddedCounter": topic.counters.messages_in,
+            "numberOfEntries": 0,
+            "totalSize": 0,
+            "currentLedgerEntries": 0,
+            "currentLedgerSize": 0,
+            "lastLedgerCreatedTimestamp": "",
+            "lastConfirmedEntry": "-1:-1",
+            "state": "Open",
+            "ledgers": [],
+            "cursors": {},
+        }
     ledgers = ledger_list(topic)
     last = ledgers[-1] if ledgers else {"entries": 0, "size": 0, "timestamp": 0}
     created = ledger.ledgers[-1].timestamp_ms if ledger.ledgers else 0
@@ -152,8 +172,10 @@ def internal_stats(topic: Any) -> dict:
         "lastLedgerCreatedTimestamp": _timestamp(created),
         "lastConfirmedEntry": str(ledger.last_confirmed),
         "state": getattr(getattr(ledger, "state", None), "value", "Open"),
-        "ledgers": [{"ledgerId": item["ledgerId"], "entries": item["entries"], "size": item["size"],
-                     "offloaded": False} for item in ledgers],
+        "ledgers": [
+            {"ledgerId": item["ledgerId"], "entries": item["entries"], "size": item["size"], "offloaded": False}
+            for item in ledgers
+        ],
         "cursors": {cursor.name: _cursor_stats(topic, cursor) for cursor in _cursors(topic)},
     }
 
@@ -172,8 +194,7 @@ def ledger_list(topic: Any) -> list[dict]:
         if entries is None:
             entries = last.entry_id + 1 if last.ledger_id == info.ledger_id else 0
             size = max(0, getattr(ledger, "total_size_bytes", closed_bytes) - closed_bytes)
-        result.append({"ledgerId": info.ledger_id, "entries": entries, "size": size,
-                       "timestamp": info.timestamp_ms})
+        result.append({"ledgerId": info.ledger_id, "entries": entries, "size": size, "timestamp": info.timestamp_ms})
     return result
 
 
@@ -191,8 +212,10 @@ def backlog_size(topic: Any) -> int:
     if getattr(topic, "ledger", None) is None:
         return 0
     entries, size = _ledger_totals(topic)
-    backlog = max((s.cursor.backlog_entries for s in topic.subscriptions.values()
-                   if getattr(s, "cursor", None) is not None), default=0)
+    backlog = max(
+        (s.cursor.backlog_entries for s in topic.subscriptions.values() if getattr(s, "cursor", None) is not None),
+        default=0,
+    )
     return size * min(backlog, entries) // entries if entries else 0
 
 
@@ -217,12 +240,14 @@ def _cursor_stats(topic: Any, cursor: Any) -> dict:
     return {
         "markDeletePosition": str(cursor.mark_delete),
         "readPosition": str(cursor.read_position),
-        "individuallyDeletedMessages": "[" + ", ".join(
-            f"({first.ledger_id}:{first.entry_id - 1}..{last}]" for first, last in holes) + "]",
+        "individuallyDeletedMessages": "["
+        + ", ".join(f"({first.ledger_id}:{first.entry_id - 1}..{last}]" for first, last in holes)
+        + "]",
         "totalNonContiguousDeletedMessagesRange": len(holes),
         "messagesConsumedCounter": max(0, total - backlog),
-        "numberOfEntriesSinceFirstNotAckedMessage": topic.ledger.count_entries(cursor.mark_delete,
-                                                                               topic.ledger.last_confirmed),
+        "numberOfEntriesSinceFirstNotAckedMessage": topic.ledger.count_entries(
+            cursor.mark_delete, topic.ledger.last_confirmed
+        ),
         "durable": bool(getattr(cursor, "durable", True)),
         "state": "Open",
     }
@@ -242,4 +267,4 @@ def _runs(positions: Iterable[Any]) -> list[tuple[Position, Position]]:
 def _timestamp(ms: int) -> str:
     if not ms:
         return ""
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds")

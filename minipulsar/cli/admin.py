@@ -23,7 +23,6 @@ import argparse
 import http.client
 import json
 import re
-import socket
 import sys
 from typing import Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
@@ -86,13 +85,16 @@ class AdminClient:
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         headers = {"Content-Type": "application/json"} if data is not None else {}
         try:
-            connection.request(method, path, body=data if data is not None else (b"" if method == "PUT" else None),
-                               headers=headers)
+            connection.request(
+                method, path, body=data if data is not None else (b"" if method == "PUT" else None), headers=headers
+            )
             response = connection.getresponse()
             text = response.read().decode(errors="replace")
             return response.status, {k.lower(): v for k, v in response.getheaders()}, text
-        except (OSError, http.client.HTTPException, socket.timeout) as error:
-            why = error.strerror if isinstance(error, OSError) and error.strerror else str(error) or type(error).__name__
+        except (TimeoutError, OSError, http.client.HTTPException) as error:
+            why = (
+                error.strerror if isinstance(error, OSError) and error.strerror else str(error) or type(error).__name__
+            )
             raise AdminError(f"cannot reach the broker at {parts.scheme}://{parts.netloc}: {why}") from None
         finally:
             connection.close()
@@ -235,12 +237,17 @@ def topics_lookup(client: AdminClient, args: argparse.Namespace) -> Any:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    admin = subparsers.add_parser("admin", help="administer brokers, tenants and namespaces (as pulsar-admin)",
-                                  description="Admin REST client with pulsar-admin's verbs.")
-    admin.add_argument("--admin-url", default=DEFAULT_ADMIN_URL,
-                       help="a broker's web service URL (default: %(default)s)")
-    admin.add_argument("--request-timeout", type=float, default=60.0, metavar="SECONDS",
-                       help="per HTTP request (default: %(default)g)")
+    admin = subparsers.add_parser(
+        "admin",
+        help="administer brokers, tenants and namespaces (as pulsar-admin)",
+        description="Admin REST client with pulsar-admin's verbs.",
+    )
+    admin.add_argument(
+        "--admin-url", default=DEFAULT_ADMIN_URL, help="a broker's web service URL (default: %(default)s)"
+    )
+    admin.add_argument(
+        "--request-timeout", type=float, default=60.0, metavar="SECONDS", help="per HTTP request (default: %(default)g)"
+    )
     groups = admin.add_subparsers(dest="group", required=True, metavar="GROUP")
 
     brokers = groups.add_parser("brokers", help="active brokers, their load reports, the leader")
@@ -270,8 +277,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     verb.set_defaults(action=namespaces_list)
     verb = verbs.add_parser("create", help="create tenant/namespace")
     verb.add_argument("namespace")
-    verb.add_argument("-b", "--bundles", type=int, help="number of bundles (default: the broker's "
-                                                          "defaultNumberOfNamespaceBundles)")
+    verb.add_argument(
+        "-b", "--bundles", type=int, help="number of bundles (default: the broker's defaultNumberOfNamespaceBundles)"
+    )
     verb.set_defaults(action=namespaces_create)
     verb = verbs.add_parser("policies", help="the namespace's policies (JSON)")
     verb.add_argument("namespace")
@@ -282,16 +290,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     verb = verbs.add_parser("unload", help="unload the namespace, or one bundle of it")
     verb.add_argument("namespace")
     verb.add_argument("-b", "--bundle", help="a bundle range such as 0x00000000_0x40000000")
-    verb.add_argument("-d", "--destination-broker", "--destinationBroker", metavar="HOST:WEBPORT",
-                      help="hand the bundle to this broker (a broker id from 'brokers list')")
+    verb.add_argument(
+        "-d",
+        "--destination-broker",
+        "--destinationBroker",
+        metavar="HOST:WEBPORT",
+        help="hand the bundle to this broker (a broker id from 'brokers list')",
+    )
     verb.set_defaults(action=namespaces_unload)
     verb = verbs.add_parser("split-bundle", help="split one bundle in two")
     verb.add_argument("namespace")
     verb.add_argument("-b", "--bundle", required=True, help="the bundle range to split")
     verb.add_argument("-u", "--unload", action="store_true", help="unload the two halves afterwards")
-    verb.add_argument("-san", "--split-algorithm-name", "--algorithm", dest="algorithm",
-                      choices=["range_equally_divide", "topic_count_equally_divide"],
-                      help="default: the broker's defaultNamespaceBundleSplitAlgorithm")
+    verb.add_argument(
+        "-san",
+        "--split-algorithm-name",
+        "--algorithm",
+        dest="algorithm",
+        choices=["range_equally_divide", "topic_count_equally_divide"],
+        help="default: the broker's defaultNamespaceBundleSplitAlgorithm",
+    )
     verb.set_defaults(action=namespaces_split_bundle)
 
     topics = groups.add_parser("topics", help="topic lookup")

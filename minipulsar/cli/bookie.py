@@ -39,35 +39,47 @@ log = logging.getLogger("minipulsar")
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "bookie", help="run a bookie (storage server)",
+        "bookie",
+        help="run a bookie (storage server)",
         description="Run a bookie: a journal with group commit and ledger storage (keys as in "
-                    "BookKeeper's bookkeeper.conf).",
+        "BookKeeper's bookkeeper.conf).",
     )
     parser.add_argument("--port", type=int, help="bookiePort (default 3181; 0 = any free port)")
-    parser.add_argument("--http-port", type=int, help="httpServerPort for /metrics and /api/v1/bookie/info "
-                                                      "(default 8000; 0 = any)")
-    parser.add_argument("--journal-dir", action="append", default=None, metavar="DIR",
-                        help="journalDirectories; repeat for several journals (put them on a fast fsync disk)")
+    parser.add_argument(
+        "--http-port", type=int, help="httpServerPort for /metrics and /api/v1/bookie/info (default 8000; 0 = any)"
+    )
+    parser.add_argument(
+        "--journal-dir",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="journalDirectories; repeat for several journals (put them on a fast fsync disk)",
+    )
     parser.add_argument("--ledger-dirs", metavar="DIR[,DIR2]", help="ledgerDirectories, comma-separated")
     parser.add_argument("--metadata-url", help="metadataServiceUri, e.g. metastore://127.0.0.1:6680")
     parser.add_argument("--bind-address", help="bindAddress (default 127.0.0.1)")
-    parser.add_argument("--advertised-address", help="advertisedAddress: host part of the bookie id "
-                                                     "(default: the bind address)")
+    parser.add_argument(
+        "--advertised-address", help="advertisedAddress: host part of the bookie id (default: the bind address)"
+    )
     add_server_arguments(parser, "bookkeeper.conf")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_server_config(BookieConfig, args, {
-            "bookiePort": args.port,
-            "httpServerPort": args.http_port,
-            "journalDirectories": ",".join(args.journal_dir) if args.journal_dir else None,
-            "ledgerDirectories": args.ledger_dirs,
-            "metadataServiceUri": args.metadata_url,
-            "bindAddress": args.bind_address,
-            "advertisedAddress": args.advertised_address,
-        })
+        config = load_server_config(
+            BookieConfig,
+            args,
+            {
+                "bookiePort": args.port,
+                "httpServerPort": args.http_port,
+                "journalDirectories": ",".join(args.journal_dir) if args.journal_dir else None,
+                "ledgerDirectories": args.ledger_dirs,
+                "metadataServiceUri": args.metadata_url,
+                "bindAddress": args.bind_address,
+                "advertisedAddress": args.advertised_address,
+            },
+        )
     except ConfigError as exc:
         return config_error_exit(exc)
     return run_server("bookie", lambda stop: serve(config, stop), args.log_level)

@@ -17,8 +17,9 @@ from minipulsar.errors import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("broker", help="run a broker",
-                                   description="Run a broker (config keys as in Pulsar's broker.conf).")
+    parser = subparsers.add_parser(
+        "broker", help="run a broker", description="Run a broker (config keys as in Pulsar's broker.conf)."
+    )
     parser.add_argument("--port", type=int, help="client port (brokerServicePort, default 6650; 0 = any)")
     parser.add_argument("--http-port", type=int, help="admin + /metrics port (webServicePort, default 8080)")
     parser.add_argument("--metadata-url", help="metadataStoreUrl, e.g. metastore://127.0.0.1:6680")
@@ -32,11 +33,17 @@ def run(args: argparse.Namespace) -> int:
     from minipulsar.broker.service import BrokerService  # the CLI is the only place that imports broker code
 
     try:
-        config = load_server_config(BrokerConfig, args, {
-            "brokerServicePort": args.port, "webServicePort": args.http_port,
-            "metadataStoreUrl": args.metadata_url, "bindAddress": args.bind_address,
-            "advertisedAddress": args.advertised_address,
-        })
+        config = load_server_config(
+            BrokerConfig,
+            args,
+            {
+                "brokerServicePort": args.port,
+                "webServicePort": args.http_port,
+                "metadataStoreUrl": args.metadata_url,
+                "bindAddress": args.bind_address,
+                "advertisedAddress": args.advertised_address,
+            },
+        )
     except ConfigError as error:
         return config_error_exit(error)
 

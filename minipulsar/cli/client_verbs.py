@@ -35,61 +35,133 @@ from minipulsar.net.loop import run
 from minipulsar.topic_name import TopicName
 
 DEFAULT_SERVICE_URL = "pulsar://localhost:6650"
-SUBSCRIPTION_TYPES = {"Exclusive": "Exclusive", "Shared": "Shared", "Failover": "Failover",
-                      "Key_Shared": "KeyShared", "KeyShared": "KeyShared"}
+SUBSCRIPTION_TYPES = {
+    "Exclusive": "Exclusive",
+    "Shared": "Shared",
+    "Failover": "Failover",
+    "Key_Shared": "KeyShared",
+    "KeyShared": "KeyShared",
+}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    produce = subparsers.add_parser("produce", help="send messages to a topic",
-                                    description="Send messages (as pulsar-client produce).")
+    produce = subparsers.add_parser(
+        "produce", help="send messages to a topic", description="Send messages (as pulsar-client produce)."
+    )
     produce.add_argument("topic")
-    produce.add_argument("-m", "--messages", action="append", default=[], metavar="TEXT",
-                         help="messages to send, split on the separator (repeatable)")
-    produce.add_argument("-f", "--files", action="append", default=[], metavar="FILE",
-                         help="a file whose bytes are one message (repeatable)")
+    produce.add_argument(
+        "-m",
+        "--messages",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="messages to send, split on the separator (repeatable)",
+    )
+    produce.add_argument(
+        "-f",
+        "--files",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a file whose bytes are one message (repeatable)",
+    )
     produce.add_argument("-s", "--separator", default=",", help="separator of -m messages (default ,)")
-    produce.add_argument("-n", "--num-produce", type=_non_negative_int, default=1, metavar="N",
-                         help="how many times to send the messages (default 1)")
-    produce.add_argument("-r", "--rate", type=_non_negative_float, default=0.0, metavar="MSG/S",
-                         help="messages per second, 0 = as fast as possible (default 0)")
+    produce.add_argument(
+        "-n",
+        "--num-produce",
+        type=_non_negative_int,
+        default=1,
+        metavar="N",
+        help="how many times to send the messages (default 1)",
+    )
+    produce.add_argument(
+        "-r",
+        "--rate",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="MSG/S",
+        help="messages per second, 0 = as fast as possible (default 0)",
+    )
     produce.add_argument("-k", "--key", default=None, help="the message key (partition key)")
-    produce.add_argument("-p", "--properties", action="append", default=[], metavar="K=V[,K=V]",
-                         help="message properties (repeatable, or comma-separated)")
+    produce.add_argument(
+        "-p",
+        "--properties",
+        action="append",
+        default=[],
+        metavar="K=V[,K=V]",
+        help="message properties (repeatable, or comma-separated)",
+    )
     produce.add_argument("-db", "--disable-batching", action="store_true", help="send without batching")
     _common(produce)
     produce.set_defaults(func=run_produce)
 
-    consume = subparsers.add_parser("consume", help="receive messages from a subscription",
-                                    description="Receive and acknowledge messages (as pulsar-client consume).")
+    consume = subparsers.add_parser(
+        "consume",
+        help="receive messages from a subscription",
+        description="Receive and acknowledge messages (as pulsar-client consume).",
+    )
     consume.add_argument("topic")
     consume.add_argument("-s", "--subscription-name", required=True, metavar="SUB")
     consume.add_argument("-t", "--subscription-type", default="Exclusive", choices=sorted(SUBSCRIPTION_TYPES))
-    consume.add_argument("-p", "--subscription-position", default="Earliest", choices=["Latest", "Earliest"],
-                         help="where a new subscription starts (default Earliest)")
+    consume.add_argument(
+        "-p",
+        "--subscription-position",
+        default="Earliest",
+        choices=["Latest", "Earliest"],
+        help="where a new subscription starts (default Earliest)",
+    )
     consume.add_argument("-m", "--subscription-mode", default="Durable", choices=["Durable", "NonDurable"])
-    consume.add_argument("-n", "--num-messages", type=_non_negative_int, default=1, metavar="N",
-                         help="messages to receive, 0 = forever (default 1)")
-    consume.add_argument("-r", "--rate", type=_non_negative_float, default=0.0, metavar="MSG/S",
-                         help="messages per second, 0 = as fast as they come (default 0)")
+    consume.add_argument(
+        "-n",
+        "--num-messages",
+        type=_non_negative_int,
+        default=1,
+        metavar="N",
+        help="messages to receive, 0 = forever (default 1)",
+    )
+    consume.add_argument(
+        "-r",
+        "--rate",
+        type=_non_negative_float,
+        default=0.0,
+        metavar="MSG/S",
+        help="messages per second, 0 = as fast as they come (default 0)",
+    )
     consume.add_argument("--hex", action="store_true", help="print the content as a hex dump")
     consume.add_argument("--hide-content", action="store_true", help="do not print the content")
     consume.add_argument("--regex", action="store_true", help="TOPIC is a regex of topic names")
-    consume.add_argument("-q", "--queue-size", type=int, default=1000, metavar="N",
-                         help="receiver queue size (default 1000)")
-    consume.add_argument("--timeout", type=_non_negative_float, default=0, metavar="SECONDS",
-                         help="give up after this long without a message (default: wait forever)")
+    consume.add_argument(
+        "-q", "--queue-size", type=int, default=1000, metavar="N", help="receiver queue size (default 1000)"
+    )
+    consume.add_argument(
+        "--timeout",
+        type=_non_negative_float,
+        default=0,
+        metavar="SECONDS",
+        help="give up after this long without a message (default: wait forever)",
+    )
     _common(consume)
     consume.set_defaults(func=run_consume)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--service-url", "--url", default=DEFAULT_SERVICE_URL,
-                        help=f"broker service URL (default {DEFAULT_SERVICE_URL})")
-    parser.add_argument("--operation-timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="how long lookups and other operations may take (default 30)")
+    parser.add_argument(
+        "--service-url",
+        "--url",
+        default=DEFAULT_SERVICE_URL,
+        help=f"broker service URL (default {DEFAULT_SERVICE_URL})",
+    )
+    parser.add_argument(
+        "--operation-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long lookups and other operations may take (default 30)",
+    )
 
 
 # -- produce ------------------------------------------------------------------------------------
+
 
 def run_produce(args: argparse.Namespace) -> int:
     try:
@@ -125,8 +197,11 @@ def _batching(args: argparse.Namespace) -> dict:
 
     from minipulsar import Client
 
-    return {"batching_enabled": False} if "batching_enabled" in inspect.signature(Client.create_producer).parameters \
+    return (
+        {"batching_enabled": False}
+        if "batching_enabled" in inspect.signature(Client.create_producer).parameters
         else {}
+    )
 
 
 class UsageError(Exception):
@@ -160,6 +235,7 @@ def parse_properties(items: list[str]) -> dict[str, str]:
 
 # -- consume ------------------------------------------------------------------------------------
 
+
 def run_consume(args: argparse.Namespace) -> int:
     try:
         topic = re.compile(args.topic) if args.regex else _topic(args.topic)
@@ -170,9 +246,11 @@ def run_consume(args: argparse.Namespace) -> int:
         from minipulsar import Client, ConsumerType, InitialPosition
 
         async with Client(args.service_url, operation_timeout_seconds=args.operation_timeout) as client:
-            settings = dict(consumer_type=ConsumerType[SUBSCRIPTION_TYPES[args.subscription_type]],
-                            initial_position=InitialPosition[args.subscription_position],
-                            receiver_queue_size=args.queue_size)
+            settings = {
+                "consumer_type": ConsumerType[SUBSCRIPTION_TYPES[args.subscription_type]],
+                "initial_position": InitialPosition[args.subscription_position],
+                "receiver_queue_size": args.queue_size,
+            }
             if args.subscription_mode == "NonDurable":  # in memory only, gone with this consumer
                 settings["durable"] = False
             consumer = await client.subscribe(topic, args.subscription_name, **settings)
@@ -205,7 +283,7 @@ def hexdump(data: bytes) -> str:
     """16 bytes a line: offset, hex bytes, printable ASCII (as ``hexdump -C``)."""
     lines = []
     for offset in range(0, len(data), 16):
-        chunk = data[offset:offset + 16]
+        chunk = data[offset : offset + 16]
         hex_part = " ".join(f"{b:02x}" for b in chunk)
         text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
         lines.append(f"{offset:08x}  {hex_part:<47}  |{text}|")
@@ -213,6 +291,7 @@ def hexdump(data: bytes) -> str:
 
 
 # -- shared -------------------------------------------------------------------------------------
+
 
 class Pacer:
     """At most ``rate`` calls of :meth:`wait` per second (0: no limit), evenly spaced."""

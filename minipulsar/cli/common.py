@@ -47,7 +47,11 @@ def add_server_arguments(parser: argparse.ArgumentParser, config_name: str) -> N
     """Flags every server takes: its config file, generic overrides, log level."""
     parser.add_argument("--config", metavar="FILE", help=f"a {config_name} file of key=value lines")
     parser.add_argument(
-        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
         help="override one config key (repeatable); applied after --config and the flags",
     )
     parser.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING, ERROR")

@@ -27,9 +27,10 @@ from minipulsar.metadata.server import MetastoreServer
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "metastore", help="run the built-in metadata store server",
+        "metastore",
+        help="run the built-in metadata store server",
         description="The built-in metadata store: versioned keys, sessions, ephemeral keys and "
-                    "watches, persisted to a write-ahead log and snapshots in --data-dir.",
+        "watches, persisted to a write-ahead log and snapshots in --data-dir.",
     )
     parser.add_argument("--port", type=int, default=None, help="client port (clientPort, default 6680; 0: any)")
     parser.add_argument("--data-dir", default=None, help="WAL and snapshot directory (dataDir)")
@@ -40,9 +41,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = load_server_config(MetastoreConfig, args, {
-            "clientPort": args.port, "dataDir": args.data_dir, "bindAddress": args.bind_address,
-        })
+        config = load_server_config(
+            MetastoreConfig,
+            args,
+            {
+                "clientPort": args.port,
+                "dataDir": args.data_dir,
+                "bindAddress": args.bind_address,
+            },
+        )
     except ConfigError as exc:
         return config_error_exit(exc)
     return run_server("metastore", lambda stop: serve(config, stop), args.log_level)

@@ -35,11 +35,25 @@ from typing import IO
 
 from minipulsar.cli.common import setup_logging
 from minipulsar.cli.standalone_plan import (
-    DEFAULT_BOOKIE_HTTP_PORT, DEFAULT_BROKER_PORT, DEFAULT_METASTORE_PORT, DEFAULT_WEB_PORT,
-    BookieSlot, BrokerSlot, StandalonePlan, StandaloneState, load_state, make_plan, save_state,
+    DEFAULT_BOOKIE_HTTP_PORT,
+    DEFAULT_BROKER_PORT,
+    DEFAULT_METASTORE_PORT,
+    DEFAULT_WEB_PORT,
+    BookieSlot,
+    BrokerSlot,
+    StandalonePlan,
+    StandaloneState,
+    load_state,
+    make_plan,
+    save_state,
 )
 from minipulsar.cli.supervisor import (
-    READY_TIMEOUT_S, Child, ChildFailedError, ReadyLine, Supervisor, describe_exit,
+    READY_TIMEOUT_S,
+    Child,
+    ChildFailedError,
+    ReadyLine,
+    Supervisor,
+    describe_exit,
 )
 from minipulsar.config import parse_config_text
 from minipulsar.errors import ConfigError
@@ -50,40 +64,59 @@ log = logging.getLogger("minipulsar.standalone")
 # twice (to the process and to its group), and that must still mean a clean stop.
 _SECOND_SIGINT_AFTER_S = 0.5
 
-_QUORUM_KEYS = ("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum",
-                "managedLedgerDefaultAckQuorum")
+_QUORUM_KEYS = ("managedLedgerDefaultEnsembleSize", "managedLedgerDefaultWriteQuorum", "managedLedgerDefaultAckQuorum")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "standalone", help="run a metastore, bookies and a broker on this machine",
+        "standalone",
+        help="run a metastore, bookies and a broker on this machine",
         description="Start a local cluster as child processes; Ctrl-C stops it. Data survives restarts.",
     )
-    p.add_argument("--data-dir", default="data/standalone",
-                   help="everything the cluster keeps (default: %(default)s)")
+    p.add_argument("--data-dir", default="data/standalone", help="everything the cluster keeps (default: %(default)s)")
     p.add_argument("--bookies", type=int, default=1, help="number of bookies (default: %(default)s)")
-    p.add_argument("--brokers", type=int, default=1,
-                   help="number of brokers; broker i uses BROKER_PORT+i and WEB_PORT+i (default: %(default)s)")
-    p.add_argument("--journal-root", type=Path,
-                   help="bookie i journals in JOURNAL_ROOT/bookie-<i> (default: DATA_DIR/journal)")
-    p.add_argument("--ledger-root", type=Path,
-                   help="bookie i ledgers in LEDGER_ROOT/bookie-<i> (default: DATA_DIR/ledgers)")
-    p.add_argument("--broker-port", type=int, default=DEFAULT_BROKER_PORT,
-                   help="client (binary protocol) port; 0 = any free port")
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="number of brokers; broker i uses BROKER_PORT+i and WEB_PORT+i (default: %(default)s)",
+    )
+    p.add_argument(
+        "--journal-root", type=Path, help="bookie i journals in JOURNAL_ROOT/bookie-<i> (default: DATA_DIR/journal)"
+    )
+    p.add_argument(
+        "--ledger-root", type=Path, help="bookie i ledgers in LEDGER_ROOT/bookie-<i> (default: DATA_DIR/ledgers)"
+    )
+    p.add_argument(
+        "--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="client (binary protocol) port; 0 = any free port"
+    )
     p.add_argument("--web-port", type=int, default=DEFAULT_WEB_PORT, help="broker admin/metrics HTTP port")
     p.add_argument("--metastore-port", type=int, default=DEFAULT_METASTORE_PORT)
-    p.add_argument("--bookie-port", type=int, default=None,
-                   help="bookie i listens on BOOKIE_PORT+i (default: the ports of the last run, else 3181+i)")
-    p.add_argument("--bookie-http-port", type=int, default=DEFAULT_BOOKIE_HTTP_PORT,
-                   help="bookie i serves HTTP on this + i")
+    p.add_argument(
+        "--bookie-port",
+        type=int,
+        default=None,
+        help="bookie i listens on BOOKIE_PORT+i (default: the ports of the last run, else 3181+i)",
+    )
+    p.add_argument(
+        "--bookie-http-port", type=int, default=DEFAULT_BOOKIE_HTTP_PORT, help="bookie i serves HTTP on this + i"
+    )
     p.add_argument("--bind-address", default="127.0.0.1", help="address every server binds (default: %(default)s)")
-    p.add_argument("--advertised-address", default=None,
-                   help="host in bookie ids and broker URLs (default: the bind address, or 127.0.0.1 for 0.0.0.0)")
+    p.add_argument(
+        "--advertised-address",
+        default=None,
+        help="host in bookie ids and broker URLs (default: the bind address, or 127.0.0.1 for 0.0.0.0)",
+    )
     p.add_argument("--metastore-config", metavar="FILE", help="metastore.conf passed to the metastore")
     p.add_argument("--bookie-config", metavar="FILE", help="bookkeeper.conf passed to every bookie")
     p.add_argument("--broker-config", metavar="FILE", help="broker.conf passed to the broker")
-    p.add_argument("--ready-timeout", type=float, default=READY_TIMEOUT_S, metavar="SECONDS",
-                   help="how long each child may take to become ready (default: %(default)g)")
+    p.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=READY_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long each child may take to become ready (default: %(default)g)",
+    )
     p.add_argument("--log-level", default=None, help="DEBUG, INFO (default), WARNING, ERROR; passed to the children")
     p.set_defaults(func=main)
 
@@ -104,11 +137,19 @@ async def run_standalone(args: argparse.Namespace) -> int:
     try:
         state = await asyncio.to_thread(load_state, data_dir / "standalone.json")
         plan = make_plan(
-            data_dir=data_dir, bookie_count=args.bookies, journal_root=args.journal_root,
-            ledger_root=args.ledger_root, bind_address=args.bind_address,
-            advertised_address=args.advertised_address, metastore_port=args.metastore_port,
-            broker_port=args.broker_port, web_port=args.web_port, bookie_port=args.bookie_port,
-            bookie_http_port=args.bookie_http_port, state=state, broker_count=args.brokers,
+            data_dir=data_dir,
+            bookie_count=args.bookies,
+            journal_root=args.journal_root,
+            ledger_root=args.ledger_root,
+            bind_address=args.bind_address,
+            advertised_address=args.advertised_address,
+            metastore_port=args.metastore_port,
+            broker_port=args.broker_port,
+            web_port=args.web_port,
+            bookie_port=args.bookie_port,
+            bookie_http_port=args.bookie_http_port,
+            state=state,
+            broker_count=args.brokers,
         )
         options = await asyncio.to_thread(_child_options, args)
         await asyncio.to_thread(_prepare, plan)
@@ -142,15 +183,16 @@ def _child_options(args: argparse.Namespace) -> ChildOptions:
             raise ConfigError(f"cannot read {args.broker_config}: {exc.strerror}") from exc
     if args.ready_timeout <= 0:
         raise ConfigError(f"--ready-timeout must be positive, got {args.ready_timeout:g}")
-    return ChildOptions(args.metastore_config, args.bookie_config, args.broker_config, keys,
-                        args.log_level, args.ready_timeout)
+    return ChildOptions(
+        args.metastore_config, args.bookie_config, args.broker_config, keys, args.log_level, args.ready_timeout
+    )
 
 
 def _lock_data_dir(data_dir: Path) -> IO[bytes]:
     """Hold DATA_DIR/standalone.lock for the launcher's life: one cluster per data dir."""
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        lock = open(data_dir / "standalone.lock", "ab")
+        lock = open(data_dir / "standalone.lock", "ab")  # noqa: SIM115 -- held while the standalone runs
     except OSError as exc:
         raise ConfigError(f"cannot use data dir {data_dir}: {exc.strerror}") from exc
     try:
@@ -181,9 +223,12 @@ def _check_port_free(owner: str, host: str, port: int) -> None:
             probe.bind((host, port))
         except OSError as exc:
             why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be bound ({exc.strerror})"
-            hint = (" (a bookie keeps its port across restarts because its id host:port is in the "
-                    "ledger metadata; free the port, or pass --bookie-port to give the bookies new ids)"
-                    if owner.startswith("bookie-") and not owner.endswith("http") else "")
+            hint = (
+                " (a bookie keeps its port across restarts because its id host:port is in the "
+                "ledger metadata; free the port, or pass --bookie-port to give the bookies new ids)"
+                if owner.startswith("bookie-") and not owner.endswith("http")
+                else ""
+            )
             raise ConfigError(f"{owner} port {host}:{port} {why}{hint}") from None
 
 
@@ -228,8 +273,13 @@ class Launcher:
             return await self._shutdown(0)
         stop_requested.cancel()
         child = child_exited.result()
-        log.error("%s (pid %s) ended unexpectedly (%s); stopping the cluster\n%s",
-                  child.name, child.pid, describe_exit(child.returncode), await child.log_tail())
+        log.error(
+            "%s (pid %s) ended unexpectedly (%s); stopping the cluster\n%s",
+            child.name,
+            child.pid,
+            describe_exit(child.returncode),
+            await child.log_tail(),
+        )
         return await self._shutdown(1)
 
     async def _shutdown(self, code: int) -> int:
@@ -260,8 +310,9 @@ class Launcher:
         for slot in plan.bookies:
             ready = await self._start(slot.name, "bookie", bookie_args(plan, slot, metadata_url, opts))
             await self._remember_bookie(slot, ready)
-        return [await self._start(slot.name, "broker", broker_args(plan, metadata_url, opts, slot))
-                for slot in plan.brokers]
+        return [
+            await self._start(slot.name, "broker", broker_args(plan, metadata_url, opts, slot)) for slot in plan.brokers
+        ]
 
     async def _start(self, name: str, role: str, args: list[str]) -> ReadyLine:
         # A terminal's Ctrl-C goes to its whole foreground group: keep the children out of it so
@@ -275,8 +326,10 @@ class Launcher:
         """Record the bookie's identity as soon as it registered: later runs must reuse it."""
         if slot.port:
             assert ready.port == slot.port, f"{slot.name} asked for port {slot.port}, announced {ready.port}"
-        if (self.state.bookie_ports.get(slot.name) == ready.port
-                and self.state.advertised_address == self.plan.advertised_address):
+        if (
+            self.state.bookie_ports.get(slot.name) == ready.port
+            and self.state.advertised_address == self.plan.advertised_address
+        ):
             return
         self.state.bookie_ports[slot.name] = ready.port
         self.state.advertised_address = self.plan.advertised_address
@@ -297,13 +350,14 @@ class Launcher:
         print(f"READY standalone {addresses[0][0]}" + (f" http={web}" if web else ""), flush=True)
 
 
-def banner(plan: StandalonePlan, service_url: str, web_url: str | None,
-           other_brokers: list[str] | None = None) -> str:
+def banner(plan: StandalonePlan, service_url: str, web_url: str | None, other_brokers: list[str] | None = None) -> str:
     """What a person reads once the cluster is up (``other_brokers``: ``host:port`` of brokers 1..)."""
     prog = _program_name()
     default_url = service_url in ("pulsar://127.0.0.1:6650", "pulsar://localhost:6650")
     url_flag = "" if default_url else f" --service-url {service_url}"
-    admin_flag = "" if web_url in (None, "http://127.0.0.1:8080", "http://localhost:8080") else f" --admin-url {web_url}"
+    admin_flag = (
+        "" if web_url in (None, "http://127.0.0.1:8080", "http://localhost:8080") else f" --admin-url {web_url}"
+    )
     q = plan.quorum
     brokers = "broker" if plan.broker_count == 1 else f"{plan.broker_count} brokers"
     lines = [
@@ -355,27 +409,56 @@ def _common_flags(config: str | None, opts: ChildOptions) -> list[str]:
 
 
 def metastore_args(plan: StandalonePlan, opts: ChildOptions) -> list[str]:
-    return ["--port", str(plan.metastore_port), "--data-dir", str(plan.metastore_dir),
-            "--bind-address", plan.bind_address, *_common_flags(opts.metastore_config, opts)]
+    return [
+        "--port",
+        str(plan.metastore_port),
+        "--data-dir",
+        str(plan.metastore_dir),
+        "--bind-address",
+        plan.bind_address,
+        *_common_flags(opts.metastore_config, opts),
+    ]
 
 
 def bookie_args(plan: StandalonePlan, slot: BookieSlot, metadata_url: str, opts: ChildOptions) -> list[str]:
-    return ["--port", str(slot.port), "--http-port", str(slot.http_port),
-            "--journal-dir", str(slot.journal_dir), "--ledger-dirs", str(slot.ledger_dir),
-            "--metadata-url", metadata_url,
-            "--bind-address", plan.bind_address, "--advertised-address", plan.advertised_address,
-            *_common_flags(opts.bookie_config, opts)]
+    return [
+        "--port",
+        str(slot.port),
+        "--http-port",
+        str(slot.http_port),
+        "--journal-dir",
+        str(slot.journal_dir),
+        "--ledger-dirs",
+        str(slot.ledger_dir),
+        "--metadata-url",
+        metadata_url,
+        "--bind-address",
+        plan.bind_address,
+        "--advertised-address",
+        plan.advertised_address,
+        *_common_flags(opts.bookie_config, opts),
+    ]
 
 
-def broker_args(plan: StandalonePlan, metadata_url: str, opts: ChildOptions,
-                slot: BrokerSlot | None = None) -> list[str]:
+def broker_args(
+    plan: StandalonePlan, metadata_url: str, opts: ChildOptions, slot: BrokerSlot | None = None
+) -> list[str]:
     """Broker ``slot``'s command line (the first broker's by default)."""
     slot = slot or plan.brokers[0]
     q = plan.quorum
     quorum = dict(zip(_QUORUM_KEYS, (q.ensemble_size, q.write_quorum, q.ack_quorum)))
     sets = [f"{key}={value}" for key, value in quorum.items() if key not in opts.broker_config_keys]
-    return ["--port", str(slot.port), "--http-port", str(slot.web_port),
-            "--metadata-url", metadata_url,
-            "--bind-address", plan.bind_address, "--advertised-address", plan.advertised_address,
-            *(flag for item in sets for flag in ("--set", item)),
-            *_common_flags(opts.broker_config, opts)]
+    return [
+        "--port",
+        str(slot.port),
+        "--http-port",
+        str(slot.web_port),
+        "--metadata-url",
+        metadata_url,
+        "--bind-address",
+        plan.bind_address,
+        "--advertised-address",
+        plan.advertised_address,
+        *(flag for item in sets for flag in ("--set", item)),
+        *_common_flags(opts.broker_config, opts),
+    ]

@@ -35,10 +35,10 @@ log = logging.getLogger("minipulsar.standalone")
 
 STATE_FORMAT = 1
 
-DEFAULT_BROKER_PORT = 6650      # Pulsar brokerServicePort
-DEFAULT_WEB_PORT = 8080         # Pulsar webServicePort
-DEFAULT_METASTORE_PORT = 6680   # DESIGN §1
-DEFAULT_BOOKIE_PORT = 3181      # BookKeeper bookiePort
+DEFAULT_BROKER_PORT = 6650  # Pulsar brokerServicePort
+DEFAULT_WEB_PORT = 8080  # Pulsar webServicePort
+DEFAULT_METASTORE_PORT = 6680  # DESIGN §1
+DEFAULT_BOOKIE_PORT = 3181  # BookKeeper bookiePort
 DEFAULT_BOOKIE_HTTP_PORT = 8000  # BookKeeper httpServerPort
 
 _WILDCARDS = ("0.0.0.0", "::", "")
@@ -72,8 +72,18 @@ class StandaloneState:
     """Bookie name (``bookie-0``) → the port it registered with."""
 
     def to_json(self) -> str:
-        return json.dumps({"format": STATE_FORMAT, "advertised_address": self.advertised_address,
-                           "bookie_ports": self.bookie_ports}, indent=2, sort_keys=True) + "\n"
+        return (
+            json.dumps(
+                {
+                    "format": STATE_FORMAT,
+                    "advertised_address": self.advertised_address,
+                    "bookie_ports": self.bookie_ports,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
     @classmethod
     def from_json(cls, text: str, source: str) -> StandaloneState:
@@ -81,14 +91,19 @@ class StandaloneState:
         try:
             raw = json.loads(text)
             ports = raw["bookie_ports"]
-            ok = (raw.get("format") == STATE_FORMAT and isinstance(ports, dict)
-                  and all(isinstance(p, int) and 0 < p < 65536 for p in ports.values()))
+            ok = (
+                raw.get("format") == STATE_FORMAT
+                and isinstance(ports, dict)
+                and all(isinstance(p, int) and 0 < p < 65536 for p in ports.values())
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             ok = False
         if not ok:
-            raise ConfigError(f"{source} is not a minipulsar standalone state file (format {STATE_FORMAT}); "
-                              "fix or remove it (bookies will then pick new ports, and ledgers written "
-                              "under the old bookie ids become unreadable)")
+            raise ConfigError(
+                f"{source} is not a minipulsar standalone state file (format {STATE_FORMAT}); "
+                "fix or remove it (bookies will then pick new ports, and ledgers written "
+                "under the old bookie ids become unreadable)"
+            )
         return cls(raw.get("advertised_address"), {str(k): int(v) for k, v in ports.items()})
 
 
@@ -156,9 +171,15 @@ class StandalonePlan:
     def brokers(self) -> tuple[BrokerSlot, ...]:
         """Broker i on ``broker_port + i`` / ``web_port + i`` (0 stays 0: any free port)."""
         count = self.broker_count
-        return tuple(BrokerSlot(i, "broker" if count == 1 else f"broker-{i}",
-                                self.broker_port + i if self.broker_port else 0,
-                                self.web_port + i if self.web_port else 0) for i in range(count))
+        return tuple(
+            BrokerSlot(
+                i,
+                "broker" if count == 1 else f"broker-{i}",
+                self.broker_port + i if self.broker_port else 0,
+                self.web_port + i if self.web_port else 0,
+            )
+            for i in range(count)
+        )
 
     @property
     def log_dir(self) -> Path:
@@ -207,8 +228,12 @@ def bookie_ports(count: int, explicit_base: int | None, saved: Mapping[str, int]
         if explicit_base:
             port = explicit_base + i
             if name in saved and saved[name] != port:
-                log.warning("%s moves from port %d to %d: ledgers it stored name its old id and become "
-                            "unreadable through it", name, saved[name], port)
+                log.warning(
+                    "%s moves from port %d to %d: ledgers it stored name its old id and become unreadable through it",
+                    name,
+                    saved[name],
+                    port,
+                )
         elif name in saved:
             port = saved[name]
         else:
@@ -248,12 +273,18 @@ def make_plan(
     journal_root = journal_root or data_dir / "journal"
     ledger_root = ledger_root or data_dir / "ledgers"
     bookies = tuple(
-        BookieSlot(i, ports[i], bookie_http_port + i if bookie_http_port else 0,
-                   journal_root / f"bookie-{i}", ledger_root / f"bookie-{i}")
+        BookieSlot(
+            i,
+            ports[i],
+            bookie_http_port + i if bookie_http_port else 0,
+            journal_root / f"bookie-{i}",
+            ledger_root / f"bookie-{i}",
+        )
         for i in range(bookie_count)
     )
-    plan = StandalonePlan(data_dir, bind_address, advertised, metastore_port, broker_port, web_port, bookies,
-                          broker_count)
+    plan = StandalonePlan(
+        data_dir, bind_address, advertised, metastore_port, broker_port, web_port, bookies, broker_count
+    )
     _check_ports(plan.fixed_ports())
     return plan
 
@@ -263,8 +294,12 @@ def _advertised_address(explicit: str | None, bind_address: str, state: Standalo
     if chosen in _WILDCARDS:
         raise ConfigError(f"--advertised-address must be an address clients can reach, not {chosen!r}")
     if state.advertised_address and chosen != state.advertised_address and state.bookie_ports:
-        log.warning("bookies were advertised as %s and now as %s: ledgers they stored name the old "
-                    "ids and become unreadable through them", state.advertised_address, chosen)
+        log.warning(
+            "bookies were advertised as %s and now as %s: ledgers they stored name the old "
+            "ids and become unreadable through them",
+            state.advertised_address,
+            chosen,
+        )
     return chosen
 
 

@@ -133,8 +133,15 @@ def die_with_parent(own_process_group: bool = False) -> Callable[[], None]:
 class Child:
     """One server process. ``start()`` returns once it is READY; ``stop()`` always reaps it."""
 
-    def __init__(self, name: str, role: str, args: list[str], log_path: Path,
-                 program: Sequence[str] = MINIPULSAR, own_process_group: bool = False) -> None:
+    def __init__(
+        self,
+        name: str,
+        role: str,
+        args: list[str],
+        log_path: Path,
+        program: Sequence[str] = MINIPULSAR,
+        own_process_group: bool = False,
+    ) -> None:
         self.name, self.role, self.args, self.log_path = name, role, args, log_path
         self.program, self.own_process_group = tuple(program), own_process_group
         self.ready: ReadyLine | None = None
@@ -168,8 +175,12 @@ class Child:
         log_file, self._log_offset = await asyncio.to_thread(self._open_log)
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.program, self.role, *self.args,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log_file,
+                *self.program,
+                self.role,
+                *self.args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
                 preexec_fn=die_with_parent(self.own_process_group),
             )
@@ -183,7 +194,7 @@ class Child:
 
     def _open_log(self) -> tuple[BinaryIO, int]:  # runs in a thread
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(self.log_path, "ab")
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 -- the child's stdout, closed when it ends
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         log_file.write(f"==== {stamp} minipulsar standalone starts {self.name} ====\n".encode())
         log_file.flush()
@@ -195,12 +206,13 @@ class Child:
         while (remaining := deadline - time.monotonic()) > 0:
             try:
                 raw = await asyncio.wait_for(self._proc.stdout.readline(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 break
             if not raw:  # stdout closed: the process is exiting
                 code = await self.exited
-                raise ChildFailedError(f"{self.name} ended ({describe_exit(code)}) before it was ready\n"
-                                       f"{await self.log_tail()}")
+                raise ChildFailedError(
+                    f"{self.name} ended ({describe_exit(code)}) before it was ready\n{await self.log_tail()}"
+                )
             ready = ReadyLine.parse(raw.decode(errors="replace"))
             if ready is not None and ready.role == self.role:
                 return ready
@@ -221,7 +233,7 @@ class Child:
             self._signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(asyncio.shield(self.exited), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("%s did not stop within %gs; killing it", self.name, timeout_s)
                 self._signal(signal.SIGKILL)
         code = await self.exited
@@ -287,8 +299,7 @@ class Supervisor:
                 if child.returncode == 0:
                     log.info("%s stopped", child.name)
                 else:
-                    log.warning("%s ended: %s\n%s", child.name, describe_exit(child.returncode),
-                                await child.log_tail())
+                    log.warning("%s ended: %s\n%s", child.name, describe_exit(child.returncode), await child.log_tail())
         return clean
 
     def kill_all(self) -> None:

@@ -29,9 +29,21 @@ from minipulsar.metadata.store import (
 from minipulsar.net.client import parse_address
 
 __all__ = [
-    "NOT_EXISTS", "GetResult", "Listener", "MemoryMetadataStore", "MetadataStore", "MetastoreClient",
-    "Notification", "NotificationType", "SessionEvent", "SessionListener", "Stat", "is_under",
-    "open_metadata_store", "parent_of", "validate_path",
+    "NOT_EXISTS",
+    "GetResult",
+    "Listener",
+    "MemoryMetadataStore",
+    "MetadataStore",
+    "MetastoreClient",
+    "Notification",
+    "NotificationType",
+    "SessionEvent",
+    "SessionListener",
+    "Stat",
+    "is_under",
+    "open_metadata_store",
+    "parent_of",
+    "validate_path",
 ]
 
 
@@ -57,5 +69,5 @@ async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> 
         await client.start()
         return client
     raise UnsupportedMetadataUrl(
-        f"unsupported metadata store URL {url!r}: expected memory://<name> or metastore://host:port")
-
+        f"unsupported metadata store URL {url!r}: expected memory://<name> or metastore://host:port"
+    )

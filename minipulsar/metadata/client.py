@@ -95,7 +95,11 @@ class MetastoreClient(MetadataStore):
     """:class:`MetadataStore` backed by a ``minipulsar metastore`` server."""
 
     def __init__(
-        self, host: str, port: int, *, session_timeout_ms: int = 30_000,
+        self,
+        host: str,
+        port: int,
+        *,
+        session_timeout_ms: int = 30_000,
         operation_timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S,
     ) -> None:
         self.host, self.port = host, port
@@ -145,17 +149,23 @@ class MetastoreClient(MetadataStore):
         response = await self._call(MdGet, path=path)
         if response.version < 0 or response.value is None:
             return None
-        return GetResult(response.value, Stat(response.version, response.ephemeral,
-                                              response.created_ms, response.modified_ms))
+        return GetResult(
+            response.value, Stat(response.version, response.ephemeral, response.created_ms, response.modified_ms)
+        )
 
     async def put(
         self, path: str, value: bytes, expected_version: int | None = None, *, ephemeral: bool = False
     ) -> Stat:
         validate_path(path)
         response = await self._call(
-            MdPut, retry_unknown_outcome=expected_version is None, path=path, value=bytes(value),
-            expected_version=expected_version, ephemeral=ephemeral,
-            session_id=self.session_id if ephemeral else None)
+            MdPut,
+            retry_unknown_outcome=expected_version is None,
+            path=path,
+            value=bytes(value),
+            expected_version=expected_version,
+            ephemeral=ephemeral,
+            session_id=self.session_id if ephemeral else None,
+        )
         return Stat(response.version, response.ephemeral, response.created_ms, response.modified_ms)
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
@@ -195,14 +205,15 @@ class MetastoreClient(MetadataStore):
             return
         if conn.is_open and self.session_id is not None:  # even a lost one: the server may not know yet
             try:
-                await conn.request(MdSessionClose, session_id=self.session_id,
-                                   timeout_s=min(self.operation_timeout_s, CLOSE_TIMEOUT_S))
+                await conn.request(
+                    MdSessionClose, session_id=self.session_id, timeout_s=min(self.operation_timeout_s, CLOSE_TIMEOUT_S)
+                )
             except MiniPulsarError as error:
                 log.info("closing metastore session %#x: %s", self.session_id, error)
         conn.close()
         try:
             await asyncio.wait_for(conn.wait_closed(), CLOSE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             conn.abort()
 
     # -- session control (tests and fault injection) ---------------------------------------------
@@ -228,7 +239,8 @@ class MetastoreClient(MetadataStore):
                 if sent and not retry_unknown_outcome:
                     raise ConnectionClosedError(
                         f"connection to {self.url} lost before {cls.TYPE} {fields.get('path')} was "
-                        "answered: it may or may not have been applied") from error
+                        "answered: it may or may not have been applied"
+                    ) from error
 
     async def _connection(self, deadline: float) -> _MetastoreConnection:
         while True:
@@ -239,11 +251,10 @@ class MetastoreClient(MetadataStore):
                 return conn
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ConnectionClosedError(
-                    f"not connected to {self.url} within {self.operation_timeout_s}s")
+                raise ConnectionClosedError(f"not connected to {self.url} within {self.operation_timeout_s}s")
             try:
                 await asyncio.wait_for(self._connected.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     # -- connection and session supervision -------------------------------------------------------
@@ -251,8 +262,13 @@ class MetastoreClient(MetadataStore):
     async def _dial(self) -> _MetastoreConnection:
         keepalive_s = max(self._timeout_s / 3, CONNECTION_KEEPALIVE_S_MIN)
         timeout_s = self.operation_timeout_s
-        return await connect(lambda: _MetastoreConnection(self, keepalive_s, timeout_s), self.host, self.port,
-                             role="metadata-client", timeout_s=min(self.operation_timeout_s, 10.0))
+        return await connect(
+            lambda: _MetastoreConnection(self, keepalive_s, timeout_s),
+            self.host,
+            self.port,
+            role="metadata-client",
+            timeout_s=min(self.operation_timeout_s, 10.0),
+        )
 
     def _install(self, conn: _MetastoreConnection) -> None:
         if not conn.is_open:
@@ -346,8 +362,9 @@ class MetastoreClient(MetadataStore):
         self.session_id, self.session_timeout_ms = created.session_id, created.timeout_ms
         self._session_lost = self._keepalive_suspended = False
         self._renewed(time.monotonic())
-        log.info("metastore session %#x opened on %s (timeout %d ms)", self.session_id, self.url,
-                 self.session_timeout_ms)
+        log.info(
+            "metastore session %#x opened on %s (timeout %d ms)", self.session_id, self.url, self.session_timeout_ms
+        )
 
     async def _register_watches(self, conn: _MetastoreConnection, done: set[str]) -> set[str]:
         prefixes = {prefix for prefix, _ in self._watches} - done

@@ -34,8 +34,14 @@ class DurableTree:
     """A :class:`KeyTree` whose every change goes through the write-ahead log."""
 
     def __init__(
-        self, tree: KeyTree, txid: int, data_dir: Path, *, snapshot_every_txns: int,
-        sync: bool = True, on_failed: Callable[[BaseException], None] | None = None,
+        self,
+        tree: KeyTree,
+        txid: int,
+        data_dir: Path,
+        *,
+        snapshot_every_txns: int,
+        sync: bool = True,
+        on_failed: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.tree = tree
         self.txid = txid
@@ -45,8 +51,9 @@ class DurableTree:
         self.failure: BaseException | None = None
         self._on_failed_hook = on_failed
         self._waiters: deque[tuple[int, DurableCallback]] = deque()
-        self.writer = LogWriter(data_dir, asyncio.get_running_loop(), sync=sync,
-                                on_synced=self._synced, on_failed=self._failed)
+        self.writer = LogWriter(
+            data_dir, asyncio.get_running_loop(), sync=sync, on_synced=self._synced, on_failed=self._failed
+        )
 
     async def open(self) -> None:
         """Checkpoint the recovered state and start the writer thread."""
@@ -59,8 +66,9 @@ class DurableTree:
 
     # -- changes --------------------------------------------------------------------------------
 
-    def put(self, path: str, value: bytes, expected_version: int | None, owner: int | None,
-            time_ms: int) -> tuple[Stat, list[Notification]]:
+    def put(
+        self, path: str, value: bytes, expected_version: int | None, owner: int | None, time_ms: int
+    ) -> tuple[Stat, list[Notification]]:
         self._check_healthy()
         stat, notifications = self.tree.put(path, value, expected_version, owner=owner, time_ms=time_ms)
         self._log(txn.put(path, value, owner, time_ms))

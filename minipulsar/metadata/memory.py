@@ -114,7 +114,8 @@ class MemoryMetadataStore(MetadataStore):
         self._check_open()
         owner = self.session_id if ephemeral else None
         stat, notifications = self.shared.tree.put(
-            path, bytes(value), expected_version, owner=owner, time_ms=_wall_ms())
+            path, bytes(value), expected_version, owner=owner, time_ms=_wall_ms()
+        )
         self.shared.publish(notifications)
         return stat
 

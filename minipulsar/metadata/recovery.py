@@ -53,8 +53,14 @@ def recover(data_dir: Path, now_ms: float) -> Recovered:
         if not _replay_file(state, path, now_ms):
             break
     state.tree.restart_sessions(now_ms)
-    log.info("metastore recovered to txid %d: snapshot %d + %d logged changes, %d keys, %d sessions",
-             state.txid, state.snapshot_txid, state.replayed, len(state.tree), len(state.tree.sessions))
+    log.info(
+        "metastore recovered to txid %d: snapshot %d + %d logged changes, %d keys, %d sessions",
+        state.txid,
+        state.snapshot_txid,
+        state.replayed,
+        len(state.tree),
+        len(state.tree.sessions),
+    )
     return state
 
 

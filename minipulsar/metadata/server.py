@@ -87,9 +87,13 @@ class MetastoreServer:
         self.failed = loop.create_future()
         recovered = await asyncio.to_thread(self._lock_and_recover)
         self.state = DurableTree(
-            recovered.tree, recovered.txid, self.data_dir,
-            snapshot_every_txns=self.config.snapshot_every_txns, sync=self.config.wal_sync,
-            on_failed=self._wal_failed)
+            recovered.tree,
+            recovered.txid,
+            self.data_dir,
+            snapshot_every_txns=self.config.snapshot_every_txns,
+            sync=self.config.wal_sync,
+            on_failed=self._wal_failed,
+        )
         await self.state.open()
         address = await self.listener.start(self.config.bind_address, self.config.port)
         self._ticker = loop.call_later(self._tick_s, self._expire_sessions)
@@ -132,9 +136,14 @@ class MetastoreServer:
         node = self._state.tree.get(check_path(command.path))
         if node is None:
             return MdGetResponse(id=command.id, version=-1)
-        return MdGetResponse(id=command.id, version=node.version, value=node.value,
-                             ephemeral=node.owner is not None, created_ms=node.created_ms,
-                             modified_ms=node.modified_ms)
+        return MdGetResponse(
+            id=command.id,
+            version=node.version,
+            value=node.value,
+            ephemeral=node.owner is not None,
+            created_ms=node.created_ms,
+            modified_ms=node.modified_ms,
+        )
 
     def put(self, command: MdPut) -> MdPutResponse:
         owner = None
@@ -143,11 +152,15 @@ class MetastoreServer:
                 raise InvalidCommand("an ephemeral MD_PUT needs a session_id")
             self._state.tree.keepalive(command.session_id, monotonic_ms())
             owner = command.session_id
-        stat, notifications = self._state.put(command.path, command.value, command.expected_version,
-                                              owner, wall_ms())
+        stat, notifications = self._state.put(command.path, command.value, command.expected_version, owner, wall_ms())
         self.publish(notifications)
-        return MdPutResponse(id=command.id, version=stat.version, ephemeral=stat.ephemeral,
-                             created_ms=stat.created_ms, modified_ms=stat.modified_ms)
+        return MdPutResponse(
+            id=command.id,
+            version=stat.version,
+            ephemeral=stat.ephemeral,
+            created_ms=stat.created_ms,
+            modified_ms=stat.modified_ms,
+        )
 
     def delete(self, command: MdDelete) -> Success:
         self.publish(self._state.delete(command.path, command.expected_version))
@@ -157,8 +170,9 @@ class MetastoreServer:
         return MdChildrenResponse(id=command.id, children=self._state.tree.children(check_path(command.path)))
 
     def create_session(self, command: MdSessionCreate) -> MdSessionCreated:
-        timeout_ms = min(max(command.timeout_ms, self.config.min_session_timeout_ms),
-                         self.config.max_session_timeout_ms)
+        timeout_ms = min(
+            max(command.timeout_ms, self.config.min_session_timeout_ms), self.config.max_session_timeout_ms
+        )
         session_id = self._state.create_session(timeout_ms, monotonic_ms())
         log.info("session %#x created (timeout %d ms)", session_id, timeout_ms)
         return MdSessionCreated(id=command.id, session_id=session_id, timeout_ms=timeout_ms)
@@ -169,8 +183,11 @@ class MetastoreServer:
 
     def close_session(self, command: MdSessionClose) -> Success:
         notifications = self._state.close_session(command.session_id)
-        log.info("session %#x closed by its owner (%d ephemeral keys deleted)",
-                 command.session_id, sum(n.type.value == "deleted" for n in notifications))
+        log.info(
+            "session %#x closed by its owner (%d ephemeral keys deleted)",
+            command.session_id,
+            sum(n.type.value == "deleted" for n in notifications),
+        )
         self.publish(notifications)
         return Success(id=command.id)
 
@@ -181,8 +198,11 @@ class MetastoreServer:
         try:
             for session_id in state.tree.expired_sessions(monotonic_ms()):
                 notifications = state.close_session(session_id)
-                log.info("session %#x expired (%d ephemeral keys deleted)", session_id,
-                         sum(n.type.value == "deleted" for n in notifications))
+                log.info(
+                    "session %#x expired (%d ephemeral keys deleted)",
+                    session_id,
+                    sum(n.type.value == "deleted" for n in notifications),
+                )
                 self.publish(notifications)
         except PersistenceError:
             return  # the WAL failed; the process is stopping

@@ -45,7 +45,7 @@ def list_files(data_dir: Path, prefix: str) -> list[tuple[int, Path]]:
         if not name.startswith(prefix) or name.endswith(TMP_SUFFIX):
             continue
         try:
-            found.append((int(name[len(prefix):], 16), path))
+            found.append((int(name[len(prefix) :], 16), path))
         except ValueError:
             continue
     return sorted(found)
@@ -66,7 +66,7 @@ def decode(data: bytes) -> tuple[KeyTree, int]:
     if not data.startswith(MAGIC) or len(data) < len(MAGIC) + _HEADER.size:
         raise CorruptSnapshotError("not a metastore snapshot (bad magic or too short)")
     length, crc = _HEADER.unpack_from(data, len(MAGIC))
-    body = data[len(MAGIC) + _HEADER.size:]
+    body = data[len(MAGIC) + _HEADER.size :]
     if len(body) != length or zlib.crc32(body) != crc:
         raise CorruptSnapshotError(f"body of {len(body)} bytes fails its length/CRC check")
     try:

@@ -108,8 +108,13 @@ class KeyTree:
     # -- writes ---------------------------------------------------------------------------------
 
     def put(
-        self, path: str, value: bytes, expected_version: int | None = None, *,
-        owner: int | None = None, time_ms: int = 0,
+        self,
+        path: str,
+        value: bytes,
+        expected_version: int | None = None,
+        *,
+        owner: int | None = None,
+        time_ms: int = 0,
     ) -> tuple[Stat, list[Notification]]:
         """Create or update ``path``; ``owner`` makes a *new* node ephemeral to that session.
 
@@ -134,7 +139,12 @@ class KeyTree:
         return node.stat(), [Notification(path, NotificationType.MODIFIED)]
 
     def _create(
-        self, path: str, value: bytes, expected_version: int | None, owner: int | None, time_ms: int,
+        self,
+        path: str,
+        value: bytes,
+        expected_version: int | None,
+        owner: int | None,
+        time_ms: int,
     ) -> tuple[Stat, list[Notification]]:
         if expected_version is not None and expected_version >= 0:
             raise NotFoundError(f"{path} does not exist (expected version {expected_version})")
@@ -165,8 +175,7 @@ class KeyTree:
         parent = parent_of(path)
         self._nodes[parent].children.add(_child_name(path))
         self._nodes[path] = node
-        return [Notification(path, NotificationType.CREATED),
-                Notification(parent, NotificationType.CHILDREN_CHANGED)]
+        return [Notification(path, NotificationType.CREATED), Notification(parent, NotificationType.CHILDREN_CHANGED)]
 
     def delete(self, path: str, expected_version: int | None = None) -> list[Notification]:
         """Remove ``path``; ``expected_version`` None or -1 means any version.
@@ -193,8 +202,7 @@ class KeyTree:
         self._nodes[parent].children.discard(_child_name(path))
         if node.owner is not None:
             self._sessions[node.owner].ephemerals.discard(path)
-        return [Notification(path, NotificationType.DELETED),
-                Notification(parent, NotificationType.CHILDREN_CHANGED)]
+        return [Notification(path, NotificationType.DELETED), Notification(parent, NotificationType.CHILDREN_CHANGED)]
 
     # -- sessions -------------------------------------------------------------------------------
 
@@ -254,8 +262,7 @@ class KeyTree:
     def export(self) -> dict[str, Any]:
         """Plain data (lists, ints, bytes) that :meth:`restore` turns back into an equal tree."""
         return {
-            "nodes": [[p, n.value, n.version, n.created_ms, n.modified_ms, n.owner]
-                      for p, n in self._nodes.items()],
+            "nodes": [[p, n.value, n.version, n.created_ms, n.modified_ms, n.owner] for p, n in self._nodes.items()],
             "sessions": [[s.session_id, s.timeout_ms] for s in self._sessions.values()],
             "next_session_id": self.next_session_id,
         }

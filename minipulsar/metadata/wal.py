@@ -89,7 +89,7 @@ def _decode_one(data: bytes, offset: int) -> tuple[str | None, Any, int]:
         return f"implausible record length {length}", None, offset
     if len(data) - start < length:
         return "torn record body", None, offset
-    body = data[start:start + length]
+    body = data[start : start + length]
     if zlib.crc32(body) != crc:
         return "CRC mismatch", None, offset
     try:
@@ -117,8 +117,13 @@ class LogWriter:
     """
 
     def __init__(
-        self, data_dir: Path, loop: asyncio.AbstractEventLoop, *,
-        on_synced: Callable[[int], None], on_failed: Callable[[BaseException], None], sync: bool = True,
+        self,
+        data_dir: Path,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        on_synced: Callable[[int], None],
+        on_failed: Callable[[BaseException], None],
+        sync: bool = True,
     ) -> None:
         self.data_dir = data_dir
         self.sync = sync

@@ -5,5 +5,14 @@ from minipulsar.net.connection import Connection
 from minipulsar.net.loop import new_event_loop, run, tune_malloc
 from minipulsar.net.server import Listener, ServerConnection, handles
 
-__all__ = ["Connection", "Listener", "ServerConnection", "connect", "handles", "new_event_loop",
-           "parse_address", "run", "tune_malloc"]
+__all__ = [
+    "Connection",
+    "Listener",
+    "ServerConnection",
+    "connect",
+    "handles",
+    "new_event_loop",
+    "parse_address",
+    "run",
+    "tune_malloc",
+]

@@ -46,14 +46,17 @@ async def connect(
     loop = asyncio.get_running_loop()
     try:
         _, connection = await asyncio.wait_for(loop.create_connection(factory, host, port), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise RequestTimeoutError(f"connecting to {host}:{port} took over {timeout_s}s") from None
     except OSError as exc:
         raise ConnectionClosedError(f"cannot connect to {host}:{port}: {exc.strerror or exc}") from exc
     try:
         connected = await connection.request(
-            Connect, timeout_s=timeout_s, protocol_version=PROTOCOL_VERSION,
-            client_version=CLIENT_VERSION, role=role,
+            Connect,
+            timeout_s=timeout_s,
+            protocol_version=PROTOCOL_VERSION,
+            client_version=CLIENT_VERSION,
+            role=role,
         )
     except BaseException:
         connection.abort()

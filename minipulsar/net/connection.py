@@ -182,9 +182,8 @@ class Connection(asyncio.BufferedProtocol):
     # -- dispatch -------------------------------------------------------------------------------
 
     def _dispatch(self, command: Command) -> None:
-        if command.RESPONSE and getattr(command, "id", None) is not None:
-            if self._requests.complete(command):
-                return
+        if command.RESPONSE and getattr(command, "id", None) is not None and self._requests.complete(command):
+            return
         cls = type(command)
         if cls is Ping:
             self.send(Pong())

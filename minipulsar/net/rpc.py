@@ -23,7 +23,7 @@ class RequestTable:
     deadline (:class:`RequestTimeoutError`) or by :meth:`fail_all` when the connection drops.
     """
 
-    __slots__ = ("_loop", "_pending", "_next_id", "_timer", "name")
+    __slots__ = ("_loop", "_next_id", "_pending", "_timer", "name")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, name: str = "") -> None:
         self._loop = loop

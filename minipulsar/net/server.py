@@ -104,8 +104,7 @@ class ServerConnection(Connection):
     def reply_error(self, command: Command | None, error: BaseException) -> None:
         """Answer ``command`` with a typed ERROR; unexpected exceptions are logged in full."""
         if not isinstance(error, MiniPulsarError):
-            log.error("%s: unexpected error handling %s", self.peer,
-                      command.TYPE if command else "?", exc_info=error)
+            log.error("%s: unexpected error handling %s", self.peer, command.TYPE if command else "?", exc_info=error)
         elif log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s failed: %s", self.peer, command.TYPE if command else "?", error)
         request_id = getattr(command, "id", None)
@@ -120,7 +119,8 @@ class ServerConnection(Connection):
             return
         if command.protocol_version != PROTOCOL_VERSION:
             error = UnsupportedVersionError(
-                f"protocol version {command.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}")
+                f"protocol version {command.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
+            )
             self.reply_error(command, error)
             self.close_after_error(error)
             return
@@ -132,8 +132,14 @@ class ServerConnection(Connection):
             return
         self.handshake_done = True
         self.client_version, self.role = command.client_version, command.role
-        self.send(Connected(id=command.id, protocol_version=PROTOCOL_VERSION,
-                            max_frame_size=self._decoder.max_frame_size, server_version=self.SERVER_VERSION))
+        self.send(
+            Connected(
+                id=command.id,
+                protocol_version=PROTOCOL_VERSION,
+                max_frame_size=self._decoder.max_frame_size,
+                server_version=self.SERVER_VERSION,
+            )
+        )
 
     def authenticate(self, command: Connect) -> None:
         """Hook: raise AuthenticationError to refuse the peer. Accepts everyone by default."""
@@ -156,8 +162,9 @@ class Listener:
         ``serve=False`` the port is only bound (its number known, nobody connected) until
         :meth:`serve`."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._accept, host, port, reuse_address=True, backlog=1024,
-                                                start_serving=serve)
+        self._server = await loop.create_server(
+            self._accept, host, port, reuse_address=True, backlog=1024, start_serving=serve
+        )
         bound = self._server.sockets[0].getsockname()
         return bound[0], bound[1]
 
@@ -189,11 +196,9 @@ class Listener:
         if closing:
             await asyncio.wait(closing, timeout=grace_s)
         for connection in list(self.connections):
-            log.warning("%s: the peer did not take its last responses within %.0fs; aborting", connection.peer,
-                        grace_s)
+            log.warning("%s: the peer did not take its last responses within %.0fs; aborting", connection.peer, grace_s)
             connection.abort()
         if closing:
             await asyncio.gather(*closing, return_exceptions=True)
         await self._server.wait_closed()
         self._server = None
-

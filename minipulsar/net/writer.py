@@ -17,8 +17,16 @@ class CoalescingWriter:
     outbound data (dispatchers) can stop instead of queueing without bound.
     """
 
-    __slots__ = ("_transport", "_loop", "_buffers", "_pending_bytes", "_scheduled",
-                 "paused", "_resumed", "_resume_callbacks")
+    __slots__ = (
+        "_buffers",
+        "_loop",
+        "_pending_bytes",
+        "_resume_callbacks",
+        "_resumed",
+        "_scheduled",
+        "_transport",
+        "paused",
+    )
 
     def __init__(self, transport: asyncio.WriteTransport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport

@@ -6,10 +6,10 @@ from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE
 from minipulsar.protocol.schema import REGISTRY, Command
 
 __all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
     "REGISTRY",
     "Command",
     "CommandDecoder",
-    "DEFAULT_MAX_FRAME_SIZE",
     "commands",
     "decode_body",
     "encode",

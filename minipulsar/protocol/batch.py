@@ -71,8 +71,9 @@ def _message_fields(m: BatchMessage) -> list:
     return [m.sequence_id, m.data, m.key, m.properties, m.event_time_ms, m.ordering_key]
 
 
-def encode_batch(publish_time_ms: int, producer_name: str, messages: list[BatchMessage],
-                 compression_type: str = compression.NONE) -> bytes:
+def encode_batch(
+    publish_time_ms: int, producer_name: str, messages: list[BatchMessage], compression_type: str = compression.NONE
+) -> bytes:
     """The entry payload of ``messages``; ``compression_type`` NONE writes the plain shape."""
     raw = [_message_fields(m) for m in messages]
     if compression_type == compression.NONE:
@@ -80,8 +81,9 @@ def encode_batch(publish_time_ms: int, producer_name: str, messages: list[BatchM
     inner = msgpack.packb(raw, use_bin_type=True)
     head = [[messages[0].sequence_id, None, messages[0].key]] if messages else []
     blob = compression.compress(compression_type, inner)
-    return msgpack.packb([len(messages), publish_time_ms, producer_name, head,
-                          [compression_type, len(inner), blob]], use_bin_type=True)
+    return msgpack.packb(
+        [len(messages), publish_time_ms, producer_name, head, [compression_type, len(inner), blob]], use_bin_type=True
+    )
 
 
 def decode_batch(payload: bytes) -> Batch:
@@ -121,8 +123,14 @@ def peek_num_messages(payload: bytes, default: int = 1) -> int:
     return unpacker.unpack_from(payload, 2)[0]
 
 
-_UINT_OR_INT = {**_UINT, 0xCF: struct.Struct(">Q"), 0xD0: struct.Struct(">b"), 0xD1: struct.Struct(">h"),
-                0xD2: struct.Struct(">i"), 0xD3: struct.Struct(">q")}
+_UINT_OR_INT = {
+    **_UINT,
+    0xCF: struct.Struct(">Q"),
+    0xD0: struct.Struct(">b"),
+    0xD1: struct.Struct(">h"),
+    0xD2: struct.Struct(">i"),
+    0xD3: struct.Struct(">q"),
+}
 
 
 def _peek_int(payload: bytes, offset: int) -> tuple[int, int] | None:

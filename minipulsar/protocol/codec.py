@@ -83,9 +83,11 @@ class CommandDecoder:
     only copy of a payload is the ``bytes`` msgpack makes of it.
     """
 
-    __slots__ = ("_frames", "get_buffer", "buffer_updated")
+    __slots__ = ("_frames", "buffer_updated", "get_buffer")
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, pipeline_capacity: int = PIPELINE_CAPACITY) -> None:
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, pipeline_capacity: int = PIPELINE_CAPACITY
+    ) -> None:
         self._frames = FrameDecoder(max_frame_size, pipeline_capacity)
         # Read straight into the frame buffer (asyncio.BufferedProtocol); bound once.
         self.get_buffer = self._frames.get_buffer

@@ -50,8 +50,9 @@ def check_codec(codec: str) -> str:
     if name in CODECS:
         return name
     if name == SNAPPY:
-        raise ValueError("SNAPPY compression needs python-snappy, which minipulsar does not ship; "
-                         "use LZ4, ZSTD or ZLIB")
+        raise ValueError(
+            "SNAPPY compression needs python-snappy, which minipulsar does not ship; use LZ4, ZSTD or ZLIB"
+        )
     raise ValueError(f"unknown compression type {codec!r}; use one of {', '.join(CODECS)}")
 
 

@@ -60,9 +60,7 @@ def command(type_name: str, *, response: bool = False):
         cls.TYPE = type_name
         cls.RESPONSE = response
         hints = typing.get_type_hints(cls)
-        cls._FIELDS = tuple(
-            (f.name, _accepted_types(hints[f.name]), _default_of(f)) for f in dataclasses.fields(cls)
-        )
+        cls._FIELDS = tuple((f.name, _accepted_types(hints[f.name]), _default_of(f)) for f in dataclasses.fields(cls))
         cls._decode_exact = staticmethod(_exact_decoder(cls))
         cls.to_wire = _wire_encoder(cls)
         assert type_name not in REGISTRY, f"duplicate command {type_name}"
@@ -134,7 +132,7 @@ def _exact_decoder(cls: type[Command]):
         lines += ["    try:", *required, "    except KeyError:", "        return None"]
     lines += checks
     lines.append(f"    return cls({', '.join(f'v{i}' for i in range(len(cls._FIELDS)))})")
-    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the class's own fields
+    exec("\n".join(lines), namespace)
     return namespace["decode"]
 
 
@@ -146,7 +144,7 @@ def _wire_encoder(cls: type[Command]):
         lines.append(f"    if value is not None: wire[{name!r}] = value")
     lines.append("    return wire")
     namespace: dict[str, Any] = {}
-    exec("\n".join(lines), namespace)  # noqa: S102 - generated from the class's own fields
+    exec("\n".join(lines), namespace)
     to_wire = namespace["to_wire"]
     to_wire.__doc__ = Command.to_wire.__doc__
     to_wire.__qualname__ = f"{cls.__qualname__}.to_wire"

@@ -13,7 +13,8 @@ from tests.support.process import ServerProcess, started
 @pytest_asyncio.fixture
 async def metastore(tmp_path: Path) -> AsyncIterator[ServerProcess]:
     """A real ``metastore`` process on a free port, with its data in the test's tmp dir."""
-    process = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
-                            tmp_path / "logs" / "metastore.log")
+    process = ServerProcess(
+        "metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")], tmp_path / "logs" / "metastore.log"
+    )
     async with started(process):
         yield process

@@ -23,9 +23,24 @@ TINY = ["--bookies", "1", "--duration", "0.6", "--warmup", "0.2", "--probe-secs"
 
 def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     completed = subprocess.run(
-        [sys.executable, "-m", "bench", *TINY, "--out", str(tmp_path / "results"),
-         "--journal-dir", str(tmp_path / "journal"), "--ledger-dir", str(tmp_path / "ledgers"), *args],
-        capture_output=True, text=True, timeout=100, cwd=ROOT, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            *TINY,
+            "--out",
+            str(tmp_path / "results"),
+            "--journal-dir",
+            str(tmp_path / "journal"),
+            "--ledger-dir",
+            str(tmp_path / "ledgers"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     return completed

@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from minipulsar.errors import LedgerFencedError, MiniPulsarError, NotEnoughBookiesError, NoSuchEntryError
-from minipulsar.metadata import open_metadata_store
-
 from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings, metrics
+from minipulsar.errors import LedgerFencedError, MiniPulsarError, NoSuchEntryError, NotEnoughBookiesError
+from minipulsar.metadata import open_metadata_store
 from tests.support.process import ServerProcess, wait_for
 
 SESSION_MS = 2000
@@ -29,11 +28,24 @@ SESSION_MS = 2000
 
 def bookie_process(root: Path, index: int, metastore: ServerProcess, port: int = 0) -> ServerProcess:
     base = root / f"bookie-{index}"
-    return ServerProcess("bookie", [
-        "--port", str(port), "--http-port", "0", "--journal-dir", str(base / "journal"),
-        "--ledger-dirs", str(base / "ledgers"), "--metadata-url", metastore.url,
-        "--set", f"zkTimeout={SESSION_MS}",
-    ], root / "logs" / f"bookie-{index}.log")
+    return ServerProcess(
+        "bookie",
+        [
+            "--port",
+            str(port),
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(base / "journal"),
+            "--ledger-dirs",
+            str(base / "ledgers"),
+            "--metadata-url",
+            metastore.url,
+            "--set",
+            f"zkTimeout={SESSION_MS}",
+        ],
+        root / "logs" / f"bookie-{index}.log",
+    )
 
 
 @contextlib.asynccontextmanager
@@ -81,7 +93,7 @@ class Writer:
 
     async def run(self, count: int, stop: asyncio.Event | None = None) -> None:
         for _ in range(count):
-            if stop is not None and stop.is_set() or self.errors:
+            if (stop is not None and stop.is_set()) or self.errors:
                 break
             await self.window.acquire()
             data = payload(self.sent)
@@ -165,9 +177,12 @@ async def test_too_few_bookies_fail_pending_adds_clearly_and_lose_no_acknowledge
 
 
 async def test_recovery_fences_the_writer_and_every_reader_sees_the_same_ledger(tmp_path, metastore):
-    async with bookies_running(tmp_path, metastore, 3) as _, \
-            bk_client(metastore) as writer_bk, bk_client(metastore) as recovering_bk, \
-            bk_client(metastore) as other_reader:
+    async with (
+        bookies_running(tmp_path, metastore, 3) as _,
+        bk_client(metastore) as writer_bk,
+        bk_client(metastore) as recovering_bk,
+        bk_client(metastore) as other_reader,
+    ):
         handle = await writer_bk.create_ledger(3, 2, 2)
         writer = Writer(handle)
         writing = asyncio.ensure_future(writer.run(100_000))
@@ -192,8 +207,11 @@ async def test_recovery_fences_the_writer_and_every_reader_sees_the_same_ledger(
 
 
 async def test_recovery_does_not_wait_for_a_hung_bookie(tmp_path, metastore):
-    async with bookies_running(tmp_path, metastore, 3) as bookies, \
-            bk_client(metastore) as writer_bk, bk_client(metastore, timeout_s=30.0) as recovering_bk:
+    async with (
+        bookies_running(tmp_path, metastore, 3) as bookies,
+        bk_client(metastore) as writer_bk,
+        bk_client(metastore, timeout_s=30.0) as recovering_bk,
+    ):
         handle = await writer_bk.create_ledger(3, 3, 2)
         writer = Writer(handle)
         await writer.run(200)
@@ -211,8 +229,10 @@ async def test_recovery_does_not_wait_for_a_hung_bookie(tmp_path, metastore):
 
 
 async def test_speculative_read_asks_another_replica_when_the_first_is_silent(tmp_path, metastore):
-    async with bookies_running(tmp_path, metastore, 2) as bookies, \
-            bk_client(metastore, speculative_read_timeout_s=0.1, timeout_s=30.0) as bk:
+    async with (
+        bookies_running(tmp_path, metastore, 2) as bookies,
+        bk_client(metastore, speculative_read_timeout_s=0.1, timeout_s=30.0) as bk,
+    ):
         handle = await bk.create_ledger(2, 2, 2)
         writer = Writer(handle)
         await writer.run(50)
@@ -231,8 +251,11 @@ async def test_speculative_read_asks_another_replica_when_the_first_is_silent(tm
 
 
 async def test_reads_of_an_open_ledger_stop_at_the_last_add_confirmed(tmp_path, metastore):
-    async with bookies_running(tmp_path, metastore, 2) as _, \
-            bk_client(metastore) as writer_bk, bk_client(metastore) as reader_bk:
+    async with (
+        bookies_running(tmp_path, metastore, 2) as _,
+        bk_client(metastore) as writer_bk,
+        bk_client(metastore) as reader_bk,
+    ):
         handle = await writer_bk.create_ledger(2, 2, 2)
         writer = Writer(handle, window=1)
         await writer.run(20)
@@ -247,8 +270,10 @@ async def test_reads_of_an_open_ledger_stop_at_the_last_add_confirmed(tmp_path, 
 
 
 async def test_slow_sender_is_held_by_the_pending_add_byte_budget(tmp_path, metastore):
-    async with bookies_running(tmp_path, metastore, 2) as bookies, \
-            bk_client(metastore, max_pending_add_bytes_per_ledger=64 * 1024, timeout_s=30.0) as bk:
+    async with (
+        bookies_running(tmp_path, metastore, 2) as bookies,
+        bk_client(metastore, max_pending_add_bytes_per_ledger=64 * 1024, timeout_s=30.0) as bk,
+    ):
         handle = await bk.create_ledger(2, 2, 1)
         slow = bookies[bookie_index(bookies, handle.metadata.last_ensemble[1])]
         slow.pause()
@@ -264,9 +289,16 @@ async def test_slow_sender_is_held_by_the_pending_add_byte_budget(tmp_path, meta
 
 
 async def test_a_bookie_that_times_out_is_quarantined_and_left_out_of_new_ensembles(tmp_path, metastore):
-    async with bookies_running(tmp_path, metastore, 4) as bookies, \
-            bk_client(metastore, timeout_s=0.5, health_check_interval_s=0.2, health_check_error_threshold=1,
-                      quarantine_time_s=60.0) as bk:
+    async with (
+        bookies_running(tmp_path, metastore, 4) as bookies,
+        bk_client(
+            metastore,
+            timeout_s=0.5,
+            health_check_interval_s=0.2,
+            health_check_error_threshold=1,
+            quarantine_time_s=60.0,
+        ) as bk,
+    ):
         handle = await bk.create_ledger(3, 2, 2)
         slow_id = handle.metadata.last_ensemble[0]
         slow = bookies[bookie_index(bookies, slow_id)]
@@ -286,9 +318,12 @@ async def test_a_bookie_that_times_out_is_quarantined_and_left_out_of_new_ensemb
 
 
 async def test_load_aware_placement_polls_every_bookie_for_its_load_report(tmp_path, metastore):
-    async with bookies_running(tmp_path, metastore, 3) as bookies, \
-            bk_client(metastore, ensemble_placement_policy="LoadAwareEnsemblePlacementPolicy",
-                      bookie_load_poll_interval_s=0.2) as bk:
+    async with (
+        bookies_running(tmp_path, metastore, 3) as bookies,
+        bk_client(
+            metastore, ensemble_placement_policy="LoadAwareEnsemblePlacementPolicy", bookie_load_poll_interval_s=0.2
+        ) as bk,
+    ):
         addresses = {b.address for b in bookies}
         await wait_for(lambda: set(bk.load_poller.reports) == addresses, 10)
         report = bk.load_poller.reports[bookies[0].address]

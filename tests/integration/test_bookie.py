@@ -15,24 +15,39 @@ from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata import open_metadata_store
 from minipulsar.net import Connection, connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
-from tests.support.process import ServerProcess, started, wait_for
+from tests.support.process import ServerProcess, started
 
 SESSION_TIMEOUT_MS = 2000
 
 
 class RawClient(Connection):
-    def command_received(self, command) -> None:  # noqa: ANN001
+    def command_received(self, command) -> None:
         pass
 
 
 def bookie_process(root: Path, metadata_url: str, port: int = 0, name: str = "bookie") -> ServerProcess:
-    return ServerProcess("bookie", [
-        "--port", str(port), "--http-port", "0",
-        "--journal-dir", str(root / "journal-a"), "--journal-dir", str(root / "journal-b"),
-        "--ledger-dirs", f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-        "--metadata-url", metadata_url,
-        "--set", f"zkTimeout={SESSION_TIMEOUT_MS}", "--set", "journalPreAllocSizeMB=1",
-    ], root / "logs" / f"{name}.log")
+    return ServerProcess(
+        "bookie",
+        [
+            "--port",
+            str(port),
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(root / "journal-a"),
+            "--journal-dir",
+            str(root / "journal-b"),
+            "--ledger-dirs",
+            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
+            "--metadata-url",
+            metadata_url,
+            "--set",
+            f"zkTimeout={SESSION_TIMEOUT_MS}",
+            "--set",
+            "journalPreAllocSizeMB=1",
+        ],
+        root / "logs" / f"{name}.log",
+    )
 
 
 def payload_for(ledger_id: int, entry_id: int) -> bytes:
@@ -48,9 +63,16 @@ async def test_acknowledged_entries_survive_sigkill(tmp_path: Path, metastore: S
     first = bookie_process(tmp_path, url)
     async with started(first):
         conn = await connect(RawClient, first.host, first.port)
-        requests = [conn.request(AddEntry, ledger_id=entry % 4, entry_id=entry // 4,
-                                 payload=payload_for(entry % 4, entry // 4), lac=entry // 4 - 1)
-                    for entry in range(1000)]
+        requests = [
+            conn.request(
+                AddEntry,
+                ledger_id=entry % 4,
+                entry_id=entry // 4,
+                payload=payload_for(entry % 4, entry // 4),
+                lac=entry // 4 - 1,
+            )
+            for entry in range(1000)
+        ]
         acks = await asyncio.gather(*requests)
         assert len(acks) == 1000
         first.kill()

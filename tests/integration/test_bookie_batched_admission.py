@@ -14,14 +14,30 @@ SESSION_TIMEOUT_MS = 2000
 
 
 def bookie_process(root: Path, metadata_url: str, port: int = 0, name: str = "bookie") -> ServerProcess:
-    return ServerProcess("bookie", [
-        "--port", str(port), "--http-port", "0",
-        "--journal-dir", str(root / "journal-a"), "--journal-dir", str(root / "journal-b"),
-        "--ledger-dirs", f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-        "--metadata-url", metadata_url,
-        "--set", f"zkTimeout={SESSION_TIMEOUT_MS}", "--set", "journalPreAllocSizeMB=1",
-        "--set", "flushInterval=3600000",  # no checkpoint: the restart replays both journals
-    ], root / "logs" / f"{name}.log")
+    return ServerProcess(
+        "bookie",
+        [
+            "--port",
+            str(port),
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(root / "journal-a"),
+            "--journal-dir",
+            str(root / "journal-b"),
+            "--ledger-dirs",
+            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
+            "--metadata-url",
+            metadata_url,
+            "--set",
+            f"zkTimeout={SESSION_TIMEOUT_MS}",
+            "--set",
+            "journalPreAllocSizeMB=1",
+            "--set",
+            "flushInterval=3600000",  # no checkpoint: the restart replays both journals
+        ],
+        root / "logs" / f"{name}.log",
+    )
 
 
 async def write_and_ack(client: RawBookieClient, adds: list[AddEntry]) -> None:
@@ -39,12 +55,21 @@ async def test_one_write_over_two_journals_survives_sigkill(tmp_path: Path, meta
     first = bookie_process(tmp_path, url)
     async with started(first):
         client = await RawBookieClient.open(first.host, first.port)
-        mixed = [client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
-                 for entry_id in range(5) for ledger_id in (1, 2, 3, 4)]
+        mixed = [
+            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            for entry_id in range(5)
+            for ledger_id in (1, 2, 3, 4)
+        ]
         await write_and_ack(client, [*mixed, client.add(1, 0, payload(1, 0, "last"))])
         for ledgers in ((1, 3), (2, 4)):
-            await write_and_ack(client, [client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
-                                         for entry_id in range(5, 10) for ledger_id in ledgers])
+            await write_and_ack(
+                client,
+                [
+                    client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+                    for entry_id in range(5, 10)
+                    for ledger_id in ledgers
+                ],
+            )
         first.kill()
         client.close()
     second = bookie_process(tmp_path, url, port=first.port, name="bookie-restarted")

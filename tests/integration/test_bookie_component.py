@@ -39,16 +39,24 @@ _store_names = itertools.count()
 class RawClient(Connection):
     """A bare client connection: requests and their responses, nothing else."""
 
-    def command_received(self, command) -> None:  # noqa: ANN001
+    def command_received(self, command) -> None:
         pass
 
 
 def bookie_config(root: Path, store_url: str, **overrides: str) -> BookieConfig:
-    return load_config(BookieConfig, overrides={
-        "bookiePort": 0, "httpServerPort": 0, "metadataServiceUri": store_url,
-        "journalDirectories": str(root / "journal"), "ledgerDirectories": str(root / "ledgers"),
-        "journalPreAllocSizeMB": 1, "zkTimeout": 2000, **overrides,
-    })
+    return load_config(
+        BookieConfig,
+        overrides={
+            "bookiePort": 0,
+            "httpServerPort": 0,
+            "metadataServiceUri": store_url,
+            "journalDirectories": str(root / "journal"),
+            "ledgerDirectories": str(root / "ledgers"),
+            "journalPreAllocSizeMB": 1,
+            "zkTimeout": 2000,
+            **overrides,
+        },
+    )
 
 
 @pytest_asyncio.fixture
@@ -225,9 +233,15 @@ async def test_http_serves_metrics_and_bookie_info(client: RawClient, service: B
             text = await response.text()
         async with http.get(f"{base}/api/v1/bookie/info") as response:
             info = await response.json()
-    for name in ("bookkeeper_server_ADD_ENTRY_REQUEST_count", "bookkeeper_server_READ_ENTRY_REQUEST_count",
-                 "bookie_journal_JOURNAL_SYNC_count", "bookie_journal_JOURNAL_ADD_ENTRY_count",
-                 "bookie_WRITE_BYTES", "bookie_READ_BYTES", "bookie_SERVER_STATUS 1.0"):
+    for name in (
+        "bookkeeper_server_ADD_ENTRY_REQUEST_count",
+        "bookkeeper_server_READ_ENTRY_REQUEST_count",
+        "bookie_journal_JOURNAL_SYNC_count",
+        "bookie_journal_JOURNAL_ADD_ENTRY_count",
+        "bookie_WRITE_BYTES",
+        "bookie_READ_BYTES",
+        "bookie_SERVER_STATUS 1.0",
+    ):
         assert name in text, name
     assert info["bookieId"] == service.bookie_id and 0 < info["freeSpace"] <= info["totalSpace"]
 
@@ -258,8 +272,7 @@ async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: s
 
 async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, store_url: str) -> None:
     """Goal: past journalQueueSize the bookie stops reading and answers every add eventually."""
-    service = BookieService(bookie_config(tmp_path, store_url, journalQueueSize="3",
-                                          journalMaxGroupWaitMSec="2"))
+    service = BookieService(bookie_config(tmp_path, store_url, journalQueueSize="3", journalMaxGroupWaitMSec="2"))
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
@@ -275,7 +288,7 @@ def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every journal write from now on fails as on a full journal disk."""
     from minipulsar.bookie import journal_segment
 
-    def no_space(self, buffers, size=-1) -> int:  # noqa: ANN001
+    def no_space(self, buffers, size=-1) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(journal_segment.SegmentWriter, "append", no_space)
@@ -283,7 +296,8 @@ def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
-        client: RawClient, service: BookieService, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    client: RawClient, service: BookieService, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: a journal that can no longer write (its disk full) takes the bookie out of new
     ensembles without taking it down. Method: the journal's writes fail from some add on:
     that add fails, the registration moves under readonly/, later adds are refused with
@@ -296,8 +310,11 @@ async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
         await add(client, 15, 3, payload(15, 3))
     observer = await open_metadata_store(store_url)
     try:
-        await wait_for(lambda: observer.exists(registration_path(service.bookie_id, read_only=True)), 10,
-                       message="registration not moved under readonly/")
+        await wait_for(
+            lambda: observer.exists(registration_path(service.bookie_id, read_only=True)),
+            10,
+            message="registration not moved under readonly/",
+        )
         assert not await observer.exists(registration_path(service.bookie_id))
     finally:
         await observer.close()
@@ -309,7 +326,8 @@ async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
 
 
 async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
-        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """BookKeeper's behaviour: a journal that fails takes the bookie down (readOnlyModeEnabled=false)."""
     stop = asyncio.Event()
     service = BookieService(bookie_config(tmp_path, store_url, readOnlyModeEnabled="false"), stop=stop)
@@ -330,7 +348,7 @@ def fail_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every flush of a write-cache half from now on fails as on a full ledger disk."""
     from minipulsar.bookie.storage import single_directory
 
-    def no_space(self, batch) -> None:  # noqa: ANN001
+    def no_space(self, batch) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(single_directory.SingleDirectoryDbLedgerStorage, "flush", no_space)
@@ -338,8 +356,12 @@ def fail_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def _add_all(conn: RawClient, ledger_id: int, entry_ids: range, size: int) -> dict[int, object]:
     """Send the adds together; every one must be answered (acked or refused) within 30 s."""
-    outcomes = await asyncio.wait_for(asyncio.gather(
-        *(add(conn, ledger_id, i, payload(ledger_id, i, size)) for i in entry_ids), return_exceptions=True), 30)
+    outcomes = await asyncio.wait_for(
+        asyncio.gather(
+            *(add(conn, ledger_id, i, payload(ledger_id, i, size)) for i in entry_ids), return_exceptions=True
+        ),
+        30,
+    )
     return dict(zip(entry_ids, outcomes))
 
 
@@ -349,7 +371,8 @@ async def _assert_reads_back(conn: RawClient, ledger_id: int, entry_ids: list[in
 
 
 async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_loses_no_acked_add(
-        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: a flush that fails for lack of space makes the disk monitor look at once, not at
     its next round (ten minutes away here): the bookie turns read-only, the adds waiting for
     write-cache room are answered with BookieReadOnly instead of waiting for a flush that
@@ -357,8 +380,15 @@ async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_
     writable and the retried flush goes through. Method: a 1 MB write cache, 300 adds of
     10 KB sent together after flushes start failing with ENOSPC and the usage reads 0.99."""
     usage = tmp_path / "usage"
-    service = BookieService(bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1",
-                                          diskCheckInterval="600000", minipulsarDiskUsageOverrideFile=str(usage)))
+    service = BookieService(
+        bookie_config(
+            tmp_path,
+            store_url,
+            dbStorage_writeCacheMaxSizeMb="1",
+            diskCheckInterval="600000",
+            minipulsarDiskUsageOverrideFile=str(usage),
+        )
+    )
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
@@ -386,14 +416,16 @@ async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_
 
 
 async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_refused(
-        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: dbStorage_maxThrottleTimeMs bounds the wait for write-cache room: with flushes
     failing while the disk monitor sees no full dir, adds are refused with TooManyRequests
     (none acknowledged is lost) and the bookie serves on; once a flush works, adds go through."""
     from minipulsar.bookie.storage import metrics as storage_metrics
 
-    service = BookieService(bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1",
-                                          dbStorage_maxThrottleTimeMs="100"))
+    service = BookieService(
+        bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100")
+    )
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
@@ -418,7 +450,8 @@ async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_ref
 
 
 async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_nor_its_acked_adds(
-        tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: with two ledger dirs, one whose flushes fail (ENOSPC, the disk monitor not seeing
     it full) stops neither the adds to the other dir's ledgers nor that dir's flushes, as
     BookKeeper's per-dir storages; the mark stays put (the journal keeps every record the
@@ -428,9 +461,15 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
     there, ledger 21 in ``ledgers-1``."""
     from minipulsar.bookie.storage import single_directory
 
-    service = BookieService(bookie_config(
-        tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100",
-        ledgerDirectories=f"{tmp_path}/ledgers-0,{tmp_path}/ledgers-1"))
+    service = BookieService(
+        bookie_config(
+            tmp_path,
+            store_url,
+            dbStorage_writeCacheMaxSizeMb="1",
+            dbStorage_maxThrottleTimeMs="100",
+            ledgerDirectories=f"{tmp_path}/ledgers-0,{tmp_path}/ledgers-1",
+        )
+    )
     await service.start()
     storage = service.bookie.storage
     conn = await connect(RawClient, service.host, service.port)
@@ -438,7 +477,7 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
     flushed: dict[str, list[object]] = {"ledgers-0": [], "ledgers-1": []}
     """Per dir, the halves flushed (kept alive, so that their ids stay distinct)."""
 
-    def flush_or_fail(self, batch) -> None:  # noqa: ANN001
+    def flush_or_fail(self, batch) -> None:
         name = self.directory.parent.name
         if name == "ledgers-0":
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -462,9 +501,11 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
         await _assert_reads_back(conn, 20, acked, 10_000)
         await _assert_reads_back(conn, 21, list(range(300)), 10_000)
 
-        monkeypatch.setattr(single_directory.SingleDirectoryDbLedgerStorage, "flush",
-                            lambda self, batch: (flush(self, batch),
-                                                 flushed[self.directory.parent.name].append(batch.cache)))
+        monkeypatch.setattr(
+            single_directory.SingleDirectoryDbLedgerStorage,
+            "flush",
+            lambda self, batch: (flush(self, batch), flushed[self.directory.parent.name].append(batch.cache)),
+        )
         assert (await storage.checkpoint()) != mark
         assert storage.last_checkpoint != mark
         assert flushed["ledgers-0"]
@@ -479,8 +520,9 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
         await service.stop()
 
 
-async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tmp_path: Path, store_url: str,
-                                                                              monkeypatch) -> None:
+async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(
+    tmp_path: Path, store_url: str, monkeypatch
+) -> None:
     """Goal: the cookie is also in the metadata store (/ledgers/cookies/{id}, as BookKeeper's
     in ZooKeeper): a bookie restarted under the same id on wiped dirs (a new instance) is
     refused — it came back empty, answering NoSuchLedger for ledgers the cluster placed on
@@ -495,7 +537,7 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tm
     real_check = service_module.check_store_cookie
     tried: list[str] = []
 
-    async def connect_first(store, bookie_id, cookie):  # noqa: ANN001, ANN202
+    async def connect_first(store, bookie_id, cookie):
         host, port = bookie_id.rsplit(":", 1)
         try:
             _, writer = await asyncio.open_connection(host, int(port))
@@ -535,7 +577,8 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(tm
 
 
 async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged_for_another(
-        tmp_path: Path, store_url: str, monkeypatch, caplog) -> None:
+    tmp_path: Path, store_url: str, monkeypatch, caplog
+) -> None:
     """Goal: with --port 0, a port the OS hands out that an earlier bookie's id used (its cookie,
     another instance's, in the metadata store) is not a reason to refuse the start: that id is
     left to its bookie and another port is bound. Method: bookie A on port 0, stopped; bookie B
@@ -547,12 +590,12 @@ async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged
     await first.start()
     taken_port, taken_id = first.port, first.bookie_id
     await first.stop()
-    owner = json.loads((await _store_value(store_url, cookie_path(taken_id))))["instanceId"]
+    owner = json.loads(await _store_value(store_url, cookie_path(taken_id)))["instanceId"]
 
     real_start = Listener.start
     ports_asked: list[int] = []
 
-    async def first_bind_on_the_taken_port(self, host, port, *, serve=True):  # noqa: ANN001, ANN202
+    async def first_bind_on_the_taken_port(self, host, port, *, serve=True):
         ports_asked.append(port)
         return await real_start(self, host, taken_port if len(ports_asked) == 1 else port, serve=serve)
 
@@ -581,7 +624,8 @@ async def _store_value(store_url: str, path: str) -> bytes:
 
 
 async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_connection(
-        service: BookieService, client: RawClient, monkeypatch) -> None:
+    service: BookieService, client: RawClient, monkeypatch
+) -> None:
     """Goal: a connection with more reads than READS_IN_FLIGHT_MAX outstanding (the rest wait
     their turn) still has its adds read and acknowledged — a broker's adds and reads share its
     connection to a bookie, and a catch-up reader must not hold the writes back. Method: reads
@@ -594,7 +638,7 @@ async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_conn
     gate = threading.Event()
     real_read = DbLedgerStorage.read_entries
 
-    def gated(self, ledger_id, first_entry_id, count, max_bytes):  # noqa: ANN001, ANN202
+    def gated(self, ledger_id, first_entry_id, count, max_bytes):
         if ledger_id == 7:
             gate.wait(30)
         return real_read(self, ledger_id, first_entry_id, count, max_bytes)
@@ -603,10 +647,12 @@ async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_conn
     monkeypatch.setattr(DbLedgerStorage, "read_entries", gated)
     try:
         reads = [asyncio.ensure_future(read(client, 7, 0)) for _ in range(READS_IN_FLIGHT_MAX + 36)]
-        await wait_for(lambda: bookie_metrics.TOTALS.reads_in_progress >= len(reads), 10,
-                       message="the reads did not all arrive")  # the adds then come in a later socket read
-        adds = await asyncio.wait_for(asyncio.gather(*(add(client, 8, i, payload(8, i), lac=i - 1)
-                                                       for i in range(20))), 10)
+        await wait_for(
+            lambda: bookie_metrics.TOTALS.reads_in_progress >= len(reads), 10, message="the reads did not all arrive"
+        )  # the adds then come in a later socket read
+        adds = await asyncio.wait_for(
+            asyncio.gather(*(add(client, 8, i, payload(8, i), lac=i - 1) for i in range(20))), 10
+        )
         assert [r.entry_id for r in adds] == list(range(20))
         assert not any(r.done() for r in reads)
     finally:

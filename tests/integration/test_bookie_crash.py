@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from minipulsar.net import Connection, connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
 from tests.support.process import ServerProcess, started
@@ -45,7 +44,7 @@ ROLLED = re.compile(r"journal (\S+): (rolled over to segment|created segment \S+
 
 
 class RawClient(Connection):
-    def command_received(self, command) -> None:  # noqa: ANN001
+    def command_received(self, command) -> None:
         pass
 
 
@@ -55,15 +54,40 @@ def payload_for(ledger_id: int, entry_id: int) -> bytes:
 
 
 def bookie_process(root: Path, metadata_url: str, port: int, cycle: int) -> ServerProcess:
-    return ServerProcess("bookie", [
-        "--port", str(port), "--http-port", "0",
-        "--journal-dir", str(root / "journal-a"), "--journal-dir", str(root / "journal-b"),
-        "--ledger-dirs", f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-        "--metadata-url", metadata_url, "--log-level", "DEBUG",
-        "--set", "zkTimeout=2000", "--set", "journalPreAllocSizeMB=1", "--set", "journalMaxSizeMB=1",
-        "--set", "dbStorage_writeCacheMaxSizeMb=1", "--set", "logSizeLimit=262144",
-        "--set", "flushInterval=100", "--set", "dbStorage_readAheadCacheMaxSizeMb=4",
-    ], root / "logs" / f"bookie-{cycle:02d}.log")
+    return ServerProcess(
+        "bookie",
+        [
+            "--port",
+            str(port),
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(root / "journal-a"),
+            "--journal-dir",
+            str(root / "journal-b"),
+            "--ledger-dirs",
+            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
+            "--metadata-url",
+            metadata_url,
+            "--log-level",
+            "DEBUG",
+            "--set",
+            "zkTimeout=2000",
+            "--set",
+            "journalPreAllocSizeMB=1",
+            "--set",
+            "journalMaxSizeMB=1",
+            "--set",
+            "dbStorage_writeCacheMaxSizeMb=1",
+            "--set",
+            "logSizeLimit=262144",
+            "--set",
+            "flushInterval=100",
+            "--set",
+            "dbStorage_readAheadCacheMaxSizeMb=4",
+        ],
+        root / "logs" / f"bookie-{cycle:02d}.log",
+    )
 
 
 @dataclass
@@ -74,8 +98,12 @@ class Ledgers:
     acked: list[set[int]] = field(default_factory=lambda: [set() for _ in range(LEDGERS)])
 
     def unacked(self) -> list[tuple[int, int]]:
-        return [(ledger_id, entry_id) for ledger_id in range(LEDGERS)
-                for entry_id in range(self.next_entry[ledger_id]) if entry_id not in self.acked[ledger_id]]
+        return [
+            (ledger_id, entry_id)
+            for ledger_id in range(LEDGERS)
+            for entry_id in range(self.next_entry[ledger_id])
+            if entry_id not in self.acked[ledger_id]
+        ]
 
     @property
     def total_acked(self) -> int:
@@ -83,8 +111,9 @@ class Ledgers:
 
 
 def add(conn: RawClient, ledgers: Ledgers, ledger_id: int, entry_id: int) -> asyncio.Future:
-    future = conn.request(AddEntry, ledger_id=ledger_id, entry_id=entry_id, lac=entry_id - 1,
-                          payload=payload_for(ledger_id, entry_id))
+    future = conn.request(
+        AddEntry, ledger_id=ledger_id, entry_id=entry_id, lac=entry_id - 1, payload=payload_for(ledger_id, entry_id)
+    )
 
     def done(f: asyncio.Future) -> None:
         if not f.cancelled() and f.exception() is None:
@@ -110,7 +139,7 @@ async def resend_unacked(conn: RawClient, ledgers: Ledgers) -> None:
     """Re-send what the kill left unanswered (as a BookKeeper client would to a new ensemble):
     the same ids and bytes, so ledgers stay gapless. Some were durable already: re-adding
     them replaces them with the same bytes."""
-    await asyncio.gather(*(add(conn, ledgers, l, e) for l, e in ledgers.unacked()))
+    await asyncio.gather(*(add(conn, ledgers, ledger, entry) for ledger, entry in ledgers.unacked()))
     assert not ledgers.unacked()
 
 
@@ -196,10 +225,14 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
     landed = {"checkpoint": 0, "rollover": 0}
     kills, port, started_at = 0, 0, time.monotonic()
     reused = 0
-    while kills < KILLS_MIN or landed["checkpoint"] < KILLS_IN_CHECKPOINT_MIN or \
-            landed["rollover"] < KILLS_IN_ROLLOVER_MIN:
+    while (
+        kills < KILLS_MIN
+        or landed["checkpoint"] < KILLS_IN_CHECKPOINT_MIN
+        or landed["rollover"] < KILLS_IN_ROLLOVER_MIN
+    ):
         assert time.monotonic() - started_at < TIME_BUDGET_S, (
-            f"only {kills} kills, {landed} landed in checkpoints/rollovers within {TIME_BUDGET_S}s (seed {SEED})")
+            f"only {kills} kills, {landed} landed in checkpoints/rollovers within {TIME_BUDGET_S}s (seed {SEED})"
+        )
         process = bookie_process(tmp_path, url, port, kills)
         await asyncio.to_thread(process.start)
         port = process.port
@@ -229,8 +262,10 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
         await verify_all(conn, ledgers)
         conn.close()
     assert reused > 0, "journalReuseFiles: some segments were written over trimmed ones between kills"
-    print(f"crash test: {kills} kills ({landed}), {reused} segments reused, {ledgers.total_acked} entries acked, "
-          f"{time.monotonic() - started_at:.1f}s, seed {SEED}")
+    print(
+        f"crash test: {kills} kills ({landed}), {reused} segments reused, {ledgers.total_acked} entries acked, "
+        f"{time.monotonic() - started_at:.1f}s, seed {SEED}"
+    )
 
 
 def _next_target(rng: random.Random, landed: dict[str, int], kills: int) -> str:
@@ -240,4 +275,3 @@ def _next_target(rng: random.Random, landed: dict[str, int], kills: int) -> str:
     if landed["checkpoint"] < KILLS_IN_CHECKPOINT_MIN and rng.random() < 0.6:
         return "checkpoint"
     return rng.choice(["checkpoint", "rollover", "random", "random"])
-

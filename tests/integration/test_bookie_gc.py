@@ -39,7 +39,7 @@ READ_BATCH = 10
 
 
 class RawClient(Connection):
-    def command_received(self, command) -> None:  # noqa: ANN001
+    def command_received(self, command) -> None:
         pass
 
 
@@ -49,14 +49,36 @@ def payload_for(ledger_id: int, entry_id: int) -> bytes:
 
 
 def bookie_process(root: Path, metadata_url: str, port: int = 0) -> ServerProcess:
-    return ServerProcess("bookie", [
-        "--port", str(port), "--http-port", "0",
-        "--journal-dir", str(root / "journal"), "--ledger-dirs", f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-        "--metadata-url", metadata_url,
-        "--set", "zkTimeout=2000", "--set", "journalPreAllocSizeMB=1",
-        "--set", "logSizeLimit=65536", "--set", "flushInterval=100", "--set", "dbStorage_writeCacheMaxSizeMb=1",
-        "--set", "dbStorage_readAheadCacheBatchSize=0", "--set", "compactionRateByEntries=500",
-    ], root / "logs" / "bookie.log")
+    return ServerProcess(
+        "bookie",
+        [
+            "--port",
+            str(port),
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(root / "journal"),
+            "--ledger-dirs",
+            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
+            "--metadata-url",
+            metadata_url,
+            "--set",
+            "zkTimeout=2000",
+            "--set",
+            "journalPreAllocSizeMB=1",
+            "--set",
+            "logSizeLimit=65536",
+            "--set",
+            "flushInterval=100",
+            "--set",
+            "dbStorage_writeCacheMaxSizeMb=1",
+            "--set",
+            "dbStorage_readAheadCacheBatchSize=0",
+            "--set",
+            "compactionRateByEntries=500",
+        ],
+        root / "logs" / "bookie.log",
+    )
 
 
 @pytest_asyncio.fixture
@@ -69,8 +91,9 @@ async def store(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
 
 
 def ledger_dirs_bytes(root: Path) -> int:
-    return sum(path.stat().st_size for d in ("ledgers-a", "ledgers-b") for path in (root / d).rglob("*")
-               if path.is_file())
+    return sum(
+        path.stat().st_size for d in ("ledgers-a", "ledgers-b") for path in (root / d).rglob("*") if path.is_file()
+    )
 
 
 async def metric(bookie: ServerProcess, name: str) -> float:
@@ -88,16 +111,21 @@ async def write_ledgers(conn: RawClient, store: MetadataStore, bookie: ServerPro
 
     async def add(ledger_id: int, entry_id: int) -> None:
         async with window:
-            await conn.request(AddEntry, ledger_id=ledger_id, entry_id=entry_id, lac=entry_id - 1,
-                               payload=payload_for(ledger_id, entry_id))
+            await conn.request(
+                AddEntry,
+                ledger_id=ledger_id,
+                entry_id=entry_id,
+                lac=entry_id - 1,
+                payload=payload_for(ledger_id, entry_id),
+            )
+
     await asyncio.gather(*(add(ledger_id, entry_id) for entry_id in range(ENTRIES) for ledger_id in LEDGERS))
 
 
 async def read_ledger(conn: RawClient, ledger_id: int) -> list[bytes]:
     payloads: list[bytes] = []
     while len(payloads) < ENTRIES:
-        response = await conn.request(ReadEntry, ledger_id=ledger_id, first_entry_id=len(payloads),
-                                      count=READ_BATCH)
+        response = await conn.request(ReadEntry, ledger_id=ledger_id, first_entry_id=len(payloads), count=READ_BATCH)
         payloads.extend(payload for _, payload in response.entries)
     return payloads
 
@@ -131,7 +159,8 @@ class ConcurrentReader:
 
 
 async def test_gc_shrinks_the_ledger_dirs_and_live_ledgers_stay_readable_throughout(
-        tmp_path: Path, metastore: ServerProcess, store: MetadataStore) -> None:
+    tmp_path: Path, metastore: ServerProcess, store: MetadataStore
+) -> None:
     bookie = bookie_process(tmp_path, f"metastore://{metastore.address}")
     async with started(bookie):
         conn = await connect(RawClient, bookie.host, bookie.port)
@@ -194,5 +223,8 @@ async def _write_cache_empty(bookie: ServerProcess) -> bool:
 
 
 def _files(root: Path) -> str:
-    return ", ".join(f"{p.relative_to(root)}={p.stat().st_size}" for p in sorted(root.rglob("*"))
-                     if p.is_file() and "ledgers" in str(p))
+    return ", ".join(
+        f"{p.relative_to(root)}={p.stat().st_size}"
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "ledgers" in str(p)
+    )

@@ -54,8 +54,14 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-async def call(http: aiohttp.ClientSession, service: BookieService, method: str, path: str,
-               body: Any = None, raw: str | None = None) -> tuple[int, Any]:
+async def call(
+    http: aiohttp.ClientSession,
+    service: BookieService,
+    method: str,
+    path: str,
+    body: Any = None,
+    raw: str | None = None,
+) -> tuple[int, Any]:
     url = f"http://{service.host}:{service.http_port}{path}"
     kwargs: dict[str, Any] = {"data": raw} if raw is not None else {"json": body} if body is not None else {}
     async with http.request(method, url, **kwargs) as response:
@@ -79,13 +85,16 @@ async def test_heartbeat_readiness_and_state(started, http: aiohttp.ClientSessio
     service = await started()
     assert await call(http, service, "GET", "/heartbeat") == (200, "OK\n")
     assert (await call(http, service, "GET", "/api/v1/bookie/is_ready"))[0] == 200
-    assert await call(http, service, "GET", "/api/v1/bookie/state") == (200, {
-        "running": True, "readOnly": False, "shuttingDown": False, "availableForHighPriorityWrites": True})
+    assert await call(http, service, "GET", "/api/v1/bookie/state") == (
+        200,
+        {"running": True, "readOnly": False, "shuttingDown": False, "availableForHighPriorityWrites": True},
+    )
     assert await call(http, service, "GET", "/api/v1/bookie/state/readonly") == (200, {"readOnly": False})
 
 
-async def test_read_only_by_hand_drains_the_bookie_until_cleared(started, http: aiohttp.ClientSession,
-                                                                 store_url: str) -> None:
+async def test_read_only_by_hand_drains_the_bookie_until_cleared(
+    started, http: aiohttp.ClientSession, store_url: str
+) -> None:
     """Goal: PUT /api/v1/bookie/state/readonly {"readOnly": true} takes the bookie out of new
     ensembles (registration under readonly/, adds refused, reads served), the disk monitor
     finding the dirs writable does not undo it, and {"readOnly": false} does."""
@@ -94,7 +103,9 @@ async def test_read_only_by_hand_drains_the_bookie_until_cleared(started, http: 
     try:
         await add(conn, 1, 0, b"before")
         assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}) == (
-            200, {"readOnly": True})
+            200,
+            {"readOnly": True},
+        )
         assert await registered(store_url, service) == "readonly", "answered once the registration moved"
         with pytest.raises(BookieReadOnlyError, match="PUT /api/v1/bookie/state/readonly"):
             await add(conn, 1, 1, b"refused")
@@ -104,7 +115,9 @@ async def test_read_only_by_hand_drains_the_bookie_until_cleared(started, http: 
         assert await call(http, service, "GET", "/api/v1/bookie/state/readonly") == (200, {"readOnly": True})
 
         assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": "false"}) == (
-            200, {"readOnly": False})
+            200,
+            {"readOnly": False},
+        )
         assert await registered(store_url, service) == "available"
         await add(conn, 1, 1, b"after")
     finally:
@@ -118,7 +131,9 @@ async def test_clearing_read_only_by_hand_leaves_the_other_causes(started, http:
     assert (await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}))[0] == 200
     service._writable_changed(False)  # a disk check: every ledger dir full
     assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False}) == (
-        200, {"readOnly": True})
+        200,
+        {"readOnly": True},
+    )
     assert list(service.state.causes) == [LEDGER_DIRS_FULL]
 
 
@@ -130,8 +145,9 @@ async def test_a_bad_read_only_body_is_a_400(started, http: aiohttp.ClientSessio
     assert not service.state.read_only
 
 
-async def test_force_read_only_bookie_starts_read_only_and_stays_so(started, http: aiohttp.ClientSession,
-                                                                    store_url: str) -> None:
+async def test_force_read_only_bookie_starts_read_only_and_stays_so(
+    started, http: aiohttp.ClientSession, store_url: str
+) -> None:
     service = await started(forceReadOnlyBookie="true")
     assert await registered(store_url, service) == "readonly"
     status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False})
@@ -140,8 +156,7 @@ async def test_force_read_only_bookie_starts_read_only_and_stays_so(started, htt
     assert (await call(http, service, "GET", "/api/v1/bookie/state"))[1]["readOnly"] is True
 
 
-async def test_read_only_by_hand_is_refused_with_read_only_mode_disabled(started,
-                                                                        http: aiohttp.ClientSession) -> None:
+async def test_read_only_by_hand_is_refused_with_read_only_mode_disabled(started, http: aiohttp.ClientSession) -> None:
     service = await started(readOnlyModeEnabled="false")
     status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
     assert status == 400 and "readOnlyModeEnabled=false" in body["error"]
@@ -155,7 +170,8 @@ def test_force_read_only_bookie_needs_read_only_mode(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("persist", [True, False])
 async def test_read_only_by_hand_survives_a_restart_with_persist_bookie_status_enabled(
-        tmp_path: Path, store_url: str, http: aiohttp.ClientSession, persist: bool) -> None:
+    tmp_path: Path, store_url: str, http: aiohttp.ClientSession, persist: bool
+) -> None:
     """Goal: with persistBookieStatusEnabled an operator's read-only choice is kept across a
     restart (BOOKIE_STATUS in the ledger dirs; the bookie registers under readonly/ at once),
     and its clearing too; without it a restart comes back writable (BookKeeper's default)."""
@@ -196,6 +212,7 @@ async def test_not_ready_while_it_waits_for_the_metadata_store(tmp_path: Path, h
     """Goal: a readiness probe gets 503 from a bookie that answers HTTP but does not serve yet
     (its metadata store accepts the connection and never answers), and a stop asked meanwhile
     stops it before serving."""
+
     async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read()  # until the bookie hangs up
         writer.close()

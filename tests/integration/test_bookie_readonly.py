@@ -27,19 +27,36 @@ AVAILABLE, READONLY = "/ledgers/available", "/ledgers/available/readonly"
 
 
 class RawClient(Connection):
-    def command_received(self, command) -> None:  # noqa: ANN001
+    def command_received(self, command) -> None:
         pass
 
 
 def bookie_process(root: Path, metadata_url: str, *extra: str, port: int = 0) -> ServerProcess:
-    return ServerProcess("bookie", [
-        "--port", str(port), "--http-port", "0",
-        "--journal-dir", str(root / "journal"), "--ledger-dirs", f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-        "--metadata-url", metadata_url,
-        "--set", f"zkTimeout={SESSION_TIMEOUT_MS}", "--set", "journalPreAllocSizeMB=1",
-        "--set", "diskCheckInterval=50", "--set", f"minipulsarDiskUsageOverrideFile={root / 'usage'}",
-        *extra,
-    ], root / "logs" / "bookie.log")
+    return ServerProcess(
+        "bookie",
+        [
+            "--port",
+            str(port),
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(root / "journal"),
+            "--ledger-dirs",
+            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
+            "--metadata-url",
+            metadata_url,
+            "--set",
+            f"zkTimeout={SESSION_TIMEOUT_MS}",
+            "--set",
+            "journalPreAllocSizeMB=1",
+            "--set",
+            "diskCheckInterval=50",
+            "--set",
+            f"minipulsarDiskUsageOverrideFile={root / 'usage'}",
+            *extra,
+        ],
+        root / "logs" / "bookie.log",
+    )
 
 
 @pytest_asyncio.fixture
@@ -63,6 +80,7 @@ async def registered_under(store: MetadataStore, bookie: ServerProcess) -> set[s
 async def wait_registered_only_under(store: MetadataStore, bookie: ServerProcess, path: str) -> None:
     async def only_there() -> bool:
         return await registered_under(store, bookie) == {path}
+
     await wait_for(only_there, timeout_s=10, message=f"{bookie.address} not registered only under {path}")
 
 
@@ -74,7 +92,8 @@ async def server_status(bookie: ServerProcess) -> float:
 
 
 async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_writable(
-        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
+) -> None:
     """Goal: the whole read-only round trip in a real process.
     Method: usage 0.5 → adds work; 0.97 → registration under readonly/, ADD gets
     BookieReadOnly (a recovery add still goes in), READ serves the entries, SERVER_STATUS 0;
@@ -109,7 +128,8 @@ async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_wri
 
 
 async def test_a_bookie_started_on_full_disks_registers_read_only(
-        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
+) -> None:
     (tmp_path / "usage").write_text("0.99")
     bookie = bookie_process(tmp_path, f"metastore://{metastore.address}")
     async with started(bookie):
@@ -121,7 +141,8 @@ async def test_a_bookie_started_on_full_disks_registers_read_only(
 
 
 async def test_a_restarted_bookie_removes_the_read_only_key_its_killed_run_left(
-        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
+) -> None:
     """Goal: a bookie SIGKILLed while read-only, restarted with free space, is listed only as
     writable at once — not also as read-only until the dead run's session expires."""
     usage = tmp_path / "usage"
@@ -138,7 +159,8 @@ async def test_a_restarted_bookie_removes_the_read_only_key_its_killed_run_left(
 
 
 async def test_with_read_only_mode_disabled_full_disks_stop_the_bookie(
-        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
+) -> None:
     """BookKeeper's readOnlyModeEnabled=false: no writable ledger dir left shuts the bookie
     down (cleanly: its registration goes with it), with BookKeeper's exit code for a bookie
     failure (5, not 0: a supervisor that restarts on failure must see one)."""
@@ -153,7 +175,8 @@ async def test_with_read_only_mode_disabled_full_disks_stop_the_bookie(
 
 
 async def test_with_read_only_mode_disabled_a_bookie_started_on_full_disks_never_registers(
-        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
+) -> None:
     """The same at start: it stops before registering (it registered as writable, printed READY
     and exited 0)."""
     (tmp_path / "usage").write_text("0.99")
@@ -167,7 +190,8 @@ async def test_with_read_only_mode_disabled_a_bookie_started_on_full_disks_never
 
 
 async def test_sigterm_while_starting_stops_the_bookie_before_it_registers(
-        tmp_path: Path, metastore: ServerProcess, observer: MetadataStore) -> None:
+    tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
+) -> None:
     """Goal: SIGTERM while the bookie waits to register (here: for a key of its id that another
     instance holds) stops it at once with exit 0, never registered — it carried on, registered,
     printed READY and only then stopped, past a supervisor's SIGKILL if the wait was long."""
@@ -179,9 +203,14 @@ async def test_sigterm_while_starting_stops_the_bookie_before_it_registers(
     bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", port=port)
     starting = asyncio.create_task(asyncio.to_thread(bookie.start))
     try:
-        await wait_for(lambda: (tmp_path / "logs" / "bookie.log").exists()
-                       and "waiting for it to go" in (tmp_path / "logs" / "bookie.log").read_text(), 20,
-                       message="the bookie did not reach the registration wait")
+        await wait_for(
+            lambda: (
+                (tmp_path / "logs" / "bookie.log").exists()
+                and "waiting for it to go" in (tmp_path / "logs" / "bookie.log").read_text()
+            ),
+            20,
+            message="the bookie did not reach the registration wait",
+        )
         bookie.proc.send_signal(signal.SIGTERM)
         with pytest.raises(RuntimeError, match="exited with 0"):
             await asyncio.wait_for(starting, 10)

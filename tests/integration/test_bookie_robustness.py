@@ -23,7 +23,7 @@ REPLY_TIMEOUT_S = 5.0
 
 
 class RawClient(Connection):
-    def command_received(self, command) -> None:  # noqa: ANN001
+    def command_received(self, command) -> None:
         pass
 
 
@@ -51,7 +51,7 @@ async def replies(host: str, port: int, data: bytes, handshake: bool = False) ->
                 body = await asyncio.wait_for(_read_frame(reader), 1.0 if got else REPLY_TIMEOUT_S)
             except (asyncio.IncompleteReadError, ConnectionError):
                 return got or "closed"
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return got
             got.append(body)
             if body.get("t") == "ERROR":
@@ -72,14 +72,29 @@ def is_error_or_closed(result: list[dict] | str) -> bool:
 @contextlib.asynccontextmanager
 async def bookie_with(tmp_path: Path, *settings: str) -> AsyncIterator[ServerProcess]:
     """A metastore and a bookie with ``journalPreAllocSizeMB=1`` and ``settings`` (key=value)."""
-    metastore = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")],
-                              tmp_path / "metastore.log")
+    metastore = ServerProcess(
+        "metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")], tmp_path / "metastore.log"
+    )
     async with started(metastore):
-        process = ServerProcess("bookie", [
-            "--port", "0", "--http-port", "0", "--journal-dir", str(tmp_path / "journal"),
-            "--ledger-dirs", str(tmp_path / "ledgers"), "--metadata-url", f"metastore://{metastore.address}",
-            "--set", "journalPreAllocSizeMB=1", *(arg for setting in settings for arg in ("--set", setting)),
-        ], tmp_path / "bookie.log")
+        process = ServerProcess(
+            "bookie",
+            [
+                "--port",
+                "0",
+                "--http-port",
+                "0",
+                "--journal-dir",
+                str(tmp_path / "journal"),
+                "--ledger-dirs",
+                str(tmp_path / "ledgers"),
+                "--metadata-url",
+                f"metastore://{metastore.address}",
+                "--set",
+                "journalPreAllocSizeMB=1",
+                *(arg for setting in settings for arg in ("--set", setting)),
+            ],
+            tmp_path / "bookie.log",
+        )
         async with started(process):
             yield process
 
@@ -153,8 +168,11 @@ async def test_a_client_that_never_reads_its_answers_does_not_grow_the_bookie(bo
         assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
         before = _rss_bytes(bookie.proc.pid)
         reads = 600
-        writer.write(b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0})
-                              for i in range(reads)))
+        writer.write(
+            b"".join(
+                frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0}) for i in range(reads)
+            )
+        )
         await writer.drain()
 
         async def answered() -> int:
@@ -178,7 +196,7 @@ async def test_a_client_that_never_reads_its_answers_does_not_grow_the_bookie(bo
         checker.close()
 
 
-async def _at_least(count, minimum: int) -> bool:  # noqa: ANN001
+async def _at_least(count, minimum: int) -> bool:
     return await count >= minimum
 
 
@@ -193,10 +211,9 @@ async def test_a_client_that_never_reads_does_not_hold_up_shutdown(bookie: Serve
     peer that stopped reading holds MiBs of unsent answers: closing waited for them until the
     keep-alive gave up (~60 s), past the supervisor's SIGKILL. Method: 20 reads of a 1 MiB
     entry nobody reads, then stop()."""
-    reader, writer = await _send_unread_reads(bookie, 20)
+    _reader, writer = await _send_unread_reads(bookie, 20)
     checker = await connect(RawClient, bookie.host, bookie.port)
     try:
-
         await wait_for(lambda: _no_read_pending(checker), 20, message="the bookie's reads did not settle")
         checker.close()
         assert await asyncio.to_thread(bookie.stop, 12.0) == 0, "SIGKILLed: the bookie did not stop in time"
@@ -215,9 +232,21 @@ async def test_an_entry_too_big_to_be_read_back_is_refused_not_acknowledged(book
     max_frame = 5 * 1024 * 1024 + 64 * 1024
     client = await connect(RawClient, bookie.host, bookie.port)
     try:
-        refused = await replies(bookie.host, bookie.port, frame(
-            {"t": "ADD_ENTRY", "id": 2, "ledger_id": 9, "entry_id": 0, "lac": -1,
-             "payload": b"z" * (max_frame - 512)}), handshake=True)
+        refused = await replies(
+            bookie.host,
+            bookie.port,
+            frame(
+                {
+                    "t": "ADD_ENTRY",
+                    "id": 2,
+                    "ledger_id": 9,
+                    "entry_id": 0,
+                    "lac": -1,
+                    "payload": b"z" * (max_frame - 512),
+                }
+            ),
+            handshake=True,
+        )
         assert isinstance(refused, list) and refused[-1]["t"] == "ERROR"
         assert refused[-1]["code"] == "InvalidCommand" and "largest entry" in refused[-1]["message"]
         payload = b"a" * (max_frame - 1024)
@@ -236,10 +265,22 @@ async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_p
     if damage == "index-db":
         (tmp_path / "ledgers" / "current").mkdir(parents=True)
         (tmp_path / "ledgers" / "current" / "index.db").write_bytes(b"not a database, " * 512)
-    process = ServerProcess("bookie", [
-        "--port", "0", "--http-port", "0", "--journal-dir", str(tmp_path / "journal"),
-        "--ledger-dirs", str(tmp_path / "ledgers"), "--metadata-url", url,
-    ], tmp_path / "bookie.log")
+    process = ServerProcess(
+        "bookie",
+        [
+            "--port",
+            "0",
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(tmp_path / "journal"),
+            "--ledger-dirs",
+            str(tmp_path / "ledgers"),
+            "--metadata-url",
+            url,
+        ],
+        tmp_path / "bookie.log",
+    )
     try:
         with pytest.raises(RuntimeError, match="exited with 2"):
             await asyncio.to_thread(process.start)
@@ -251,18 +292,19 @@ async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_p
     assert expected in log_text and "bookie cannot start" in log_text
 
 
-async def _send_unread_reads(bookie: ServerProcess, reads: int, payload: bytes = b"z" * (1024 * 1024)
-                             ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _send_unread_reads(
+    bookie: ServerProcess, reads: int, payload: bytes = b"z" * (1024 * 1024)
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A raw peer that added ``payload`` (1 MiB) to ledger 77 and sent ``reads`` reads of it
     (ids 10, 11, …) without reading any answer."""
     reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
     writer.write(CONNECT)
     assert (await _read_frame(reader))["t"] == "CONNECTED"
-    writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1,
-                        "payload": payload}))
+    writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1, "payload": payload}))
     assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
-    writer.write(b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0})
-                          for i in range(reads)))
+    writer.write(
+        b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0}) for i in range(reads))
+    )
     await writer.drain()
     return reader, writer
 
@@ -278,7 +320,8 @@ async def _dropped_responses(bookie: ServerProcess) -> float:
 
 
 async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_after_the_wait_timeout(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Goal: with waitTimeoutOnResponseBackpressureMs, a peer that stops taking its responses
     stops holding read-thread places: its waiting reads are dropped, unanswered
     (bookkeeper_server_CHANNEL_WRITE{success="false"}), while the connection stays open; once it
@@ -295,7 +338,7 @@ async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_afte
             while True:  # what was sent before the timeout, in order, then nothing more
                 try:
                     answer = await asyncio.wait_for(_read_frame(reader), 2.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
                 assert answer["t"] == "READ_ENTRY_RESPONSE"
                 ids.append(answer["id"])
@@ -308,13 +351,13 @@ async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_afte
             checker.close()
 
 
-async def test_close_channel_on_response_timeout_closes_a_peer_that_does_not_take_its_responses(
-        tmp_path: Path) -> None:
+async def test_close_channel_on_response_timeout_closes_a_peer_that_does_not_take_its_responses(tmp_path: Path) -> None:
     """Goal: with closeChannelOnResponseTimeout, the peer is disconnected instead, its reads give
     their places back, and other connections are served. Method: as above, then read until the
     connection ends."""
-    async with bookie_with(tmp_path, "waitTimeoutOnResponseBackpressureMs=300",
-                           "closeChannelOnResponseTimeout=true") as bookie:
+    async with bookie_with(
+        tmp_path, "waitTimeoutOnResponseBackpressureMs=300", "closeChannelOnResponseTimeout=true"
+    ) as bookie:
         reader, writer = await _send_unread_reads(bookie, 300)
         checker = await connect(RawClient, bookie.host, bookie.port)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -39,8 +40,9 @@ async def test_messages_arrive_in_order_with_their_metadata(cluster: ProcessClus
     async with Client(cluster.service_url) as client:
         consumer = await client.subscribe("orders", "sub")
         producer = await client.create_producer("orders")
-        ids = [await producer.send(f"m-{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}")
-               for i in range(100)]
+        ids = [
+            await producer.send(f"m-{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}") for i in range(100)
+        ]
         assert ids == sorted(ids) and len(set(ids)) == 100
         for i in range(100):
             message = await consumer.receive(timeout_millis=10_000)
@@ -59,7 +61,7 @@ async def test_dispatch_stays_within_permits(cluster: ProcessCluster) -> None:
     async with Client(cluster.service_url) as client:
         consumer = await client.subscribe("flow", "sub", receiver_queue_size=4)
         producer = await client.create_producer("flow")
-        for i in range(20):
+        for _i in range(20):
             await producer.send(b"x")
 
         def delivered() -> int:
@@ -95,8 +97,10 @@ async def test_unacknowledged_messages_go_to_the_next_consumer(cluster: ProcessC
 async def test_shared_subscription_spreads_messages_over_consumers(cluster: ProcessCluster) -> None:
     """Goal: Shared consumers each get a part; together they get every message exactly once."""
     async with Client(cluster.service_url) as client:
-        consumers = [await client.subscribe("shared", "sub", consumer_type=ConsumerType.Shared,
-                                            receiver_queue_size=10) for _ in range(2)]
+        consumers = [
+            await client.subscribe("shared", "sub", consumer_type=ConsumerType.Shared, receiver_queue_size=10)
+            for _ in range(2)
+        ]
         producer = await client.create_producer("shared")
         for i in range(40):
             await producer.send(str(i).encode())
@@ -147,8 +151,12 @@ async def test_broker_serves_pulsar_metrics(cluster: ProcessCluster) -> None:
         for _ in range(3):
             await consumer.acknowledge(await consumer.receive(timeout_millis=10_000))
     url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
+
+    def scrape() -> str:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+
+    text = await asyncio.to_thread(scrape)
     labels = '{cluster="standalone",namespace="public/default",topic="persistent://public/default/metered"}'
     assert f"pulsar_in_messages_total{labels} 3.0" in text
     assert f"pulsar_out_messages_total{labels} 3.0" in text, "counted after the consumer left"
@@ -161,10 +169,16 @@ async def test_broker_serves_pulsar_metrics(cluster: ProcessCluster) -> None:
 
 def test_a_bad_config_value_stops_the_broker_naming_the_key(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text("# a real broker.conf holds many keys we do not use\nwebSocketServiceEnabled=false\n"
-                    "managedLedgerDefaultAckQuorum=two\n")
-    result = subprocess.run([sys.executable, "-m", "minipulsar", "broker", "--config", str(conf)],
-                            capture_output=True, text=True, timeout=30)
+    conf.write_text(
+        "# a real broker.conf holds many keys we do not use\nwebSocketServiceEnabled=false\n"
+        "managedLedgerDefaultAckQuorum=two\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "minipulsar", "broker", "--config", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 2
     assert "'webSocketServiceEnabled' is not used by minipulsar" in result.stderr
     assert "managedLedgerDefaultAckQuorum='two': expected an integer" in result.stderr

@@ -11,7 +11,8 @@ consumer.acknowledge(msg)``, ``await client.create_reader(topic, pulsar.MessageI
 reader.seek(MessageId | publish time)``, ``MessageId.serialize()/deserialize()``, errors as
 ``pulsar.asyncio.PulsarException``. It sticks to what the official client accepts: message ids
 are compared through ``str()`` (its ``Message.message_id()`` and ``send()`` return different
-MessageId classes) and ``Reader.seek`` takes a ``pulsar.MessageId`` or an int only. SYNC_PROGRAM is written against the blocking ``pulsar``
+MessageId classes) and ``Reader.seek`` takes a ``pulsar.MessageId`` or an int only.
+SYNC_PROGRAM is written against the blocking ``pulsar``
 module (``pulsar.Client``, ``consumer.receive(timeout_millis=)`` raising ``pulsar.Timeout``).
 
 Method: one standalone-like cluster (metastore, bookie, broker processes); each program runs as
@@ -34,7 +35,7 @@ from tests.support.cluster import ProcessCluster, process_cluster
 OFFICIAL_ASYNC_IMPORTS = "import pulsar\nfrom pulsar.asyncio import Client, PulsarException\n"
 MINIPULSAR_ASYNC_IMPORTS = "import minipulsar as pulsar\nfrom minipulsar import Client, PulsarException\n"
 
-ASYNC_PROGRAM = '''
+ASYNC_PROGRAM = """
 import asyncio
 import sys
 
@@ -100,12 +101,12 @@ async def main():
 
 
 asyncio.run(main())
-'''
+"""
 
 OFFICIAL_SYNC_IMPORTS = "import pulsar\n"
 MINIPULSAR_SYNC_IMPORTS = "import minipulsar.sync as pulsar\n"
 
-SYNC_PROGRAM = '''
+SYNC_PROGRAM = """
 import sys
 
 SERVICE_URL, TOPIC = sys.argv[1], sys.argv[2]
@@ -131,7 +132,7 @@ assert reader.read_next(timeout_millis=10000).data() == b"hello-0"
 assert reader.has_message_available()
 client.close()
 print("OK")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +150,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster
 def run_program(tmp_path: Path, source: str, cluster: ProcessCluster, topic: str) -> subprocess.CompletedProcess:
     script = tmp_path / "program.py"
     script.write_text(source)
-    return subprocess.run([sys.executable, str(script), cluster.service_url, topic], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=90)
+    return subprocess.run(
+        [sys.executable, str(script), cluster.service_url, topic],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
 
 
 def ported(official_imports: str, minipulsar_imports: str, program: str) -> str:
@@ -158,12 +164,13 @@ def ported(official_imports: str, minipulsar_imports: str, program: str) -> str:
     assert "minipulsar" not in program
     original = official_imports + program
     port = original.replace(official_imports, minipulsar_imports, 1)
-    assert port[len(minipulsar_imports):] == original[len(official_imports):]
+    assert port[len(minipulsar_imports) :] == original[len(official_imports) :]
     return port
 
 
 def test_an_official_pulsar_asyncio_program_runs_with_only_its_imports_changed(
-        tmp_path: Path, cluster: ProcessCluster) -> None:
+    tmp_path: Path, cluster: ProcessCluster
+) -> None:
     source = ported(OFFICIAL_ASYNC_IMPORTS, MINIPULSAR_ASYNC_IMPORTS, ASYNC_PROGRAM)
     result = run_program(tmp_path, source, cluster, "persistent://public/default/compat-async")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 def submit(producer, data: bytes) -> asyncio.Future:
     """send_async (taken or queued before it returns) with its outcome as a future."""
     future = asyncio.get_running_loop().create_future()
-    producer.send_async(data, lambda error, message_id: future.set_exception(error) if error
-                        else future.set_result(message_id))
+    producer.send_async(
+        data, lambda error, message_id: future.set_exception(error) if error else future.set_result(message_id)
+    )
     return future
 
 
@@ -44,8 +45,9 @@ async def client(cluster):
         yield client
 
 
-@pytest.mark.parametrize("compression", [CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD,
-                                         CompressionType.ZLib])
+@pytest.mark.parametrize(
+    "compression", [CompressionType.NONE, CompressionType.LZ4, CompressionType.ZSTD, CompressionType.ZLib]
+)
 async def test_batches_round_trip_with_each_compression(client, compression: CompressionType) -> None:
     """Goal: messages sent concurrently travel as few batch entries, compressed or not, and
     arrive in order with their key, properties and event time; ids carry batch indexes.
@@ -53,9 +55,14 @@ async def test_batches_round_trip_with_each_compression(client, compression: Com
     topic = f"batched-{compression.name.lower()}"
     consumer = await client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     producer = await client.create_producer(topic, compression_type=compression)
-    ids = await asyncio.gather(*(producer.send(b"payload %d " % i * 20, partition_key=f"k{i % 3}",
-                                               properties={"i": str(i)}, event_timestamp=1000 + i)
-                                 for i in range(300)))
+    ids = await asyncio.gather(
+        *(
+            producer.send(
+                b"payload %d " % i * 20, partition_key=f"k{i % 3}", properties={"i": str(i)}, event_timestamp=1000 + i
+            )
+            for i in range(300)
+        )
+    )
     entries = {(m.ledger_id(), m.entry_id()) for m in ids}
     assert len(entries) < 30, "batched: far fewer entries than messages"
     assert ids == sorted(ids) and all(m.batch_index() >= 0 for m in ids)
@@ -63,7 +70,10 @@ async def test_batches_round_trip_with_each_compression(client, compression: Com
         message = await consumer.receive(timeout_millis=10_000)
         assert message.data() == b"payload %d " % i * 20
         assert (message.partition_key(), message.properties(), message.event_timestamp()) == (
-            f"k{i % 3}", {"i": str(i)}, 1000 + i)
+            f"k{i % 3}",
+            {"i": str(i)},
+            1000 + i,
+        )
         assert message.message_id() == ids[i]
         await consumer.acknowledge(message)
     assert producer.last_sequence_id() == 299
@@ -91,8 +101,9 @@ async def test_a_full_producer_fails_sends_when_not_blocking(client) -> None:
     """Goal: block_if_queue_full=False: the send past max_pending_messages fails at once with
     ProducerQueueIsFull and the others are unaffected; once they complete, sends work again.
     Method: max_pending_messages=10 and a 1 s batching delay keep 10 messages pending."""
-    producer = await client.create_producer("full-raises", max_pending_messages=10, block_if_queue_full=False,
-                                            batching_max_publish_delay_ms=1000)
+    producer = await client.create_producer(
+        "full-raises", max_pending_messages=10, block_if_queue_full=False, batching_max_publish_delay_ms=1000
+    )
     pending = [submit(producer, b"%d" % i) for i in range(10)]
     with pytest.raises(ProducerQueueIsFull):
         await producer.send(b"one too many")
@@ -134,10 +145,12 @@ async def test_the_client_memory_limit_bounds_pending_bytes(cluster) -> None:
     past it a non-blocking send fails with MemoryBufferIsFull, a blocking one waits.
     Method: a 1000-byte limit, 400-byte messages held by a 1 s batching delay."""
     async with Client(cluster.service_url, memory_limit_bytes=1000) as client:
-        raising = await client.create_producer("memory-a", block_if_queue_full=False,
-                                               batching_max_publish_delay_ms=1000)
-        blocking = await client.create_producer("memory-b", block_if_queue_full=True,
-                                                batching_max_publish_delay_ms=1000)
+        raising = await client.create_producer(
+            "memory-a", block_if_queue_full=False, batching_max_publish_delay_ms=1000
+        )
+        blocking = await client.create_producer(
+            "memory-b", block_if_queue_full=True, batching_max_publish_delay_ms=1000
+        )
         first = [submit(raising, bytes(400)) for _ in range(2)]
         with pytest.raises(MemoryBufferIsFull):
             await raising.send(bytes(400))
@@ -152,8 +165,12 @@ async def test_the_client_memory_limit_bounds_pending_bytes(cluster) -> None:
 async def test_batch_receive_returns_what_the_policy_allows(client) -> None:
     """Goal: batch_receive returns up to max_num_message messages at once, and after its
     timeout whatever is there (here: nothing). Method: 25 messages, policy of 10 messages."""
-    consumer = await client.subscribe("batch-receive", "sub", initial_position=InitialPosition.Earliest,
-                                      batch_receive_policy=ConsumerBatchReceivePolicy(10, -1, 200))
+    consumer = await client.subscribe(
+        "batch-receive",
+        "sub",
+        initial_position=InitialPosition.Earliest,
+        batch_receive_policy=ConsumerBatchReceivePolicy(10, -1, 200),
+    )
     producer = await client.create_producer("batch-receive")
     await asyncio.gather(*(producer.send(b"%d" % i) for i in range(25)))
     got = []

@@ -25,14 +25,14 @@ SETTINGS = {"preciseDispatcherFlowControl": True, "maxUnackedMessagesPerConsumer
 
 
 def consumer_stats(cluster: ProcessCluster) -> dict:
-    url = (f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-           f"/admin/v2/persistent/public/default/{TOPIC}/stats")
+    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{TOPIC}/stats"
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.load(response)["subscriptions"]["sub"]["consumers"][0]
 
 
 async def test_a_slow_consumer_holds_at_most_its_queue_plus_one_batch_and_resumes_as_it_acknowledges(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Goal: with receiver_queue_size=10 and 25-message batches the consumer never holds more
     than 10 + 25 messages; a consumer that stops acknowledging is stopped by the broker's
     unacknowledged limit, and acknowledging lets everything through, in order.
@@ -43,13 +43,19 @@ async def test_a_slow_consumer_holds_at_most_its_queue_plus_one_batch_and_resume
     gets the other messages in order. The queue is measured at every receive."""
     async with process_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
         async with Client(cluster.service_url) as client:
-            producer = await client.create_producer(TOPIC, batching_max_messages=BATCH,
-                                                    batching_max_publish_delay_ms=1000)
+            producer = await client.create_producer(
+                TOPIC, batching_max_messages=BATCH, batching_max_publish_delay_ms=1000
+            )
             ids = await asyncio.gather(*(producer.send(f"{i}".encode()) for i in range(MESSAGES)))
             assert len({(m.ledger_id(), m.entry_id()) for m in ids}) == MESSAGES // BATCH
 
-            consumer = await client.subscribe(TOPIC, "sub", consumer_type=ConsumerType.Shared,
-                                              receiver_queue_size=QUEUE, initial_position=InitialPosition.Earliest)
+            consumer = await client.subscribe(
+                TOPIC,
+                "sub",
+                consumer_type=ConsumerType.Shared,
+                receiver_queue_size=QUEUE,
+                initial_position=InitialPosition.Earliest,
+            )
             await wait_for(lambda: len(consumer._queue) > 0, message="nothing was pushed")
             await wait_for(lambda: consumer_stats(cluster)["availablePermits"] <= 0, message="permits left")
             await consumer.get_last_message_id()  # whatever the broker pushed has arrived

@@ -18,12 +18,11 @@ from pathlib import Path
 import pytest
 
 from minipulsar import Client, ConnectError, InitialPosition
+from minipulsar.client.exceptions import TooManyLookupRedirects
+from minipulsar.client.retry import LAST_ATTEMPT_S_MIN
 from minipulsar.errors import ServiceNotReadyError
 from minipulsar.net import Listener, ServerConnection, handles
 from minipulsar.protocol import commands as cmd
-
-from minipulsar.client.exceptions import TooManyLookupRedirects
-from minipulsar.client.retry import LAST_ATTEMPT_S_MIN
 from tests.support.cluster import process_cluster
 
 
@@ -38,7 +37,7 @@ class RedirectingBroker:
         self.url = ""
         self._listener = Listener(lambda: _Redirecting(self))
 
-    async def __aenter__(self) -> "RedirectingBroker":
+    async def __aenter__(self) -> RedirectingBroker:
         host, port = await self._listener.start("127.0.0.1", 0)
         self.url = f"pulsar://{host}:{port}"
         return self
@@ -55,8 +54,14 @@ class _Redirecting(ServerConnection):
     @handles(cmd.Lookup)
     def lookup(self, command: cmd.Lookup) -> None:
         self.broker.lookups.append(command.authoritative)
-        self.send(cmd.LookupResponse(id=command.id, kind="redirect", broker_url=self.broker.target or self.broker.url,
-                                     authoritative=self.broker.authoritative))
+        self.send(
+            cmd.LookupResponse(
+                id=command.id,
+                kind="redirect",
+                broker_url=self.broker.target or self.broker.url,
+                authoritative=self.broker.authoritative,
+            )
+        )
 
     @handles(cmd.PartitionedMetadata)
     def partitioned_metadata(self, command: cmd.PartitionedMetadata) -> None:
@@ -114,7 +119,7 @@ async def test_a_multi_host_service_url_moves_past_a_dead_host(cluster) -> None:
         consumer = await client.subscribe("rotated", "sub", initial_position=InitialPosition.Earliest)
         await producer.send(b"through the second host")
         assert (await consumer.receive(timeout_millis=10_000)).data() == b"through the second host"
-        assert "%s:%d" % client._lookup.service_address == alive
+        assert "{}:{}".format(*client._lookup.service_address) == alive
 
 
 async def test_an_unreachable_cluster_fails_after_the_lookup_timeout_naming_the_refused_hosts() -> None:

@@ -45,8 +45,10 @@ async def send_through(cluster: ProcessCluster, service_url: str, disrupt: Calla
     consumer receives exactly each producer's 0..24,999 in order, and nothing more."""
     async with Client(service_url, operation_timeout_seconds=60) as client:
         consumer = await client.subscribe(TOPIC, "check", initial_position=InitialPosition.Earliest)
-        producers = [await client.create_producer(TOPIC, producer_name=f"p{i}", block_if_queue_full=True)
-                     for i in range(PRODUCERS)]
+        producers = [
+            await client.create_producer(TOPIC, producer_name=f"p{i}", block_if_queue_full=True)
+            for i in range(PRODUCERS)
+        ]
         sent = [Sent() for _ in producers]
         for n in range(PER_PRODUCER):
             for index, producer in enumerate(producers):
@@ -55,8 +57,9 @@ async def send_through(cluster: ProcessCluster, service_url: str, disrupt: Calla
         def receipts() -> int:
             return sum(s.acked for s in sent)
 
-        await wait_for(lambda: receipts() >= DISRUPT_AFTER, timeout_s=30, interval_s=0.002,
-                       message="the first receipts never came")
+        await wait_for(
+            lambda: receipts() >= DISRUPT_AFTER, timeout_s=30, interval_s=0.002, message="the first receipts never came"
+        )
         assert consumer._queue, "the consumer holds messages that the broker will send again"
         await disrupt()
         assert receipts() < PRODUCERS * PER_PRODUCER / 2, "the disruption came in the middle of the send"
@@ -66,8 +69,9 @@ async def send_through(cluster: ProcessCluster, service_url: str, disrupt: Calla
         assert receipts() == PRODUCERS * PER_PRODUCER
         assert all(p._handler.reconnections >= 1 for p in producers)
         # the consumer reconnects on its own schedule (back-off): it may still be on its way
-        await wait_for(lambda: consumer._handler.reconnections >= 1, timeout_s=30,
-                       message="the consumer never reconnected")
+        await wait_for(
+            lambda: consumer._handler.reconnections >= 1, timeout_s=30, message="the consumer never reconnected"
+        )
 
         received: list[list[int]] = [[] for _ in producers]
         for _ in range(PRODUCERS * PER_PRODUCER):
@@ -89,8 +93,7 @@ async def test_a_batched_send_survives_a_broker_restart_exactly_once(tmp_path: P
     messages its receiver queue held (the broker sends them again) instead of delivering twice.
     Method: :func:`send_through`, the disruption restarting the broker on its port."""
     async with process_cluster(tmp_path, broker_settings=DEDUP) as cluster:
-        await send_through(cluster, cluster.service_url,
-                           lambda: cluster.restart_broker(kill=kill, same_ports=True))
+        await send_through(cluster, cluster.service_url, lambda: cluster.restart_broker(kill=kill, same_ports=True))
 
 
 async def test_a_batched_send_survives_a_bundle_unload_exactly_once(tmp_path: Path) -> None:
@@ -114,8 +117,9 @@ async def test_a_reader_resumes_after_the_last_message_it_returned_across_a_rest
     is in the middle of a batch); restart the broker on its port; read the other 70."""
     async with process_cluster(tmp_path) as cluster:
         async with Client(cluster.service_url, operation_timeout_seconds=60) as client:
-            producer = await client.create_producer("read-on", batching_max_messages=8,
-                                                    batching_max_publish_delay_ms=1000)
+            producer = await client.create_producer(
+                "read-on", batching_max_messages=8, batching_max_publish_delay_ms=1000
+            )
             await asyncio.gather(*(producer.send(b"%d" % i) for i in range(100)))
             reader = await client.create_reader("read-on", MessageId.earliest)
             first = [int((await reader.read_next(10_000)).data()) for _ in range(30)]

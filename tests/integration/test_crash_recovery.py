@@ -10,8 +10,20 @@ from pathlib import Path
 from minipulsar import Client, InitialPosition
 from tests.support.process import ServerProcess
 
-STANDALONE_ARGS = ["--bookies", "3", "--broker-port", "0", "--web-port", "0", "--metastore-port", "0",
-                   "--bookie-port", "0", "--bookie-http-port", "0"]
+STANDALONE_ARGS = [
+    "--bookies",
+    "3",
+    "--broker-port",
+    "0",
+    "--web-port",
+    "0",
+    "--metastore-port",
+    "0",
+    "--bookie-port",
+    "0",
+    "--bookie-http-port",
+    "0",
+]
 
 
 def descendants(pid: int) -> list[int]:

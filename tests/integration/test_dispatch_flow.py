@@ -35,11 +35,14 @@ async def test_precise_flow_control_keeps_a_consumer_within_one_entry_of_its_que
     async with process_cluster(tmp_path, broker_settings={"preciseDispatcherFlowControl": True}) as cluster:
         await _fill(cluster, "precise")
         async with Client(cluster.service_url) as client:
-            consumer = await client.subscribe("precise", "sub", receiver_queue_size=QUEUE,
-                                              initial_position=InitialPosition.Earliest)
+            consumer = await client.subscribe(
+                "precise", "sub", receiver_queue_size=QUEUE, initial_position=InitialPosition.Earliest
+            )
             await wait_for(lambda: len(consumer._queue) >= PER_ENTRY, message="the first entry never came")
-            await wait_for(lambda: consumer_stats(cluster, "precise", "sub")[0]["availablePermits"] <= 0,
-                           message="the broker still has permits for the consumer")
+            await wait_for(
+                lambda: consumer_stats(cluster, "precise", "sub")[0]["availablePermits"] <= 0,
+                message="the broker still has permits for the consumer",
+            )
             await consumer.get_last_message_id()  # a round trip: whatever was pushed has arrived
             assert len(consumer._queue) == PER_ENTRY
             most = 0
@@ -57,9 +60,11 @@ async def test_without_precise_flow_control_permits_are_spent_per_entry(tmp_path
     async with process_cluster(tmp_path) as cluster:
         await _fill(cluster, "imprecise")
         async with Client(cluster.service_url) as client:
-            consumer = await client.subscribe("imprecise", "sub", receiver_queue_size=QUEUE,
-                                              initial_position=InitialPosition.Earliest)
-            await wait_for(lambda: len(consumer._queue) == ENTRIES * PER_ENTRY,
-                           message="the broker did not push every entry")
+            consumer = await client.subscribe(
+                "imprecise", "sub", receiver_queue_size=QUEUE, initial_position=InitialPosition.Earliest
+            )
+            await wait_for(
+                lambda: len(consumer._queue) == ENTRIES * PER_ENTRY, message="the broker did not push every entry"
+            )
             stats = consumer_stats(cluster, "imprecise", "sub")[0]
             assert stats["availablePermits"] == QUEUE - ENTRIES * PER_ENTRY

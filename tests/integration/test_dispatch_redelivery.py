@@ -29,8 +29,9 @@ async def test_negative_ack_redelivers_after_the_delay_with_a_growing_count(clus
     with redelivery_count 1, then 2; on Shared only that message comes back.
     Method: 5 messages, ack 4, nack m-2 twice, measuring the delay."""
     async with Client(cluster.service_url) as client:
-        consumer = await client.subscribe("nack", "sub", consumer_type=ConsumerType.Shared,
-                                          negative_ack_redelivery_delay_ms=300)
+        consumer = await client.subscribe(
+            "nack", "sub", consumer_type=ConsumerType.Shared, negative_ack_redelivery_delay_ms=300
+        )
         await _send(client, "nack", 5)
         for _ in range(5):
             message = await consumer.receive(timeout_millis=10_000)
@@ -67,8 +68,9 @@ async def test_ack_timeout_redelivers_a_message_not_acknowledged_in_time(cluster
     """Goal: with unacked_messages_timeout_ms a received message that is not acknowledged in
     time is delivered again (count 1); an acknowledged one is not."""
     async with Client(cluster.service_url) as client:
-        consumer = await client.subscribe("ack-timeout", "sub", consumer_type=ConsumerType.Shared,
-                                          unacked_messages_timeout_ms=300)
+        consumer = await client.subscribe(
+            "ack-timeout", "sub", consumer_type=ConsumerType.Shared, unacked_messages_timeout_ms=300
+        )
         await _send(client, "ack-timeout", 2)
         first, second = [await consumer.receive(timeout_millis=10_000) for _ in range(2)]
         await consumer.acknowledge(first)
@@ -83,8 +85,9 @@ async def test_unacknowledged_messages_of_a_leaving_consumer_go_to_the_others(cl
     async with Client(cluster.service_url) as stays:
         staying = await stays.subscribe("leave", "sub", consumer_type=ConsumerType.Shared, receiver_queue_size=1)
         leaving_client = Client(cluster.service_url)
-        leaving = await leaving_client.subscribe("leave", "sub", consumer_type=ConsumerType.Shared,
-                                                 receiver_queue_size=100)
+        leaving = await leaving_client.subscribe(
+            "leave", "sub", consumer_type=ConsumerType.Shared, receiver_queue_size=100
+        )
         await _send(stays, "leave", 20)
         first = await staying.receive(timeout_millis=10_000)
         await staying.acknowledge(first)
@@ -127,8 +130,10 @@ async def test_acknowledgements_survive_a_broker_restart(tmp_path: Path, kill: b
             cumulative = await client.subscribe("restart", "cum", consumer_type=ConsumerType.Failover)
             producer = await client.create_producer("restart")
             await producer.send(b"end")
-            for consumer, expected in ((individual, [5, 6, 7, 8, 9, 11, 13, 15, 16, 17, 18, 19]),
-                                       (cumulative, list(range(10, 20)))):
+            for consumer, expected in (
+                (individual, [5, 6, 7, 8, 9, 11, 13, 15, 16, 17, 18, 19]),
+                (cumulative, list(range(10, 20))),
+            ):
                 got = []
                 while (data := (await consumer.receive(timeout_millis=10_000)).data()) != b"end":
                     got.append(int(data[2:]))

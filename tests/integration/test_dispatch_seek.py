@@ -57,16 +57,23 @@ async def test_non_durable_subscription_starts_at_its_message_id_and_ends_with_i
             ids = [await producer.send(f"m-{i}".encode()) for i in range(6)]
         connection = await raw_connection(cluster)
         try:
-            await connection.request(cmd.Subscribe, topic="persistent://public/default/reader",
-                                     subscription="reader-1", consumer_id=1, durable=False,
-                                     start_message_id=[ids[3].ledger_id(), ids[3].entry_id()])
+            await connection.request(
+                cmd.Subscribe,
+                topic="persistent://public/default/reader",
+                subscription="reader-1",
+                consumer_id=1,
+                durable=False,
+                start_message_id=[ids[3].ledger_id(), ids[3].entry_id()],
+            )
             connection.send(cmd.Flow(consumer_id=1, permits=100))
             await wait_for(lambda: len(connection.messages) == 3, message="the reader got no messages")
             assert [m.entry_id for m in connection.messages] == [i.entry_id() for i in ids[3:]]
             assert "reader-1" in topic_stats(cluster, "reader")["subscriptions"]
             await connection.request(cmd.CloseConsumer, consumer_id=1)
-            await wait_for(lambda: "reader-1" not in topic_stats(cluster, "reader")["subscriptions"],
-                           message="the non-durable subscription outlived its consumer")
+            await wait_for(
+                lambda: "reader-1" not in topic_stats(cluster, "reader")["subscriptions"],
+                message="the non-durable subscription outlived its consumer",
+            )
         finally:
             connection.close()
             await asyncio.wait_for(connection.wait_closed(), 10)

@@ -15,7 +15,6 @@ from minipulsar.net.client import parse_address
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.protocol.schema import Command
-
 from tests.support.cluster import ProcessCluster
 
 _ids = itertools.count(1)
@@ -57,10 +56,11 @@ class BatchProducer:
         self._sequence_ids = itertools.count()
 
     @classmethod
-    async def create(cls, cluster: ProcessCluster, topic: str) -> "BatchProducer":
+    async def create(cls, cluster: ProcessCluster, topic: str) -> BatchProducer:
         producer = cls(await raw_connection(cluster), topic)
-        await producer.connection.request(cmd.Producer, topic=topic, producer_id=producer.producer_id,
-                                          producer_name=f"batcher-{producer.producer_id}")
+        await producer.connection.request(
+            cmd.Producer, topic=topic, producer_id=producer.producer_id, producer_name=f"batcher-{producer.producer_id}"
+        )
         return producer
 
     async def send_batch(self, count: int, key: str | None = None, data: bytes = b"x") -> tuple[int, int]:
@@ -68,12 +68,22 @@ class BatchProducer:
         first = next(self._sequence_ids)
         for _ in range(count - 1):
             next(self._sequence_ids)
-        payload = encode_batch(int(time.time() * 1000), f"batcher-{self.producer_id}",
-                               [BatchMessage(first + i, data, key) for i in range(count)])
+        payload = encode_batch(
+            int(time.time() * 1000),
+            f"batcher-{self.producer_id}",
+            [BatchMessage(first + i, data, key) for i in range(count)],
+        )
         waiter = asyncio.get_running_loop().create_future()
         self.connection.receipts[first] = waiter
-        self.connection.send(cmd.Send(producer_id=self.producer_id, sequence_id=first, payload=payload,
-                                      num_messages=count, highest_sequence_id=first + count - 1))
+        self.connection.send(
+            cmd.Send(
+                producer_id=self.producer_id,
+                sequence_id=first,
+                payload=payload,
+                num_messages=count,
+                highest_sequence_id=first + count - 1,
+            )
+        )
         return await waiter
 
     async def close(self) -> None:
@@ -83,8 +93,7 @@ class BatchProducer:
 
 def topic_stats(cluster: ProcessCluster, topic: str) -> dict:
     assert cluster.broker is not None
-    url = (f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-           f"/admin/v2/persistent/public/default/{topic}/stats")
+    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{topic}/stats"
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.load(response)
 

@@ -45,8 +45,9 @@ async def test_failover_activates_by_priority_then_name_and_fails_over_without_l
     nothing; ACTIVE_CONSUMER_CHANGE told each consumer its state."""
     async with Client(cluster.service_url) as client:
         b = await client.subscribe("fo", "sub", consumer_type=ConsumerType.Failover, consumer_name="b")
-        a = await client.subscribe("fo", "sub", consumer_type=ConsumerType.Failover, consumer_name="a",
-                                   priority_level=1)
+        a = await client.subscribe(
+            "fo", "sub", consumer_type=ConsumerType.Failover, consumer_name="a", priority_level=1
+        )
         c = await client.subscribe("fo", "sub", consumer_type=ConsumerType.Failover, consumer_name="c")
         producer = await client.create_producer("fo")
         for i in range(30):
@@ -71,10 +72,20 @@ async def test_shared_spreads_messages_within_permits_by_priority(cluster) -> No
     Method: two priority-0 consumers with queues of 5 and one priority-1 consumer with 100;
     60 messages: the first two get 5 each (permits), the lower priority one the other 50."""
     async with Client(cluster.service_url) as client:
-        high = [await client.subscribe("shared", "sub", consumer_type=ConsumerType.Shared, receiver_queue_size=5,
-                                       consumer_name=f"high-{i}") for i in range(2)]
-        low = await client.subscribe("shared", "sub", consumer_type=ConsumerType.Shared, receiver_queue_size=100,
-                                     consumer_name="low", priority_level=1)
+        high = [
+            await client.subscribe(
+                "shared", "sub", consumer_type=ConsumerType.Shared, receiver_queue_size=5, consumer_name=f"high-{i}"
+            )
+            for i in range(2)
+        ]
+        low = await client.subscribe(
+            "shared",
+            "sub",
+            consumer_type=ConsumerType.Shared,
+            receiver_queue_size=100,
+            consumer_name="low",
+            priority_level=1,
+        )
         producer = await client.create_producer("shared")
         for i in range(60):
             await producer.send(f"m-{i}".encode())

@@ -73,19 +73,26 @@ async def test_threshold_shedder_moves_bundles_off_the_loaded_broker(tmp_path: P
                 counts = [[0] for _ in producers]
                 senders = [asyncio.ensure_future(keep_sending(p, c, stop)) for p, c in zip(producers, counts)]
                 first = broker_id(cluster, 0)
-                await wait_for(lambda: _has_bundles(store, first, 4), timeout_s=20,
-                               message="broker 0 does not report the 4 bundles")
+                await wait_for(
+                    lambda: _has_bundles(store, first, 4),
+                    timeout_s=20,
+                    message="broker 0 does not report the 4 bundles",
+                )
                 await asyncio.gather(cluster.start_broker(1), cluster.start_broker(2))
                 others = [broker_id(cluster, 1), broker_id(cluster, 2)]
 
                 async def moved() -> bool:
                     return any([await reported_bundles(store, b) for b in others])
 
-                await wait_for(moved, timeout_s=30, interval_s=0.2,
-                               message="no bundle moved to broker 1 or 2 within 30 s")
+                await wait_for(
+                    moved, timeout_s=30, interval_s=0.2, message="no bundle moved to broker 1 or 2 within 30 s"
+                )
                 before = [c[0] for c in counts]
-                await wait_for(lambda: all(c[0] > b + 5 for c, b in zip(counts, before)), timeout_s=30,
-                               message="some producer stopped getting acks after its bundle moved")
+                await wait_for(
+                    lambda: all(c[0] > b + 5 for c, b in zip(counts, before)),
+                    timeout_s=30,
+                    message="some producer stopped getting acks after its bundle moved",
+                )
                 stop.set()
                 await asyncio.gather(*senders)
         finally:
@@ -94,8 +101,12 @@ async def test_threshold_shedder_moves_bundles_off_the_loaded_broker(tmp_path: P
         texts = [metrics(cluster, i) for i in range(3)]
         leaders = [i for i, text in enumerate(texts) if _sample(text, "pulsar_lb_is_leader{") == 1.0]
         assert len(leaders) == 1, "\n".join(line for t in texts for line in t.splitlines() if "pulsar_lb" in line)
-        assert _sample(metrics(cluster, leaders[0]), 'pulsar_lb_unload_bundle_total{cluster="standalone",'
-                                                     'reason="Overloaded"}') >= 1
+        assert (
+            _sample(
+                metrics(cluster, leaders[0]), 'pulsar_lb_unload_bundle_total{cluster="standalone",reason="Overloaded"}'
+            )
+            >= 1
+        )
 
 
 async def _has_bundles(store, broker: str, count: int) -> bool:

@@ -79,6 +79,7 @@ async def test_the_leader_moves_when_the_leading_broker_dies(tmp_path: Path) -> 
     async with process_cluster(tmp_path, bookies=1, brokers=2, broker_settings=FAST) as cluster:
         store = await open_metadata_store(cluster.metadata_url)
         try:
+
             async def leader() -> str | None:
                 found = await store.get("/loadbalance/leader")
                 return json.loads(found.value)["brokerId"] if found is not None else None
@@ -88,8 +89,11 @@ async def test_the_leader_moves_when_the_leading_broker_dies(tmp_path: Path) -> 
             dying = [broker_id(cluster, i) for i in range(2)].index(first)
             survivor = 1 - dying
             await cluster.kill_broker(dying)
-            await wait_for(lambda: _leads(leader, broker_id(cluster, survivor)), timeout_s=15,
-                           message="the surviving broker did not take over")
+            await wait_for(
+                lambda: _leads(leader, broker_id(cluster, survivor)),
+                timeout_s=15,
+                message="the surviving broker did not take over",
+            )
         finally:
             await store.close()
         metrics = http_get(cluster, survivor, "/metrics")
@@ -105,8 +109,12 @@ async def test_the_leader_splits_a_bundle_with_too_many_topics(tmp_path: Path) -
     """Goal: loadBalancerAutoBundleSplitEnabled splits a bundle over loadBalancerNamespaceBundleMaxTopics.
     Method: 2 brokers, namespace with 1 bundle, max 2 topics per bundle; load 3 topics; the
     namespace ends with 2 bundles and the leader counts the split."""
-    settings = {**FAST, "loadBalancerAutoBundleSplitEnabled": True, "loadBalancerNamespaceBundleMaxTopics": 2,
-                "defaultNumberOfNamespaceBundles": 1}
+    settings = {
+        **FAST,
+        "loadBalancerAutoBundleSplitEnabled": True,
+        "loadBalancerNamespaceBundleMaxTopics": 2,
+        "defaultNumberOfNamespaceBundles": 1,
+    }
     async with process_cluster(tmp_path, bookies=1, brokers=2, broker_settings=settings) as cluster:
         async with Client(cluster.service_url) as client:
             for i in range(3):
@@ -114,8 +122,10 @@ async def test_the_leader_splits_a_bundle_with_too_many_topics(tmp_path: Path) -
                 await producer.send(b"x")
 
             def bundles() -> int:
-                return len(json.loads(http_get(cluster, 0, "/admin/v2/namespaces/public/default/bundles"))
-                           ["boundaries"]) - 1
+                return (
+                    len(json.loads(http_get(cluster, 0, "/admin/v2/namespaces/public/default/bundles"))["boundaries"])
+                    - 1
+                )
 
             await wait_for(lambda: bundles() >= 2, timeout_s=20, message="the bundle was not split")
 

@@ -44,7 +44,9 @@ CASES = {
 }
 
 
-async def answer_to(host: str, port: int, data: bytes, until_closed: bool, timeout_s: float = 10.0) -> tuple[list, bool]:
+async def answer_to(
+    host: str, port: int, data: bytes, until_closed: bool, timeout_s: float = 10.0
+) -> tuple[list, bool]:
     """Send ``data``; return (commands received, whether the server closed the connection).
 
     Reads until the first ERROR, or with ``until_closed`` until the server closes.

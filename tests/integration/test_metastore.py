@@ -32,8 +32,11 @@ SHORT_SESSION_MS = 300
 @pytest.fixture(scope="module")
 def metastore(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("metastore")
-    server = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp / "data"),
-                                         "--set", "minSessionTimeout=100"], tmp / "metastore.log")
+    server = ServerProcess(
+        "metastore",
+        ["--port", "0", "--data-dir", str(tmp / "data"), "--set", "minSessionTimeout=100"],
+        tmp / "metastore.log",
+    )
     server.start()
     yield server
     assert server.stop() == 0, server.log_tail()
@@ -42,10 +45,7 @@ def metastore(tmp_path_factory: pytest.TempPathFactory):
 @pytest_asyncio.fixture(params=["memory", "metastore"])
 async def open_store(request: pytest.FixtureRequest) -> AsyncIterator[StoreFactory]:
     """A factory of stores on one backend; each store is a separate session ("process")."""
-    if request.param == "memory":
-        url = f"memory://test-{uuid.uuid4().hex}"
-    else:
-        url = request.getfixturevalue("metastore").url
+    url = f"memory://test-{uuid.uuid4().hex}" if request.param == "memory" else request.getfixturevalue("metastore").url
     stores: list[MetadataStore] = []
 
     async def factory(session_timeout_ms: int = 30_000) -> MetadataStore:
@@ -105,8 +105,8 @@ async def test_concurrent_cas_from_two_sessions_lets_exactly_one_win(open_store:
     key = f"{root}/race"
     await first.put(key, b"start")
     outcomes = await asyncio.gather(
-        *(store.put(key, name, 0) for store, name in ((first, b"first"), (second, b"second"))),
-        return_exceptions=True)
+        *(store.put(key, name, 0) for store, name in ((first, b"first"), (second, b"second"))), return_exceptions=True
+    )
     assert sorted(type(o).__name__ for o in outcomes) == ["BadVersionError", "Stat"]
     assert (await second.get(key)).version == 1
 
@@ -148,9 +148,13 @@ async def test_watch_notifications(open_store: StoreFactory, root: str) -> None:
     await writer.put(key, b"1")
     await writer.put(key, b"2")
     await writer.delete(key)
-    expected = [Notification(key, NotificationType.CREATED), Notification(root, NotificationType.CHILDREN_CHANGED),
-                Notification(key, NotificationType.MODIFIED),
-                Notification(key, NotificationType.DELETED), Notification(root, NotificationType.CHILDREN_CHANGED)]
+    expected = [
+        Notification(key, NotificationType.CREATED),
+        Notification(root, NotificationType.CHILDREN_CHANGED),
+        Notification(key, NotificationType.MODIFIED),
+        Notification(key, NotificationType.DELETED),
+        Notification(root, NotificationType.CHILDREN_CHANGED),
+    ]
     await wait_for(lambda: len(seen.seen) >= 6, 5, message=f"saw {seen.seen}")
     # The first put also created ``root`` itself (a CREATED for it and a CHILDREN_CHANGED above it).
     assert [n for n in seen.seen if n.path != root or n.type != NotificationType.CREATED] == expected
@@ -158,7 +162,8 @@ async def test_watch_notifications(open_store: StoreFactory, root: str) -> None:
 
 
 async def test_ephemeral_keys_vanish_after_session_expiry_with_watch_notification(
-    open_store: StoreFactory, root: str,
+    open_store: StoreFactory,
+    root: str,
 ) -> None:
     owner, watcher = await open_store(session_timeout_ms=SHORT_SESSION_MS), await open_store()
     events = Recorder()

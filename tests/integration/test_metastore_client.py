@@ -23,8 +23,11 @@ from tests.support.process import ServerProcess, wait_for
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "data"),
-                                          "--set", "minSessionTimeout=100"], tmp_path / "metastore.log")
+    process = ServerProcess(
+        "metastore",
+        ["--port", "0", "--data-dir", str(tmp_path / "data"), "--set", "minSessionTimeout=100"],
+        tmp_path / "metastore.log",
+    )
     process.start()
     yield process
     if process.running:
@@ -57,7 +60,8 @@ async def restart_on_same_port(server: ServerProcess) -> None:
 
 
 async def test_requests_issued_while_disconnected_wait_for_the_reconnection(
-    server: ServerProcess, clients: list[MetastoreClient],
+    server: ServerProcess,
+    clients: list[MetastoreClient],
 ) -> None:
     client, events = await start_client(server, clients)
     await client.put("/wait/key", b"before")
@@ -72,7 +76,8 @@ async def test_requests_issued_while_disconnected_wait_for_the_reconnection(
 
 
 async def test_requests_fail_with_a_retriable_error_after_the_operation_timeout(
-    server: ServerProcess, clients: list[MetastoreClient],
+    server: ServerProcess,
+    clients: list[MetastoreClient],
 ) -> None:
     client, events = await start_client(server, clients, operation_timeout_s=0.5)
     await asyncio.to_thread(server.kill)
@@ -85,9 +90,10 @@ async def test_requests_fail_with_a_retriable_error_after_the_operation_timeout(
 
 
 async def test_a_conditional_put_with_unknown_outcome_raises_but_an_unconditional_one_is_resent(
-    server: ServerProcess, clients: list[MetastoreClient],
+    server: ServerProcess,
+    clients: list[MetastoreClient],
 ) -> None:
-    client, events = await start_client(server, clients)
+    client, _events = await start_client(server, clients)
     await client.put("/unknown/cas", b"v0")
     await asyncio.to_thread(server.pause)  # requests reach the server's socket, never an answer
     conditional = asyncio.ensure_future(client.put("/unknown/cas", b"v1", 0))
@@ -103,7 +109,8 @@ async def test_a_conditional_put_with_unknown_outcome_raises_but_an_unconditiona
 
 
 async def test_a_session_that_outlives_its_timeout_is_lost_and_replaced(
-    server: ServerProcess, clients: list[MetastoreClient],
+    server: ServerProcess,
+    clients: list[MetastoreClient],
 ) -> None:
     client, events = await start_client(server, clients, session_timeout_ms=1000)
     await client.put("/lost/ephemeral", b"", ephemeral=True)
@@ -112,8 +119,7 @@ async def test_a_session_that_outlives_its_timeout_is_lost_and_replaced(
     await wait_for(lambda: SessionEvent.SESSION_LOST in events, 5, message=f"events: {events}")
     await restart_on_same_port(server)  # the server restored the session with a fresh deadline ...
     await wait_for(lambda: SessionEvent.SESSION_REESTABLISHED in events, 10, message=f"events: {events}")
-    assert events == [SessionEvent.CONNECTION_LOST, SessionEvent.SESSION_LOST,
-                      SessionEvent.SESSION_REESTABLISHED]
+    assert events == [SessionEvent.CONNECTION_LOST, SessionEvent.SESSION_LOST, SessionEvent.SESSION_REESTABLISHED]
     assert client.session_id != old_session
     assert await client.get("/lost/ephemeral") is None  # ... but the client closed it at once
     await client.put("/lost/ephemeral", b"again", ephemeral=True)
@@ -121,7 +127,8 @@ async def test_a_session_that_outlives_its_timeout_is_lost_and_replaced(
 
 
 async def test_session_timeouts_are_clamped_to_the_server_bounds(
-    server: ServerProcess, clients: list[MetastoreClient],
+    server: ServerProcess,
+    clients: list[MetastoreClient],
 ) -> None:
     short, _ = await start_client(server, clients, session_timeout_ms=10)
     long, _ = await start_client(server, clients, session_timeout_ms=10**9)

@@ -106,7 +106,8 @@ async def test_random_bytes_get_an_error_or_a_closed_connection(server: ServerPr
 
 
 async def test_well_framed_random_bodies_each_get_an_error_and_the_connection_survives(
-    server: ServerProcess, client: MetadataStore,
+    server: ServerProcess,
+    client: MetadataStore,
 ) -> None:
     rng = random.Random(7)
     peer = await RawPeer.open(server)
@@ -139,29 +140,38 @@ async def test_valid_msgpack_with_an_unknown_command(server: ServerProcess, clie
     peer.send_map({"id": 9})
     for request_id in (7, 8, 9):
         answer = await peer.read()
-        assert answer == {"t": "ERROR", "code": "InvalidCommand", "id": request_id,
-                          "message": answer["message"]}, answer
+        assert answer == {"t": "ERROR", "code": "InvalidCommand", "id": request_id, "message": answer["message"]}, (
+            answer
+        )
     await peer.close()
     await assert_client_works(client, server, "unknown")
 
 
-@pytest.mark.parametrize("wire, code", [
-    ({"t": "MD_PUT", "id": 1, "path": 123, "value": "text"}, "InvalidCommand"),
-    ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "expected_version": "zero"}, "InvalidCommand"),
-    ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "ephemeral": "yes"}, "InvalidCommand"),
-    ({"t": "MD_PUT", "id": 1, "path": "no-slash", "value": b""}, "InvalidCommand"),
-    ({"t": "MD_PUT", "id": 1, "path": "/g//x", "value": b""}, "InvalidCommand"),
-    ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "expected_version": -7}, "InvalidCommand"),
-    ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "ephemeral": True}, "InvalidCommand"),
-    ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "ephemeral": True, "session_id": 987654},
-     "SessionExpired"),
-    ({"t": "MD_DELETE", "id": 1, "path": "/"}, "InvalidCommand"),
-    ({"t": "MD_WATCH", "id": 1, "path": {"a": 1}}, "InvalidCommand"),
-    ({"t": "MD_SESSION_CREATE", "id": 1, "timeout_ms": 1.5}, "InvalidCommand"),
-    ({"t": "MD_SESSION_KEEPALIVE", "id": 1, "session_id": 424242}, "SessionExpired"),
-])
+@pytest.mark.parametrize(
+    "wire, code",
+    [
+        ({"t": "MD_PUT", "id": 1, "path": 123, "value": "text"}, "InvalidCommand"),
+        ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "expected_version": "zero"}, "InvalidCommand"),
+        ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "ephemeral": "yes"}, "InvalidCommand"),
+        ({"t": "MD_PUT", "id": 1, "path": "no-slash", "value": b""}, "InvalidCommand"),
+        ({"t": "MD_PUT", "id": 1, "path": "/g//x", "value": b""}, "InvalidCommand"),
+        ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "expected_version": -7}, "InvalidCommand"),
+        ({"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "ephemeral": True}, "InvalidCommand"),
+        (
+            {"t": "MD_PUT", "id": 1, "path": "/g/x", "value": b"", "ephemeral": True, "session_id": 987654},
+            "SessionExpired",
+        ),
+        ({"t": "MD_DELETE", "id": 1, "path": "/"}, "InvalidCommand"),
+        ({"t": "MD_WATCH", "id": 1, "path": {"a": 1}}, "InvalidCommand"),
+        ({"t": "MD_SESSION_CREATE", "id": 1, "timeout_ms": 1.5}, "InvalidCommand"),
+        ({"t": "MD_SESSION_KEEPALIVE", "id": 1, "session_id": 424242}, "SessionExpired"),
+    ],
+)
 async def test_md_commands_with_wrong_field_types_or_values(
-    server: ServerProcess, client: MetadataStore, wire: dict[str, Any], code: str,
+    server: ServerProcess,
+    client: MetadataStore,
+    wire: dict[str, Any],
+    code: str,
 ) -> None:
     peer = await RawPeer.open(server)
     peer.send_map(wire)

@@ -23,9 +23,11 @@ from tests.support.process import ServerProcess, wait_for
 
 
 def metastore_process(tmp_path: Path, *extra: str) -> ServerProcess:
-    return ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "data"),
-                                       "--set", "minSessionTimeout=100", *extra],
-                         tmp_path / "metastore.log")
+    return ServerProcess(
+        "metastore",
+        ["--port", "0", "--data-dir", str(tmp_path / "data"), "--set", "minSessionTimeout=100", *extra],
+        tmp_path / "metastore.log",
+    )
 
 
 @pytest.fixture
@@ -57,8 +59,9 @@ async def test_sigkilled_metastore_restarts_with_every_acknowledged_change(serve
         key, version = f"/crash/w{n}", None
         try:
             for i in range(10_000):
-                stat = await client.put(key, b"%d" % (0 if version is None else version + 1),
-                                        -1 if version is None else version)
+                stat = await client.put(
+                    key, b"%d" % (0 if version is None else version + 1), -1 if version is None else version
+                )
                 version = acked_versions[key] = stat.version
                 if i % 5 == 0:
                     await client.put(f"/crash/created/{n}-{i}", b"", -1)
@@ -158,10 +161,10 @@ async def _missing(store, path: str) -> bool:
 
 
 async def test_sigterm_shuts_down_cleanly_and_a_second_server_cannot_share_the_data_dir(
-    server: ServerProcess, tmp_path: Path,
+    server: ServerProcess,
+    tmp_path: Path,
 ) -> None:
-    second = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "data")],
-                           tmp_path / "second.log")
+    second = ServerProcess("metastore", ["--port", "0", "--data-dir", str(tmp_path / "data")], tmp_path / "second.log")
     with pytest.raises(RuntimeError, match="exited with 2"):
         await asyncio.to_thread(second.start)
     assert "in use by another metastore" in second.log_tail()

@@ -20,9 +20,13 @@ async def test_broker_rolls_ledgers_and_trims_them_once_every_subscription_consu
     ledgers; ledgers stay while a subscription has not acknowledged them, and go (ML info and
     /ledgers/L…) once both subscriptions acknowledged everything.
     Method: 23 messages; subscription "a" acks all, "b" acks none, reads all, then acks all."""
-    settings = {"managedLedgerMaxEntriesPerLedger": 5, "managedLedgerMinLedgerRolloverTimeMinutes": 0,
-                "defaultRetentionTimeInMinutes": 0, "defaultRetentionSizeInMB": 0,
-                "retentionCheckIntervalInSeconds": 1}
+    settings = {
+        "managedLedgerMaxEntriesPerLedger": 5,
+        "managedLedgerMinLedgerRolloverTimeMinutes": 0,
+        "defaultRetentionTimeInMinutes": 0,
+        "defaultRetentionSizeInMB": 0,
+        "retentionCheckIntervalInSeconds": 1,
+    }
     async with process_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
         store = await open_metadata_store(cluster.metadata_url, session_timeout_ms=2000)
         try:
@@ -48,6 +52,7 @@ async def test_broker_rolls_ledgers_and_trims_them_once_every_subscription_consu
 
                 async def trimmed() -> bool:
                     return len(await ledger_ids()) == 1
+
                 await wait_for(trimmed, timeout_s=10, message="consumed ledgers not trimmed")
                 for ledger_id in first_ids[:-1]:
                     assert await store.get(f"/ledgers/L{ledger_id}") is None

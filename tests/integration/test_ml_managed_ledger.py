@@ -15,16 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from minipulsar.errors import MiniPulsarError
-from minipulsar.metadata import MetadataStore, open_metadata_store
-from minipulsar.protocol.batch import BatchMessage, decode_batch, encode_batch
-
 from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.errors import MiniPulsarError
+from minipulsar.metadata import MetadataStore, open_metadata_store
+from minipulsar.protocol.batch import BatchMessage, decode_batch, encode_batch
 from tests.support.process import ServerProcess, started, wait_for
 
 TOPIC = "public/default/persistent/ml-test"
@@ -52,10 +51,24 @@ class Env:
 
 @pytest.fixture
 async def env(tmp_path: Path, metastore: ServerProcess) -> AsyncIterator[Env]:
-    bookie = ServerProcess("bookie", [
-        "--port", "0", "--http-port", "0", "--journal-dir", str(tmp_path / "bookie" / "journal"),
-        "--ledger-dirs", str(tmp_path / "bookie" / "ledgers"), "--metadata-url", metastore.url,
-        "--set", "zkTimeout=2000"], tmp_path / "logs" / "bookie.log")
+    bookie = ServerProcess(
+        "bookie",
+        [
+            "--port",
+            "0",
+            "--http-port",
+            "0",
+            "--journal-dir",
+            str(tmp_path / "bookie" / "journal"),
+            "--ledger-dirs",
+            str(tmp_path / "bookie" / "ledgers"),
+            "--metadata-url",
+            metastore.url,
+            "--set",
+            "zkTimeout=2000",
+        ],
+        tmp_path / "logs" / "bookie.log",
+    )
     async with started(bookie):
         store = await open_metadata_store(metastore.url, session_timeout_ms=2000)
         bookkeeper = BookKeeper(store, BookKeeperSettings(timeout_s=10.0))
@@ -90,6 +103,7 @@ async def opened(env: Env, **config) -> AsyncIterator[ManagedLedger]:
 
 
 # -- rollover -------------------------------------------------------------------------------------
+
 
 async def test_rollover_by_entries_keeps_every_queued_add_in_order(env: Env) -> None:
     """Goal: at managedLedgerMaxEntriesPerLedger the ledger rolls; adds issued meanwhile are
@@ -126,17 +140,21 @@ async def test_rollover_by_time_and_never_before_the_minimum_age(env: Env) -> No
         assert len(ledger.ledgers) == 1, "the next ledger is created on the next write"
         assert (await ledger.add_entry(payload(1))).ledger_id != first.ledger_id
     # The minimum age leaves a loaded 2-core CI machine ample time for three adds.
-    async with opened(env, name=TOPIC + "-min", max_entries_per_ledger=1, min_rollover_s=2.0,
-                      **KEEP_FOREVER) as ledger:
+    async with opened(env, name=TOPIC + "-min", max_entries_per_ledger=1, min_rollover_s=2.0, **KEEP_FOREVER) as ledger:
         started_s = time.monotonic()
         positions = [await ledger.add_entry(payload(i)) for i in range(3)]
         assert time.monotonic() - started_s < 2.0
         assert len({p.ledger_id for p in positions}) == 1, "full at 1 entry, but younger than the minimum"
-        await wait_for(lambda: ledger.ledgers[0].entries == 3, timeout_s=10, interval_s=0.02,
-                       message="not rolled once the minimum age passed")
+        await wait_for(
+            lambda: ledger.ledgers[0].entries == 3,
+            timeout_s=10,
+            interval_s=0.02,
+            message="not rolled once the minimum age passed",
+        )
 
 
 # -- trimming -------------------------------------------------------------------------------------
+
 
 async def test_consumed_ledgers_are_trimmed_without_retention_and_kept_while_needed(env: Env) -> None:
     """Goal: with retention 0 a ledger every durable cursor consumed is deleted from the ML info
@@ -201,6 +219,7 @@ async def test_trimming_waits_for_durable_cursors_not_yet_opened(env: Env) -> No
 
 # -- cursors --------------------------------------------------------------------------------------
 
+
 async def test_individual_acks_persist_as_ranges_within_the_bound(env: Env) -> None:
     """Goal: out-of-order acks survive a reopen as ranges; beyond managedLedgerMaxUnackedRangesToPersist
     only the first ranges are stored and the rest is delivered again (never lost)."""
@@ -229,8 +248,9 @@ async def test_reset_by_position_and_by_publish_time(env: Env) -> None:
         assert await ledger.find_position_by_publish_time(5001) == positions[5], "first published at or after"
         assert await ledger.find_position_by_publish_time(99_999) > positions[-1], "after the tail"
         await cursor.reset(await ledger.find_position_by_publish_time(7000))
-        assert [e.payload for e in await read_all(cursor)] == [payload(i, publish_time_ms=1000 * (i + 1))
-                                                                for i in range(6, 10)]
+        assert [e.payload for e in await read_all(cursor)] == [
+            payload(i, publish_time_ms=1000 * (i + 1)) for i in range(6, 10)
+        ]
         await cursor.reset(positions[2])
         assert cursor.backlog_entries == 8
     async with opened(env, **KEEP_FOREVER) as ledger:
@@ -239,6 +259,7 @@ async def test_reset_by_position_and_by_publish_time(env: Env) -> None:
 
 
 # -- entry cache ----------------------------------------------------------------------------------
+
 
 async def tail(ledger: ManagedLedger, cursor: ManagedCursor, count: int) -> None:
     """Publish ``count`` entries one by one, the cursor reading each as it arrives."""
@@ -265,14 +286,17 @@ async def test_a_non_durable_cursor_reads_from_the_cache(env: Env) -> None:
 
 @pytest.mark.parametrize("by_mark_delete", [True, False])
 async def test_a_cursor_rewinding_behind_its_read_position_hits_only_with_mark_delete_eviction(
-        env: Env, by_mark_delete: bool) -> None:
+    env: Env, by_mark_delete: bool
+) -> None:
     """Goal: cacheEvictionByMarkDeletedPosition keeps read-but-unacknowledged entries cached, so a
     consumer that reconnects (rewinds to its mark-delete) still hits the cache; with the default
     eviction (what every active cursor has read) it misses."""
     async with opened(env, cache_evict_by_mark_delete=by_mark_delete, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=False)
         await tail(ledger, cursor, 40)
-        await cursor.acknowledge_cumulative(ledger.last_confirmed._replace(entry_id=ledger.last_confirmed.entry_id - 30))
+        await cursor.acknowledge_cumulative(
+            ledger.last_confirmed._replace(entry_id=ledger.last_confirmed.entry_id - 30)
+        )
         env.cache.evict()  # one round of the periodic eviction
         hits, misses = cursor.cache_hits, cursor.cache_misses
         cursor.rewind()  # the consumer reconnected: redeliver from the mark-delete position

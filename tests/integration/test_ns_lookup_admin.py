@@ -86,12 +86,14 @@ def http_get(url: str) -> object:
 
 async def admin(*argv: str) -> tuple[int, str, str]:
     """``minipulsar admin ARGV`` in-process (on a thread): (exit code, stdout, stderr)."""
+
     def run() -> tuple[int, str, str]:
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             args = build_parser().parse_args(["admin", *argv])
             code = args.func(args)
         return code, out.getvalue(), err.getvalue()
+
     return await asyncio.to_thread(run)
 
 
@@ -100,8 +102,9 @@ def broker_of(cluster: ProcessCluster, service_url: str) -> ServerProcess:
 
 
 async def owned_bundles(broker: ServerProcess) -> dict:
-    return await asyncio.to_thread(http_get, f"{web(broker)}/admin/v2/brokers/standalone/"
-                                             f"{broker.host}:{broker.http_port}/ownedNamespaces")
+    return await asyncio.to_thread(
+        http_get, f"{web(broker)}/admin/v2/brokers/standalone/{broker.host}:{broker.http_port}/ownedNamespaces"
+    )
 
 
 async def test_lookups_from_any_broker_agree_on_the_owner(cluster: ProcessCluster) -> None:
@@ -168,8 +171,22 @@ async def test_topics_lookup_cli_agrees_with_the_binary_lookup(cluster: ProcessC
     topic = TOPICS[1]
     owner = await owner_via(cluster.brokers[2], topic)
     result = await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "minipulsar", "admin", "--admin-url", web(cluster.brokers[0]),
-                         "topics", "lookup", topic], capture_output=True, text=True, timeout=60)
+        subprocess.run,
+        [
+            sys.executable,
+            "-m",
+            "minipulsar",
+            "admin",
+            "--admin-url",
+            web(cluster.brokers[0]),
+            "topics",
+            "lookup",
+            topic,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == owner
 
@@ -177,11 +194,11 @@ async def test_topics_lookup_cli_agrees_with_the_binary_lookup(cluster: ProcessC
 async def test_unloading_a_bundle_through_any_broker_releases_it(cluster: ProcessCluster) -> None:
     topic = "persistent://public/default/unload-me"
     owner = broker_of(cluster, await owner_via(cluster.broker, topic))
-    bundle = next(name for name in await owned_bundles(owner)
-                  if _contains(name, topic))
+    bundle = next(name for name in await owned_bundles(owner) if _contains(name, topic))
     other = next(b for b in cluster.brokers if b is not owner)  # forwarded to the owner by a 307
-    code, _, err = await admin("--admin-url", web(other), "namespaces", "unload", "public/default",
-                               "--bundle", bundle.rsplit("/", 1)[1])
+    code, _, err = await admin(
+        "--admin-url", web(other), "namespaces", "unload", "public/default", "--bundle", bundle.rsplit("/", 1)[1]
+    )
     assert code == 0, err
     assert bundle not in await owned_bundles(owner)
     assert await owner_via(cluster.brokers[2], topic)  # placed again on the next lookup
@@ -194,8 +211,17 @@ async def test_split_bundle_owns_both_halves_on_the_same_broker(cluster: Process
     topic = "persistent://split/ns/t"
     owner = broker_of(cluster, await owner_via(cluster.brokers[1], topic))
     bundle = next(name for name in await owned_bundles(owner) if _contains(name, topic)).rsplit("/", 1)[1]
-    code, out, err = await admin("--admin-url", web(cluster.brokers[2]), "namespaces", "split-bundle", "split/ns",
-                                 "--bundle", bundle, "--algorithm", "range_equally_divide")
+    code, out, err = await admin(
+        "--admin-url",
+        web(cluster.brokers[2]),
+        "namespaces",
+        "split-bundle",
+        "split/ns",
+        "--bundle",
+        bundle,
+        "--algorithm",
+        "range_equally_divide",
+    )
     assert code == 0, err
     halves = out.split()
     assert len(halves) == 2
@@ -204,8 +230,16 @@ async def test_split_bundle_owns_both_halves_on_the_same_broker(cluster: Process
     owned = await owned_bundles(owner)
     assert {f"split/ns/{h}" for h in halves} <= set(owned) and f"split/ns/{bundle}" not in owned
     assert await owner_via(cluster.brokers[2], topic) == f"pulsar://{owner.address}"
-    code, _, err = await admin(*url, "namespaces", "split-bundle", "split/ns", "--bundle", halves[0],
-                               "--algorithm", "topic_count_equally_divide")
+    code, _, err = await admin(
+        *url,
+        "namespaces",
+        "split-bundle",
+        "split/ns",
+        "--bundle",
+        halves[0],
+        "--algorithm",
+        "topic_count_equally_divide",
+    )
     assert code == 1 and "cannot be split" in err  # at most one topic in that half
 
 
@@ -215,26 +249,38 @@ async def test_metrics_count_owned_bundles_and_lookups(cluster: ProcessCluster) 
     def scrape() -> str:
         with urllib.request.urlopen(f"{web(owner)}/metrics", timeout=20) as response:
             return response.read().decode()
+
     text = await asyncio.to_thread(scrape)
-    values = {line.split("{")[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-              if line.startswith("pulsar_") and "{" in line}
+    values = {
+        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("pulsar_") and "{" in line
+    }
     assert values["pulsar_broker_bundles_count"] >= 1
     assert values["pulsar_broker_lookup_answers_total"] >= 1
-    for name in ("pulsar_broker_lookup_redirects_total", "pulsar_broker_lookup_failures_total",
-                 "pulsar_broker_lookup_count", "pulsar_broker_lookup_pending_requests",
-                 "pulsar_broker_topic_load_pending_requests", "pulsar_topic_load_times_count"):
+    for name in (
+        "pulsar_broker_lookup_redirects_total",
+        "pulsar_broker_lookup_failures_total",
+        "pulsar_broker_lookup_count",
+        "pulsar_broker_lookup_pending_requests",
+        "pulsar_broker_topic_load_pending_requests",
+        "pulsar_topic_load_times_count",
+    ):
         assert name in values, name
 
 
 def _contains(bundle_name: str, topic: str) -> bool:
     from minipulsar.broker.namespace.bundles import NamespaceBundle, topic_hash  # test-only: the same hash
+
     bundle = NamespaceBundle.parse(bundle_name)
     return bundle.namespace == "/".join(topic.split("://")[1].split("/")[:2]) and bundle.range.contains(
-        topic_hash(topic))
+        topic_hash(topic)
+    )
 
 
-async def test_a_missing_namespace_in_a_lookup_is_created_with_the_default_bundles(cluster: ProcessCluster,
-                                                                                     tmp_path: Path) -> None:
+async def test_a_missing_namespace_in_a_lookup_is_created_with_the_default_bundles(
+    cluster: ProcessCluster, tmp_path: Path
+) -> None:
     await owner_via(cluster.brokers[1], "persistent://fresh-tenant/fresh-ns/t")
     code, out, _ = await admin("--admin-url", web(cluster.brokers[0]), "namespaces", "bundles", "fresh-tenant/fresh-ns")
     assert code == 0 and json.loads(out)["numBundles"] == 4
@@ -245,9 +291,17 @@ async def test_unload_with_a_destination_hands_the_bundle_to_that_broker(cluster
     owner = broker_of(cluster, await owner_via(cluster.broker, topic))
     bundle = next(name for name in await owned_bundles(owner) if _contains(name, topic))
     destination = next(b for b in cluster.brokers if b is not owner)
-    code, _, err = await admin("--admin-url", web(cluster.brokers[2]), "namespaces", "unload", "public/default",
-                               "--bundle", bundle.rsplit("/", 1)[1],
-                               "--destination-broker", f"{destination.host}:{destination.http_port}")
+    code, _, err = await admin(
+        "--admin-url",
+        web(cluster.brokers[2]),
+        "namespaces",
+        "unload",
+        "public/default",
+        "--bundle",
+        bundle.rsplit("/", 1)[1],
+        "--destination-broker",
+        f"{destination.host}:{destination.http_port}",
+    )
     assert code == 0, err
     assert bundle in await owned_bundles(destination)
     for broker in cluster.brokers:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from urllib.parse import urlsplit
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest_asyncio
 
@@ -114,9 +114,11 @@ class Traffic:
 
     async def made_progress(self, messages: int = PROGRESS) -> None:
         target = self.acked + messages
-        await wait_for(lambda: self.acked >= target, MOVE_TIMEOUT_S,
-                       message=f"stuck at {self.acked} acknowledged (wanted {target}); send errors: "
-                               f"{self.send_errors[-3:]}")
+        await wait_for(
+            lambda: self.acked >= target,
+            MOVE_TIMEOUT_S,
+            message=f"stuck at {self.acked} acknowledged (wanted {target}); send errors: {self.send_errors[-3:]}",
+        )
 
     async def finish(self) -> None:
         self._stopping = True
@@ -128,9 +130,11 @@ class Traffic:
 
     def check(self) -> None:
         lost = sorted(self.receipted.keys() - self.received.keys())
-        assert not lost, (f"{len(lost)} receipted messages never received, e.g. "
-                          f"{[(n, self.receipted[n]) for n in lost[:5]]}; moves at {self.moved_at}; "
-                          f"received up to {max(self.received, default=None)}")
+        assert not lost, (
+            f"{len(lost)} receipted messages never received, e.g. "
+            f"{[(n, self.receipted[n]) for n in lost[:5]]}; moves at {self.moved_at}; "
+            f"received up to {max(self.received, default=None)}"
+        )
         assert not self.delivered_after_ack, f"delivered again after their ack: {self.delivered_after_ack[:10]}"
         assert len(self.receipted) > 3 * PROGRESS
 
@@ -148,8 +152,9 @@ def service_url(cluster: ProcessCluster) -> str:
 def http(method: str, url: str) -> bytes:
     """``method url`` following redirects (a PUT's 307 to a bundle's owner too), as the admin CLI does."""
     parts = urlsplit(url)
-    answer = AdminClient(f"http://{parts.netloc}", 60).request(method, parts.path + (f"?{parts.query}" if parts.query
-                                                                                      else ""))
+    answer = AdminClient(f"http://{parts.netloc}", 60).request(
+        method, parts.path + (f"?{parts.query}" if parts.query else "")
+    )
     return json.dumps(answer).encode()
 
 
@@ -162,11 +167,19 @@ async def owner(cluster: ProcessCluster, via: ServerProcess | None = None) -> Se
 
 
 async def bundle_of_topic(broker: ServerProcess) -> str:
-    owned = json.loads(await asyncio.to_thread(
-        http, "GET", f"http://{broker.host}:{broker.http_port}/admin/v2/brokers/standalone/"
-                     f"{broker.host}:{broker.http_port}/ownedNamespaces"))
+    owned = json.loads(
+        await asyncio.to_thread(
+            http,
+            "GET",
+            f"http://{broker.host}:{broker.http_port}/admin/v2/brokers/standalone/"
+            f"{broker.host}:{broker.http_port}/ownedNamespaces",
+        )
+    )
     from minipulsar.broker.namespace.bundles import NamespaceBundle, topic_hash  # the broker's own hash
-    return next(name.rsplit("/", 1)[1] for name in owned if NamespaceBundle.parse(name).range.contains(topic_hash(TOPIC)))
+
+    return next(
+        name.rsplit("/", 1)[1] for name in owned if NamespaceBundle.parse(name).range.contains(topic_hash(TOPIC))
+    )
 
 
 async def run_moves(cluster: ProcessCluster, moves: list[Callable[[], Awaitable[None]]]) -> Traffic:
@@ -192,23 +205,35 @@ async def test_unload_and_split_move_the_bundle_while_clients_keep_running(clust
         moved_from.append(current)
         bundle = await bundle_of_topic(current)
         other = next(b for b in cluster.brokers if b is not current)  # 307 to the owner
-        await asyncio.to_thread(http, "PUT", f"http://{other.host}:{other.http_port}/admin/v2/namespaces/"
-                                             f"public/default/{bundle}/unload")
+        await asyncio.to_thread(
+            http, "PUT", f"http://{other.host}:{other.http_port}/admin/v2/namespaces/public/default/{bundle}/unload"
+        )
 
     async def split_with_unload() -> None:
         current = await owner(cluster)
         bundle = await bundle_of_topic(current)
-        await asyncio.to_thread(http, "PUT", f"http://{current.host}:{current.http_port}/admin/v2/namespaces/"
-                                             f"public/default/{bundle}/split?unload=true")
+        await asyncio.to_thread(
+            http,
+            "PUT",
+            f"http://{current.host}:{current.http_port}/admin/v2/namespaces/public/default/{bundle}/split?unload=true",
+        )
 
     async def unload_namespace() -> None:
-        await asyncio.to_thread(http, "PUT", f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-                                             f"/admin/v2/namespaces/public/default/unload")
+        await asyncio.to_thread(
+            http,
+            "PUT",
+            f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/namespaces/public/default/unload",
+        )
 
     traffic = await run_moves(cluster, [unload_bundle, split_with_unload, unload_namespace])
     traffic.check()
-    bundles = json.loads(await asyncio.to_thread(
-        http, "GET", f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/namespaces/public/default/bundles"))
+    bundles = json.loads(
+        await asyncio.to_thread(
+            http,
+            "GET",
+            f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/namespaces/public/default/bundles",
+        )
+    )
     assert bundles["numBundles"] == 5  # 4 + the split
 
 

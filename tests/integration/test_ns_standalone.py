@@ -15,13 +15,24 @@ from minipulsar import Client, InitialPosition
 from minipulsar.cli.admin import AdminClient
 from tests.support.process import ServerProcess
 
-ANY_PORTS = ["--broker-port", "0", "--web-port", "0", "--metastore-port", "0", "--bookie-port", "0",
-             "--bookie-http-port", "0"]
+ANY_PORTS = [
+    "--broker-port",
+    "0",
+    "--web-port",
+    "0",
+    "--metastore-port",
+    "0",
+    "--bookie-port",
+    "0",
+    "--bookie-http-port",
+    "0",
+]
 
 
 async def test_three_brokers_serve_one_cluster_and_stop_cleanly(tmp_path: Path) -> None:
-    launcher = ServerProcess("standalone", ["--data-dir", str(tmp_path / "data"), "--brokers", "3", *ANY_PORTS],
-                             tmp_path / "launcher.log")
+    launcher = ServerProcess(
+        "standalone", ["--data-dir", str(tmp_path / "data"), "--brokers", "3", *ANY_PORTS], tmp_path / "launcher.log"
+    )
     await asyncio.to_thread(launcher.start, 90)
     try:
         admin = AdminClient(f"http://{launcher.host}:{launcher.http_port}", 30)
@@ -30,8 +41,9 @@ async def test_three_brokers_serve_one_cluster_and_stop_cleanly(tmp_path: Path) 
         logs = sorted(p.name for p in (tmp_path / "data" / "logs").glob("broker*.log"))
         assert logs == ["broker-0.log", "broker-1.log", "broker-2.log"]
         other = next(b for b in brokers if b != f"{launcher.host}:{launcher.http_port}")
-        report = await asyncio.to_thread(AdminClient(f"http://{other}", 30).request, "GET",
-                                         "/admin/v2/broker-stats/load-report")
+        report = await asyncio.to_thread(
+            AdminClient(f"http://{other}", 30).request, "GET", "/admin/v2/broker-stats/load-report"
+        )
         other_url = report["pulsarServiceUrl"]
         assert other_url != f"pulsar://{launcher.address}"
         async with Client(f"pulsar://{launcher.address}") as producing, Client(other_url) as consuming:

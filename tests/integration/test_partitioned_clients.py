@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from minipulsar.client.routing import java_string_hash, murmur3_32_hash
 from minipulsar import Client, ConsumerType, HashingScheme, InitialPosition, PartitionsRoutingMode
+from minipulsar.client.routing import java_string_hash, murmur3_32_hash
 from tests.support.cluster import ProcessCluster, process_cluster
 from tests.support.process import wait_for
 
@@ -44,10 +44,13 @@ async def client(cluster: ProcessCluster) -> AsyncIterator[Client]:
 
 
 def _put_partitions(cluster: ProcessCluster, local_name: str, partitions: int) -> None:
-    url = (f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-           f"/admin/v2/persistent/public/default/{local_name}/partitions")
-    request = urllib.request.Request(url, data=json.dumps(partitions).encode(), method="PUT",
-                                     headers={"Content-Type": "application/json"})
+    url = (
+        f"http://{cluster.broker.host}:{cluster.broker.http_port}"
+        f"/admin/v2/persistent/public/default/{local_name}/partitions"
+    )
+    request = urllib.request.Request(
+        url, data=json.dumps(partitions).encode(), method="PUT", headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.status == 204
 
@@ -66,16 +69,20 @@ async def receive_all(consumer, count: int, timeout_millis: int = 10_000) -> lis
     return messages
 
 
-@pytest.mark.parametrize("scheme, hash_of", [(HashingScheme.JavaStringHash, java_string_hash),
-                                             (HashingScheme.Murmur3_32Hash, murmur3_32_hash)])
-async def test_keyed_messages_land_on_their_hash_partition_in_order(client: Client, cluster: ProcessCluster,
-                                                                    scheme, hash_of) -> None:
+@pytest.mark.parametrize(
+    "scheme, hash_of",
+    [(HashingScheme.JavaStringHash, java_string_hash), (HashingScheme.Murmur3_32Hash, murmur3_32_hash)],
+)
+async def test_keyed_messages_land_on_their_hash_partition_in_order(
+    client: Client, cluster: ProcessCluster, scheme, hash_of
+) -> None:
     topic = await partitioned(cluster, f"keyed-{scheme.value.lower()}", 4)
     producer = await client.create_producer(topic, hashing_scheme=scheme)
     keys = [f"user-{i}" for i in range(8)]
-    ids = await asyncio.gather(*(producer.send(f"{key}:{n}".encode(), partition_key=key)
-                                 for n in range(5) for key in keys))
-    for (n, key), message_id in zip([(n, k) for n in range(5) for k in keys], ids):
+    ids = await asyncio.gather(
+        *(producer.send(f"{key}:{n}".encode(), partition_key=key) for n in range(5) for key in keys)
+    )
+    for key, message_id in zip([k for _ in range(5) for k in keys], ids):
         assert message_id.partition() == hash_of(key) % 4, (key, message_id)
     # Read each partition on its own: the key's messages are there, in send order.
     for index in range(4):
@@ -92,7 +99,8 @@ async def test_keyed_messages_land_on_their_hash_partition_in_order(client: Clie
 
 
 async def test_round_robin_without_batching_spreads_evenly_and_single_partition_does_not(
-        client: Client, cluster: ProcessCluster) -> None:
+    client: Client, cluster: ProcessCluster
+) -> None:
     topic = await partitioned(cluster, "spread", 3)
     round_robin = await client.create_producer(topic, batching_enabled=False)
     partitions = [(await round_robin.send(b"rr")).partition() for _ in range(9)]
@@ -106,7 +114,8 @@ async def test_round_robin_without_batching_spreads_evenly_and_single_partition_
 
 
 async def test_a_partitioned_subscription_receives_every_partition_and_acks_by_id(
-        client: Client, cluster: ProcessCluster) -> None:
+    client: Client, cluster: ProcessCluster
+) -> None:
     topic = await partitioned(cluster, "multi", 3)
     producer = await client.create_producer(topic, batching_enabled=False)
     sent = {f"m{i}" for i in range(12)}
@@ -127,7 +136,8 @@ async def test_a_partitioned_subscription_receives_every_partition_and_acks_by_i
 
 
 async def test_a_list_of_topics_and_a_regex_are_one_subscription_with_rediscovery(
-        client: Client, cluster: ProcessCluster) -> None:
+    client: Client, cluster: ProcessCluster
+) -> None:
     plain = "persistent://public/default/rx-plain"
     parts = await partitioned(cluster, "rx-parts", 2)
     for topic in (plain, parts):
@@ -139,13 +149,20 @@ async def test_a_list_of_topics_and_a_regex_are_one_subscription_with_rediscover
     assert sorted(m.data() for m in await receive_all(listed, 2)) == [b"from rx-parts", b"from rx-plain"]
     await listed.close()
 
-    pattern = await client.subscribe(re.compile("persistent://public/default/rx-.*"), "regex",
-                                     initial_position=EARLIEST, pattern_auto_discovery_period=0.5)
+    pattern = await client.subscribe(
+        re.compile("persistent://public/default/rx-.*"),
+        "regex",
+        initial_position=EARLIEST,
+        pattern_auto_discovery_period=0.5,
+    )
     assert sorted(pattern.topics()) == [f"{parts}-partition-0", f"{parts}-partition-1", plain]
     assert sorted(m.data() for m in await receive_all(pattern, 2)) == [b"from rx-parts", b"from rx-plain"]
     late = await client.create_producer("rx-late")  # a new matching topic: rediscovered
-    await wait_for(lambda: "persistent://public/default/rx-late" in pattern.topics(), timeout_s=15,
-                   message="rx-late was not discovered")
+    await wait_for(
+        lambda: "persistent://public/default/rx-late" in pattern.topics(),
+        timeout_s=15,
+        message="rx-late was not discovered",
+    )
     await late.send(b"late")
     assert (await pattern.receive(10_000)).data() == b"late"
     await late.close()
@@ -157,25 +174,57 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 
 async def test_cli_produce_and_consume_with_key_properties_files_and_hex(
-        cluster: ProcessCluster, tmp_path: Path) -> None:
+    cluster: ProcessCluster, tmp_path: Path
+) -> None:
     topic = await partitioned(cluster, "cli", 2)
     blob = tmp_path / "blob.bin"
     blob.write_bytes(b"\x00\xffbin")
     url = ["--url", cluster.service_url]
-    produced = await asyncio.to_thread(run_cli, "produce", topic, "-m", "a,b", "-f", str(blob), "-n", "2", "-k",
-                                       "the-key", "-p", "x=1,y=2", "-r", "200", *url)
+    produced = await asyncio.to_thread(
+        run_cli,
+        "produce",
+        topic,
+        "-m",
+        "a,b",
+        "-f",
+        str(blob),
+        "-n",
+        "2",
+        "-k",
+        "the-key",
+        "-p",
+        "x=1,y=2",
+        "-r",
+        "200",
+        *url,
+    )
     assert produced.returncode == 0, produced.stderr
     assert produced.stdout.strip().endswith("6 messages successfully produced")
-    consumed = await asyncio.to_thread(run_cli, "consume", topic, "-s", "cli-sub", "-n", "6", "--hex",
-                                       "-t", "Shared", "--timeout", "20", *url)
+    consumed = await asyncio.to_thread(
+        run_cli, "consume", topic, "-s", "cli-sub", "-n", "6", "--hex", "-t", "Shared", "--timeout", "20", *url
+    )
     assert consumed.returncode == 0, consumed.stderr
     out = consumed.stdout
     assert out.count("----- got message -----") == 6 and "6 messages successfully consumed" in out
     assert out.count("key:[the-key], properties:[x=1, y=2], content:") == 6
     assert "00000000  61" in out and "|..bin|" in out, "hex dumps of 'a' and of the file"
 
-    regex = await asyncio.to_thread(run_cli, "consume", "persistent://public/default/cl.*", "--regex", "-s", "peek",
-                                    "-m", "NonDurable", "-n", "6", "--hide-content", "--timeout", "20", *url)
+    regex = await asyncio.to_thread(
+        run_cli,
+        "consume",
+        "persistent://public/default/cl.*",
+        "--regex",
+        "-s",
+        "peek",
+        "-m",
+        "NonDurable",
+        "-n",
+        "6",
+        "--hide-content",
+        "--timeout",
+        "20",
+        *url,
+    )
     assert regex.returncode == 0, regex.stderr
     assert regex.stdout.count("key:[the-key], properties:[x=1, y=2]\n") == 6
     assert "content:" not in regex.stdout

@@ -28,19 +28,25 @@ MS = r"\s*\d+\.\d{3}"
 PRODUCED_LINE = re.compile(
     rf"^Throughput produced:\s+\d+ msg ---\s+\d+\.\d msg/s ---\s+\d+\.\d Mbit/s --- failure\s+\d+\.\d msg/s"
     rf" --- Latency: mean:{MS} ms - med:{MS} - 95pct:{MS} - 99pct:{MS} - 99\.9pct:{MS} - 99\.99pct:{MS}"
-    rf" - Max:{MS}$")
+    rf" - Max:{MS}$"
+)
 LEDGER_LINE = re.compile(
     rf"^Throughput produced:\s+\d+ msg ---\s+\d+\.\d msg/s ---\s+\d+\.\d Mbit/s"
     rf" --- Latency: mean:{MS} ms - med:{MS} - 95pct:{MS} - 99pct:{MS} - 99\.9pct:{MS} - 99\.99pct:{MS}"
-    rf" - Max:{MS}$")
+    rf" - Max:{MS}$"
+)
 RECEIVED_LINE = re.compile(
     r"^Throughput received:\s+\d+ msg --- \d+\.\d{3} msg/s --- \d+\.\d{3} Mbit/s --- Latency: mean: \d+\.\d{3} ms"
-    r" - med: \d+ - 95pct: \d+ - 99pct: \d+ - 99\.9pct: \d+ - 99\.99pct: \d+ - Max: \d+$")
-SENT_AGGREGATE = re.compile(r"^Aggregated throughput stats --- (\d+) records sent --- \d+\.\d{3} msg/s"
-                            r" --- \d+\.\d{3} Mbit/s$")
+    r" - med: \d+ - 95pct: \d+ - 99pct: \d+ - 99\.9pct: \d+ - 99\.99pct: \d+ - Max: \d+$"
+)
+SENT_AGGREGATE = re.compile(
+    r"^Aggregated throughput stats --- (\d+) records sent --- \d+\.\d{3} msg/s"
+    r" --- \d+\.\d{3} Mbit/s$"
+)
 LATENCY_AGGREGATE = re.compile(
     rf"^Aggregated latency stats --- Latency: mean:{MS} ms - med:{MS} - 95pct:{MS} - 99pct:{MS}"
-    rf" - 99\.9pct:{MS} - 99\.99pct:{MS} - 99\.999pct:{MS} - Max:{MS}$")
+    rf" - 99\.9pct:{MS} - 99\.99pct:{MS} - 99\.999pct:{MS} - Max:{MS}$"
+)
 RUN_TIMEOUT_S = 60
 
 
@@ -52,8 +58,15 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 async def start_perf(*args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "minipulsar", "perf", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+        sys.executable,
+        "-m",
+        "minipulsar",
+        "perf",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
 
 
 async def finish(process: asyncio.subprocess.Process) -> tuple[int, list[str], str]:
@@ -80,8 +93,22 @@ async def test_produce_prints_periodic_lines_the_aggregate_and_json(cluster, tmp
     periodic line each second and its two aggregate lines, holds the rate, and writes the
     same figures as JSON."""
     report = tmp_path / "produce.json"
-    code, lines, err = await perf("produce", "my-topic", "-u", cluster.service_url, "-r", "2000", "-s", "1024",
-                                  "-time", "3", "-i", "1", "--json", str(report))
+    code, lines, err = await perf(
+        "produce",
+        "my-topic",
+        "-u",
+        cluster.service_url,
+        "-r",
+        "2000",
+        "-s",
+        "1024",
+        "-time",
+        "3",
+        "-i",
+        "1",
+        "--json",
+        str(report),
+    )
     assert code == 0, err
     assert len(matching(PRODUCED_LINE, lines)) >= 2, lines
     (sent,) = matching(SENT_AGGREGATE, lines)
@@ -106,12 +133,12 @@ async def test_consume_with_produce_reports_end_to_end_latency(cluster, tmp_path
     Method: consume (from Latest, the default) until -m 3000; once its first periodic line
     shows it subscribed, produce 3000 at 3000 msg/s."""
     report = tmp_path / "consume.json"
-    consumer = await start_perf("consume", "e2e", "-u", cluster.service_url, "-m", "3000", "-time", "40",
-                                "-i", "0.5", "--json", str(report))
+    consumer = await start_perf(
+        "consume", "e2e", "-u", cluster.service_url, "-m", "3000", "-time", "40", "-i", "0.5", "--json", str(report)
+    )
     try:
         first = (await asyncio.wait_for(consumer.stdout.readline(), RUN_TIMEOUT_S)).decode().rstrip("\n")
-        producer = await start_perf("produce", "e2e", "-u", cluster.service_url, "-r", "3000", "-m", "3000",
-                                    "-i", "1")
+        producer = await start_perf("produce", "e2e", "-u", cluster.service_url, "-r", "3000", "-m", "3000", "-i", "1")
         p_code, p_lines, p_err = await finish(producer)
     finally:
         c_code, c_lines, c_err = await finish(consumer)
@@ -120,13 +147,26 @@ async def test_consume_with_produce_reports_end_to_end_latency(cluster, tmp_path
     assert c_code == 0, c_err
     assert RECEIVED_LINE.match(first), first
     assert len(matching(RECEIVED_LINE, c_lines)) >= 1, c_lines  # producing 3000 at 3000 msg/s takes 1 s
-    assert any(line.startswith("Aggregated throughput stats --- 3000 records received --- ")
-               and line.endswith(" --- ack failed 0 msg") for line in c_lines), c_lines
-    assert any(re.match(r"^Aggregated latency stats --- Latency: mean: \d+\.\d{3} ms - med: \d+ .* - 99\.999pct: \d+"
-                        r" - Max: \d+$", line) for line in c_lines), c_lines
+    assert any(
+        line.startswith("Aggregated throughput stats --- 3000 records received --- ")
+        and line.endswith(" --- ack failed 0 msg")
+        for line in c_lines
+    ), c_lines
+    assert any(
+        re.match(
+            r"^Aggregated latency stats --- Latency: mean: \d+\.\d{3} ms - med: \d+ .* - 99\.999pct: \d+"
+            r" - Max: \d+$",
+            line,
+        )
+        for line in c_lines
+    ), c_lines
     result = json.loads(report.read_text())
     assert (result["mode"], result["latency_kind"], result["messages"], result["acks"]) == (
-        "consume", "end-to-end", 3000, 3000)
+        "consume",
+        "end-to-end",
+        3000,
+        3000,
+    )
     assert result["latency"]["count"] == 3000 and result["latency"]["max_ms"] >= result["latency"]["p50_ms"]
 
 
@@ -134,8 +174,9 @@ async def test_ctrl_c_prints_the_aggregate_writes_json_and_exits_130(cluster, tm
     """Goal: Ctrl-C ends an open-ended run cleanly: the aggregate lines, the JSON (marked
     interrupted), exit code 130. Method: SIGINT once the first periodic line is out."""
     report = tmp_path / "interrupted.json"
-    process = await start_perf("produce", "ctrl-c", "-u", cluster.service_url, "-r", "500", "-i", "0.5",
-                               "--json", str(report))
+    process = await start_perf(
+        "produce", "ctrl-c", "-u", cluster.service_url, "-r", "500", "-i", "0.5", "--json", str(report)
+    )
     try:
         first = await asyncio.wait_for(process.stdout.readline(), RUN_TIMEOUT_S)
         assert PRODUCED_LINE.match(first.decode().rstrip("\n")), first
@@ -155,9 +196,29 @@ async def test_managed_ledger_writes_to_the_bookies_without_a_broker(tmp_path: P
     bookies, holding every entry counted."""
     report = tmp_path / "ledger.json"
     async with process_cluster(tmp_path / "cluster", bookies=2, brokers=0) as cluster:
-        code, lines, err = await perf("managed-ledger", "-md", cluster.metadata_url, "-e", "2", "-w", "2", "-a", "2",
-                                      "-t", "2", "-r", "2000", "-s", "512", "-time", "2", "-i", "1",
-                                      "--json", str(report))
+        code, lines, err = await perf(
+            "managed-ledger",
+            "-md",
+            cluster.metadata_url,
+            "-e",
+            "2",
+            "-w",
+            "2",
+            "-a",
+            "2",
+            "-t",
+            "2",
+            "-r",
+            "2000",
+            "-s",
+            "512",
+            "-time",
+            "2",
+            "-i",
+            "1",
+            "--json",
+            str(report),
+        )
         assert code == 0, err
         assert matching(LEDGER_LINE, lines), lines
         assert matching(SENT_AGGREGATE, lines) and matching(LATENCY_AGGREGATE, lines), lines
@@ -189,7 +250,8 @@ async def test_an_unreachable_cluster_is_one_error_line_and_exit_1() -> None:
     port = closed_port()
     (code, lines, err), (ml_code, _, ml_err) = await asyncio.gather(
         perf("produce", "t", "-u", f"pulsar://127.0.0.1:{port}", "--operation-timeout", "1", "-time", "1"),
-        perf("managed-ledger", "-md", f"metastore://127.0.0.1:{port}", "-time", "1"))
+        perf("managed-ledger", "-md", f"metastore://127.0.0.1:{port}", "-time", "1"),
+    )
     assert code == 1 and not lines
     assert err.startswith(f"error: perf produce against pulsar://127.0.0.1:{port}: ConnectionClosedError:"), err
     assert "cannot connect" in err and "Traceback" not in err

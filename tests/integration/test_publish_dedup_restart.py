@@ -18,8 +18,10 @@ SETTINGS = {"brokerDeduplicationEnabled": True, "brokerDeduplicationEntriesInter
 
 
 def internal_stats(cluster: ProcessCluster, topic: str) -> dict:
-    url = (f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-           f"/admin/v2/persistent/public/default/{topic}/internalStats")
+    url = (
+        f"http://{cluster.broker.host}:{cluster.broker.http_port}"
+        f"/admin/v2/persistent/public/default/{topic}/internalStats"
+    )
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.load(response)
 

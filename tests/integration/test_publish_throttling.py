@@ -66,8 +66,9 @@ async def produce(service_url: str, index: int, size: int, until: float, acked: 
     async with Client(service_url) as client:
         # One SEND per message (the asyncio client batches by default): the per-connection
         # limit counts SENDs.
-        producer = await client.create_producer("throttled", block_if_queue_full=True, max_pending_messages=1000,
-                                                batching_enabled=False)
+        producer = await client.create_producer(
+            "throttled", block_if_queue_full=True, max_pending_messages=1000, batching_enabled=False
+        )
 
         async def send(body: bytes) -> None:
             try:
@@ -87,17 +88,22 @@ async def produce(service_url: str, index: int, size: int, until: float, acked: 
 
 
 async def test_a_slow_bookie_throttles_producers_without_losing_messages(tmp_path: Path) -> None:
-    settings = {"maxMessagePublishBufferSizeInMB": LIMIT_MB,
-                "maxPendingPublishRequestsPerConnection": MAX_PENDING_PER_CONNECTION}
+    settings = {
+        "maxMessagePublishBufferSizeInMB": LIMIT_MB,
+        "maxPendingPublishRequestsPerConnection": MAX_PENDING_PER_CONNECTION,
+    }
     async with process_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
         acked: dict[bytes, object] = {}
         observed_global, observed_throttled = 0.0, 0.0
         stop = asyncio.Event()
         slowing = asyncio.ensure_future(slow_bookie(cluster, stop))
         until = time.monotonic() + PRODUCE_FOR_S
-        producers = asyncio.ensure_future(asyncio.gather(
-            produce(cluster.service_url, 0, SMALL_BYTES, until, acked),
-            produce(cluster.service_url, 1, LARGE_BYTES, until, acked)))
+        producers = asyncio.ensure_future(
+            asyncio.gather(
+                produce(cluster.service_url, 0, SMALL_BYTES, until, acked),
+                produce(cluster.service_url, 1, LARGE_BYTES, until, acked),
+            )
+        )
         try:
             while not producers.done():
                 text = await asyncio.to_thread(metrics, cluster)

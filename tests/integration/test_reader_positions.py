@@ -68,8 +68,9 @@ async def test_reader_start_positions_follow_pulsars_rules(client: Client) -> No
 
     assert await drain(await client.create_reader(topic, MessageId.earliest), 9) == everything
     assert await drain(await client.create_reader(topic, plain[1]), 7) == everything[2:]
-    assert await drain(await client.create_reader(topic, plain[1], start_message_id_inclusive=True), 8) == \
-        everything[1:]
+    assert (
+        await drain(await client.create_reader(topic, plain[1], start_message_id_inclusive=True), 8) == everything[1:]
+    )
     assert await drain(await client.create_reader(topic, batch[2]), 3) == everything[6:], "inside a batch"
     inclusive = await client.create_reader(topic, batch[2], start_message_id_inclusive=True)
     assert await drain(inclusive, 4) == everything[5:]
@@ -114,7 +115,9 @@ async def test_seek_by_message_id_and_by_publish_time(client: Client) -> None:
 
 
 def topic_stats(cluster: ProcessCluster, local_name: str) -> dict:
-    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{local_name}/stats"
+    url = (
+        f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{local_name}/stats"
+    )
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.loads(response.read())
 
@@ -124,9 +127,12 @@ async def test_a_readers_subscription_is_non_durable_and_ends_with_it(client: Cl
     await publish(client, topic, ["x"], batched=False)
     reader = await client.create_reader(topic, MessageId.earliest, reader_name="my-reader")
     stats = await asyncio.to_thread(topic_stats, cluster, topic)
-    (name, subscription), = stats["subscriptions"].items()
+    ((name, subscription),) = stats["subscriptions"].items()
     assert name.startswith("reader-") and subscription["isDurable"] is False
     assert [c["consumerName"] for c in subscription["consumers"]] == ["my-reader"]
     await reader.close()
-    await wait_for(lambda: asyncio.to_thread(lambda: not topic_stats(cluster, topic)["subscriptions"]), timeout_s=10,
-                   message="the reader's subscription outlived it")
+    await wait_for(
+        lambda: asyncio.to_thread(lambda: not topic_stats(cluster, topic)["subscriptions"]),
+        timeout_s=10,
+        message="the reader's subscription outlived it",
+    )

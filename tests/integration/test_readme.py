@@ -29,10 +29,24 @@ async def test_readme_python_example_runs(tmp_path: Path) -> None:
     """Method: start a standalone on free ports, run the example with only its service URL
     pointed there, from a directory that also holds ``client.py``, ``broker.py`` and
     ``bookie.py`` of the user's own (each fails when imported), with the project's interpreter."""
-    standalone = ServerProcess("standalone", [
-        "--data-dir", str(tmp_path / "data"), "--broker-port", "0", "--web-port", "0",
-        "--metastore-port", "0", "--bookie-port", "0", "--bookie-http-port", "0",
-    ], tmp_path / "standalone.log")
+    standalone = ServerProcess(
+        "standalone",
+        [
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--broker-port",
+            "0",
+            "--web-port",
+            "0",
+            "--metastore-port",
+            "0",
+            "--bookie-port",
+            "0",
+            "--bookie-http-port",
+            "0",
+        ],
+        tmp_path / "standalone.log",
+    )
     await asyncio.to_thread(standalone.start, 60)
     try:
         for name in SHADOWS:
@@ -40,10 +54,12 @@ async def test_readme_python_example_runs(tmp_path: Path) -> None:
         script = tmp_path / "example.py"
         script.write_text(python_example().replace(README_URL, f"pulsar://{standalone.address}"))
         result = await asyncio.to_thread(
-            subprocess.run, [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+            subprocess.run, [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
         assert result.returncode == 0, result.stderr
         assert result.stdout.count("sent") == 3
         assert [line for line in result.stdout.splitlines() if line.startswith("received")] == [
-            f"received b'hello-{i}'" for i in range(3)]
+            f"received b'hello-{i}'" for i in range(3)
+        ]
     finally:
         await asyncio.to_thread(standalone.stop)

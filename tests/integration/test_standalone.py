@@ -73,7 +73,7 @@ def _state_and_parent(pid: int) -> tuple[str, int | None]:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ("gone", None)
-    fields = text[text.rindex(")") + 2:].split()  # after "(comm)", which may hold spaces
+    fields = text[text.rindex(")") + 2 :].split()  # after "(comm)", which may hold spaces
     return (fields[0], int(fields[1]))
 
 
@@ -108,8 +108,13 @@ def fake(tmp_path: Path) -> Callable[..., Child]:
     script.write_text(FAKE_SERVER)
 
     def make(name: str, role: str, mode: str = "ok") -> Child:
-        return Child(name, role, [mode, str(tmp_path / "stopped.txt")], tmp_path / "logs" / f"{name}.log",
-                     program=[sys.executable, str(script)])
+        return Child(
+            name,
+            role,
+            [mode, str(tmp_path / "stopped.txt")],
+            tmp_path / "logs" / f"{name}.log",
+            program=[sys.executable, str(script)],
+        )
 
     return make
 
@@ -125,7 +130,8 @@ async def supervisor() -> AsyncIterator[Supervisor]:
 
 
 async def test_supervisor_stops_broker_then_bookies_then_metastore(
-        supervisor: Supervisor, fake: Callable[..., Child], tmp_path: Path) -> None:
+    supervisor: Supervisor, fake: Callable[..., Child], tmp_path: Path
+) -> None:
     for name in ("metastore", "bookie-0", "bookie-1", "broker"):
         await supervisor.start(fake(name, name.split("-")[0]))
     assert await supervisor.stop_all()
@@ -134,7 +140,8 @@ async def test_supervisor_stops_broker_then_bookies_then_metastore(
 
 
 async def test_child_exiting_before_ready_fails_naming_it_with_its_log_tail(
-        supervisor: Supervisor, fake: Callable[..., Child]) -> None:
+    supervisor: Supervisor, fake: Callable[..., Child]
+) -> None:
     with pytest.raises(ChildFailedError) as failure:
         await supervisor.start(fake("bookie-0", "bookie", "fail"))
     message = str(failure.value)
@@ -143,27 +150,36 @@ async def test_child_exiting_before_ready_fails_naming_it_with_its_log_tail(
 
 
 async def test_child_silent_past_its_deadline_fails_and_is_stopped(
-        supervisor: Supervisor, fake: Callable[..., Child]) -> None:
+    supervisor: Supervisor, fake: Callable[..., Child]
+) -> None:
     child = fake("broker", "broker", "silent")
-    with pytest.raises(ChildFailedError, match="broker was not ready within 0.5s"):
+    with pytest.raises(ChildFailedError, match=r"broker was not ready within 0\.5s"):
         await supervisor.start(child, ready_timeout_s=0.5)
     await supervisor.stop_all()
     assert child.returncode == 0
 
 
 async def test_child_ignoring_sigterm_is_killed_after_the_stop_deadline(
-        supervisor: Supervisor, fake: Callable[..., Child]) -> None:
+    supervisor: Supervisor, fake: Callable[..., Child]
+) -> None:
     child = fake("metastore", "metastore", "stubborn")
     await supervisor.start(child)
     assert not await supervisor.stop_all(timeout_s=0.5)
     assert child.returncode == -signal.SIGKILL
 
 
-async def test_child_in_its_own_process_group_leads_it(supervisor: Supervisor, fake: Callable[..., Child],
-                                                        tmp_path: Path) -> None:
+async def test_child_in_its_own_process_group_leads_it(
+    supervisor: Supervisor, fake: Callable[..., Child], tmp_path: Path
+) -> None:
     """Goal: with a terminal attached, Ctrl-C (SIGINT to the foreground group) must not reach children."""
-    child = Child("broker", "broker", ["ok", str(tmp_path / "stopped.txt")], tmp_path / "broker.log",
-                  program=fake("x", "x").program, own_process_group=True)
+    child = Child(
+        "broker",
+        "broker",
+        ["ok", str(tmp_path / "stopped.txt")],
+        tmp_path / "broker.log",
+        program=fake("x", "x").program,
+        own_process_group=True,
+    )
     await supervisor.start(child)
     assert os.getpgid(child.pid) == child.pid != os.getpgid(0)
 
@@ -179,8 +195,18 @@ async def test_first_exit_reports_the_child_that_died(supervisor: Supervisor, fa
 # ---------------------------------------------------------------------------------------------
 # The real launcher.
 
-ANY_PORTS = ["--broker-port", "0", "--web-port", "0", "--metastore-port", "0",
-             "--bookie-port", "0", "--bookie-http-port", "0"]
+ANY_PORTS = [
+    "--broker-port",
+    "0",
+    "--web-port",
+    "0",
+    "--metastore-port",
+    "0",
+    "--bookie-port",
+    "0",
+    "--bookie-http-port",
+    "0",
+]
 
 
 class Standalone:
@@ -192,8 +218,11 @@ class Standalone:
         self.child_pids: list[int] = []
 
     async def start(self, *extra: str) -> ServerProcess:
-        launcher = ServerProcess("standalone", ["--data-dir", str(self.data_dir), "--bookies", "1", *ANY_PORTS, *extra],
-                                 self.tmp_path / f"launcher-{len(self.launchers)}.log")
+        launcher = ServerProcess(
+            "standalone",
+            ["--data-dir", str(self.data_dir), "--bookies", "1", *ANY_PORTS, *extra],
+            self.tmp_path / f"launcher-{len(self.launchers)}.log",
+        )
         self.launchers.append(launcher)
         await asyncio.to_thread(launcher.start, 60)
         self.child_pids += children_of(launcher.proc.pid)
@@ -254,8 +283,9 @@ async def test_sigkilled_launcher_takes_its_children_down(standalone: Standalone
         await wait_for(lambda: all(is_gone(pid) for pid in children), GONE_TIMEOUT_S)
     except AssertionError:
         alive = [command_line(pid) for pid in children if not is_gone(pid)]
-        pytest.fail(f"{GONE_TIMEOUT_S:g}s after the launcher's death these still run: {alive}\n"
-                    + standalone.log_tails())
+        pytest.fail(
+            f"{GONE_TIMEOUT_S:g}s after the launcher's death these still run: {alive}\n" + standalone.log_tails()
+        )
 
 
 async def test_killing_the_launchers_process_group_kills_the_whole_cluster(standalone: Standalone) -> None:
@@ -282,8 +312,14 @@ def run_in_terminal_until_ctrl_c(argv: list[str], ready_timeout_s: float = 60) -
     """Run ``argv`` on a pseudo-terminal as its foreground job, press Ctrl-C once it is READY.
     Returns (exit code, everything it printed, {child pid: its process group} before Ctrl-C)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
-                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    proc = subprocess.Popen(
+        argv,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+        preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),  # noqa: PLW1509 -- the child needs a controlling terminal
+    )
     os.close(slave)
     output, groups = b"", {}
     deadline = time.monotonic() + ready_timeout_s
@@ -312,8 +348,11 @@ async def test_ctrl_c_in_a_terminal_stops_broker_then_bookies_then_metastore(tmp
     argv = [sys.executable, "-m", "minipulsar", "standalone", "--data-dir", str(tmp_path / "data"), *ANY_PORTS]
     code, output, groups = await asyncio.to_thread(run_in_terminal_until_ctrl_c, argv)
     assert len(groups) == 3 and all(pid == group for pid, group in groups.items()), groups
-    stopped = [line.split(": ")[-1] for line in output.splitlines() if line.endswith(" stopped")
-               and "minipulsar.standalone" in line]
+    stopped = [
+        line.split(": ")[-1]
+        for line in output.splitlines()
+        if line.endswith(" stopped") and "minipulsar.standalone" in line
+    ]
     assert code == 0, output
     assert stopped == ["broker stopped", "bookie-0 stopped", "metastore stopped", "standalone stopped"], output
 
@@ -325,8 +364,12 @@ async def test_bookie_port_in_use_is_a_clear_error(standalone: Standalone, tmp_p
         port = holder.getsockname()[1]
         args = ["--data-dir", str(tmp_path / "busy"), *ANY_PORTS, "--bookie-port", str(port)]
         result = await asyncio.to_thread(
-            subprocess.run, [sys.executable, "-m", "minipulsar", "standalone", *args],
-            capture_output=True, text=True, timeout=30)
+            subprocess.run,
+            [sys.executable, "-m", "minipulsar", "standalone", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     assert result.returncode == 2
     assert f"bookie-0 port 127.0.0.1:{port} is in use" in result.stderr
 
@@ -341,8 +384,10 @@ async def test_a_dying_child_stops_the_cluster_with_a_failure_exit(standalone: S
     assert "bookie-0" in launcher.log_tail() and "ended unexpectedly" in launcher.log_tail()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("minipulsar.cli.client_verbs") is None,
-                    reason="the produce/consume verbs are not built yet")
+@pytest.mark.skipif(
+    importlib.util.find_spec("minipulsar.cli.client_verbs") is None,
+    reason="the produce/consume verbs are not built yet",
+)
 async def test_produce_then_consume_ten_messages_with_the_cli_verbs(standalone: Standalone) -> None:
     launcher = await standalone.start()
     url = f"pulsar://{launcher.address}"

@@ -24,8 +24,9 @@ def admin(cluster: ProcessCluster, path: str) -> dict:
 
 
 def metrics(cluster: ProcessCluster) -> str:
-    with urllib.request.urlopen(f"http://{cluster.broker.host}:{cluster.broker.http_port}/metrics",
-                                timeout=10) as response:
+    with urllib.request.urlopen(
+        f"http://{cluster.broker.host}:{cluster.broker.http_port}/metrics", timeout=10
+    ) as response:
         return response.read().decode()
 
 
@@ -41,22 +42,26 @@ async def test_delivery_within_permits_and_drops_beyond_them(tmp_path: Path) -> 
             def subscription() -> dict:
                 return admin(cluster, "live/stats")["subscriptions"]["sub"]
 
-            await wait_for(lambda: subscription()["msgDropRate"] > 0, timeout_s=10,
-                           message="dropped messages were not counted")
+            await wait_for(
+                lambda: subscription()["msgDropRate"] > 0, timeout_s=10, message="dropped messages were not counted"
+            )
             stats = subscription()
             assert stats["msgOutCounter"] == 5
             assert stats["consumers"][0]["availablePermits"] == 0
             text = await asyncio.to_thread(metrics, cluster)
-            assert re.search(r'^pulsar_subscription_msg_drop_rate\{[^}]*subscription="sub",'
-                             rf'topic="{TOPIC}"\}} [1-9]', text, re.MULTILINE), "a positive drop rate per subscription"
+            assert re.search(
+                r'^pulsar_subscription_msg_drop_rate\{[^}]*subscription="sub",'
+                rf'topic="{TOPIC}"\}} [1-9]',
+                text,
+                re.MULTILINE,
+            ), "a positive drop rate per subscription"
 
             received = [(await consumer.receive(timeout_millis=10_000)).data() for _ in range(5)]
             assert received == [f"m-{i}".encode() for i in range(5)], "the first ones, in order"
             await producer.send(b"after the queue drained")  # permits were returned: delivered
             assert (await consumer.receive(timeout_millis=10_000)).data() == b"after the queue drained"
 
-            assert await consumer.get_last_message_id() == MessageId(-1, -1, 20, -1), \
-                "21 had a subscriber to go to"
+            assert await consumer.get_last_message_id() == MessageId(-1, -1, 20, -1), "21 had a subscriber to go to"
             topic = admin(cluster, "live/stats")
             assert topic["msgInCounter"] == 22 and topic["storageSize"] == 0
             internal = admin(cluster, "live/internalStats")

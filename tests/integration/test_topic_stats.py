@@ -20,8 +20,9 @@ TOPIC = "persistent://public/default/observed"
 
 
 def http_get(cluster: ProcessCluster, path: str) -> str:
-    with urllib.request.urlopen(f"http://{cluster.broker.host}:{cluster.broker.http_port}{path}",
-                                timeout=10) as response:
+    with urllib.request.urlopen(
+        f"http://{cluster.broker.host}:{cluster.broker.http_port}{path}", timeout=10
+    ) as response:
         return response.read().decode()
 
 
@@ -38,8 +39,9 @@ async def cluster(tmp_path: Path):
 async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: ProcessCluster) -> None:
     async with Client(cluster.service_url) as client:
         producer = await client.create_producer(TOPIC, producer_name="writer")
-        consumer = await client.subscribe(TOPIC, "sub", receiver_queue_size=10,
-                                          initial_position=InitialPosition.Earliest)
+        consumer = await client.subscribe(
+            TOPIC, "sub", receiver_queue_size=10, initial_position=InitialPosition.Earliest
+        )
         for i in range(50):
             await producer.send(f"m-{i:02d}".encode())
         for _ in range(30):
@@ -59,8 +61,13 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
         for field in ("msgRateOut", "msgRateRedeliver", "unackedMessages", "consumers"):
             assert field in subscription, field
         [consumer_stats] = subscription["consumers"]
-        assert {"consumerName", "availablePermits", "unackedMessages", "blockedConsumerOnUnackedMsgs",
-                "msgRateOut"} <= set(consumer_stats)
+        assert {
+            "consumerName",
+            "availablePermits",
+            "unackedMessages",
+            "blockedConsumerOnUnackedMsgs",
+            "msgRateOut",
+        } <= set(consumer_stats)
         assert consumer_stats["unackedMessages"] == subscription["unackedMessages"] <= 10
 
         internal = await stats(cluster, "internalStats")
@@ -83,17 +90,35 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
 
     text = await asyncio.to_thread(http_get, cluster, "/metrics")
     topic_labels = {"cluster": "standalone", "namespace": "public/default", "topic": TOPIC}
-    for name in ("pulsar_in_bytes_total", "pulsar_in_messages_total", "pulsar_out_bytes_total",
-                 "pulsar_out_messages_total", "pulsar_rate_in", "pulsar_rate_out", "pulsar_throughput_in",
-                 "pulsar_throughput_out", "pulsar_storage_size", "pulsar_msg_backlog"):
+    for name in (
+        "pulsar_in_bytes_total",
+        "pulsar_in_messages_total",
+        "pulsar_out_bytes_total",
+        "pulsar_out_messages_total",
+        "pulsar_rate_in",
+        "pulsar_rate_out",
+        "pulsar_throughput_in",
+        "pulsar_throughput_out",
+        "pulsar_storage_size",
+        "pulsar_msg_backlog",
+    ):
         assert sample(text, name, topic_labels) is not None, name
     assert sample(text, "pulsar_in_messages_total", topic_labels) >= 50
-    for name in ("pulsar_subscription_back_log", "pulsar_subscription_unacked_messages",
-                 "pulsar_subscription_msg_rate_out"):
+    for name in (
+        "pulsar_subscription_back_log",
+        "pulsar_subscription_unacked_messages",
+        "pulsar_subscription_msg_rate_out",
+    ):
         assert sample(text, name, {**topic_labels, "subscription": "sub"}) is not None, name
-    for name in ("pulsar_ml_cache_hits_rate", "pulsar_ml_cache_misses_rate", "pulsar_ml_cache_used_size",
-                 "pulsar_broker_publish_buffer_usage", "pulsar_broker_throttled_connections",
-                 "pulsar_broker_rate_in", "pulsar_broker_rate_out"):
+    for name in (
+        "pulsar_ml_cache_hits_rate",
+        "pulsar_ml_cache_misses_rate",
+        "pulsar_ml_cache_used_size",
+        "pulsar_broker_publish_buffer_usage",
+        "pulsar_broker_throttled_connections",
+        "pulsar_broker_rate_in",
+        "pulsar_broker_rate_out",
+    ):
         assert sample(text, name, {"cluster": "standalone"}) is not None, name
 
 
@@ -121,8 +146,12 @@ async def test_consumer_metrics_and_unknown_topics(cluster: ProcessCluster) -> N
 
         async def permits_exported() -> bool:  # the FLOW follows the subscription's SUCCESS
             text = await asyncio.to_thread(http_get, cluster, "/metrics")
-            return re.search(r'^pulsar_consumer_available_permits\{[^}]*subscription="sub"[^}]*\} 7\.0$', text,
-                             re.MULTILINE) is not None
+            return (
+                re.search(
+                    r'^pulsar_consumer_available_permits\{[^}]*subscription="sub"[^}]*\} 7\.0$', text, re.MULTILINE
+                )
+                is not None
+            )
 
         await wait_for(permits_exported, timeout_s=10, message="the consumer's permits are not exported")
     with pytest.raises(urllib.error.HTTPError) as missing:

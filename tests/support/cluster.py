@@ -66,31 +66,67 @@ class ProcessCluster:
 
     def _make(self) -> None:
         logs = self.root / "logs"
-        self.metastore = ServerProcess("metastore", ["--port", "0", "--data-dir", str(self.root / "metastore")],
-                                       logs / "metastore.log")
+        self.metastore = ServerProcess(
+            "metastore", ["--port", "0", "--data-dir", str(self.root / "metastore")], logs / "metastore.log"
+        )
 
     def _bookie(self, index: int, port: int = 0) -> ServerProcess:
         name = f"bookie-{index}"
         journal = (self.journal_root or self.root) / name / "journal"
         ledgers = (self.ledger_root or self.root) / name / "ledgers"
-        extra = [arg for key, value in self.bookie_settings.items()
-                 for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
-        return ServerProcess("bookie", [
-            "--port", str(port), "--http-port", "0", "--journal-dir", str(journal),
-            "--ledger-dirs", str(ledgers), "--metadata-url", self.metadata_url,
-            "--set", "zkTimeout=2000", *extra,
-        ], self.root / "logs" / f"{name}.log")
+        extra = [
+            arg
+            for key, value in self.bookie_settings.items()
+            for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+        ]
+        return ServerProcess(
+            "bookie",
+            [
+                "--port",
+                str(port),
+                "--http-port",
+                "0",
+                "--journal-dir",
+                str(journal),
+                "--ledger-dirs",
+                str(ledgers),
+                "--metadata-url",
+                self.metadata_url,
+                "--set",
+                "zkTimeout=2000",
+                *extra,
+            ],
+            self.root / "logs" / f"{name}.log",
+        )
 
     def _broker(self, index: int = 0, port: int = 0, http_port: int = 0) -> ServerProcess:
         q = self._quorum()
-        extra = [arg for key, value in self.broker_settings.items()
-                 for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")]
-        return ServerProcess("broker", [
-            "--port", str(port), "--http-port", str(http_port), "--metadata-url", self.metadata_url,
-            "--set", f"managedLedgerDefaultEnsembleSize={q}", "--set", f"managedLedgerDefaultWriteQuorum={q}",
-            "--set", f"managedLedgerDefaultAckQuorum={q}", "--set", "metadataStoreSessionTimeoutMillis=2000",
-            *extra,
-        ], self.root / "logs" / ("broker.log" if index == 0 else f"broker-{index}.log"))
+        extra = [
+            arg
+            for key, value in self.broker_settings.items()
+            for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+        ]
+        return ServerProcess(
+            "broker",
+            [
+                "--port",
+                str(port),
+                "--http-port",
+                str(http_port),
+                "--metadata-url",
+                self.metadata_url,
+                "--set",
+                f"managedLedgerDefaultEnsembleSize={q}",
+                "--set",
+                f"managedLedgerDefaultWriteQuorum={q}",
+                "--set",
+                f"managedLedgerDefaultAckQuorum={q}",
+                "--set",
+                "metadataStoreSessionTimeoutMillis=2000",
+                *extra,
+            ],
+            self.root / "logs" / ("broker.log" if index == 0 else f"broker-{index}.log"),
+        )
 
     async def start(self) -> None:
         self._make()
@@ -147,14 +183,26 @@ class ProcessCluster:
 
 
 @contextlib.asynccontextmanager
-async def process_cluster(root: Path, bookies: int = 1, broker_settings: dict[str, object] | None = None,
-                          brokers: int = 1, *, bookie_settings: dict[str, object] | None = None,
-                          journal_root: Path | None = None, ledger_root: Path | None = None,
-                          ) -> AsyncIterator[ProcessCluster]:
+async def process_cluster(
+    root: Path,
+    bookies: int = 1,
+    broker_settings: dict[str, object] | None = None,
+    brokers: int = 1,
+    *,
+    bookie_settings: dict[str, object] | None = None,
+    journal_root: Path | None = None,
+    ledger_root: Path | None = None,
+) -> AsyncIterator[ProcessCluster]:
     """``bookie_settings``, ``journal_root``, ``ledger_root``: see :class:`ProcessCluster`."""
-    cluster = ProcessCluster(root, bookies, dict(broker_settings or {}), broker_count=brokers,
-                             bookie_settings=dict(bookie_settings or {}), journal_root=journal_root,
-                             ledger_root=ledger_root)
+    cluster = ProcessCluster(
+        root,
+        bookies,
+        dict(broker_settings or {}),
+        broker_count=brokers,
+        bookie_settings=dict(bookie_settings or {}),
+        journal_root=journal_root,
+        ledger_root=ledger_root,
+    )
     try:
         await cluster.start()
         yield cluster

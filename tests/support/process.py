@@ -45,14 +45,17 @@ class ServerProcess:
         scheme = {"broker": "pulsar", "metastore": "metastore"}.get(self.role, "tcp")
         return f"{scheme}://{self.address}"
 
-    def start(self, ready_timeout_s: float = READY_TIMEOUT_S) -> "ServerProcess":
+    def start(self, ready_timeout_s: float = READY_TIMEOUT_S) -> ServerProcess:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(self.log_path, "ab")
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 -- the child's stdout, closed when it ends
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "minipulsar", self.role, *self.args],
-            stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL, env=env,
+            stdout=subprocess.PIPE,
+            stderr=log_file,
+            stdin=subprocess.DEVNULL,
+            env=env,
             start_new_session=True,
         )
         log_file.close()

@@ -18,17 +18,37 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "bookie_bench.py"
 HOP_CEILING = ROOT.parent / "shared" / "tools" / "hop_ceiling.py"
-ISSUE_KEYS = ("adds_per_s_1k", "hop_ceiling_per_s_1k", "ratio_1k", "mb_per_s_64k", "disk_fsync_mb_per_s_64k",
-              "ratio_64k")
+ISSUE_KEYS = (
+    "adds_per_s_1k",
+    "hop_ceiling_per_s_1k",
+    "ratio_1k",
+    "mb_per_s_64k",
+    "disk_fsync_mb_per_s_64k",
+    "ratio_64k",
+)
 TINY = ["--secs", "0.3", "--warmup", "0.1", "--progress-interval", "0.1", "--window", "20"]
 
 
 def run_bench(tmp_path: Path, *args: str) -> dict:
     result_path = tmp_path / "result.json"
     completed = subprocess.run(
-        [sys.executable, str(BENCH), *TINY, "--journal-dir", str(tmp_path / "journal"),
-         "--ledger-dir", str(tmp_path / "ledgers"), "--json", str(result_path), *args],
-        capture_output=True, text=True, timeout=100, cwd=ROOT, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            str(BENCH),
+            *TINY,
+            "--journal-dir",
+            str(tmp_path / "journal"),
+            "--ledger-dir",
+            str(tmp_path / "ledgers"),
+            "--json",
+            str(result_path),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
     )
     assert completed.returncode == 0, completed.stderr[-4000:]
     result = json.loads(result_path.read_text())
@@ -41,7 +61,11 @@ def test_throughput_mode_writes_every_figure_and_ratio(tmp_path: Path) -> None:
     result = run_bench(tmp_path, "--disk-file-mb", "4", "--disk-group-bytes", "65536")
     assert all(key in result for key in ISSUE_KEYS)
     assert {(run["entry_bytes"], run["sync"]) for run in result["runs"]} == {
-        (1024, True), (65536, True), (1024, False), (65536, False)}
+        (1024, True),
+        (65536, True),
+        (1024, False),
+        (65536, False),
+    }
     assert all(run["errors"] == 0 and run["adds"] > 0 for run in result["runs"])
     assert all(run["p99_ms"] is not None for run in result["runs"])
     assert result["disk_fsync_mb_per_s_64k"] > 0
@@ -50,14 +74,18 @@ def test_throughput_mode_writes_every_figure_and_ratio(tmp_path: Path) -> None:
     assert result["ratio_64k_after"] == pytest.approx(result["mb_per_s_64k"] / result["disk_fsync_mb_per_s_64k_after"])
     if "skipped" not in result["ceilings"]["io_pattern_64k"]:  # the temp dir's file system may refuse O_DIRECT
         assert result["io_pattern_mb_per_s_64k"] > 0
-        assert result["ratio_64k_io_pattern"] == pytest.approx(result["mb_per_s_64k"] / result["io_pattern_mb_per_s_64k"])
+        assert result["ratio_64k_io_pattern"] == pytest.approx(
+            result["mb_per_s_64k"] / result["io_pattern_mb_per_s_64k"]
+        )
     if HOP_CEILING.exists():
         assert result["hop_ceiling_per_s_1k"] > 0
         assert result["ratio_1k"] == pytest.approx(result["adds_per_s_1k"] / result["hop_ceiling_per_s_1k"])
     else:  # ../shared is not beside the project: the bench says so and leaves the ratio out
         assert result["hop_ceiling_per_s_1k"] is None and result["ratio_1k"] is None
     assert not list((tmp_path / "journal").iterdir()), "the bench removes its own dirs"
-    assert_device_wrote_what_was_acked(next(run for run in result["runs"] if run["entry_bytes"] == 65536 and run["sync"]))
+    assert_device_wrote_what_was_acked(
+        next(run for run in result["runs"] if run["entry_bytes"] == 65536 and run["sync"])
+    )
 
 
 def assert_device_wrote_what_was_acked(run: dict) -> None:
@@ -72,8 +100,9 @@ def assert_device_wrote_what_was_acked(run: dict) -> None:
 
 
 def test_catch_up_reader_mode_reports_add_p99_with_and_without_the_reader(tmp_path: Path) -> None:
-    result = run_bench(tmp_path, "--catch-up-reader", "--reader-entries", "300", "--read-batch", "25",
-                       "--read-window", "2")
+    result = run_bench(
+        tmp_path, "--catch-up-reader", "--reader-entries", "300", "--read-batch", "25", "--read-window", "2"
+    )
     assert result["mode"] == "catch-up-reader"
     assert result["add_p99_ms_alone"] > 0 and result["add_p99_ms_with_reader"] > 0
     assert result["add_p99_ratio"] == pytest.approx(result["add_p99_ms_with_reader"] / result["add_p99_ms_alone"])

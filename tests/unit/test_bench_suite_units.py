@@ -89,16 +89,28 @@ def test_window_caps_bytes_in_flight() -> None:
 
 def test_headline_quotes_the_issue_figures_and_only_real_peers() -> None:
     results = {
-        "size": {"rows": [{"size_bytes": 1024, "batching": False, "msg_per_s": 10.0, "mb_per_s": 0.01},
-                          {"size_bytes": 1024, "batching": True, "msg_per_s": 50_000.0, "mb_per_s": 51.2}]},
-        "latency": {"rows": [{"target_rate": 1_000, "msg_per_s": 1_000, "latency": {"p99_ms": 2.0}},
-                             {"target_rate": 10_000, "msg_per_s": 9_990, "latency": {"p99_ms": 7.5}}]},
+        "size": {
+            "rows": [
+                {"size_bytes": 1024, "batching": False, "msg_per_s": 10.0, "mb_per_s": 0.01},
+                {"size_bytes": 1024, "batching": True, "msg_per_s": 50_000.0, "mb_per_s": 51.2},
+            ]
+        },
+        "latency": {
+            "rows": [
+                {"target_rate": 1_000, "msg_per_s": 1_000, "latency": {"p99_ms": 2.0}},
+                {"target_rate": 10_000, "msg_per_s": 9_990, "latency": {"p99_ms": 7.5}},
+            ]
+        },
         "disks": {"ratio_64k_to_journal_seq": 0.25, "mb_per_s_64k": 250.0, "journal_seq_write_mb_per_s": 1000.0},
-        "peers": {"reference": "minipulsar, batched", "rows": [
-            {"system": "minipulsar, batched", "minipulsar_ratio": 1.0},
-            {"system": "minipulsar, unbatched", "minipulsar_ratio": 5.0},
-            {"system": "redis streams, appendfsync always", "minipulsar_ratio": 2.0},
-            {"system": "nats jetstream, sync always", "skipped": "not installed"}]},
+        "peers": {
+            "reference": "minipulsar, batched",
+            "rows": [
+                {"system": "minipulsar, batched", "minipulsar_ratio": 1.0},
+                {"system": "minipulsar, unbatched", "minipulsar_ratio": 5.0},
+                {"system": "redis streams, appendfsync always", "minipulsar_ratio": 2.0},
+                {"system": "nats jetstream, sync always", "skipped": "not installed"},
+            ],
+        },
     }
     h = report.headline(results)
     assert h["batched_1k_msg_per_s"] == 50_000.0

@@ -17,22 +17,84 @@ from tests.unit.client.surface_fakes import make_message
 
 def test_produce_and_consume_take_pulsar_clients_flags() -> None:
     parser = build_parser()
-    produce = parser.parse_args(["produce", "t", "-m", "a,b", "-m", "c", "-f", "x.bin", "-n", "3", "-r", "50",
-                                 "-k", "key", "-p", "a=1,b=2", "-p", "c=3", "-db", "--url", "pulsar://h:1"])
-    assert (produce.messages, produce.files, produce.num_produce, produce.rate, produce.key, produce.properties,
-            produce.disable_batching, produce.service_url) == (["a,b", "c"], ["x.bin"], 3, 50.0, "key",
-                                                               ["a=1,b=2", "c=3"], True, "pulsar://h:1")
-    consume = parser.parse_args(["consume", "t", "-s", "sub", "-t", "Key_Shared", "-p", "Latest", "-n", "0",
-                                 "-r", "10", "--hex", "--regex", "-q", "5", "-m", "NonDurable"])
-    assert (consume.subscription_name, consume.subscription_type, consume.subscription_position,
-            consume.num_messages, consume.rate, consume.hex, consume.regex, consume.queue_size,
-            consume.subscription_mode) == ("sub", "Key_Shared", "Latest", 0, 10.0, True, True, 5, "NonDurable")
+    produce = parser.parse_args(
+        [
+            "produce",
+            "t",
+            "-m",
+            "a,b",
+            "-m",
+            "c",
+            "-f",
+            "x.bin",
+            "-n",
+            "3",
+            "-r",
+            "50",
+            "-k",
+            "key",
+            "-p",
+            "a=1,b=2",
+            "-p",
+            "c=3",
+            "-db",
+            "--url",
+            "pulsar://h:1",
+        ]
+    )
+    assert (
+        produce.messages,
+        produce.files,
+        produce.num_produce,
+        produce.rate,
+        produce.key,
+        produce.properties,
+        produce.disable_batching,
+        produce.service_url,
+    ) == (["a,b", "c"], ["x.bin"], 3, 50.0, "key", ["a=1,b=2", "c=3"], True, "pulsar://h:1")
+    consume = parser.parse_args(
+        [
+            "consume",
+            "t",
+            "-s",
+            "sub",
+            "-t",
+            "Key_Shared",
+            "-p",
+            "Latest",
+            "-n",
+            "0",
+            "-r",
+            "10",
+            "--hex",
+            "--regex",
+            "-q",
+            "5",
+            "-m",
+            "NonDurable",
+        ]
+    )
+    assert (
+        consume.subscription_name,
+        consume.subscription_type,
+        consume.subscription_position,
+        consume.num_messages,
+        consume.rate,
+        consume.hex,
+        consume.regex,
+        consume.queue_size,
+        consume.subscription_mode,
+    ) == ("sub", "Key_Shared", "Latest", 0, 10.0, True, True, 5, "NonDurable")
 
 
 def test_messages_split_on_the_separator_and_files_are_one_message_each(tmp_path: Path) -> None:
     (tmp_path / "blob").write_bytes(b"\x00\x01binary,with comma")
-    assert message_bodies(["a,b", "c"], ",", [str(tmp_path / "blob")]) == [b"a", b"b", b"c",
-                                                                            b"\x00\x01binary,with comma"]
+    assert message_bodies(["a,b", "c"], ",", [str(tmp_path / "blob")]) == [
+        b"a",
+        b"b",
+        b"c",
+        b"\x00\x01binary,with comma",
+    ]
     assert message_bodies(["a;b,c"], ";", []) == [b"a", b"b,c"]
     with pytest.raises(UsageError, match="-m TEXT or -f FILE"):
         message_bodies([], ",", [])
@@ -52,7 +114,8 @@ def test_a_message_prints_as_pulsar_client_prints_it() -> None:
     assert format_message(message) == "----- got message -----\nkey:[k1], properties:[a=1, b=2], content:hello"
     assert format_message(message, hide_content=True) == "----- got message -----\nkey:[k1], properties:[a=1, b=2]"
     assert format_message(message, hex_dump=True).endswith(
-        "content:\n00000000  68 65 6c 6c 6f                                   |hello|")
+        "content:\n00000000  68 65 6c 6c 6f                                   |hello|"
+    )
 
 
 def test_hexdump_has_sixteen_bytes_a_line() -> None:
@@ -62,8 +125,9 @@ def test_hexdump_has_sixteen_bytes_a_line() -> None:
 
 
 def run_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minipulsar", *args], capture_output=True, text=True,
-                          timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "minipulsar", *args], capture_output=True, text=True, timeout=timeout_s
+    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
@@ -95,6 +159,5 @@ def free_port() -> int:
 def test_an_unreachable_broker_is_one_line_and_exit_code_1(verb: list[str]) -> None:
     """Nothing listens on the port: the lookup gives up after --operation-timeout and the
     command says why in one line."""
-    result = run_cli(verb[0], "t", *verb[1:], "--url", f"pulsar://127.0.0.1:{free_port()}",
-                     "--operation-timeout", "1")
+    result = run_cli(verb[0], "t", *verb[1:], "--url", f"pulsar://127.0.0.1:{free_port()}", "--operation-timeout", "1")
     assert_one_line_error(result, "127.0.0.1")

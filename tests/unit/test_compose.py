@@ -104,8 +104,10 @@ def test_disk_variables_move_journals_and_ledgers_to_other_mounts(parsed: dict[s
     bookie = load_services()["bookie-1"]
     sources = sorted(interpolate(source, env) for source in volumes(bookie).values())
     assert sources == ["/mnt/hdd/bookie-1", "/mnt/ssd/bookie-1"]
-    assert sorted(interpolate(s, {}) for s in volumes(bookie).values()) == \
-        ["./data/journal-disk/bookie-1", "./data/ledger-disk/bookie-1"]
+    assert sorted(interpolate(s, {}) for s in volumes(bookie).values()) == [
+        "./data/journal-disk/bookie-1",
+        "./data/ledger-disk/bookie-1",
+    ]
 
 
 def test_metastore_data_dir_is_a_volume(parsed: dict[str, argparse.Namespace]) -> None:
@@ -123,9 +125,14 @@ def test_broker_publishes_its_client_and_web_ports(parsed: dict[str, argparse.Na
 def test_broker_quorum_fits_the_bookies(parsed: dict[str, argparse.Namespace]) -> None:
     [broker] = by_role(parsed, "broker").values()
     keys = overrides(broker)
-    ensemble, write, ack = (int(keys[k]) for k in ("managedLedgerDefaultEnsembleSize",
-                                                   "managedLedgerDefaultWriteQuorum",
-                                                   "managedLedgerDefaultAckQuorum"))
+    ensemble, write, ack = (
+        int(keys[k])
+        for k in (
+            "managedLedgerDefaultEnsembleSize",
+            "managedLedgerDefaultWriteQuorum",
+            "managedLedgerDefaultAckQuorum",
+        )
+    )
     assert len(by_role(parsed, "bookie")) >= ensemble >= write >= ack >= 1
 
 

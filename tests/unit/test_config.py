@@ -24,8 +24,11 @@ from minipulsar.errors import ConfigError
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SampleConfig:
-    strategy: str = setting("loadBalancerLoadSheddingStrategy", "ThresholdShedder",
-                            choices=("ThresholdShedder", "OverloadShedder", "UniformLoadShedder"))
+    strategy: str = setting(
+        "loadBalancerLoadSheddingStrategy",
+        "ThresholdShedder",
+        choices=("ThresholdShedder", "OverloadShedder", "UniformLoadShedder"),
+    )
     ratio: float = setting("loadBalancerBrokerThresholdShedderPercentage", 10.0, min_value=0, max_value=100)
     enabled: bool = setting("loadBalancerEnabled", True)
     dirs: tuple[str, ...] = setting("ledgerDirectories", ("a",))
@@ -59,9 +62,12 @@ def test_parse_rejects_a_line_without_key_and_equals(line: str) -> None:
 
 
 def test_load_reads_a_file_into_typed_fields(tmp_path: Path) -> None:
-    path = write(tmp_path, "brokerServicePort=6651\nmanagedLedgerDefaultEnsembleSize=3\n"
-                           "managedLedgerDefaultWriteQuorum=3\nmanagedLedgerDefaultAckQuorum=2\n"
-                           "advertisedAddress=\n")
+    path = write(
+        tmp_path,
+        "brokerServicePort=6651\nmanagedLedgerDefaultEnsembleSize=3\n"
+        "managedLedgerDefaultWriteQuorum=3\nmanagedLedgerDefaultAckQuorum=2\n"
+        "advertisedAddress=\n",
+    )
     config = load_config(BrokerConfig, path)
     assert (config.port, config.ensemble_size, config.write_quorum, config.ack_quorum) == (6651, 3, 3, 2)
     assert config.advertised_address is None
@@ -74,8 +80,10 @@ def test_load_parses_lists_and_bools(tmp_path: Path) -> None:
     assert config.journal_sync_data is False
 
 
-@pytest.mark.parametrize("text, expected", [("true", True), ("TRUE", True), ("yes", True), ("1", True),
-                                            ("false", False), ("off", False), ("0", False)])
+@pytest.mark.parametrize(
+    "text, expected",
+    [("true", True), ("TRUE", True), ("yes", True), ("1", True), ("false", False), ("off", False), ("0", False)],
+)
 def test_bool_spellings(text: str, expected: bool) -> None:
     assert load_config(SampleConfig, overrides={"loadBalancerEnabled": text}).enabled is expected
 
@@ -90,25 +98,31 @@ def test_unknown_key_is_a_warning_naming_it(tmp_path: Path, caplog: pytest.LogCa
     assert "brokerDeleteInactiveTopicsEnabled" in warnings[0].getMessage()
 
 
-@pytest.mark.parametrize("key, value, accepted", [
-    ("loadBalancerEnabled", "maybe", "true or false"),
-    ("loadBalancerBrokerThresholdShedderPercentage", "lots", "a number"),
-    ("loadBalancerLoadSheddingStrategy", "RandomShedder", "ThresholdShedder, OverloadShedder, UniformLoadShedder"),
-    ("loadBalancerBrokerThresholdShedderPercentage", "150", "<= 100"),
-    ("loadBalancerBrokerThresholdShedderPercentage", "-1", ">= 0"),
-])
+@pytest.mark.parametrize(
+    "key, value, accepted",
+    [
+        ("loadBalancerEnabled", "maybe", "true or false"),
+        ("loadBalancerBrokerThresholdShedderPercentage", "lots", "a number"),
+        ("loadBalancerLoadSheddingStrategy", "RandomShedder", "ThresholdShedder, OverloadShedder, UniformLoadShedder"),
+        ("loadBalancerBrokerThresholdShedderPercentage", "150", "<= 100"),
+        ("loadBalancerBrokerThresholdShedderPercentage", "-1", ">= 0"),
+    ],
+)
 def test_bad_value_names_the_key_and_accepted_values(key: str, value: str, accepted: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(SampleConfig, overrides={key: value})
     assert key in str(caught.value) and value in str(caught.value) and accepted in str(caught.value)
 
 
-@pytest.mark.parametrize("text, key, accepted", [
-    ("brokerServicePort=abc", "brokerServicePort", "an integer"),
-    ("brokerServicePort=70000", "brokerServicePort", "<= 65535"),
-    ("keepAliveIntervalSeconds=1.5", "keepAliveIntervalSeconds", "an integer"),
-    ("journalSyncData=sometimes", "journalSyncData", "true or false"),
-])
+@pytest.mark.parametrize(
+    "text, key, accepted",
+    [
+        ("brokerServicePort=abc", "brokerServicePort", "an integer"),
+        ("brokerServicePort=70000", "brokerServicePort", "<= 65535"),
+        ("keepAliveIntervalSeconds=1.5", "keepAliveIntervalSeconds", "an integer"),
+        ("journalSyncData=sometimes", "journalSyncData", "true or false"),
+    ],
+)
 def test_bad_value_in_a_file_names_the_key(tmp_path: Path, text: str, key: str, accepted: str) -> None:
     cls = BookieConfig if key.startswith("journal") else BrokerConfig
     with pytest.raises(ConfigError) as caught:
@@ -133,16 +147,26 @@ def test_overrides_are_checked_like_the_file() -> None:
 @pytest.mark.parametrize("e, qw, qa", [(1, 2, 1), (2, 2, 3), (3, 1, 2)])
 def test_broker_ensemble_must_cover_write_and_ack_quorum(e: int, qw: int, qa: int) -> None:
     with pytest.raises(ConfigError, match="managedLedgerDefaultEnsembleSize >= managedLedgerDefaultWriteQuorum"):
-        load_config(BrokerConfig, overrides={"managedLedgerDefaultEnsembleSize": e,
-                                             "managedLedgerDefaultWriteQuorum": qw,
-                                             "managedLedgerDefaultAckQuorum": qa})
+        load_config(
+            BrokerConfig,
+            overrides={
+                "managedLedgerDefaultEnsembleSize": e,
+                "managedLedgerDefaultWriteQuorum": qw,
+                "managedLedgerDefaultAckQuorum": qa,
+            },
+        )
 
 
 @pytest.mark.parametrize("e, qw, qa", [(1, 1, 1), (3, 2, 2), (3, 3, 2), (5, 3, 1)])
 def test_broker_valid_quorums_load(e: int, qw: int, qa: int) -> None:
-    config = load_config(BrokerConfig, overrides={"managedLedgerDefaultEnsembleSize": str(e),
-                                                  "managedLedgerDefaultWriteQuorum": str(qw),
-                                                  "managedLedgerDefaultAckQuorum": str(qa)})
+    config = load_config(
+        BrokerConfig,
+        overrides={
+            "managedLedgerDefaultEnsembleSize": str(e),
+            "managedLedgerDefaultWriteQuorum": str(qw),
+            "managedLedgerDefaultAckQuorum": str(qa),
+        },
+    )
     assert (config.ensemble_size, config.write_quorum, config.ack_quorum) == (e, qw, qa)
 
 
@@ -155,13 +179,20 @@ def test_a_number_that_is_not_finite_is_refused(value: str) -> None:
     assert "a number" in str(caught.value)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"diskUsageThreshold": "0", "diskUsageWarnThreshold": "0", "diskUsageLwmThreshold": "0"},
-     "diskUsageThreshold (0.0) must be above 0 and below 1"),
-    ({"diskUsageThreshold": "1"}, "diskUsageThreshold (1.0) must be above 0 and below 1"),
-    ({"diskUsageThreshold": "0.9", "diskUsageWarnThreshold": "0.95", "diskUsageLwmThreshold": "0.8"},
-     "diskUsageWarnThreshold (0.95) must not exceed diskUsageThreshold (0.9)"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (
+            {"diskUsageThreshold": "0", "diskUsageWarnThreshold": "0", "diskUsageLwmThreshold": "0"},
+            "diskUsageThreshold (0.0) must be above 0 and below 1",
+        ),
+        ({"diskUsageThreshold": "1"}, "diskUsageThreshold (1.0) must be above 0 and below 1"),
+        (
+            {"diskUsageThreshold": "0.9", "diskUsageWarnThreshold": "0.95", "diskUsageLwmThreshold": "0.8"},
+            "diskUsageWarnThreshold (0.95) must not exceed diskUsageThreshold (0.9)",
+        ),
+    ],
+)
 def test_bookie_disk_thresholds_are_checked_as_bookkeeper_does(overrides: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(BookieConfig, overrides=overrides)

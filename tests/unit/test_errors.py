@@ -61,12 +61,15 @@ def test_unknown_code_is_unknown_server_error(code: str) -> None:
     assert "details" in str(error) and code in str(error)
 
 
-@pytest.mark.parametrize("error, code", [
-    (RuntimeError("bug"), ErrorCode.UNKNOWN_ERROR),
-    (ConnectionClosedError("gone"), ErrorCode.UNKNOWN_ERROR),
-    (InvalidCommandError("bad", 3), ErrorCode.INVALID_COMMAND),
-    (FrameTooLargeError("big"), ErrorCode.TOO_LARGE),
-])
+@pytest.mark.parametrize(
+    "error, code",
+    [
+        (RuntimeError("bug"), ErrorCode.UNKNOWN_ERROR),
+        (ConnectionClosedError("gone"), ErrorCode.UNKNOWN_ERROR),
+        (InvalidCommandError("bad", 3), ErrorCode.INVALID_COMMAND),
+        (FrameTooLargeError("big"), ErrorCode.TOO_LARGE),
+    ],
+)
 def test_local_errors_map_to_a_wire_code(error: BaseException, code: ErrorCode) -> None:
     assert code_for_error(error) is code
 

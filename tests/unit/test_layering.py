@@ -25,14 +25,18 @@ import pytest
 import minipulsar
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = {"minipulsar": "minipulsar", "bookie": "minipulsar.bookie", "broker": "minipulsar.broker",
-           "client": "minipulsar.client"}
+SOURCES = {
+    "minipulsar": "minipulsar",
+    "bookie": "minipulsar.bookie",
+    "broker": "minipulsar.broker",
+    "client": "minipulsar.client",
+}
 """Repository folder → the import name it is installed under (the folders under ``minipulsar/``
 are symbolic links to these, so the walk reads each file once, from its real folder)."""
 
 COMPONENTS = ("minipulsar.bookie", "minipulsar.broker", "minipulsar.client")
 APPLICATION = ("minipulsar.cli", "minipulsar.sync", "minipulsar.__main__")
-LAZY_EXPORTS = {name: "minipulsar.client" for name in minipulsar.__all__}
+LAZY_EXPORTS = dict.fromkeys(minipulsar.__all__, "minipulsar.client")
 """``from minipulsar import X``: the module the package root's ``__getattr__`` loads for X."""
 
 
@@ -87,10 +91,17 @@ def imports_of(source: str, module: str, path: Path, is_package: bool) -> list[I
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node, package)
             found.append(Import(module, base, path, node.lineno))
-            found += [Import(module, _from_target(base, alias.name), path, node.lineno)
-                      for alias in node.names if alias.name != "*"]
-        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-              and node.value.id == "minipulsar" and node.attr in LAZY_EXPORTS):
+            found += [
+                Import(module, _from_target(base, alias.name), path, node.lineno)
+                for alias in node.names
+                if alias.name != "*"
+            ]
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "minipulsar"
+            and node.attr in LAZY_EXPORTS
+        ):
             found.append(Import(module, LAZY_EXPORTS[node.attr], path, node.lineno))
     return found
 
@@ -145,8 +156,13 @@ def test_walk_sees_every_layer(project_imports: list[Import]) -> None:
     targets = {imp.target for imp in project_imports if imp.module == "minipulsar.net.connection"}
     assert "minipulsar.protocol.codec" in targets
     modules = {imp.module for imp in project_imports}
-    assert {"minipulsar.protocol.frames", "minipulsar.broker.service", "minipulsar.bookie.server",
-            "minipulsar.client.producer", "minipulsar.cli.main"} <= modules
+    assert {
+        "minipulsar.protocol.frames",
+        "minipulsar.broker.service",
+        "minipulsar.bookie.server",
+        "minipulsar.client.producer",
+        "minipulsar.cli.main",
+    } <= modules
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.importer or 'any'}-not-{'-'.join(r.forbidden)}")
@@ -157,51 +173,103 @@ def test_no_forbidden_import(rule: Rule, project_imports: list[Import]) -> None:
 
 # -- the checker itself: a rule that sees nothing would pass forever ---------------------------
 
+
 def _check(source: str, module: str, is_package: bool = False) -> list[str]:
     found = imports_of(source, module, ROOT / "x.py", is_package)
     return sorted({imp.target for rule in RULES for imp in violations(rule, found)})
 
 
-@pytest.mark.parametrize("source, module, is_package, expected", [
-    ("import asyncio", "minipulsar.protocol.codec", False, ["asyncio"]),
-    ("def f():\n    from minipulsar.net import connection", "minipulsar.protocol.frames", False,
-     ["minipulsar.net", "minipulsar.net.connection"]),
-    ("from ..net import writer", "minipulsar.protocol.codec", False, ["minipulsar.net", "minipulsar.net.writer"]),
-    ("from .. import net", "minipulsar.protocol", True, ["minipulsar.net"]),
-    ("import minipulsar.broker.server", "minipulsar.metadata.server", False, ["minipulsar.broker.server"]),
-    ("from minipulsar import Client", "minipulsar.metrics", False, ["minipulsar.client"]),
-    ("import minipulsar\nminipulsar.Producer", "minipulsar.config", False, ["minipulsar.client"]),
-    ("from minipulsar.cli.perf import options", "minipulsar.net.loop", False,
-     ["minipulsar.cli.perf", "minipulsar.cli.perf.options"]),
-    ("from minipulsar.sync import Client", "minipulsar.errors", False, ["minipulsar.sync", "minipulsar.sync.Client"]),
-    ("from minipulsar.bookie import journal", "minipulsar.broker.bookkeeper.client", False,
-     ["minipulsar.bookie", "minipulsar.bookie.journal"]),
-    ("from minipulsar.client.producer import Producer", "minipulsar.bookie.server", False,
-     ["minipulsar.client.producer", "minipulsar.client.producer.Producer"]),
-    ("from minipulsar import Client", "minipulsar.broker.admin", False, ["minipulsar.client"]),
-    ("import minipulsar.broker", "minipulsar.client.lookup", False, ["minipulsar.broker"]),
-    ("from minipulsar.cli import common", "minipulsar.bookie.server", False,
-     ["minipulsar.cli", "minipulsar.cli.common"]),
-    ("import client", "minipulsar.cli.main", False, ["client"]),
-    ("from bookie.journal import Journal", "minipulsar.bookie.server", False,
-     ["bookie.journal", "bookie.journal.Journal"]),
-], ids=["asyncio", "lazy-net", "relative-net", "relative-package", "core-broker", "core-lazy-client",
-        "core-attribute-client", "core-perf", "core-sync", "broker-bookie", "bookie-client",
-        "broker-lazy-client", "client-broker", "bookie-cli", "old-top-level-client", "old-top-level-bookie"])
+@pytest.mark.parametrize(
+    "source, module, is_package, expected",
+    [
+        ("import asyncio", "minipulsar.protocol.codec", False, ["asyncio"]),
+        (
+            "def f():\n    from minipulsar.net import connection",
+            "minipulsar.protocol.frames",
+            False,
+            ["minipulsar.net", "minipulsar.net.connection"],
+        ),
+        ("from ..net import writer", "minipulsar.protocol.codec", False, ["minipulsar.net", "minipulsar.net.writer"]),
+        ("from .. import net", "minipulsar.protocol", True, ["minipulsar.net"]),
+        ("import minipulsar.broker.server", "minipulsar.metadata.server", False, ["minipulsar.broker.server"]),
+        ("from minipulsar import Client", "minipulsar.metrics", False, ["minipulsar.client"]),
+        ("import minipulsar\nminipulsar.Producer", "minipulsar.config", False, ["minipulsar.client"]),
+        (
+            "from minipulsar.cli.perf import options",
+            "minipulsar.net.loop",
+            False,
+            ["minipulsar.cli.perf", "minipulsar.cli.perf.options"],
+        ),
+        (
+            "from minipulsar.sync import Client",
+            "minipulsar.errors",
+            False,
+            ["minipulsar.sync", "minipulsar.sync.Client"],
+        ),
+        (
+            "from minipulsar.bookie import journal",
+            "minipulsar.broker.bookkeeper.client",
+            False,
+            ["minipulsar.bookie", "minipulsar.bookie.journal"],
+        ),
+        (
+            "from minipulsar.client.producer import Producer",
+            "minipulsar.bookie.server",
+            False,
+            ["minipulsar.client.producer", "minipulsar.client.producer.Producer"],
+        ),
+        ("from minipulsar import Client", "minipulsar.broker.admin", False, ["minipulsar.client"]),
+        ("import minipulsar.broker", "minipulsar.client.lookup", False, ["minipulsar.broker"]),
+        (
+            "from minipulsar.cli import common",
+            "minipulsar.bookie.server",
+            False,
+            ["minipulsar.cli", "minipulsar.cli.common"],
+        ),
+        ("import client", "minipulsar.cli.main", False, ["client"]),
+        (
+            "from bookie.journal import Journal",
+            "minipulsar.bookie.server",
+            False,
+            ["bookie.journal", "bookie.journal.Journal"],
+        ),
+    ],
+    ids=[
+        "asyncio",
+        "lazy-net",
+        "relative-net",
+        "relative-package",
+        "core-broker",
+        "core-lazy-client",
+        "core-attribute-client",
+        "core-perf",
+        "core-sync",
+        "broker-bookie",
+        "bookie-client",
+        "broker-lazy-client",
+        "client-broker",
+        "bookie-cli",
+        "old-top-level-client",
+        "old-top-level-bookie",
+    ],
+)
 def test_checker_reports_forbidden_edges(source: str, module: str, is_package: bool, expected: list[str]) -> None:
     assert _check(source, module, is_package) == expected
 
 
-@pytest.mark.parametrize("source, module", [
-    ("from minipulsar.broker.service import BrokerService", "minipulsar.cli.broker"),
-    ("from minipulsar import client", "minipulsar"),
-    ("from minipulsar import Client", "minipulsar.cli.perf.producer"),
-    ("from minipulsar.client import Client", "minipulsar.sync"),
-    ("import clientele\nimport brokerage", "minipulsar.config"),
-    ("from minipulsar.protocol import codec\nimport asyncio", "minipulsar.net.connection"),
-    ("from minipulsar.net import connect", "minipulsar.client.connection"),
-    ("from .bookkeeper import client", "minipulsar.broker.server"),
-    ("from minipulsar import errors", "minipulsar.metadata.client"),
-])
+@pytest.mark.parametrize(
+    "source, module",
+    [
+        ("from minipulsar.broker.service import BrokerService", "minipulsar.cli.broker"),
+        ("from minipulsar import client", "minipulsar"),
+        ("from minipulsar import Client", "minipulsar.cli.perf.producer"),
+        ("from minipulsar.client import Client", "minipulsar.sync"),
+        ("import clientele\nimport brokerage", "minipulsar.config"),
+        ("from minipulsar.protocol import codec\nimport asyncio", "minipulsar.net.connection"),
+        ("from minipulsar.net import connect", "minipulsar.client.connection"),
+        ("from .bookkeeper import client", "minipulsar.broker.server"),
+        ("from minipulsar import errors", "minipulsar.metadata.client"),
+    ],
+)
 def test_checker_allows_permitted_edges(source: str, module: str) -> None:
     assert _check(source, module, is_package=module == "minipulsar") == []

@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from minipulsar.errors import ConnectionClosedError
 from minipulsar.cli.perf.report import PRODUCE
 from minipulsar.cli.perf.session import PerfInterrupted, PerfSession
 from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
+from minipulsar.errors import ConnectionClosedError
 
 DEADLINE_S = 5.0
 
@@ -103,8 +103,9 @@ async def test_periodic_lines_come_every_interval_and_the_aggregate_at_the_end()
         if len(lines) >= 2:
             two_lines.set()
 
-    run = PerfSession(PRODUCE, PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US),
-                      interval_s=0.02, emit=emit)
+    run = PerfSession(
+        PRODUCE, PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US), interval_s=0.02, emit=emit
+    )
     run.begin()
     run.stats.record(1024, 1500)
     await asyncio.wait_for(two_lines.wait(), DEADLINE_S)

@@ -8,7 +8,13 @@ import pytest
 
 from minipulsar.cli.standalone import ChildOptions, bookie_args, broker_args, metastore_args
 from minipulsar.cli.standalone_plan import (
-    Quorum, StandaloneState, bookie_ports, load_state, make_plan, quorum_for, save_state,
+    Quorum,
+    StandaloneState,
+    bookie_ports,
+    load_state,
+    make_plan,
+    quorum_for,
+    save_state,
 )
 from minipulsar.cli.supervisor import ReadyLine, describe_exit
 from minipulsar.errors import ConfigError
@@ -34,8 +40,9 @@ def test_explicit_bookie_port_wins_over_saved_ports() -> None:
 
 
 def test_plan_puts_journals_and_ledgers_under_their_roots(tmp_path: Path) -> None:
-    plan = make_plan(data_dir=tmp_path / "d", bookie_count=2, journal_root=tmp_path / "ssd",
-                     bookie_port=0, bookie_http_port=0)
+    plan = make_plan(
+        data_dir=tmp_path / "d", bookie_count=2, journal_root=tmp_path / "ssd", bookie_port=0, bookie_http_port=0
+    )
     assert [b.journal_dir for b in plan.bookies] == [tmp_path / "ssd/bookie-0", tmp_path / "ssd/bookie-1"]
     assert [b.ledger_dir for b in plan.bookies] == [tmp_path / "d/ledgers/bookie-0", tmp_path / "d/ledgers/bookie-1"]
     assert plan.log_dir == tmp_path / "d/logs" and plan.state_path == tmp_path / "d/standalone.json"
@@ -72,18 +79,27 @@ def test_state_round_trips_through_its_file(tmp_path: Path) -> None:
     assert load_state(path) == StandaloneState("127.0.0.1", {"bookie-0": 41234})
 
 
-@pytest.mark.parametrize("text", ["", "[]", '{"format": 1}', '{"format": 1, "bookie_ports": {"bookie-0": "x"}}',
-                                  '{"format": 9, "bookie_ports": {}}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "[]",
+        '{"format": 1}',
+        '{"format": 1, "bookie_ports": {"bookie-0": "x"}}',
+        '{"format": 9, "bookie_ports": {}}',
+    ],
+)
 def test_malformed_state_is_a_config_error_naming_the_file(tmp_path: Path, text: str) -> None:
     path = tmp_path / "standalone.json"
     path.write_text(text)
-    with pytest.raises(ConfigError, match="standalone.json"):
+    with pytest.raises(ConfigError, match=r"standalone\.json"):
         load_state(path)
 
 
 def test_ready_line_parses_address_and_http() -> None:
-    assert ReadyLine.parse("READY broker 127.0.0.1:6650 http=127.0.0.1:8080\n") == \
-        ReadyLine("broker", "127.0.0.1", 6650, ("127.0.0.1", 8080))
+    assert ReadyLine.parse("READY broker 127.0.0.1:6650 http=127.0.0.1:8080\n") == ReadyLine(
+        "broker", "127.0.0.1", 6650, ("127.0.0.1", 8080)
+    )
     assert ReadyLine.parse("READY metastore 127.0.0.1:6680") == ReadyLine("metastore", "127.0.0.1", 6680)
 
 

@@ -10,7 +10,8 @@ written ``Qw`` times to it (once per bookie of the write quorum), and ``Qw`` mor
 the ledger dirs share the device (the entry logs). So even a perfect broker reaches only
 ``1 / (Qw × (2 if shared else 1))`` of the probed rate — roughly: ``implied_device_mb_per_s``
 (the bytes the bookies wrote to the device, per second) can exceed the probe, which is one
-synchronous writer, since several bookies write at once and entry logs sync every 8 MiB. With ``--disk-model`` the bookies' writers are SIMULATED devices, one per
+synchronous writer, since several bookies write at once and entry logs sync every 8 MiB.
+With ``--disk-model`` the bookies' writers are SIMULATED devices, one per
 journal dir and one per ledger dir per bookie; their limits are reported beside the real ones.
 """
 
@@ -24,9 +25,11 @@ from bench.suite.probes import simulated_limits
 
 NAME = "disks"
 TITLE = "Disk placement: results against the mounts' limits"
-WHAT = ("Each mount probed first (4 KiB append + fdatasync, one at a time: fsyncs/s; 512 KiB "
-        "groups + fdatasync: sequential MB/s), then 64 KiB batched and 1 KiB unbatched messages "
-        "through the broker.")
+WHAT = (
+    "Each mount probed first (4 KiB append + fdatasync, one at a time: fsyncs/s; 512 KiB "
+    "groups + fdatasync: sequential MB/s), then 64 KiB batched and 1 KiB unbatched messages "
+    "through the broker."
+)
 LARGE_BYTES = 64 * 1024
 SMALL_BYTES = 1024
 
@@ -38,11 +41,20 @@ async def run(ctx: Context) -> dict[str, Any]:
     async with ctx.cluster() as cluster:
         for key, size, batching in (("large", LARGE_BYTES, True), ("small", SMALL_BYTES, False)):
             ctx.emit(f"{size} B, batching {'on' if batching else 'off'}")
-            produce_spec = ProduceSpec(topic=f"bench-disks-{size}", size_bytes=size, batching=batching,
-                                       duration_s=profile.duration_s, warmup_s=profile.warmup_s,
-                                       max_outstanding=profile.window(size), interval_s=profile.interval_s)
-            runs[key] = {"size_bytes": size, "batching": batching,
-                         **await ctx.measure(cluster, produce(cluster.service_url, produce_spec, ctx.emit))}
+            produce_spec = ProduceSpec(
+                topic=f"bench-disks-{size}",
+                size_bytes=size,
+                batching=batching,
+                duration_s=profile.duration_s,
+                warmup_s=profile.warmup_s,
+                max_outstanding=profile.window(size),
+                interval_s=profile.interval_s,
+            )
+            runs[key] = {
+                "size_bytes": size,
+                "batching": batching,
+                **await ctx.measure(cluster, produce(cluster.service_url, produce_spec, ctx.emit)),
+            }
     _, write_quorum, _ = spec.quorum
     shared = bool(probes.get("same_device"))
     amplification = write_quorum * (2 if shared else 1)
@@ -62,8 +74,11 @@ async def run(ctx: Context) -> dict[str, Any]:
         "implied_device_ratio": ratio * amplification if ratio is not None else None,
         "entries_per_s_1k_unbatched": small["msg_per_s"],
         "journal_fsyncs_per_s_4k": journal.get("fsyncs_per_s_4k"),
-        "entries_per_device_flush_1k": (small["msg_per_s"] / small["journal_device_flushes_per_s"]
-                                        if small.get("journal_device_flushes_per_s") else None),
+        "entries_per_device_flush_1k": (
+            small["msg_per_s"] / small["journal_device_flushes_per_s"]
+            if small.get("journal_device_flushes_per_s")
+            else None
+        ),
     }
     simulated = simulated_limits(spec.disk_model)
     if simulated is not None:

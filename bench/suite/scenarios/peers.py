@@ -28,41 +28,72 @@ from bench.suite.perf_adapter import ProduceSpec, produce
 
 NAME = "peers"
 TITLE = "minipulsar and its peers, same workload"
-WHAT = ("One producer (at most `max_outstanding` in flight, as fast as acknowledged) and one "
-        "consumer at the same time, same message size, each system's durable setting stated; "
-        "device flushes/s of the journal mount during each row.")
+WHAT = (
+    "One producer (at most `max_outstanding` in flight, as fast as acknowledged) and one "
+    "consumer at the same time, same message size, each system's durable setting stated; "
+    "device flushes/s of the journal mount during each row."
+)
 
 
 async def run(ctx: Context) -> dict[str, Any]:
     profile = ctx.profile
     rows: list[dict[str, Any]] = []
-    for label, bookies, batching in (("minipulsar, batched", ctx.cluster_spec.bookies, True),
-                                     ("minipulsar, unbatched", ctx.cluster_spec.bookies, False),
-                                     ("minipulsar 1 bookie, batched", 1, True)):
+    for label, bookies, batching in (
+        ("minipulsar, batched", ctx.cluster_spec.bookies, True),
+        ("minipulsar, unbatched", ctx.cluster_spec.bookies, False),
+        ("minipulsar 1 bookie, batched", 1, True),
+    ):
         async with ctx.cluster(bookies=bookies) as cluster:
             e, w, a = cluster.spec.quorum
             ctx.emit(label)
-            spec = ProduceSpec(topic=f"bench-peers-{bookies}-{batching}", size_bytes=profile.peer_size,
-                               batching=batching, duration_s=profile.duration_s, warmup_s=profile.warmup_s,
-                               max_outstanding=profile.window(profile.peer_size), consume=True, interval_s=profile.interval_s)
+            spec = ProduceSpec(
+                topic=f"bench-peers-{bookies}-{batching}",
+                size_bytes=profile.peer_size,
+                batching=batching,
+                duration_s=profile.duration_s,
+                warmup_s=profile.warmup_s,
+                max_outstanding=profile.window(profile.peer_size),
+                consume=True,
+                interval_s=profile.interval_s,
+            )
             figures = await ctx.measure(cluster, produce(cluster.service_url, spec, ctx.emit))
             sync = "journalSyncData=true" if cluster.spec.journal_sync else "journalSyncData=false"
-            rows.append({"system": label, "durability": f"{bookies} bookie(s), E/Qw/Qa {e}/{w}/{a}, {sync}"
-                         + (", SIMULATED disk" if cluster.spec.disk_model else ""), **figures})
-    workload = PeerWorkload(size_bytes=profile.peer_size, duration_s=profile.duration_s, warmup_s=profile.warmup_s,
-                            max_outstanding=profile.window(profile.peer_size), interval_s=profile.interval_s)
+            rows.append(
+                {
+                    "system": label,
+                    "durability": f"{bookies} bookie(s), E/Qw/Qa {e}/{w}/{a}, {sync}"
+                    + (", SIMULATED disk" if cluster.spec.disk_model else ""),
+                    **figures,
+                }
+            )
+    workload = PeerWorkload(
+        size_bytes=profile.peer_size,
+        duration_s=profile.duration_s,
+        warmup_s=profile.warmup_s,
+        max_outstanding=profile.window(profile.peer_size),
+        interval_s=profile.interval_s,
+    )
     parent = ctx.cluster_spec.journal_dir
     if parent is not None:
         parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="minipulsar-bench-peers-", dir=parent) as root:
         data = Path(root)
         peers: list[tuple[str, str | None, Callable[[], Awaitable[dict[str, Any]]]]] = [
-            (f"redis streams, appendfsync {mode}", redis_streams.unavailable_reason(),
-             lambda mode=mode: redis_streams.run(mode, data / f"redis-{mode}", data / f"redis-{mode}.log",
-                                                 workload, ctx.emit))
+            (
+                f"redis streams, appendfsync {mode}",
+                redis_streams.unavailable_reason(),
+                lambda mode=mode: redis_streams.run(
+                    mode, data / f"redis-{mode}", data / f"redis-{mode}.log", workload, ctx.emit
+                ),
+            )
             for mode in ("always", "everysec")
-        ] + [("nats jetstream, sync always", nats_jetstream.unavailable_reason(),
-              lambda: nats_jetstream.run(data / "nats", data / "nats.log", workload, ctx.emit))]
+        ] + [
+            (
+                "nats jetstream, sync always",
+                nats_jetstream.unavailable_reason(),
+                lambda: nats_jetstream.run(data / "nats", data / "nats.log", workload, ctx.emit),
+            )
+        ]
         for label, reason, start in peers:
             if reason is not None:
                 ctx.emit(f"SKIP {label}: {reason}")
@@ -80,12 +111,18 @@ async def run(ctx: Context) -> dict[str, Any]:
             figures["journal_device"] = flushes["device"]
             figures["journal_device_flushes_per_s"] = flushes["device_flushes_per_s"]
             lat = figures["latency"]
-            ctx.emit(f"  -> {figures['msg_per_s']:,.0f} msg/s, p99 {lat['p99_ms']:.2f} ms, "
-                     f"{flushes['device_flushes_per_s'] or 0:,.0f} device flushes/s")
+            ctx.emit(
+                f"  -> {figures['msg_per_s']:,.0f} msg/s, p99 {lat['p99_ms']:.2f} ms, "
+                f"{flushes['device_flushes_per_s'] or 0:,.0f} device flushes/s"
+            )
             rows.append({"system": label, **figures})
     reference = rows[0].get("msg_per_s")
     for row in rows:
         if row.get("msg_per_s") and reference:
             row["minipulsar_ratio"] = reference / row["msg_per_s"]
-    return {"rows": rows, "size_bytes": profile.peer_size, "max_outstanding": profile.window(profile.peer_size),
-            "reference": rows[0]["system"]}
+    return {
+        "rows": rows,
+        "size_bytes": profile.peer_size,
+        "max_outstanding": profile.window(profile.peer_size),
+        "reference": rows[0]["system"],
+    }

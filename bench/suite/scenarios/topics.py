@@ -15,9 +15,11 @@ from bench.suite.perf_adapter import ProduceSpec, produce
 
 NAME = "topics"
 TITLE = "Scale in topics"
-WHAT = ("The same total rate (1 KiB messages, batching on) spread evenly over N topics, one "
-        "producer each, all in one client; a fresh cluster per N. Memory: resident set (VmRSS) "
-        "of the broker and of the largest bookie, after the run.")
+WHAT = (
+    "The same total rate (1 KiB messages, batching on) spread evenly over N topics, one "
+    "producer each, all in one client; a fresh cluster per N. Memory: resident set (VmRSS) "
+    "of the broker and of the largest bookie, after the run."
+)
 SIZE_BYTES = 1024
 
 
@@ -27,12 +29,25 @@ async def run(ctx: Context) -> dict[str, Any]:
         ctx.emit(f"{count:,} topic(s) at {profile.topics_total_rate:,} msg/s in all")
         async with ctx.cluster() as cluster:
             at_start = cluster.memory_mb()
-            spec = ProduceSpec(topic=f"bench-topics-{count}", num_topics=count, size_bytes=SIZE_BYTES,
-                               rate=profile.topics_total_rate, duration_s=profile.duration_s,
-                               warmup_s=profile.warmup_s, max_outstanding=profile.window(SIZE_BYTES),
-                               interval_s=profile.interval_s)
+            spec = ProduceSpec(
+                topic=f"bench-topics-{count}",
+                num_topics=count,
+                size_bytes=SIZE_BYTES,
+                rate=profile.topics_total_rate,
+                duration_s=profile.duration_s,
+                warmup_s=profile.warmup_s,
+                max_outstanding=profile.window(SIZE_BYTES),
+                interval_s=profile.interval_s,
+            )
             figures = await ctx.measure(cluster, produce(cluster.service_url, spec, ctx.emit))
-            rows.append({"topics": count, "target_rate": profile.topics_total_rate, "size_bytes": SIZE_BYTES,
-                         "broker_rss_mb_start": at_start["broker_rss_mb"],
-                         "bookie_rss_mb_start": at_start["bookie_rss_mb_max"], **figures})
+            rows.append(
+                {
+                    "topics": count,
+                    "target_rate": profile.topics_total_rate,
+                    "size_bytes": SIZE_BYTES,
+                    "broker_rss_mb_start": at_start["broker_rss_mb"],
+                    "bookie_rss_mb_start": at_start["bookie_rss_mb_max"],
+                    **figures,
+                }
+            )
     return {"rows": rows}

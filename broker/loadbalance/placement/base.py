@@ -17,7 +17,8 @@ from minipulsar.broker.loadbalance.load_data import LoadData
 class PlacementStrategy(Protocol):
     name: str
 
-    def select_broker(self, candidates: Sequence[str], bundle: str, bundle_data: BundleData,
-                      load_data: LoadData) -> str | None:
+    def select_broker(
+        self, candidates: Sequence[str], bundle: str, bundle_data: BundleData, load_data: LoadData
+    ) -> str | None:
         """One of ``candidates``, or None when there is none."""
         ...

@@ -32,8 +32,9 @@ class LeastLongTermMessageRate:
         preallocated = sum(b.long_term.msg_rate for b in data.preallocated.values())
         return preallocated + data.time_average.long_term_msg_rate
 
-    def select_broker(self, candidates: Sequence[str], bundle: str, bundle_data: BundleData,
-                      load_data: LoadData) -> str | None:
+    def select_broker(
+        self, candidates: Sequence[str], bundle: str, bundle_data: BundleData, load_data: LoadData
+    ) -> str | None:
         if not candidates:
             return None
         scores = {b: self.score(load_data.brokers[b]) for b in sorted(candidates)}

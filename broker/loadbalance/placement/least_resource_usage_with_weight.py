@@ -37,8 +37,9 @@ class LeastResourceUsageWithWeight:
         self.averages[broker] = usage if previous is None else h * previous + (1 - h) * usage
         return self.averages[broker]
 
-    def select_broker(self, candidates: Sequence[str], bundle: str, bundle_data: BundleData,
-                      load_data: LoadData) -> str | None:
+    def select_broker(
+        self, candidates: Sequence[str], bundle: str, bundle_data: BundleData, load_data: LoadData
+    ) -> str | None:
         if not candidates:
             return None
         for broker in [b for b in self.averages if b not in load_data.brokers]:

@@ -36,8 +36,9 @@ def remove_most_servicing_brokers(bundle: str, candidates: list[str], load_data:
     return [b for b in candidates if counts[b] == fewest]
 
 
-def select_broker(bundle: str, load_data: LoadData, strategy: PlacementStrategy,
-                  settings: LoadBalancerSettings) -> str | None:
+def select_broker(
+    bundle: str, load_data: LoadData, strategy: PlacementStrategy, settings: LoadBalancerSettings
+) -> str | None:
     """The broker ``bundle`` should go to, or None when no broker reports."""
     everyone = sorted(load_data.brokers)
     if not everyone:

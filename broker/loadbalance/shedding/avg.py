@@ -43,8 +43,9 @@ class AvgShedder:
     # -- shedding -------------------------------------------------------------------------------
 
     def find_bundles_for_unloading(self, load_data: LoadData, now_s: float) -> list[Unload]:
-        self.scores = {b: 100.0 * d.local.max_resource_usage_with_weight(self._weights)
-                       for b, d in load_data.brokers.items()}
+        self.scores = {
+            b: 100.0 * d.local.max_resource_usage_with_weight(self._weights) for b, d in load_data.brokers.items()
+        }
         pairs = self._pairs(sorted(self.scores, key=lambda b: (self.scores[b], b)))
         if not pairs:
             self.hits_high.clear()
@@ -82,8 +83,11 @@ class AvgShedder:
 
     def _fires(self, low: str, high: str) -> bool:
         s = self._settings
-        return any(self.hits_high.get(b, 0) >= s.avg_shedder_hit_count_high_threshold
-                   or self.hits_low.get(b, 0) >= s.avg_shedder_hit_count_low_threshold for b in (low, high))
+        return any(
+            self.hits_high.get(b, 0) >= s.avg_shedder_hit_count_high_threshold
+            or self.hits_low.get(b, 0) >= s.avg_shedder_hit_count_low_threshold
+            for b in (low, high)
+        )
 
     def _shed(self, low: str, high: str, load_data: LoadData) -> list[Unload]:
         s = self._settings
@@ -112,14 +116,15 @@ class AvgShedder:
 
     # -- placement ------------------------------------------------------------------------------
 
-    def select_broker(self, candidates: Sequence[str], bundle: str, bundle_data: BundleData,
-                      load_data: LoadData) -> str | None:
+    def select_broker(
+        self, candidates: Sequence[str], bundle: str, bundle_data: BundleData, load_data: LoadData
+    ) -> str | None:
         if not candidates:
             return None
         planned = self.plan.get(bundle)
         if planned is not None and planned in candidates:
             return planned
         ranked = sorted(candidates)
-        index = zlib.crc32(str(self._rng.randint(-2**31, 2**31 - 1)).encode()) % len(ranked)
+        index = zlib.crc32(str(self._rng.randint(-(2**31), 2**31 - 1)).encode()) % len(ranked)
         self.plan[bundle] = ranked[index]
         return ranked[index]

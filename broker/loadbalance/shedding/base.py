@@ -36,9 +36,14 @@ def pick_by_throughput(data: BrokerData, load_data: LoadData, need_bytes: float)
     """OverloadShedder's and ThresholdShedder's pick: the broker's bundles that were not
     unloaded recently, largest short-term throughput first, until at least ``need_bytes`` is
     picked (always at least one)."""
-    ranked = sorted(((load_data.bundles[b].short_term.msg_throughput, b) for b in data.local.bundles
-                     if b in load_data.bundles and b not in load_data.recently_unloaded),
-                    key=lambda item: (-item[0], item[1]))
+    ranked = sorted(
+        (
+            (load_data.bundles[b].short_term.msg_throughput, b)
+            for b in data.local.bundles
+            if b in load_data.bundles and b not in load_data.recently_unloaded
+        ),
+        key=lambda item: (-item[0], item[1]),
+    )
     picked: list[str] = []
     marked = 0.0
     for throughput, bundle in ranked:

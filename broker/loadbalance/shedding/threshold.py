@@ -70,8 +70,9 @@ class ThresholdShedder:
             return []
         return [Unload(broker, bundle, reason) for bundle in pick_by_throughput(data, load_data, need)]
 
-    def _shed_for_underloaded(self, load_data: LoadData, averages: dict[str, float], avg: float,
-                              threshold: float) -> list[Unload]:
+    def _shed_for_underloaded(
+        self, load_data: LoadData, averages: dict[str, float], avg: float, threshold: float
+    ) -> list[Unload]:
         """PR 17456: someone is below the band while nobody is above it — take a little from
         the busiest broker (Pulsar advances the averages once more here; we do not)."""
         if not any(h < avg - threshold for h in averages.values()):

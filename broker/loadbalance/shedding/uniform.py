@@ -38,9 +38,12 @@ class UniformLoadShedder:
         max_tput, min_tput = tput[tput_max_broker], min(tput.values())
         min_rate = 1.0 if abs(min_rate) <= EPS else min_rate
         min_tput = 1.0 if abs(min_tput) <= EPS else min_tput
-        rate_exceeded = s.msg_rate_difference_pct > 0 and (max_rate - min_rate) * 100 / min_rate > s.msg_rate_difference_pct
-        tput_exceeded = (s.msg_throughput_multiplier_difference > 0
-                         and max_tput / min_tput > s.msg_throughput_multiplier_difference)
+        rate_exceeded = (
+            s.msg_rate_difference_pct > 0 and (max_rate - min_rate) * 100 / min_rate > s.msg_rate_difference_pct
+        )
+        tput_exceeded = (
+            s.msg_throughput_multiplier_difference > 0 and max_tput / min_tput > s.msg_throughput_multiplier_difference
+        )
         if rate_exceeded:
             need = int((max_rate - min_rate) * s.max_unload_percentage)
             return self._pick(rate_max_broker, load_data, need, s.min_unload_message, by_rate=True)

@@ -29,30 +29,46 @@ if TYPE_CHECKING:
     from minipulsar.cli.perf.managed_ledger import BookKeeperFactory
 
 
-async def run_produce(options: ProduceOptions, *, stop: asyncio.Event | None = None,
-                      emit: Emit | None = print_line) -> PerfResult:
+async def run_produce(
+    options: ProduceOptions, *, stop: asyncio.Event | None = None, emit: Emit | None = print_line
+) -> PerfResult:
     """See :func:`minipulsar.cli.perf.producer.run_produce`."""
     from minipulsar.cli.perf.producer import run_produce as run
 
     return await run(options, stop=stop, emit=emit)
 
 
-async def run_consume(options: ConsumeOptions, *, stop: asyncio.Event | None = None,
-                      emit: Emit | None = print_line) -> PerfResult:
+async def run_consume(
+    options: ConsumeOptions, *, stop: asyncio.Event | None = None, emit: Emit | None = print_line
+) -> PerfResult:
     """See :func:`minipulsar.cli.perf.consumer.run_consume`."""
     from minipulsar.cli.perf.consumer import run_consume as run
 
     return await run(options, stop=stop, emit=emit)
 
 
-async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Event | None = None,
-                             emit: Emit | None = print_line,
-                             bookkeeper: "BookKeeperFactory | None" = None) -> PerfResult:
+async def run_managed_ledger(
+    options: ManagedLedgerOptions,
+    *,
+    stop: asyncio.Event | None = None,
+    emit: Emit | None = print_line,
+    bookkeeper: BookKeeperFactory | None = None,
+) -> PerfResult:
     """See :func:`minipulsar.cli.perf.managed_ledger.run_managed_ledger`."""
     from minipulsar.cli.perf.managed_ledger import run_managed_ledger as run
 
     return await run(options, stop=stop, emit=emit, bookkeeper=bookkeeper)
 
 
-__all__ = ["ConsumeOptions", "IntervalStats", "LatencySummary", "ManagedLedgerOptions", "PerfInterrupted",
-           "PerfResult", "ProduceOptions", "run_consume", "run_managed_ledger", "run_produce"]
+__all__ = [
+    "ConsumeOptions",
+    "IntervalStats",
+    "LatencySummary",
+    "ManagedLedgerOptions",
+    "PerfInterrupted",
+    "PerfResult",
+    "ProduceOptions",
+    "run_consume",
+    "run_managed_ledger",
+    "run_produce",
+]

@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from minipulsar.errors import MiniPulsarError
 from minipulsar.cli.perf.options import (
     COMPRESSIONS,
     DEFAULT_BATCH_MAX_BYTES,
@@ -39,13 +38,17 @@ from minipulsar.cli.perf.options import (
     ManagedLedgerOptions,
     ProduceOptions,
 )
+from minipulsar.errors import MiniPulsarError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    perf = subparsers.add_parser("perf", help="benchmarks: produce, consume, managed-ledger (as pulsar-perf)",
-                                 description="Throughput and latency benchmarks with pulsar-perf's flags and output.")
+    perf = subparsers.add_parser(
+        "perf",
+        help="benchmarks: produce, consume, managed-ledger (as pulsar-perf)",
+        description="Throughput and latency benchmarks with pulsar-perf's flags and output.",
+    )
     modes = perf.add_subparsers(dest="perf_mode", required=True, metavar="MODE")
     _add_produce(modes)
     _add_consume(modes)
@@ -54,33 +57,55 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def _mode(modes: argparse._SubParsersAction, name: str, help_text: str) -> argparse.ArgumentParser:
     # allow_abbrev off: pulsar-perf's one-dash flags (-time, -db, -bm …) must match exactly
-    return modes.add_parser(name, help=help_text, description=help_text, allow_abbrev=False,
-                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    return modes.add_parser(
+        name,
+        help=help_text,
+        description=help_text,
+        allow_abbrev=False,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
 
 
 def _add_produce(modes: argparse._SubParsersAction) -> None:
     p = _mode(modes, "produce", "Publish at a fixed rate and measure publish latency.")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
     _service(p)
-    p.add_argument("-r", "--rate", type=_non_negative(float), default=100.0,
-                   help="messages/s across all topics; 0 = as fast as possible")
+    p.add_argument(
+        "-r",
+        "--rate",
+        type=_non_negative(float),
+        default=100.0,
+        help="messages/s across all topics; 0 = as fast as possible",
+    )
     p.add_argument("-s", "--size", type=_non_negative(int), default=1024, help="message size (bytes)")
-    p.add_argument("-t", "--num-topics", type=_positive(int), default=None,
-                   help="with one TOPIC: use TOPIC-0 .. TOPIC-(N-1)")
+    p.add_argument(
+        "-t", "--num-topics", type=_positive(int), default=None, help="with one TOPIC: use TOPIC-0 .. TOPIC-(N-1)"
+    )
     p.add_argument("-n", "--num-producers", type=_positive(int), default=1, help="producers per topic")
     _duration(p, "messages to publish in total")
-    p.add_argument("--warmup-time", type=_non_negative(float), default=1.0,
-                   help="seconds whose latencies are not recorded")
+    p.add_argument(
+        "--warmup-time", type=_non_negative(float), default=1.0, help="seconds whose latencies are not recorded"
+    )
     p.add_argument("-b", "--batch-time-window", type=float, default=1.0, help="batch messages in this window (ms)")
     p.add_argument("-bm", "--batch-max-messages", type=int, default=1000, help="maximum messages per batch")
-    p.add_argument("-bb", "--batch-max-bytes", type=int, default=DEFAULT_BATCH_MAX_BYTES,
-                   help="maximum bytes per batch")
+    p.add_argument(
+        "-bb", "--batch-max-bytes", type=int, default=DEFAULT_BATCH_MAX_BYTES, help="maximum bytes per batch"
+    )
     p.add_argument("-db", "--disable-batching", action="store_true", help="send every message on its own")
-    p.add_argument("-o", "--max-outstanding", type=_non_negative(int), default=1000,
-                   help="maximum messages in flight per producer (0: bounded by the client's memory limit)")
+    p.add_argument(
+        "-o",
+        "--max-outstanding",
+        type=_non_negative(int),
+        default=1000,
+        help="maximum messages in flight per producer (0: bounded by the client's memory limit)",
+    )
     p.add_argument("-z", "--compression", type=str.upper, choices=COMPRESSIONS, default="NONE")
-    p.add_argument("--send-timeout", type=_non_negative(float), default=0.0,
-                   help="seconds a message may wait for its receipt; 0 = forever")
+    p.add_argument(
+        "--send-timeout",
+        type=_non_negative(float),
+        default=0.0,
+        help="seconds a message may wait for its receipt; 0 = forever",
+    )
     _reporting(p)
     p.set_defaults(func=run_perf, make_options=_produce_options)
 
@@ -89,20 +114,41 @@ def _add_consume(modes: argparse._SubParsersAction) -> None:
     p = _mode(modes, "consume", "Receive and acknowledge; measure end-to-end latency (publish time to receive).")
     p.add_argument("topics", nargs="+", metavar="TOPIC")
     _service(p)
-    p.add_argument("-t", "--num-topics", type=_positive(int), default=None,
-                   help="with one TOPIC: use TOPIC-0 .. TOPIC-(N-1)")
+    p.add_argument(
+        "-t", "--num-topics", type=_positive(int), default=None, help="with one TOPIC: use TOPIC-0 .. TOPIC-(N-1)"
+    )
     p.add_argument("-n", "--num-consumers", type=_positive(int), default=1, help="consumers per subscription")
-    p.add_argument("-ns", "--num-subscriptions", type=_positive(int), default=None,
-                   help="with one subscription name SUB: use SUB-0 .. SUB-(N-1) (default: as given)")
-    p.add_argument("-ss", "--subscriptions", action="append", default=None, metavar="SUB[,SUB]",
-                   help="subscription names (repeatable or comma-separated; default: sub)")
+    p.add_argument(
+        "-ns",
+        "--num-subscriptions",
+        type=_positive(int),
+        default=None,
+        help="with one subscription name SUB: use SUB-0 .. SUB-(N-1) (default: as given)",
+    )
+    p.add_argument(
+        "-ss",
+        "--subscriptions",
+        action="append",
+        default=None,
+        metavar="SUB[,SUB]",
+        help="subscription names (repeatable or comma-separated; default: sub)",
+    )
     p.add_argument("-st", "--subscription-type", choices=SUBSCRIPTION_TYPES, default="Exclusive")
     p.add_argument("-sp", "--subscription-position", choices=SUBSCRIPTION_POSITIONS, default="Latest")
-    p.add_argument("-r", "--rate", type=_non_negative(float), default=0.0,
-                   help="simulate a slow consumer: messages/s in all; 0 = as they come")
+    p.add_argument(
+        "-r",
+        "--rate",
+        type=_non_negative(float),
+        default=0.0,
+        help="simulate a slow consumer: messages/s in all; 0 = as they come",
+    )
     p.add_argument("-q", "--receiver-queue-size", type=_non_negative(int), default=1000)
-    p.add_argument("--acks-delay-millis", type=_non_negative(float), default=100.0,
-                   help="acknowledgements are grouped and sent this often")
+    p.add_argument(
+        "--acks-delay-millis",
+        type=_non_negative(float),
+        default=100.0,
+        help="acknowledgements are grouped and sent this often",
+    )
     _duration(p, "messages to receive in total")
     _reporting(p)
     p.set_defaults(func=run_perf, make_options=_consume_options)
@@ -110,23 +156,47 @@ def _add_consume(modes: argparse._SubParsersAction) -> None:
 
 def _add_managed_ledger(modes: argparse._SubParsersAction) -> None:
     p = _mode(modes, "managed-ledger", "Write entries straight to the bookies (no broker); measure add latency.")
-    p.add_argument("-md", "--metadata-store", required=True, metavar="URL",
-                   help="where the bookies are registered, e.g. metastore://127.0.0.1:6680")
-    p.add_argument("-r", "--rate", type=_non_negative(float), default=100.0,
-                   help="entries/s across all ledgers; 0 = as fast as possible")
+    p.add_argument(
+        "-md",
+        "--metadata-store",
+        required=True,
+        metavar="URL",
+        help="where the bookies are registered, e.g. metastore://127.0.0.1:6680",
+    )
+    p.add_argument(
+        "-r",
+        "--rate",
+        type=_non_negative(float),
+        default=100.0,
+        help="entries/s across all ledgers; 0 = as fast as possible",
+    )
     p.add_argument("-s", "--size", type=_non_negative(int), default=1024, help="entry size (bytes)")
-    p.add_argument("-t", "--num-topic", "--num-ledgers", dest="num_ledgers", type=_positive(int), default=1,
-                   help="number of ledgers")
+    p.add_argument(
+        "-t",
+        "--num-topic",
+        "--num-ledgers",
+        dest="num_ledgers",
+        type=_positive(int),
+        default=1,
+        help="number of ledgers",
+    )
     p.add_argument("-e", "--ensemble-size", type=_positive(int), default=1)
     p.add_argument("-w", "--write-quorum", type=_positive(int), default=1)
     p.add_argument("-a", "--ack-quorum", type=_positive(int), default=1)
-    p.add_argument("-o", "--max-outstanding", type=_non_negative(int), default=1000,
-                   help="maximum adds in flight (0: unbounded)")
+    p.add_argument(
+        "-o", "--max-outstanding", type=_non_negative(int), default=1000, help="maximum adds in flight (0: unbounded)"
+    )
     _duration(p, "entries to write in total")
-    p.add_argument("--warmup-time", type=_non_negative(float), default=0.0,
-                   help="seconds whose latencies are not recorded")
-    p.add_argument("-i", "--stats-interval-seconds", type=_positive(float), default=DEFAULT_STATS_INTERVAL_S,
-                   help="seconds between periodic lines")
+    p.add_argument(
+        "--warmup-time", type=_non_negative(float), default=0.0, help="seconds whose latencies are not recorded"
+    )
+    p.add_argument(
+        "-i",
+        "--stats-interval-seconds",
+        type=_positive(float),
+        default=DEFAULT_STATS_INTERVAL_S,
+        help="seconds between periodic lines",
+    )
     p.add_argument("--json", metavar="FILE", type=Path, help="also write the figures to FILE as JSON")
     p.set_defaults(func=run_perf, make_options=_managed_ledger_options)
 
@@ -137,51 +207,99 @@ def _service(p: argparse.ArgumentParser) -> None:
 
 def _duration(p: argparse.ArgumentParser, messages_help: str) -> None:
     p.add_argument("-m", "--num-messages", type=_non_negative(int), default=0, help=f"{messages_help}; 0 = no limit")
-    p.add_argument("-time", "--test-duration", type=_non_negative(float), default=0.0,
-                   help="seconds to run; 0 = until Ctrl-C (or -m)")
+    p.add_argument(
+        "-time",
+        "--test-duration",
+        type=_non_negative(float),
+        default=0.0,
+        help="seconds to run; 0 = until Ctrl-C (or -m)",
+    )
 
 
 def _reporting(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--stats-interval-seconds", type=_positive(float), default=DEFAULT_STATS_INTERVAL_S,
-                   help="seconds between periodic lines")
+    p.add_argument(
+        "-i",
+        "--stats-interval-seconds",
+        type=_positive(float),
+        default=DEFAULT_STATS_INTERVAL_S,
+        help="seconds between periodic lines",
+    )
     p.add_argument("--json", metavar="FILE", type=Path, help="also write the figures to FILE as JSON")
-    p.add_argument("--operation-timeout", type=_positive(float), default=30.0, metavar="SECONDS",
-                   help="give up on an unreachable cluster after this long")
+    p.add_argument(
+        "--operation-timeout",
+        type=_positive(float),
+        default=30.0,
+        metavar="SECONDS",
+        help="give up on an unreachable cluster after this long",
+    )
 
 
 # -- flags → options ------------------------------------------------------------------------------
 
+
 def _produce_options(args: argparse.Namespace) -> ProduceOptions:
     return ProduceOptions(
-        topics=args.topics, service_url=args.service_url, rate_per_s=args.rate, size_bytes=args.size,
-        num_topics=args.num_topics, num_producers=args.num_producers, num_messages=args.num_messages,
-        duration_s=args.test_duration, warmup_s=args.warmup_time, batching=not args.disable_batching,
-        batch_time_window_ms=args.batch_time_window, batch_max_messages=args.batch_max_messages,
-        batch_max_bytes=args.batch_max_bytes, max_outstanding=args.max_outstanding, compression=args.compression,
-        send_timeout_s=args.send_timeout, stats_interval_s=args.stats_interval_seconds,
-        operation_timeout_s=args.operation_timeout)
+        topics=args.topics,
+        service_url=args.service_url,
+        rate_per_s=args.rate,
+        size_bytes=args.size,
+        num_topics=args.num_topics,
+        num_producers=args.num_producers,
+        num_messages=args.num_messages,
+        duration_s=args.test_duration,
+        warmup_s=args.warmup_time,
+        batching=not args.disable_batching,
+        batch_time_window_ms=args.batch_time_window,
+        batch_max_messages=args.batch_max_messages,
+        batch_max_bytes=args.batch_max_bytes,
+        max_outstanding=args.max_outstanding,
+        compression=args.compression,
+        send_timeout_s=args.send_timeout,
+        stats_interval_s=args.stats_interval_seconds,
+        operation_timeout_s=args.operation_timeout,
+    )
 
 
 def _consume_options(args: argparse.Namespace) -> ConsumeOptions:
     subscriptions = [name.strip() for item in (args.subscriptions or ["sub"]) for name in item.split(",")]
     return ConsumeOptions(
-        topics=args.topics, service_url=args.service_url, num_topics=args.num_topics,
-        num_consumers=args.num_consumers, subscriptions=subscriptions, num_subscriptions=args.num_subscriptions,
-        subscription_type=args.subscription_type, subscription_position=args.subscription_position,
-        rate_per_s=args.rate, receiver_queue_size=args.receiver_queue_size, acks_delay_ms=args.acks_delay_millis,
-        num_messages=args.num_messages, duration_s=args.test_duration, stats_interval_s=args.stats_interval_seconds,
-        operation_timeout_s=args.operation_timeout)
+        topics=args.topics,
+        service_url=args.service_url,
+        num_topics=args.num_topics,
+        num_consumers=args.num_consumers,
+        subscriptions=subscriptions,
+        num_subscriptions=args.num_subscriptions,
+        subscription_type=args.subscription_type,
+        subscription_position=args.subscription_position,
+        rate_per_s=args.rate,
+        receiver_queue_size=args.receiver_queue_size,
+        acks_delay_ms=args.acks_delay_millis,
+        num_messages=args.num_messages,
+        duration_s=args.test_duration,
+        stats_interval_s=args.stats_interval_seconds,
+        operation_timeout_s=args.operation_timeout,
+    )
 
 
 def _managed_ledger_options(args: argparse.Namespace) -> ManagedLedgerOptions:
     return ManagedLedgerOptions(
-        metadata_url=args.metadata_store, rate_per_s=args.rate, size_bytes=args.size, num_ledgers=args.num_ledgers,
-        ensemble_size=args.ensemble_size, write_quorum=args.write_quorum, ack_quorum=args.ack_quorum,
-        max_outstanding=args.max_outstanding, num_messages=args.num_messages, duration_s=args.test_duration,
-        warmup_s=args.warmup_time, stats_interval_s=args.stats_interval_seconds)
+        metadata_url=args.metadata_store,
+        rate_per_s=args.rate,
+        size_bytes=args.size,
+        num_ledgers=args.num_ledgers,
+        ensemble_size=args.ensemble_size,
+        write_quorum=args.write_quorum,
+        ack_quorum=args.ack_quorum,
+        max_outstanding=args.max_outstanding,
+        num_messages=args.num_messages,
+        duration_s=args.test_duration,
+        warmup_s=args.warmup_time,
+        stats_interval_s=args.stats_interval_seconds,
+    )
 
 
 # -- running --------------------------------------------------------------------------------------
+
 
 def run_perf(args: argparse.Namespace) -> int:
     try:
@@ -190,8 +308,8 @@ def run_perf(args: argparse.Namespace) -> int:
         return _fail(str(error), EXIT_USAGE)
     _setup_logging()
     where = getattr(options, "service_url", None) or getattr(options, "metadata_url", "")
-    from minipulsar.net.loop import run
     from minipulsar.cli.perf import PerfInterrupted
+    from minipulsar.net.loop import run
 
     try:
         result = run(_run_until_signal(args.perf_mode, options))
@@ -221,8 +339,7 @@ async def _run_until_signal(mode: str, options: Any):
     KeyboardInterrupt (Python's default handler, put back after the first)."""
     from minipulsar.cli import perf
 
-    runner = {"produce": perf.run_produce, "consume": perf.run_consume,
-              "managed-ledger": perf.run_managed_ledger}[mode]
+    runner = {"produce": perf.run_produce, "consume": perf.run_consume, "managed-ledger": perf.run_managed_ledger}[mode]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -244,7 +361,6 @@ async def bookkeeper_client(metadata_url: str) -> AsyncIterator[Any]:
     """The broker's BookKeeper client on the metadata store at ``metadata_url``, for
     ``perf managed-ledger`` (here because only ``minipulsar.cli`` may import ``broker``)."""
     from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
-
     from minipulsar.metadata import open_metadata_store
 
     store = await open_metadata_store(metadata_url)
@@ -268,6 +384,7 @@ def _non_negative(kind: type):
         if value < 0:
             raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
         return value
+
     parse.__name__ = kind.__name__  # argparse names the type in its "invalid int value" message
     return parse
 
@@ -278,6 +395,7 @@ def _positive(kind: type):
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         return value
+
     parse.__name__ = kind.__name__
     return parse
 

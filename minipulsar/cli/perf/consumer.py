@@ -18,24 +18,29 @@ import time
 from dataclasses import asdict
 
 from minipulsar import Client, ConsumerType, InitialPosition
-from minipulsar.errors import MiniPulsarError
 from minipulsar.cli.perf.options import ConsumeOptions
 from minipulsar.cli.perf.rate_limiter import RateLimiter
 from minipulsar.cli.perf.report import CONSUME, PerfResult
 from minipulsar.cli.perf.session import YIELD_EVERY, Emit, PerfSession, print_line
 from minipulsar.cli.perf.stats import MAX_LATENCY_MS, PerfStats
 from minipulsar.cli.perf.topics import expand_subscriptions, expand_topics
+from minipulsar.errors import MiniPulsarError
+
 
 def consumer_settings(options: ConsumeOptions) -> dict:
     """``subscribe`` keyword arguments for ``options``."""
-    return dict(consumer_type=ConsumerType(options.subscription_type),
-                initial_position=InitialPosition(options.subscription_position),
-                receiver_queue_size=options.receiver_queue_size,
-                acknowledgment_group_time_ms=options.acks_delay_ms, ack_receipt_enabled=False)
+    return {
+        "consumer_type": ConsumerType(options.subscription_type),
+        "initial_position": InitialPosition(options.subscription_position),
+        "receiver_queue_size": options.receiver_queue_size,
+        "acknowledgment_group_time_ms": options.acks_delay_ms,
+        "ack_receipt_enabled": False,
+    }
 
 
-async def run_consume(options: ConsumeOptions, *, stop: asyncio.Event | None = None,
-                      emit: Emit | None = print_line) -> PerfResult:
+async def run_consume(
+    options: ConsumeOptions, *, stop: asyncio.Event | None = None, emit: Emit | None = print_line
+) -> PerfResult:
     """Run ``perf consume``; ``emit`` and ``stop`` as :func:`minipulsar.cli.perf.run_produce`.
 
     Raises:
@@ -48,14 +53,22 @@ async def run_consume(options: ConsumeOptions, *, stop: asyncio.Event | None = N
     topics = expand_topics(options.topics, options.num_topics)
     subscriptions = expand_subscriptions(options.subscriptions, options.num_subscriptions)
     stats = PerfStats(latency_unit_ms=1.0, latency_highest=MAX_LATENCY_MS)
-    session = PerfSession(CONSUME, stats, interval_s=options.stats_interval_s, duration_s=options.duration_s,
-                          emit=emit, stop=stop)
+    session = PerfSession(
+        CONSUME, stats, interval_s=options.stats_interval_s, duration_s=options.duration_s, emit=emit, stop=stop
+    )
     limiter = RateLimiter(options.rate_per_s) if options.rate_per_s > 0 else None
     async with Client(options.service_url, operation_timeout_seconds=options.operation_timeout_s) as client:
         settings = consumer_settings(options)
-        consumers = await session.set_up(asyncio.gather(*(
-            client.subscribe(topic, subscription, **settings)
-            for topic in topics for subscription in subscriptions for _ in range(options.num_consumers))))
+        consumers = await session.set_up(
+            asyncio.gather(
+                *(
+                    client.subscribe(topic, subscription, **settings)
+                    for topic in topics
+                    for subscription in subscriptions
+                    for _ in range(options.num_consumers)
+                )
+            )
+        )
         session.begin()
         for consumer in consumers:
             session.start_worker(_receive(consumer, session, limiter, options.num_messages))

@@ -42,9 +42,13 @@ BookKeeperFactory = Callable[[str], contextlib.AbstractAsyncContextManager[Any]]
 ``add(payload) -> Future`` and ``close()`` (the broker's ``BookKeeper``)."""
 
 
-async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Event | None = None,
-                             emit: Emit | None = print_line,
-                             bookkeeper: BookKeeperFactory | None = None) -> PerfResult:
+async def run_managed_ledger(
+    options: ManagedLedgerOptions,
+    *,
+    stop: asyncio.Event | None = None,
+    emit: Emit | None = print_line,
+    bookkeeper: BookKeeperFactory | None = None,
+) -> PerfResult:
     """Run ``perf managed-ledger``; ``emit`` and ``stop`` as :func:`minipulsar.cli.perf.run_produce`.
 
     Raises:
@@ -57,13 +61,27 @@ async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Eve
         from minipulsar.cli.perf.command import bookkeeper_client as bookkeeper
     payload = make_payload(options.size_bytes)
     stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
-    session = PerfSession(MANAGED_LEDGER, stats, interval_s=options.stats_interval_s,
-                          duration_s=options.duration_s, warmup_s=options.warmup_s, emit=emit, stop=stop)
+    session = PerfSession(
+        MANAGED_LEDGER,
+        stats,
+        interval_s=options.stats_interval_s,
+        duration_s=options.duration_s,
+        warmup_s=options.warmup_s,
+        emit=emit,
+        stop=stop,
+    )
     async with contextlib.AsyncExitStack() as stack:
         client = await session.set_up(stack.enter_async_context(bookkeeper(options.metadata_url)))
-        ledgers = await session.set_up(asyncio.gather(*(
-            client.create_ledger(options.ensemble_size, options.write_quorum, options.ack_quorum,
-                                 dict(LEDGER_METADATA)) for _ in range(options.num_ledgers))))
+        ledgers = await session.set_up(
+            asyncio.gather(
+                *(
+                    client.create_ledger(
+                        options.ensemble_size, options.write_quorum, options.ack_quorum, dict(LEDGER_METADATA)
+                    )
+                    for _ in range(options.num_ledgers)
+                )
+            )
+        )
         in_flight: set[asyncio.Future] = set()
         session.begin()
         session.start_worker(_write(list(ledgers), payload, session, options, in_flight))
@@ -74,8 +92,9 @@ async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Eve
         if in_flight:
             _, late = await asyncio.wait(in_flight, timeout=DRAIN_TIMEOUT_S)
             if late:
-                log.warning("%d adds still in flight %.0f s after the end of the run; not counted",
-                            len(late), DRAIN_TIMEOUT_S)
+                log.warning(
+                    "%d adds still in flight %.0f s after the end of the run; not counted", len(late), DRAIN_TIMEOUT_S
+                )
         session.end()
         for ledger in ledgers:
             with contextlib.suppress(Exception):  # the figures are in; a failed close changes nothing
@@ -83,8 +102,9 @@ async def run_managed_ledger(options: ManagedLedgerOptions, *, stop: asyncio.Eve
     return session.result(targets=[str(ledger.ledger_id) for ledger in ledgers], options=asdict(options))
 
 
-async def _write(ledgers: list, payload: bytes, session: PerfSession, options: ManagedLedgerOptions,
-                 in_flight: set[asyncio.Future]) -> None:
+async def _write(
+    ledgers: list, payload: bytes, session: PerfSession, options: ManagedLedgerOptions, in_flight: set[asyncio.Future]
+) -> None:
     limiter = RateLimiter(options.rate_per_s) if options.rate_per_s > 0 else None
     window = asyncio.Semaphore(options.max_outstanding) if options.max_outstanding > 0 else None
     on_added = _completion(session, len(payload), window, in_flight)
@@ -111,8 +131,9 @@ async def _write(ledgers: list, payload: bytes, session: PerfSession, options: M
         sent += 1
 
 
-def _completion(session: PerfSession, size_bytes: int, window: asyncio.Semaphore | None,
-                in_flight: set[asyncio.Future]):
+def _completion(
+    session: PerfSession, size_bytes: int, window: asyncio.Semaphore | None, in_flight: set[asyncio.Future]
+):
     stats = session.stats
     warmup_end_ns = int(session.warmup_end_s * 1e9)
 

@@ -68,8 +68,10 @@ class ProduceOptions:
         _check(self.rate_per_s >= 0, f"rate must be >= 0, got {self.rate_per_s}")
         _check(self.size_bytes >= 0, f"size must be >= 0, got {self.size_bytes}")
         _check(self.num_producers >= 1, f"num_producers must be >= 1, got {self.num_producers}")
-        _check(self.num_messages >= 0 and self.duration_s >= 0 and self.warmup_s >= 0,
-               "num_messages, duration and warm-up time must be >= 0")
+        _check(
+            self.num_messages >= 0 and self.duration_s >= 0 and self.warmup_s >= 0,
+            "num_messages, duration and warm-up time must be >= 0",
+        )
         _check(self.max_outstanding >= 0, f"max_outstanding must be >= 0, got {self.max_outstanding}")
         _check(self.stats_interval_s > 0, f"the stats interval must be > 0 s, got {self.stats_interval_s}")
         _check(self.send_timeout_s >= 0 and self.operation_timeout_s > 0, "timeouts must be >= 0")
@@ -108,15 +110,21 @@ class ConsumeOptions:
         expand_subscriptions(self.subscriptions, self.num_subscriptions)
         types = {t.lower().replace("_", ""): t for t in SUBSCRIPTION_TYPES}
         self.subscription_type = types.get(self.subscription_type.lower().replace("_", ""), self.subscription_type)
-        _check(self.subscription_type in SUBSCRIPTION_TYPES,
-               f"subscription type must be one of {', '.join(SUBSCRIPTION_TYPES)}")
+        _check(
+            self.subscription_type in SUBSCRIPTION_TYPES,
+            f"subscription type must be one of {', '.join(SUBSCRIPTION_TYPES)}",
+        )
         self.subscription_position = self.subscription_position.capitalize()
         _check(self.subscription_position in SUBSCRIPTION_POSITIONS, "subscription position must be Latest or Earliest")
         _check(self.num_consumers >= 1, f"num_consumers must be >= 1, got {self.num_consumers}")
-        _check(not (self.subscription_type == "Exclusive" and self.num_consumers > 1),
-               "Only one consumer is allowed when subscriptionType is Exclusive")
-        _check(self.rate_per_s >= 0 and self.receiver_queue_size >= 0 and self.acks_delay_ms >= 0,
-               "rate, receiver queue size and acks delay must be >= 0")
+        _check(
+            not (self.subscription_type == "Exclusive" and self.num_consumers > 1),
+            "Only one consumer is allowed when subscriptionType is Exclusive",
+        )
+        _check(
+            self.rate_per_s >= 0 and self.receiver_queue_size >= 0 and self.acks_delay_ms >= 0,
+            "rate, receiver queue size and acks delay must be >= 0",
+        )
         _check(self.num_messages >= 0 and self.duration_s >= 0, "num_messages and duration must be >= 0")
         _check(self.stats_interval_s > 0, f"the stats interval must be > 0 s, got {self.stats_interval_s}")
         _check(self.operation_timeout_s > 0, "the operation timeout must be > 0")
@@ -142,12 +150,18 @@ class ManagedLedgerOptions:
 
     def __post_init__(self) -> None:
         _check(bool(self.metadata_url), "the metadata store URL is required (--metadata-store)")
-        _check(self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1,
-               f"quorums must satisfy ensemble >= write quorum >= ack quorum >= 1, got "
-               f"{self.ensemble_size}/{self.write_quorum}/{self.ack_quorum}")
+        _check(
+            self.ensemble_size >= self.write_quorum >= self.ack_quorum >= 1,
+            f"quorums must satisfy ensemble >= write quorum >= ack quorum >= 1, got "
+            f"{self.ensemble_size}/{self.write_quorum}/{self.ack_quorum}",
+        )
         _check(self.num_ledgers >= 1, f"num_ledgers must be >= 1, got {self.num_ledgers}")
-        _check(self.rate_per_s >= 0 and self.size_bytes >= 0 and self.max_outstanding >= 0,
-               "rate, size and max outstanding must be >= 0")
-        _check(self.num_messages >= 0 and self.duration_s >= 0 and self.warmup_s >= 0,
-               "num_messages, duration and warm-up time must be >= 0")
+        _check(
+            self.rate_per_s >= 0 and self.size_bytes >= 0 and self.max_outstanding >= 0,
+            "rate, size and max outstanding must be >= 0",
+        )
+        _check(
+            self.num_messages >= 0 and self.duration_s >= 0 and self.warmup_s >= 0,
+            "num_messages, duration and warm-up time must be >= 0",
+        )
         _check(self.stats_interval_s > 0, f"the stats interval must be > 0 s, got {self.stats_interval_s}")

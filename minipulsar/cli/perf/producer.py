@@ -20,7 +20,6 @@ import time
 from dataclasses import asdict
 
 from minipulsar import AlreadyClosed, Client, CompressionType
-from minipulsar.errors import MiniPulsarError
 from minipulsar.cli.perf.options import ProduceOptions
 from minipulsar.cli.perf.payload import make_payload
 from minipulsar.cli.perf.rate_limiter import RateLimiter
@@ -28,25 +27,34 @@ from minipulsar.cli.perf.report import PRODUCE, PerfResult
 from minipulsar.cli.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
 from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
 from minipulsar.cli.perf.topics import expand_topics
+from minipulsar.errors import MiniPulsarError
 
 log = logging.getLogger(__name__)
 
+
 def producer_settings(options: ProduceOptions) -> dict:
     """``create_producer`` keyword arguments for ``options``."""
-    settings = dict(max_pending_messages=options.max_outstanding, block_if_queue_full=True,
-                    send_timeout_millis=int(options.send_timeout_s * 1000),
-                    compression_type=CompressionType(options.compression),
-                    batching_enabled=options.batching_enabled)
+    settings = {
+        "max_pending_messages": options.max_outstanding,
+        "block_if_queue_full": True,
+        "send_timeout_millis": int(options.send_timeout_s * 1000),
+        "compression_type": CompressionType(options.compression),
+        "batching_enabled": options.batching_enabled,
+    }
     if options.batching_enabled:
-        settings.update(batching_max_publish_delay_ms=max(0.0, options.batch_time_window_ms),
-                        batching_max_messages=options.batch_max_messages if options.batch_max_messages > 0 else 1000,
-                        batching_max_allowed_size_in_bytes=options.batch_max_bytes if options.batch_max_bytes > 0
-                        else 4 * 1024 * 1024)
+        settings.update(
+            batching_max_publish_delay_ms=max(0.0, options.batch_time_window_ms),
+            batching_max_messages=options.batch_max_messages if options.batch_max_messages > 0 else 1000,
+            batching_max_allowed_size_in_bytes=options.batch_max_bytes
+            if options.batch_max_bytes > 0
+            else 4 * 1024 * 1024,
+        )
     return settings
 
 
-async def run_produce(options: ProduceOptions, *, stop: asyncio.Event | None = None,
-                      emit: Emit | None = print_line) -> PerfResult:
+async def run_produce(
+    options: ProduceOptions, *, stop: asyncio.Event | None = None, emit: Emit | None = print_line
+) -> PerfResult:
     """Run ``perf produce``; ``emit`` gets each periodic line and the two aggregate lines
     (None: silent); setting ``stop`` ends the run early (``result.interrupted``).
 
@@ -59,12 +67,22 @@ async def run_produce(options: ProduceOptions, *, stop: asyncio.Event | None = N
     topics = expand_topics(options.topics, options.num_topics)
     payload = make_payload(options.size_bytes)
     stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
-    session = PerfSession(PRODUCE, stats, interval_s=options.stats_interval_s, duration_s=options.duration_s,
-                          warmup_s=options.warmup_s, emit=emit, stop=stop)
+    session = PerfSession(
+        PRODUCE,
+        stats,
+        interval_s=options.stats_interval_s,
+        duration_s=options.duration_s,
+        warmup_s=options.warmup_s,
+        emit=emit,
+        stop=stop,
+    )
     async with Client(options.service_url, operation_timeout_seconds=options.operation_timeout_s) as client:
         settings = producer_settings(options)
-        producers = await session.set_up(asyncio.gather(*(
-            client.create_producer(topic, **settings) for topic in topics for _ in range(options.num_producers))))
+        producers = await session.set_up(
+            asyncio.gather(
+                *(client.create_producer(topic, **settings) for topic in topics for _ in range(options.num_producers))
+            )
+        )
         session.begin()
         session.start_worker(_send(list(producers), payload, session, options))
         try:
@@ -112,8 +130,7 @@ def _completion(session: PerfSession, size_bytes: int):
             stats.record_failure()
             if first_failure[0]:
                 first_failure[0] = False
-                log.warning("a message failed: %s: %s (further failures are only counted)",
-                            type(error).__name__, error)
+                log.warning("a message failed: %s: %s (further failures are only counted)", type(error).__name__, error)
 
     return on_complete
 
@@ -122,7 +139,7 @@ async def _drain(producers) -> None:
     """Wait for the receipts of what is in flight (bounded: the figures should not wait forever)."""
     try:
         await asyncio.wait_for(asyncio.gather(*(p.flush() for p in producers)), DRAIN_TIMEOUT_S)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.warning("messages still unacknowledged %.0f s after the end of the run; not counted", DRAIN_TIMEOUT_S)
     except MiniPulsarError as error:
         log.warning("flushing the producers failed: %s", error)

@@ -20,8 +20,9 @@ DEFAULT_BURST_S = 1.0
 
 
 class RateLimiter:
-    def __init__(self, rate_per_s: float, *, burst_s: float = DEFAULT_BURST_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, rate_per_s: float, *, burst_s: float = DEFAULT_BURST_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         """``rate_per_s`` > 0 permits per second; the first is due at once."""
         if rate_per_s <= 0:
             raise ValueError(f"rate must be > 0, got {rate_per_s}")

@@ -22,18 +22,22 @@ LATENCY_KINDS = {PRODUCE: "publish", CONSUME: "end-to-end", MANAGED_LEDGER: "add
 
 def _ms3(latency: LatencySummary, with_99999: bool = False) -> str:
     """Latency in ms with three decimals (produce, managed-ledger)."""
-    head = (f"Latency: mean: {latency.mean_ms:7.3f} ms - med: {latency.p50_ms:7.3f}"
-            f" - 95pct: {latency.p95_ms:7.3f} - 99pct: {latency.p99_ms:7.3f}"
-            f" - 99.9pct: {latency.p999_ms:7.3f} - 99.99pct: {latency.p9999_ms:7.3f}")
+    head = (
+        f"Latency: mean: {latency.mean_ms:7.3f} ms - med: {latency.p50_ms:7.3f}"
+        f" - 95pct: {latency.p95_ms:7.3f} - 99pct: {latency.p99_ms:7.3f}"
+        f" - 99.9pct: {latency.p999_ms:7.3f} - 99.99pct: {latency.p9999_ms:7.3f}"
+    )
     tail = f" - 99.999pct: {latency.p99999_ms:7.3f}" if with_99999 else ""
     return f"{head}{tail} - Max: {latency.max_ms:7.3f}"
 
 
 def _ms_whole(latency: LatencySummary, with_99999: bool = False) -> str:
     """Latency with a 3-decimal mean and whole-ms percentiles (consume)."""
-    head = (f"Latency: mean: {latency.mean_ms:.3f} ms - med: {latency.p50_ms:.0f}"
-            f" - 95pct: {latency.p95_ms:.0f} - 99pct: {latency.p99_ms:.0f}"
-            f" - 99.9pct: {latency.p999_ms:.0f} - 99.99pct: {latency.p9999_ms:.0f}")
+    head = (
+        f"Latency: mean: {latency.mean_ms:.3f} ms - med: {latency.p50_ms:.0f}"
+        f" - 95pct: {latency.p95_ms:.0f} - 99pct: {latency.p99_ms:.0f}"
+        f" - 99.9pct: {latency.p999_ms:.0f} - 99.99pct: {latency.p9999_ms:.0f}"
+    )
     tail = f" - 99.999pct: {latency.p99999_ms:.0f}" if with_99999 else ""
     return f"{head}{tail} - Max: {latency.max_ms:.0f}"
 
@@ -41,10 +45,14 @@ def _ms_whole(latency: LatencySummary, with_99999: bool = False) -> str:
 def interval_line(mode: str, interval: IntervalStats) -> str:
     """The periodic line of ``mode``."""
     if mode == CONSUME:
-        return (f"Throughput received: {interval.total_messages:7d} msg --- {interval.msg_per_s:.3f} msg/s"
-                f" --- {interval.mbit_per_s:.3f} Mbit/s --- {_ms_whole(interval.latency)}")
-    head = (f"Throughput produced: {interval.total_messages:7d} msg --- {interval.msg_per_s:8.1f} msg/s"
-            f" --- {interval.mbit_per_s:8.1f} Mbit/s")
+        return (
+            f"Throughput received: {interval.total_messages:7d} msg --- {interval.msg_per_s:.3f} msg/s"
+            f" --- {interval.mbit_per_s:.3f} Mbit/s --- {_ms_whole(interval.latency)}"
+        )
+    head = (
+        f"Throughput produced: {interval.total_messages:7d} msg --- {interval.msg_per_s:8.1f} msg/s"
+        f" --- {interval.mbit_per_s:8.1f} Mbit/s"
+    )
     if mode == PRODUCE:
         head += f" --- failure {interval.failures_per_s:8.1f} msg/s"
     return f"{head} --- {_ms3(interval.latency)}"
@@ -87,13 +95,17 @@ class PerfResult:
     def aggregate_lines(self) -> list[str]:
         """pulsar-perf's two closing lines."""
         if self.mode == CONSUME:
-            return [f"Aggregated throughput stats --- {self.messages} records received --- {self.msg_per_s:.3f} msg/s"
-                    f" --- {self.mbit_per_s:.3f} Mbit/s --- AckRate: {self.ack_per_s:.1f} msg/s"
-                    f" --- ack failed {self.ack_failures} msg",
-                    f"Aggregated latency stats --- {_ms_whole(self.latency, with_99999=True)}"]
-        return [f"Aggregated throughput stats --- {self.messages} records sent --- {self.msg_per_s:.3f} msg/s"
-                f" --- {self.mbit_per_s:.3f} Mbit/s",
-                f"Aggregated latency stats --- {_ms3(self.latency, with_99999=True)}"]
+            return [
+                f"Aggregated throughput stats --- {self.messages} records received --- {self.msg_per_s:.3f} msg/s"
+                f" --- {self.mbit_per_s:.3f} Mbit/s --- AckRate: {self.ack_per_s:.1f} msg/s"
+                f" --- ack failed {self.ack_failures} msg",
+                f"Aggregated latency stats --- {_ms_whole(self.latency, with_99999=True)}",
+            ]
+        return [
+            f"Aggregated throughput stats --- {self.messages} records sent --- {self.msg_per_s:.3f} msg/s"
+            f" --- {self.mbit_per_s:.3f} Mbit/s",
+            f"Aggregated latency stats --- {_ms3(self.latency, with_99999=True)}",
+        ]
 
     def to_json(self) -> dict[str, Any]:
         """Plain data: every field, ``latency_kind``, intervals as objects (all latencies in ms)."""

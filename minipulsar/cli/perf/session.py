@@ -16,9 +16,9 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from minipulsar.errors import MiniPulsarError
 from minipulsar.cli.perf.report import PerfResult, interval_line
 from minipulsar.cli.perf.stats import IntervalStats, PerfStats, mbit_per_s
+from minipulsar.errors import MiniPulsarError
 
 Emit = Callable[[str], None]
 MB = 1_000_000
@@ -41,8 +41,17 @@ def print_line(line: str) -> None:
 
 
 class PerfSession:
-    def __init__(self, mode: str, stats: PerfStats, *, interval_s: float, duration_s: float = 0.0,
-                 warmup_s: float = 0.0, emit: Emit | None = print_line, stop: asyncio.Event | None = None) -> None:
+    def __init__(
+        self,
+        mode: str,
+        stats: PerfStats,
+        *,
+        interval_s: float,
+        duration_s: float = 0.0,
+        warmup_s: float = 0.0,
+        emit: Emit | None = print_line,
+        stop: asyncio.Event | None = None,
+    ) -> None:
         if interval_s <= 0:
             raise ValueError(f"the stats interval must be > 0 s, got {interval_s}")
         self.mode = mode
@@ -170,14 +179,24 @@ class PerfSession:
         stats = self.stats
         duration_s = max(0.0, self.end_s - self.start_s)
         result = PerfResult(
-            mode=self.mode, messages=stats.messages, bytes=stats.bytes, failures=stats.failures,
-            duration_s=duration_s, msg_per_s=stats.messages / duration_s if duration_s else 0.0,
+            mode=self.mode,
+            messages=stats.messages,
+            bytes=stats.bytes,
+            failures=stats.failures,
+            duration_s=duration_s,
+            msg_per_s=stats.messages / duration_s if duration_s else 0.0,
             mbit_per_s=mbit_per_s(stats.bytes, duration_s),
             mb_per_s=stats.bytes / duration_s / MB if duration_s else 0.0,
-            latency=stats.latency.cumulative(), acks=stats.acks, ack_failures=stats.ack_failures,
-            ack_per_s=stats.acks / duration_s if duration_s else 0.0, interrupted=self.interrupted,
-            error=_describe(self.error) if self.error is not None else None, targets=targets, options=options,
-            intervals=list(self.intervals))
+            latency=stats.latency.cumulative(),
+            acks=stats.acks,
+            ack_failures=stats.ack_failures,
+            ack_per_s=stats.acks / duration_s if duration_s else 0.0,
+            interrupted=self.interrupted,
+            error=_describe(self.error) if self.error is not None else None,
+            targets=targets,
+            options=options,
+            intervals=list(self.intervals),
+        )
         for line in result.aggregate_lines():
             self.emit(line)
         return result

@@ -51,21 +51,22 @@ class LatencySummary:
     max_ms: float = 0.0
 
     @classmethod
-    def of(cls, histogram: HdrHistogram, value_sum: int, unit_ms: float) -> "LatencySummary":
+    def of(cls, histogram: HdrHistogram, value_sum: int, unit_ms: float) -> LatencySummary:
         count = histogram.get_total_count()
         if count == 0:
             return cls()
         values = histogram.get_percentile_to_value_dict(list(PERCENTILES))
         p50, p95, p99, p999, p9999, p99999 = (values[p] * unit_ms for p in PERCENTILES)
         # the exact mean (HdrHistogram's get_mean_value walks every bucket: ~40 ms a call)
-        return cls(count, value_sum / count * unit_ms, p50, p95, p99, p999, p9999, p99999,
-                   histogram.get_max_value() * unit_ms)
+        return cls(
+            count, value_sum / count * unit_ms, p50, p95, p99, p999, p9999, p99999, histogram.get_max_value() * unit_ms
+        )
 
 
 class LatencyRecorder:
     """Interval and cumulative latency histograms. ``record(value)`` is the hot path."""
 
-    __slots__ = ("unit_ms", "_highest", "_pending", "_interval", "_cumulative", "_cumulative_sum", "record")
+    __slots__ = ("_cumulative", "_cumulative_sum", "_highest", "_interval", "_pending", "record", "unit_ms")
 
     def __init__(self, unit_ms: float, highest_value: int) -> None:
         self.unit_ms = unit_ms
@@ -154,11 +155,15 @@ class PerfStats:
         elapsed_s = now - self._interval_start_s
         messages, size_bytes, failures, acks = self._marks
         interval = IntervalStats(
-            elapsed_s=elapsed_s, total_messages=self.messages, messages=self.messages - messages,
+            elapsed_s=elapsed_s,
+            total_messages=self.messages,
+            messages=self.messages - messages,
             msg_per_s=_rate(self.messages - messages, elapsed_s),
             mbit_per_s=mbit_per_s(self.bytes - size_bytes, elapsed_s),
             failures_per_s=_rate(self.failures - failures, elapsed_s),
-            acks_per_s=_rate(self.acks - acks, elapsed_s), latency=self.latency.take_interval())
+            acks_per_s=_rate(self.acks - acks, elapsed_s),
+            latency=self.latency.take_interval(),
+        )
         self._marks = (self.messages, self.bytes, self.failures, self.acks)
         self._interval_start_s = now
         return interval

@@ -17,13 +17,17 @@ _images = itertools.count()
 
 
 def bookie_config(root: Path, **overrides) -> BookieConfig:
-    return load_config(BookieConfig, overrides={
-        "journalDirectories": f"{root}/journal-a,{root}/journal-b",
-        "ledgerDirectories": f"{root}/ledgers-a,{root}/ledgers-b",
-        "journalPreAllocSizeMB": 1, "journalMaxGroupWaitMSec": 0,
-        "flushInterval": 3_600_000,  # checkpoints only when a test asks (or a cache half fills)
-        **{k: str(v) for k, v in overrides.items()},
-    })
+    return load_config(
+        BookieConfig,
+        overrides={
+            "journalDirectories": f"{root}/journal-a,{root}/journal-b",
+            "ledgerDirectories": f"{root}/ledgers-a,{root}/ledgers-b",
+            "journalPreAllocSizeMB": 1,
+            "journalMaxGroupWaitMSec": 0,
+            "flushInterval": 3_600_000,  # checkpoints only when a test asks (or a cache half fills)
+            **{k: str(v) for k, v in overrides.items()},
+        },
+    )
 
 
 async def started_bookie(root: Path, **overrides) -> Bookie:
@@ -59,8 +63,13 @@ def payload_for(ledger_id: int, entry_id: int, size: int = 1000) -> bytes:
 
 async def add_many(bookie: Bookie, ledgers: range | list[int], entries: range, size: int = 1000) -> None:
     """Pipelined adds of ``payload_for(l, e, size)`` for every ledger and entry."""
-    await asyncio.gather(*(add(bookie, ledger_id, entry_id, payload_for(ledger_id, entry_id, size))
-                           for entry_id in entries for ledger_id in ledgers))
+    await asyncio.gather(
+        *(
+            add(bookie, ledger_id, entry_id, payload_for(ledger_id, entry_id, size))
+            for entry_id in entries
+            for ledger_id in ledgers
+        )
+    )
 
 
 async def read_all(bookie: Bookie, ledger_id: int, first: int, count: int) -> list[tuple[int, bytes]]:

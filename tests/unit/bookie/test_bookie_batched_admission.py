@@ -58,12 +58,20 @@ _store_names = itertools.count()
 
 
 def bookie_config(root: Path, **overrides: Any) -> BookieConfig:
-    return load_config(BookieConfig, overrides={
-        "bookiePort": 0, "httpServerPort": 0, "metadataServiceUri": f"memory://batched-admission-{next(_store_names)}",
-        "journalDirectories": str(root / "journal"), "ledgerDirectories": str(root / "ledgers"),
-        "journalPreAllocSizeMB": 1, "journalMaxGroupWaitMSec": 0, "zkTimeout": 2000,
-        **{key: str(value) for key, value in overrides.items()},
-    })
+    return load_config(
+        BookieConfig,
+        overrides={
+            "bookiePort": 0,
+            "httpServerPort": 0,
+            "metadataServiceUri": f"memory://batched-admission-{next(_store_names)}",
+            "journalDirectories": str(root / "journal"),
+            "ledgerDirectories": str(root / "ledgers"),
+            "journalPreAllocSizeMB": 1,
+            "journalMaxGroupWaitMSec": 0,
+            "zkTimeout": 2000,
+            **{key: str(value) for key, value in overrides.items()},
+        },
+    )
 
 
 @contextlib.asynccontextmanager
@@ -116,8 +124,14 @@ class RawBookieClient:
         return next(self._ids)
 
     def add(self, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> AddEntry:
-        return AddEntry(id=self.next_id(), ledger_id=ledger_id, entry_id=entry_id, payload=payload,
-                        lac=entry_id - 1, recovery=recovery)
+        return AddEntry(
+            id=self.next_id(),
+            ledger_id=ledger_id,
+            entry_id=entry_id,
+            payload=payload,
+            lac=entry_id - 1,
+            recovery=recovery,
+        )
 
     async def send_in_one_read(self, commands: list[Command]) -> None:
         """One write of every frame, which the bookie then takes in one read."""
@@ -164,8 +178,9 @@ class RawBookieClient:
     async def read_all(self, ledger_id: int, count: int) -> list[tuple[int, bytes]]:
         got: list[tuple[int, bytes]] = []
         while len(got) < count:
-            response = await self.request(ReadEntry(id=self.next_id(), ledger_id=ledger_id,
-                                                    first_entry_id=len(got), count=count - len(got)))
+            response = await self.request(
+                ReadEntry(id=self.next_id(), ledger_id=ledger_id, first_entry_id=len(got), count=count - len(got))
+            )
             assert isinstance(response, ReadEntryResponse), response
             got.extend((entry_id, payload) for entry_id, payload in response.entries)
         return got
@@ -200,8 +215,10 @@ def payload(ledger_id: int, entry_id: int, tag: str = "", size: int = 100) -> by
 
 
 def is_ack(response: Command, add: AddEntry) -> bool:
-    return (isinstance(response, AddEntryResponse)
-            and (response.ledger_id, response.entry_id) == (add.ledger_id, add.entry_id))
+    return isinstance(response, AddEntryResponse) and (response.ledger_id, response.entry_id) == (
+        add.ledger_id,
+        add.entry_id,
+    )
 
 
 def is_error(response: Command, code: str) -> bool:
@@ -223,7 +240,8 @@ def reserved_bytes(service: BookieService) -> int:
 
 
 async def test_one_read_of_adds_for_several_ledgers_is_admitted_and_answered_together(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: the adds of one read for ledgers of one journal go through one ``try_add_all``,
     one journal hand-over (``Journal.try_add_all``), one ``add_entries`` into the storage and
     one ``adds_done``; every request id is acknowledged and reads back."""
@@ -233,14 +251,18 @@ async def test_one_read_of_adds_for_several_ledgers_is_admitted_and_answered_tog
         admitted, handed_over = Spy(monkeypatch, bookie, "try_add_all"), Spy(monkeypatch, journal, "try_add_all")
         stored = Spy(monkeypatch, bookie.storage, "add_entries")
         answered = Spy(monkeypatch, client.server, "adds_done")
-        adds = [client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
-                for entry_id in range(6) for ledger_id in (5, 6, 7)]
+        adds = [
+            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            for entry_id in range(6)
+            for ledger_id in (5, 6, 7)
+        ]
         await client.send_in_one_read(adds)
         answers = await client.answers(adds)
         assert all(is_ack(answers[add.id], add) for add in adds), answers
         assert [(len(args[0]), result) for args, result in admitted.calls] == [(len(adds), len(adds))]
-        assert [(args[0], result) for args, result in handed_over.calls] == [(adds, True)], \
+        assert [(args[0], result) for args, result in handed_over.calls] == [(adds, True)], (
             "admitted together: one journal hand-over of the whole read"
+        )
         assert [args[0] for args, _ in stored.calls] == [adds], "one add_entries call for the run"
         assert [(args[0], args[2]) for args, _ in answered.calls] == [(adds, None)], "one adds_done for the run"
         for ledger_id in (5, 6, 7):
@@ -249,15 +271,19 @@ async def test_one_read_of_adds_for_several_ledgers_is_admitted_and_answered_tog
 
 
 async def test_a_fenced_ledger_in_one_read_refuses_only_its_own_adds(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: in one read carrying adds for several ledgers, one of them fenced, the fenced
     ledger's adds get LedgerFenced and the others are acknowledged; every request id is
     answered exactly once, and no write-cache room stays reserved."""
     async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
         await fence(client, 9)
         admitted = Spy(monkeypatch, service.bookie, "try_add_all")
-        adds = [client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
-                for entry_id in range(4) for ledger_id in (8, 9, 10)]
+        adds = [
+            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            for entry_id in range(4)
+            for ledger_id in (8, 9, 10)
+        ]
         in_progress_before = bookie_metrics.TOTALS.adds_in_progress
         client.received.clear()
         await client.send_in_one_read(adds)
@@ -278,7 +304,8 @@ async def test_a_fenced_ledger_in_one_read_refuses_only_its_own_adds(
 
 
 async def test_recovery_adds_pass_a_fenced_ledger_in_the_same_read_as_refused_normal_adds(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: on a fenced ledger, the recovery adds of a read are acknowledged and stored while
     the normal adds of the same read (same entry ids, other bytes) are refused; adds of an
     unfenced ledger in that read are acknowledged too."""
@@ -319,26 +346,36 @@ async def test_a_read_of_only_recovery_adds_on_a_fenced_ledger_is_acknowledged(t
 
 
 async def test_one_read_for_ledgers_on_two_journals_is_durable_and_reads_back_after_a_restart(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: a read mixing ledgers of two journals is admitted one by one (no single journal
     for the lot), a read of one journal's ledgers together; both are acknowledged in full and
     read back after a restart (the journals are replayed into the storage)."""
-    config = bookie_config(tmp_path, journalDirectories=f"{tmp_path / 'journal-a'},{tmp_path / 'journal-b'}",
-                           ledgerDirectories=f"{tmp_path / 'ledgers-a'},{tmp_path / 'ledgers-b'}",
-                           flushInterval=3_600_000)  # nothing checkpointed: the restart replays both journals
+    config = bookie_config(
+        tmp_path,
+        journalDirectories=f"{tmp_path / 'journal-a'},{tmp_path / 'journal-b'}",
+        ledgerDirectories=f"{tmp_path / 'ledgers-a'},{tmp_path / 'ledgers-b'}",
+        flushInterval=3_600_000,
+    )  # nothing checkpointed: the restart replays both journals
     ledgers = (40, 41, 42, 43)  # journals 0, 1, 0, 1
     async with running(config) as service, client_of(service) as client:
         journals = service.bookie.journals.journals
         assert len(journals) == 2
         handed_over = [Spy(monkeypatch, journal, "try_add_all") for journal in journals]
-        mixed = [client.add(ledger_id, entry_id, payload(ledger_id, entry_id)) for entry_id in range(5)
-                 for ledger_id in ledgers]
+        mixed = [
+            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            for entry_id in range(5)
+            for ledger_id in ledgers
+        ]
         await client.send_in_one_read(mixed)
         answers = await client.answers(mixed)
         assert all(is_ack(answers[add.id], add) for add in mixed), answers
         assert not any(spy.calls for spy in handed_over), "ledgers of two journals: one by one"
-        odd = [client.add(ledger_id, entry_id, payload(ledger_id, entry_id)) for entry_id in range(5, 10)
-               for ledger_id in (41, 43)]
+        odd = [
+            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            for entry_id in range(5, 10)
+            for ledger_id in (41, 43)
+        ]
         await client.send_in_one_read(odd)
         answers = await client.answers(odd)
         assert all(is_ack(answers[add.id], add) for add in odd), answers
@@ -430,8 +467,9 @@ class _Add:
 
 
 def _directory(root: Path) -> SingleDirectoryDbLedgerStorage:
-    directory = SingleDirectoryDbLedgerStorage(root, StorageSettings(write_cache_max_bytes=1 << 20),
-                                               request_flush=lambda: None)
+    directory = SingleDirectoryDbLedgerStorage(
+        root, StorageSettings(write_cache_max_bytes=1 << 20), request_flush=lambda: None
+    )
     directory.open()
     return directory
 
@@ -441,8 +479,14 @@ def _state(directory: SingleDirectoryDbLedgerStorage) -> tuple:
     entry's superseded copy may follow the entry read (BookKeeper reads ahead the same way; a
     re-add there writes the same bytes)."""
     ledger = directory.ledger(5)
-    return (list(directory._active.sorted_entries()), ledger.last_entry_id, ledger.lac,
-            directory._active.count, directory._active.size_bytes, directory._reserved)
+    return (
+        list(directory._active.sorted_entries()),
+        ledger.last_entry_id,
+        ledger.lac,
+        directory._active.count,
+        directory._active.size_bytes,
+        directory._reserved,
+    )
 
 
 def _flush(directory: SingleDirectoryDbLedgerStorage) -> None:
@@ -455,8 +499,10 @@ def test_a_storage_run_with_duplicates_ends_as_one_by_one_adds_and_flushes_the_l
     """Goal: ``add_entries`` with a (ledger, entry) twice in the run — and again after a flush —
     leaves what ``add_entry`` one by one leaves (entries, LAC, cache size, no room reserved),
     and the flushed entry log and index hold the last payload."""
-    runs = [[_Add(5, 0, -1, b"first"), _Add(5, 1, 0, b"one"), _Add(5, 0, 0, b"second" * 3), _Add(5, 2, 1, b"two")],
-            [_Add(5, 2, 1, b"two again" * 4), _Add(5, 3, 2, b"three")]]
+    runs = [
+        [_Add(5, 0, -1, b"first"), _Add(5, 1, 0, b"one"), _Add(5, 0, 0, b"second" * 3), _Add(5, 2, 1, b"two")],
+        [_Add(5, 2, 1, b"two again" * 4), _Add(5, 3, 2, b"three")],
+    ]
     one_by_one, together = _directory(tmp_path / "one-by-one"), _directory(tmp_path / "together")
     try:
         for run in runs:
@@ -483,8 +529,12 @@ def test_a_storage_run_with_duplicates_ends_as_one_by_one_adds_and_flushes_the_l
 
 async def test_a_pair_twice_in_one_read_is_acknowledged_twice_and_the_last_payload_wins(tmp_path: Path) -> None:
     async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
-        adds = [client.add(70, 0, b"first"), client.add(70, 1, b"one"), client.add(70, 0, b"second"),
-                client.add(70, 2, b"two")]  # one ledger: one run, put into the write cache with one put_run
+        adds = [
+            client.add(70, 0, b"first"),
+            client.add(70, 1, b"one"),
+            client.add(70, 0, b"second"),
+            client.add(70, 2, b"two"),
+        ]  # one ledger: one run, put into the write cache with one put_run
         await client.send_in_one_read(adds)
         answers = await client.answers(adds)
         assert all(is_ack(answers[add.id], add) for add in adds), answers
@@ -502,7 +552,8 @@ TIGHT = {
 
 @pytest.mark.parametrize("limits", TIGHT.values(), ids=list(TIGHT))
 async def test_a_burst_larger_than_the_bound_is_acknowledged_in_order_and_nothing_is_lost(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limits: dict) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limits: dict
+) -> None:
     """Goal: adds that find no room wait, in order, while the connection stops reading; every
     add of a burst ~3x the write cache (or ~20x the journal queue) is acknowledged in request
     order and reads back, and no room stays reserved.
@@ -511,15 +562,20 @@ async def test_a_burst_larger_than_the_bound_is_acknowledged_in_order_and_nothin
         waited = Spy(monkeypatch, service.bookie, "add_when_admitted")
         throttled_before = storage_metrics.THROTTLED_WRITE_REQUESTS._value.get()
         in_progress_before = bookie_metrics.TOTALS.adds_in_progress
-        adds = [client.add(ledger_id, entry_id, payload(ledger_id, entry_id, size=8192))
-                for entry_id in range(120) for ledger_id in (80, 81, 82)]
+        adds = [
+            client.add(ledger_id, entry_id, payload(ledger_id, entry_id, size=8192))
+            for entry_id in range(120)
+            for ledger_id in (80, 81, 82)
+        ]
         answering = asyncio.ensure_future(client.answers(adds))  # read while writing: no deadlock
         await client.send(adds)
         answers = await answering
-        assert all(is_ack(answers[add.id], add) for add in adds), \
-            [answers[add.id] for add in adds if not is_ack(answers[add.id], add)][:3]
-        assert [response.id for response in client.received] == [add.id for add in adds], \
+        assert all(is_ack(answers[add.id], add) for add in adds), [
+            answers[add.id] for add in adds if not is_ack(answers[add.id], add)
+        ][:3]
+        assert [response.id for response in client.received] == [add.id for add in adds], (
             "one journal: acknowledged in request order"
+        )
         assert waited.calls, "the burst never waited for room: nothing was tested"
         if "dbStorage_writeCacheMaxSizeMb" in limits:
             assert storage_metrics.THROTTLED_WRITE_REQUESTS._value.get() > throttled_before
@@ -529,13 +585,14 @@ async def test_a_burst_larger_than_the_bound_is_acknowledged_in_order_and_nothin
         assert bookie_metrics.TOTALS.adds_in_progress == in_progress_before
 
 
-async def test_a_fencing_read_behind_adds_waiting_for_room_acknowledges_none_past_the_fence(
-        tmp_path: Path) -> None:
+async def test_a_fencing_read_behind_adds_waiting_for_room_acknowledges_none_past_the_fence(tmp_path: Path) -> None:
     """Goal: with adds waiting for write-cache room, a fencing READ_LAC written right behind
     them answers a last entry such that every acknowledged add is at or below it, every
     other add is LedgerFenced, and all entries up to it read back (no acknowledged add lost)."""
-    async with running(bookie_config(tmp_path, dbStorage_writeCacheMaxSizeMb=1)) as service, \
-            client_of(service) as client:
+    async with (
+        running(bookie_config(tmp_path, dbStorage_writeCacheMaxSizeMb=1)) as service,
+        client_of(service) as client,
+    ):
         adds = [client.add(90, entry_id, payload(90, entry_id, size=8192)) for entry_id in range(200)]
         read = ReadLac(id=client.next_id(), ledger_id=90, fence=True)
         answering = asyncio.ensure_future(client.answers([*adds, read]))

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from minipulsar.bookie.disk_monitor import DirUsage, LedgerDirsMonitor, Thresholds, check_dirs, read_usages, total_used_fraction
+from minipulsar.bookie.disk_monitor import (
+    DirUsage,
+    LedgerDirsMonitor,
+    Thresholds,
+    check_dirs,
+    read_usages,
+    total_used_fraction,
+)
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import ConfigError
 from tests.support.process import wait_for
@@ -69,8 +76,10 @@ def test_the_override_file_replaces_statvfs_and_a_bad_one_falls_back(tmp_path: P
 def test_a_low_water_mark_above_the_threshold_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="diskUsageLwmThreshold"):
         load_config(BookieConfig, overrides={"diskUsageThreshold": "0.8", "diskUsageWarnThreshold": "0.8"})
-    config = load_config(BookieConfig, overrides={"diskUsageThreshold": "0.8", "diskUsageWarnThreshold": "0.8",
-                                                  "diskUsageLwmThreshold": "0.8"})
+    config = load_config(
+        BookieConfig,
+        overrides={"diskUsageThreshold": "0.8", "diskUsageWarnThreshold": "0.8", "diskUsageLwmThreshold": "0.8"},
+    )
     assert config.disk_usage_lwm_threshold == config.disk_usage_threshold == 0.8
 
 
@@ -78,9 +87,14 @@ def monitor_config(tmp_path: Path, **overrides: str) -> BookieConfig:
     dirs = [tmp_path / "ledgers-a", tmp_path / "ledgers-b"]
     for d in dirs:
         d.mkdir(exist_ok=True)
-    return load_config(BookieConfig, overrides={
-        "ledgerDirectories": ",".join(map(str, dirs)),
-        "minipulsarDiskUsageOverrideFile": str(tmp_path / "usage"), **overrides})
+    return load_config(
+        BookieConfig,
+        overrides={
+            "ledgerDirectories": ",".join(map(str, dirs)),
+            "minipulsarDiskUsageOverrideFile": str(tmp_path / "usage"),
+            **overrides,
+        },
+    )
 
 
 async def test_the_monitor_loses_its_last_writable_dir_and_gets_it_back_with_hysteresis(tmp_path: Path) -> None:

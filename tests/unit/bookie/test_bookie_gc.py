@@ -55,9 +55,16 @@ class FakeLedgers:
 async def gc_bookie(root: Path, **overrides) -> Bookie:
     """One ledger dir (so that the tests know where every ledger's entries are), small entry logs,
     no read-ahead (every read goes to the index and the entry log), compaction unthrottled."""
-    return await started_bookie(root, **{
-        "ledgerDirectories": f"{root}/ledgers", "logSizeLimit": LOG_SIZE_LIMIT,
-        "dbStorage_readAheadCacheBatchSize": 0, "compactionRateByEntries": 1_000_000, **overrides})
+    return await started_bookie(
+        root,
+        **{
+            "ledgerDirectories": f"{root}/ledgers",
+            "logSizeLimit": LOG_SIZE_LIMIT,
+            "dbStorage_readAheadCacheBatchSize": 0,
+            "compactionRateByEntries": 1_000_000,
+            **overrides,
+        },
+    )
 
 
 def the_dir(bookie: Bookie) -> SingleDirectoryDbLedgerStorage:
@@ -145,6 +152,7 @@ async def test_a_ledger_created_while_the_metadata_is_listed_is_not_deleted(tmp_
     async def create_ledger_7() -> None:
         ledgers.ids.add(7)
         await add_many(bookie, [7], range(5), ENTRY_BYTES)
+
     ledgers.during_listing = create_ledger_7
     bookie.start_gc(ledgers)
 
@@ -164,6 +172,7 @@ async def test_a_ledger_written_during_the_scan_is_kept_until_a_later_round(tmp_
 
     async def write_to_ledger_5() -> None:
         await add(bookie, 5, 5, payload_for(5, 5, ENTRY_BYTES))
+
     ledgers.during_listing = write_to_ledger_5
     bookie.start_gc(ledgers)
 
@@ -213,7 +222,7 @@ async def test_dead_entry_logs_are_deleted_but_never_the_current_one(tmp_path: P
     root = tmp_path / "bookie"
     bookie = await gc_bookie(root, majorCompactionThreshold=0, minorCompactionThreshold=0)  # compacts nothing
     await write_and_checkpoint(bookie, [1], 200)  # ~4 logs
-    await write_and_checkpoint(bookie, [2], 10)   # in the last (current) log
+    await write_and_checkpoint(bookie, [2], 10)  # in the last (current) log
     logs = log_ids_on_disk(bookie)
     current = await storage(bookie).run_exclusive(the_dir(bookie).current_entry_log_id)
     assert len(logs) >= 4 and current == max(logs)
@@ -262,8 +271,11 @@ async def test_compaction_moves_live_entries_and_updates_the_index(tmp_path: Pat
                 assert new >> 32 >= first_new_log, f"ledger {ledger_id}: an entry was not moved to a new log"
                 moved += 1
     assert moved == result.compacted_entries >= 160
-    assert not {log_id for log_id in remaining if log_id < first_new_log and log_id not in
-                {old >> 32 for locations in before.values() for old in locations}}, "dead logs are gone"
+    assert not {
+        log_id
+        for log_id in remaining
+        if log_id < first_new_log and log_id not in {old >> 32 for locations in before.values() for old in locations}
+    }, "dead logs are gone"
     await assert_ledgers_intact(bookie, live[:-1], 20)
     await assert_ledgers_intact(bookie, [100], 70)
     assert all(u.usage >= 0.5 for u in await usages(bookie)), "nothing left below the threshold"
@@ -287,7 +299,7 @@ async def test_a_log_with_a_damaged_record_is_left_and_the_others_are_compacted(
     assert len(candidates) >= 4
     directory = the_dir(bookie)
     damaged = candidates[0].log_id
-    ledger_id, entry_id, location = (await asyncio.to_thread(directory.live_entries, damaged))[0]
+    ledger_id, _entry_id, location = (await asyncio.to_thread(directory.live_entries, damaged))[0]
     offset = split_location(location)[1] + RECORD_HEADER_SIZE + 10
     with open(entry_log_path(directory.directory, damaged), "r+b") as log_file:
         log_file.seek(offset)
@@ -299,8 +311,8 @@ async def test_a_log_with_a_damaged_record_is_left_and_the_others_are_compacted(
     assert result.compacted_entry_logs == len(candidates) - 1
     assert len(result.errors) == 1 and f"entry log {damaged:x}: " in result.errors[0]
     assert damaged in log_ids_on_disk(bookie)
-    intact = [l for l in live if l != ledger_id]
-    await assert_ledgers_intact(bookie, [l for l in intact if l != 100], 20)
+    intact = [ledger for ledger in live if ledger != ledger_id]
+    await assert_ledgers_intact(bookie, [ledger for ledger in intact if ledger != 100], 20)
     await bookie.close()
 
 
@@ -338,8 +350,10 @@ async def test_compaction_spares_an_entry_rewritten_meanwhile(tmp_path: Path) ->
     directory, db_storage = the_dir(bookie), storage(bookie)
     [old_log, *_] = sorted(log_ids_on_disk(bookie))
     live = await asyncio.to_thread(directory.live_entries, old_log)
-    chunk = [(ledger_id, entry_id, location, await asyncio.to_thread(directory.read_at, location, ledger_id, entry_id))
-             for ledger_id, entry_id, location in live[:5]]
+    chunk = [
+        (ledger_id, entry_id, location, await asyncio.to_thread(directory.read_at, location, ledger_id, entry_id))
+        for ledger_id, entry_id, location in live[:5]
+    ]
     rewritten = chunk[0]
     await add(bookie, rewritten[0], rewritten[1], b"rewritten by recovery", recovery=True)
     await db_storage.checkpoint()

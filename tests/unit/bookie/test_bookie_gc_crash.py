@@ -96,6 +96,7 @@ def _raise_on(directory: SingleDirectoryDbLedgerStorage, method: str) -> None:
         if method in ("forget_entry_log", "remove_entry_log") and not copied:
             return original(*args, **kwargs)
         raise SimulatedCrash(method)
+
     directory.write_compacted = counting_write_compacted
     setattr(directory, method, crash)
 

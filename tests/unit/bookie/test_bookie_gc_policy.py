@@ -52,8 +52,14 @@ def settings(**overrides) -> GcSettings:
     return GcSettings.from_config(config)
 
 
-def due(now: float, last_major: float = 0.0, last_minor: float = 0.0, trigger: Trigger = TIMER,
-        pressure: DiskPressure = NO_PRESSURE, **overrides) -> CompactionKind | None:
+def due(
+    now: float,
+    last_major: float = 0.0,
+    last_minor: float = 0.0,
+    trigger: Trigger = TIMER,
+    pressure: DiskPressure = NO_PRESSURE,
+    **overrides,
+) -> CompactionKind | None:
     return compaction_due(settings(**overrides), now, last_major, last_minor, trigger, pressure)
 
 
@@ -83,8 +89,7 @@ def test_disk_pressure_suspends_major_then_minor_compaction() -> None:
 def test_with_force_gc_allowed_disk_pressure_forces_compaction() -> None:
     full = DiskPressure(almost_full=True, full=True)
     assert due(now=1, pressure=full, isForceGCAllowWhenNoSpace="true") is CompactionKind.MAJOR
-    assert due(now=1, pressure=DiskPressure(almost_full=True), isForceGCAllowWhenNoSpace="true") \
-        is CompactionKind.MAJOR
+    assert due(now=1, pressure=DiskPressure(almost_full=True), isForceGCAllowWhenNoSpace="true") is CompactionKind.MAJOR
     assert due(now=1, isForceGCAllowWhenNoSpace="true") is None, "no pressure, nothing due"
 
 
@@ -131,9 +136,18 @@ def test_the_broker_uses_the_shared_ledger_path() -> None:
 
 def test_gc_settings_keep_bookkeeper_names_and_defaults() -> None:
     config = BookieConfig()
-    assert (config.gc_wait_time_ms, config.minor_compaction_threshold, config.minor_compaction_interval_s,
-            config.major_compaction_threshold, config.major_compaction_interval_s) == (900_000, 0.2, 3600, 0.5, 86_400)
-    assert (config.compaction_rate_by_entries, config.compaction_rate_by_bytes, config.is_throttle_by_bytes,
-            config.is_force_gc_allow_when_no_space) == (1000, 1_000_000, False, False)
+    assert (
+        config.gc_wait_time_ms,
+        config.minor_compaction_threshold,
+        config.minor_compaction_interval_s,
+        config.major_compaction_threshold,
+        config.major_compaction_interval_s,
+    ) == (900_000, 0.2, 3600, 0.5, 86_400)
+    assert (
+        config.compaction_rate_by_entries,
+        config.compaction_rate_by_bytes,
+        config.is_throttle_by_bytes,
+        config.is_force_gc_allow_when_no_space,
+    ) == (1000, 1_000_000, False, False)
     with pytest.raises(ConfigError, match="minorCompactionThreshold"):
         load_config(BookieConfig, overrides={"minorCompactionThreshold": "0.6", "majorCompactionThreshold": "0.5"})

@@ -22,7 +22,7 @@ def snap(count: float, total: float, buckets: dict[float, float]) -> HistogramSn
 
 
 def test_sync_latency_covers_only_the_observations_in_the_window() -> None:
-    old = snap(100, 5000.0, {1: 0, 10: 50, 100: 100, float("inf"): 100})   # slow syncs long ago
+    old = snap(100, 5000.0, {1: 0, 10: 50, 100: 100, float("inf"): 100})  # slow syncs long ago
     new = snap(200, 5100.0, {1: 99, 10: 150, 100: 200, float("inf"): 200})  # 99 at <=1 ms, 1 at <=10
     avg, p99 = latency_in_window(old, new)
     assert avg == pytest.approx(1.0) and p99 == 1
@@ -42,7 +42,7 @@ def test_sync_latency_is_unknown_without_syncs_in_the_window() -> None:
 def test_io_util_is_the_busiest_known_device_and_minus_one_when_none_is_known() -> None:
     hist = snap(0, 0, {})
     old = LoadSample(10.0, 0, hist, 0, {1: 1000.0, 2: 0.0})
-    new = LoadSample(12.0, 0, hist, 0, {1: 1500.0, 2: 1800.0})   # 25% and 90% of 2 s
+    new = LoadSample(12.0, 0, hist, 0, {1: 1500.0, 2: 1800.0})  # 25% and 90% of 2 s
     assert io_util_percent(old, new, [1]) == 25.0
     assert io_util_percent(old, new, [1, 2, None]) == 90.0
     assert io_util_percent(old, new, [3, None]) == -1.0
@@ -51,9 +51,14 @@ def test_io_util_is_the_busiest_known_device_and_minus_one_when_none_is_known() 
 def load_config_for(tmp_path: Path) -> BookieConfig:
     for name in ("journal", "ledgers"):
         (tmp_path / name).mkdir(exist_ok=True)
-    return load_config(BookieConfig, overrides={
-        "journalDirectories": str(tmp_path / "journal"), "ledgerDirectories": str(tmp_path / "ledgers"),
-        "minipulsarDiskUsageOverrideFile": str(tmp_path / "usage")})
+    return load_config(
+        BookieConfig,
+        overrides={
+            "journalDirectories": str(tmp_path / "journal"),
+            "ledgerDirectories": str(tmp_path / "ledgers"),
+            "minipulsarDiskUsageOverrideFile": str(tmp_path / "usage"),
+        },
+    )
 
 
 async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) -> None:
@@ -65,8 +70,7 @@ async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) 
     state = BookieState()
     monitor = LedgerDirsMonitor(config, lambda writable: state.set_cause(LEDGER_DIRS_FULL, not writable))
     pool = ReadThreadPool(1, 10)
-    load = BookieLoad(config.journal_dirs, config.ledger_dirs, monitor, state, pool, sample_interval_s=0.05,
-                      window_s=5)
+    load = BookieLoad(config.journal_dirs, config.ledger_dirs, monitor, state, pool, sample_interval_s=0.05, window_s=5)
     await monitor.start()
     await load.start()
     try:

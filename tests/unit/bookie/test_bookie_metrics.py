@@ -9,7 +9,9 @@ from minipulsar.bookie.metrics import FastHistogram
 
 
 def _samples(histogram: FastHistogram) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in histogram.collect() for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value for family in histogram.collect() for s in family.samples
+    }
 
 
 def test_counts_export_as_cumulative_buckets_in_milliseconds(monkeypatch) -> None:

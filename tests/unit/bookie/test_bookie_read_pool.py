@@ -27,7 +27,7 @@ def blocked_on(gate: threading.Event):
 
 async def test_a_task_runs_off_the_loop_and_its_result_comes_back(pool: ReadThreadPool) -> None:
     loop_thread = threading.current_thread()
-    assert await pool.submit(7, lambda: threading.current_thread()) is not loop_thread
+    assert await pool.submit(7, threading.current_thread) is not loop_thread
     assert await pool.submit(7, lambda: 42) == 42
 
 
@@ -45,11 +45,14 @@ async def test_tasks_of_one_ledger_run_on_one_thread_in_submit_order() -> None:
     pool = ReadThreadPool(threads=3, pending_per_thread_max=100)
     try:
         ran: list[tuple[int, int, str]] = []
-        futures = [pool.submit(ledger, lambda ledger=ledger, i=i: ran.append((ledger, i, threading.current_thread().name)))
-                   for i in range(30) for ledger in (4, 5, 7)]
+        futures = [
+            pool.submit(ledger, lambda ledger=ledger, i=i: ran.append((ledger, i, threading.current_thread().name)))
+            for i in range(30)
+            for ledger in (4, 5, 7)
+        ]
         await asyncio.gather(*futures)
         for ledger in (4, 5, 7):
-            mine = [(i, name) for l, i, name in ran if l == ledger]
+            mine = [(i, name) for ran_ledger, i, name in ran if ran_ledger == ledger]
             assert [i for i, _ in mine] == list(range(30))
             assert {name for _, name in mine} == {f"BookieReadThreadPool-{ledger % 3}"}
     finally:
@@ -147,8 +150,11 @@ async def test_a_task_whose_turn_fails_never_runs_and_fails_with_that_error(exec
     whether the turn failed before or after the task was submitted."""
     from minipulsar.bookie.storage.read_executor import ThreadPoolReadExecutor
 
-    executor = ReadThreadPool(threads=1, pending_per_thread_max=3) if executor_kind == "read pool" \
+    executor = (
+        ReadThreadPool(threads=1, pending_per_thread_max=3)
+        if executor_kind == "read pool"
         else ThreadPoolReadExecutor(1)
+    )
     try:
         loop = asyncio.get_running_loop()
         ran: list[str] = []

@@ -18,7 +18,7 @@ class HookedStore(MemoryMetadataStore):
 
     on_put: Callable[[], None] | None = None
 
-    async def put(self, path, value, expected_version=None, *, ephemeral=False):  # noqa: ANN001, ANN201
+    async def put(self, path, value, expected_version=None, *, ephemeral=False):
         stat = await super().put(path, value, expected_version, ephemeral=ephemeral)
         if self.on_put is not None:
             hook, self.on_put = self.on_put, None

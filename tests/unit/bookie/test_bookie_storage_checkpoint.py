@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from minipulsar import durable_file
 from minipulsar.bookie.journal_format import LogMark
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, LastMarkFile, read_last_mark
-from minipulsar import durable_file
 
 
 def test_a_checkpoint_reads_back_as_written(tmp_path: Path) -> None:
@@ -63,15 +63,15 @@ def test_max_is_per_journal() -> None:
 
 
 async def test_under_load_the_last_mark_is_written_at_most_every_interval_and_always_when_asked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Goal: flushes the write cache asks for (a half full) write the lastMark files at most
     every LAST_MARK_MIN_INTERVAL_S; an explicit checkpoint always writes them, and nothing is
     lost either way. Method: a 1 MB write cache filled many times over within the interval
     (made long), counting lastMark writes; then checkpoint() and a restart."""
     from minipulsar.bookie.storage import db_ledger_storage
     from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
-    from tests.unit.bookie.bookie_storage_support import (add_many, crash_image, read_all, started_bookie,
-                                                           storage)
+    from tests.unit.bookie.bookie_storage_support import add_many, crash_image, read_all, started_bookie, storage
 
     monkeypatch.setattr(db_ledger_storage, "LAST_MARK_MIN_INTERVAL_S", 3600.0)
     writes: list[Checkpoint] = []
@@ -105,4 +105,5 @@ async def test_under_load_the_last_mark_is_written_at_most_every_interval_and_al
 
 def checkpoints_completed() -> int:
     from minipulsar.bookie.storage import metrics as storage_metrics
+
     return int(storage_metrics.CHECKPOINTS._value.get())

@@ -25,8 +25,9 @@ from minipulsar.bookie.storage.entry_logger import (
 KIB = 1024
 
 
-def _write(tmp_path: Path, entries: list[tuple[int, int, bytes]], limit: int = 1 << 30,
-           first_log_id: int = 1) -> list[int]:
+def _write(
+    tmp_path: Path, entries: list[tuple[int, int, bytes]], limit: int = 1 << 30, first_log_id: int = 1
+) -> list[int]:
     writer = EntryLogWriter(tmp_path, limit, first_log_id)
     locations = [writer.append(ledger_id, entry_id, payload) for ledger_id, entry_id, payload in entries]
     writer.flush()
@@ -41,8 +42,11 @@ def test_location_packs_the_log_id_and_the_offset() -> None:
 
 def test_entries_read_back_byte_identical(tmp_path: Path) -> None:
     rng = random.Random(1)
-    entries = [(ledger_id, entry_id, rng.randbytes(rng.choice([0, 1, 100, 5000, 70_000])))
-               for ledger_id in (1, 2) for entry_id in range(20)]
+    entries = [
+        (ledger_id, entry_id, rng.randbytes(rng.choice([0, 1, 100, 5000, 70_000])))
+        for ledger_id in (1, 2)
+        for entry_id in range(20)
+    ]
     locations = _write(tmp_path, entries)
     reader = EntryLogReader(tmp_path)
     for (ledger_id, entry_id, payload), location in zip(entries, locations):
@@ -65,7 +69,7 @@ def test_logs_roll_before_passing_the_size_limit(tmp_path: Path) -> None:
         assert size <= limit or log_id == big_log
     assert split_location(locations[21])[0] == big_log + 1, "the record after the big one starts a new log"
     reader = EntryLogReader(tmp_path)
-    assert all(reader.read(loc, l, e)[0] == p for (l, e, p), loc in zip(entries, locations))
+    assert all(reader.read(loc, ledger, entry)[0] == p for (ledger, entry, p), loc in zip(entries, locations))
     reader.close()
 
 
@@ -86,8 +90,7 @@ def test_a_damaged_record_is_refused(tmp_path: Path, damage: str) -> None:
 
 
 def test_read_ahead_follows_one_ledger_and_stops_at_a_gap_another_ledger_or_the_end(tmp_path: Path) -> None:
-    entries = [(1, i, bytes([i]) * 50) for i in range(10)] + [(1, 11, b"gap")] + \
-              [(2, i, b"two") for i in range(3)]
+    entries = [(1, i, bytes([i]) * 50) for i in range(10)] + [(1, 11, b"gap")] + [(2, i, b"two") for i in range(3)]
     locations = _write(tmp_path, entries)
     reader = EntryLogReader(tmp_path)
     _, after_first = reader.read(locations[0], 1, 0)
@@ -195,7 +198,7 @@ def test_direct_entry_logs_share_their_writer_threads_and_close_stops_them(tmp_p
     writing_threads: list[threading.Thread] = []  # kept alive: distinct objects are distinct threads
     write = direct_io.DirectAppender._write_exactly
 
-    def recorded(self, data, offset, flags=0) -> None:  # noqa: ANN001
+    def recorded(self, data, offset, flags=0) -> None:
         if threading.current_thread() not in writing_threads:
             writing_threads.append(threading.current_thread())
         write(self, data, offset, flags)
@@ -214,13 +217,14 @@ def test_direct_entry_logs_share_their_writer_threads_and_close_stops_them(tmp_p
     writer.close()
     assert not any(t.is_alive() for t in background)
     reader = EntryLogReader(tmp_path)
-    assert all(reader.read(loc, l, e)[0] == p for (l, e, p), loc in zip(entries, locations))
+    assert all(reader.read(loc, ledger, entry)[0] == p for (ledger, entry, p), loc in zip(entries, locations))
     reader.close()
 
 
 @pytest.mark.parametrize("failing", ["header", "fsync"])
 def test_a_log_whose_creation_failed_half_way_is_removed_so_the_next_attempt_succeeds(
-        tmp_path: Path, monkeypatch, failing: str) -> None:
+    tmp_path: Path, monkeypatch, failing: str
+) -> None:
     """Goal: a new log's header write or fsync failing (a full disk) leaves no file behind, so
     the retry, which asks for the same id with O_EXCL, creates it once the disk has room again
     (it failed with EEXIST forever, and the dir never flushed again). Method: the first
@@ -228,7 +232,7 @@ def test_a_log_whose_creation_failed_half_way_is_removed_so_the_next_attempt_suc
     real = os.write if failing == "header" else os.fsync
     calls = {"n": 0}
 
-    def fails_once(*args):  # noqa: ANN002, ANN202
+    def fails_once(*args):
         calls["n"] += 1
         if calls["n"] == 1:
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -247,10 +251,11 @@ def test_a_log_whose_creation_failed_half_way_is_removed_so_the_next_attempt_suc
 def test_a_failed_log_that_cannot_be_removed_has_its_id_skipped(tmp_path: Path, monkeypatch) -> None:
     """Goal: when the half-created log cannot even be removed, the next attempt takes the next
     id instead of failing with EEXIST on the same one. Method: header write and unlink fail."""
-    def no_space(*args):  # noqa: ANN002, ANN202
+
+    def no_space(*args):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    def no_unlink(*args):  # noqa: ANN002, ANN202
+    def no_unlink(*args):
         raise OSError(errno.EIO, "Input/output error")
 
     writer = EntryLogWriter(tmp_path, 1 << 30, 1)

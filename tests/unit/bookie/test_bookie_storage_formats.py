@@ -11,7 +11,12 @@ from pathlib import Path
 from crc32c import crc32c
 
 from minipulsar.bookie.storage.entry_location_index import ENTRIES_KEY, EntryLocationIndex
-from minipulsar.bookie.storage.entry_log import RECORD_HEADER_SIZE, decode_record_header, encode_record_header, record_ok
+from minipulsar.bookie.storage.entry_log import (
+    RECORD_HEADER_SIZE,
+    decode_record_header,
+    encode_record_header,
+    record_ok,
+)
 from minipulsar.bookie.storage.entry_logger import EntryLogReader, EntryLogWriter
 from minipulsar.bookie.storage.index_db import IndexDb
 

@@ -76,11 +76,15 @@ async def test_journal_trimming_deletes_only_the_segments_wholly_before_the_mark
     assert len(before) >= 3, "~3.5 MB in 1 MB segments"
     checkpoint = await storage(bookie).checkpoint()
     mark = checkpoint.mark(journal.index)
-    await wait_for(lambda: all(s >= mark.segment_id for s in list_segments(journal.directory)), 10,
-                   message="every segment wholly before the mark went (deleted on the journal's trim thread)")
+    await wait_for(
+        lambda: all(s >= mark.segment_id for s in list_segments(journal.directory)),
+        10,
+        message="every segment wholly before the mark went (deleted on the journal's trim thread)",
+    )
     after = list_segments(journal.directory)
-    assert [s for s in before if s >= mark.segment_id] == [s for s in after if s in before], \
+    assert [s for s in before if s >= mark.segment_id] == [s for s in after if s in before], (
         "the segment holding the mark, and any later one, stayed"
+    )
     assert mark.segment_id in after and len(after) < len(before)
     await add_many(bookie, [0], range(35, 40), size=100 * KIB)
     image = crash_image(root)
@@ -128,8 +132,10 @@ async def test_a_torn_last_journal_record_is_ignored_and_everything_before_it_is
 
 def _fence_records(journal_dir: Path) -> list[int]:
     fenced: list[int] = []
-    replay_directory(journal_dir, lambda _, item: fenced.append(item.record.ledger_id)
-                     if item.record.type is RecordType.FENCE else None)
+    replay_directory(
+        journal_dir,
+        lambda _, item: fenced.append(item.record.ledger_id) if item.record.type is RecordType.FENCE else None,
+    )
     return fenced
 
 
@@ -146,8 +152,11 @@ async def test_a_fence_outlives_its_journal_record(tmp_path: Path) -> None:
     for entry_id in range(25):  # same journal: rolls past the record
         await add(bookie, 0, entry_id, payload_for(0, entry_id, 100 * KIB))
     mark = (await storage(bookie).checkpoint()).mark(journal.index)
-    await wait_for(lambda: all(s >= mark.segment_id for s in list_segments(journal.directory)), 10,
-                   message="segments before the checkpoint deleted (on the journal's trim thread)")
+    await wait_for(
+        lambda: all(s >= mark.segment_id for s in list_segments(journal.directory)),
+        10,
+        message="segments before the checkpoint deleted (on the journal's trim thread)",
+    )
     assert _fence_records(journal.directory) == [], "the FENCE record's segment was trimmed"
     image = crash_image(root)
     await bookie.close()
@@ -179,8 +188,11 @@ async def test_adds_wait_for_a_slow_flush_and_none_is_lost(tmp_path: Path, monke
     bookie = await started_bookie(root, dbStorage_writeCacheMaxSizeMb=1)
     throttled_before = metrics.THROTTLED_WRITE_REQUESTS._value.get()
     adds = asyncio.ensure_future(add_many(bookie, range(4), range(100), size=4 * KIB))
-    await wait_for(lambda: metrics.THROTTLED_WRITE_REQUESTS._value.get() > throttled_before, 10,
-                   message="no add waited for write-cache room")
+    await wait_for(
+        lambda: metrics.THROTTLED_WRITE_REQUESTS._value.get() > throttled_before,
+        10,
+        message="no add waited for write-cache room",
+    )
     assert not adds.done()
     cached = sum(d.write_cache_size_bytes for d in storage(bookie).dirs)
     assert cached <= 1024 * KIB + 8 * KIB, "the write cache stays within dbStorage_writeCacheMaxSizeMb"
@@ -221,8 +233,9 @@ async def test_the_ledger_dirs_flush_at_the_same_time(tmp_path: Path, monkeypatc
         await bookie.close()
 
 
-async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_journal(tmp_path: Path,
-                                                                                   monkeypatch) -> None:
+async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_journal(
+    tmp_path: Path, monkeypatch
+) -> None:
     """Goal: while one ledger dir's flushes fail, the checkpoints the other dir's full cache
     asks for flush that dir but never move the mark past what the failing dir holds; a bookie
     closed in that state (its last checkpoint failing too) replays those entries from the
@@ -262,7 +275,8 @@ async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_jour
 
 
 async def test_a_dir_whose_new_entry_log_hit_a_full_disk_flushes_again_once_there_is_room(
-        tmp_path: Path, monkeypatch) -> None:
+    tmp_path: Path, monkeypatch
+) -> None:
     """Goal: a checkpoint whose new entry log was created but whose header could not be written
     (ENOSPC) does not leave that dir unable to flush: once the disk has room, the retry creates
     the log and the mark moves (the half-created file made every retry fail with EEXIST, the
@@ -337,8 +351,11 @@ async def test_the_flush_interval_checkpoints_a_cache_that_is_not_full(tmp_path:
     bookie = await started_bookie(root, flushInterval=50)
     try:
         await add_many(bookie, range(2), range(10))
-        await wait_for(lambda: sum(d.write_cache_count for d in storage(bookie).dirs) == 0, 10,
-                       message="the flush interval did not flush the write cache")
+        await wait_for(
+            lambda: sum(d.write_cache_count for d in storage(bookie).dirs) == 0,
+            10,
+            message="the flush interval did not flush the write cache",
+        )
         await wait_for(lambda: storage(bookie).last_checkpoint == bookie.journals.new_checkpoint(), 10)
         await _assert_all_readable(bookie, range(2), 10)
     finally:
@@ -356,13 +373,27 @@ async def test_storage_metrics_are_exported_under_bookkeepers_names(tmp_path: Pa
         text = generate_latest().decode()
     finally:
         await bookie.close()
-    for name in ("bookie_flush_count", "bookie_flush_entrylog_count", "bookie_flush_locations_index_count",
-                 "bookie_flush_ledger_index_count", "bookie_flush_size_count", "bookie_write_cache_size",
-                 "bookie_write_cache_count", "bookie_read_cache_size", "bookie_read_cache_count",
-                 "bookie_read_cache_hits", "bookie_read_cache_misses", "bookie_write_cache_hits",
-                 "bookie_throttled_write_requests", "bookie_throttled_write_count", "bookie_read_entry_count",
-                 "bookie_read_locations_index_time_count", "bookie_read_entrylog_time_count",
-                 "bookie_readahead_batch_count_count", "bookie_readahead_batch_size_count"):
+    for name in (
+        "bookie_flush_count",
+        "bookie_flush_entrylog_count",
+        "bookie_flush_locations_index_count",
+        "bookie_flush_ledger_index_count",
+        "bookie_flush_size_count",
+        "bookie_write_cache_size",
+        "bookie_write_cache_count",
+        "bookie_read_cache_size",
+        "bookie_read_cache_count",
+        "bookie_read_cache_hits",
+        "bookie_read_cache_misses",
+        "bookie_write_cache_hits",
+        "bookie_throttled_write_requests",
+        "bookie_throttled_write_count",
+        "bookie_read_entry_count",
+        "bookie_read_locations_index_time_count",
+        "bookie_read_entrylog_time_count",
+        "bookie_readahead_batch_count_count",
+        "bookie_readahead_batch_size_count",
+    ):
         assert f"\n{name}" in text, name
 
 
@@ -397,8 +428,11 @@ async def test_reads_never_miss_an_acknowledged_entry_while_halves_swap_and_flus
         return reads
 
     checkpoints_before = metrics.CHECKPOINTS._value.get()
-    tasks = [asyncio.ensure_future(writer(0)), asyncio.ensure_future(writer(1)),
-             *(asyncio.ensure_future(reader(seed)) for seed in range(4))]
+    tasks = [
+        asyncio.ensure_future(writer(0)),
+        asyncio.ensure_future(writer(1)),
+        *(asyncio.ensure_future(reader(seed)) for seed in range(4)),
+    ]
     await asyncio.sleep(2)
     stop.set()
     results = await asyncio.gather(*tasks)

@@ -35,13 +35,15 @@ def test_sorted_entries_come_by_ledger_then_entry() -> None:
     cache = WriteCache()
     for ledger_id, entry_id in [(9, 3), (2, 7), (9, 0), (2, 1), (5, 0), (2, 4)]:
         cache.put(ledger_id, entry_id, bytes([ledger_id, entry_id]))
-    assert [(l, e) for l, e, _ in cache.sorted_entries()] == [(2, 1), (2, 4), (2, 7), (5, 0), (9, 0), (9, 3)]
+    expected = [(2, 1), (2, 4), (2, 7), (5, 0), (9, 0), (9, 3)]
+    assert [(ledger, entry) for ledger, entry, _ in cache.sorted_entries()] == expected
 
 
 def _directory(tmp_path: Path, half_bytes: int, flushes: list | None = None) -> SingleDirectoryDbLedgerStorage:
     requested = flushes if flushes is not None else []
-    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=2 * half_bytes),
-                                               request_flush=lambda: requested.append(1))
+    directory = SingleDirectoryDbLedgerStorage(
+        tmp_path, StorageSettings(write_cache_max_bytes=2 * half_bytes), request_flush=lambda: requested.append(1)
+    )
     directory.open()
     return directory
 
@@ -101,13 +103,15 @@ async def test_a_cancelled_admission_gives_its_room_to_the_next_waiter(tmp_path:
 
 
 async def test_an_add_without_room_within_max_throttle_time_is_refused_and_the_next_one_moves_up(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """Goal: BookKeeper's dbStorage_maxThrottleTimeMs — an add that waited that long for room
     (the flush slow or failing) is refused with TooManyRequests and counted as rejected, and
     the add queued behind it is admitted at once if it fits. Method: a 4 KiB half holding
     3 KiB; a 3 KiB add waits and is refused after 0.2 s; a 100-byte add behind it then fits."""
-    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB,
-                                                                         max_throttle_s=0.2))
+    directory = SingleDirectoryDbLedgerStorage(
+        tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB, max_throttle_s=0.2)
+    )
     directory.open()
     assert directory.try_admit(3 * KIB)
     directory.add_entry(1, 0, -1, bytes(3 * KIB))
@@ -175,9 +179,11 @@ async def test_an_add_whose_flush_request_swapped_at_once_is_admitted_at_once(tm
     checkpoint running), the add is admitted into the now empty half — it waited for a wake-up
     that had already happened, and was refused after dbStorage_maxThrottleTimeMs."""
     holder: list[SingleDirectoryDbLedgerStorage] = []
-    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB,
-                                                                         max_throttle_s=30.0),
-                                               request_flush=lambda: holder[0].swap())
+    directory = SingleDirectoryDbLedgerStorage(
+        tmp_path,
+        StorageSettings(write_cache_max_bytes=8 * KIB, max_throttle_s=30.0),
+        request_flush=lambda: holder[0].swap(),  # noqa: PLW0108 -- holder[0] is set below
+    )
     holder.append(directory)
     directory.open()
     assert directory.try_admit(3 * KIB)
@@ -192,8 +198,9 @@ async def test_a_refused_add_cancelled_before_it_resumes_gives_back_no_room(tmp_
     dbStorage_maxThrottleTimeMs passed) and cancelled before it resumed (its connection
     closed in the same loop turn) had no room reserved and gives none back: the reservations
     stayed negative, and the write cache's bound was off for good."""
-    directory = SingleDirectoryDbLedgerStorage(tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB,
-                                                                         max_throttle_s=30.0))
+    directory = SingleDirectoryDbLedgerStorage(
+        tmp_path, StorageSettings(write_cache_max_bytes=8 * KIB, max_throttle_s=30.0)
+    )
     directory.open()
     assert directory.try_admit(3 * KIB)
     directory.add_entry(1, 0, -1, bytes(3 * KIB))

@@ -41,12 +41,12 @@ def test_synchronous_appends_leave_exactly_the_bytes_then_zeros_to_the_block_end
     expected = bytearray(b"HEADER-16-BYTES!")
     with _direct_appender(path, 16) as appender:
         for chunk in _chunks(1, 60, 9000):  # odd sizes: most appends rewrite a partial block
-            appender.append([chunk[: len(chunk) // 2], chunk[len(chunk) // 2:]], sync=sync)
+            appender.append([chunk[: len(chunk) // 2], chunk[len(chunk) // 2 :]], sync=sync)
             expected += chunk
             assert appender.position == len(expected)
     data = path.read_bytes()
     assert data[: len(expected)] == expected
-    assert len(data) % BLOCK_BYTES == 0 and data[len(expected):] == bytes(len(data) - len(expected))
+    assert len(data) % BLOCK_BYTES == 0 and data[len(expected) :] == bytes(len(data) - len(expected))
 
 
 def test_an_append_bigger_than_the_staging_buffer_goes_out_in_several_writes(tmp_path: Path) -> None:
@@ -102,8 +102,9 @@ def test_a_failed_background_write_is_raised_by_the_flush(tmp_path: Path) -> Non
         os.close(read_fd)
 
 
-def test_open_direct_answers_minus_one_where_the_file_system_refuses_it(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_open_direct_answers_minus_one_where_the_file_system_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """tmpfs and some FUSE mounts refuse O_DIRECT with EINVAL: the caller then stays buffered."""
     import errno
 
@@ -128,7 +129,7 @@ def test_the_next_appender_writes_through_the_buffer_the_last_one_gave_back(tmp_
             appender.append([data], sync=True)
         written = path.read_bytes()
         assert written[: 10 + len(data)] == b"H" * 10 + data
-        assert len(written) % BLOCK_BYTES == 0 and written[10 + len(data):] == bytes(len(written) - 10 - len(data))
+        assert len(written) % BLOCK_BYTES == 0 and written[10 + len(data) :] == bytes(len(written) - 10 - len(data))
     assert staging.mapped == 1
 
 

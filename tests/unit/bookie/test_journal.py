@@ -44,8 +44,9 @@ def adds(seen) -> list[tuple[int, int, bytes]]:
 async def test_adds_queued_together_form_one_group_with_one_fsync(tmp_path: Path) -> None:
     """Goal: N adds queued in one loop iteration are written and synced as one group.
     Method: a long group wait and an entries threshold of N, so only the count triggers it."""
-    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(
-        max_group_wait_s=30, buffered_entries_threshold=8)))
+    journal = Journal(
+        tmp_path, 0, settings(policy=GroupCommitPolicy(max_group_wait_s=30, buffered_entries_threshold=8))
+    )
     await journal.start()
     futures = [submit(journal, 1, i, b"x" * 100) for i in range(8)]
     locations = await asyncio.gather(*futures)
@@ -75,8 +76,7 @@ async def test_no_sync_when_journal_sync_data_is_off(tmp_path: Path) -> None:
 
 
 async def test_flush_when_queue_empty_does_not_wait_for_the_group_timeout(tmp_path: Path) -> None:
-    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(
-        max_group_wait_s=60, flush_when_queue_empty=True)))
+    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(max_group_wait_s=60, flush_when_queue_empty=True)))
     await journal.start()
     await asyncio.wait_for(journal.add_entry(1, 0, -1, b"z"), 10)
     assert journal.stats.flushes[FlushReason.EMPTY_QUEUE] == 1
@@ -133,7 +133,9 @@ async def _write(directory: Path, entries: list[tuple[int, int, bytes]], **kw) -
 
 
 @pytest.mark.parametrize("damage", ["cut", "garbage", "bitflip"])
-async def test_a_damaged_tail_is_dropped_and_new_writes_replay_after_the_good_records(tmp_path: Path, damage: str) -> None:
+async def test_a_damaged_tail_is_dropped_and_new_writes_replay_after_the_good_records(
+    tmp_path: Path, damage: str
+) -> None:
     """Goal: replay stops cleanly at a torn or corrupt last record, and records appended after a
     restart are replayed after the good ones, never mixed with the damaged bytes.
     Method: damage the last record on disk, restart, append, replay."""
@@ -190,7 +192,10 @@ async def test_fence_records_replay(tmp_path: Path) -> None:
     await journal.close()
     _, seen, _ = replay(tmp_path)
     assert [(r.type, r.ledger_id) for r, _, _ in seen] == [
-        (RecordType.ADD_ENTRY, 4), (RecordType.FENCE, 4), (RecordType.FENCE, 9)]
+        (RecordType.ADD_ENTRY, 4),
+        (RecordType.FENCE, 4),
+        (RecordType.FENCE, 9),
+    ]
 
 
 async def test_a_full_queue_makes_producers_wait_and_drops_nothing(tmp_path: Path) -> None:
@@ -256,8 +261,9 @@ async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path
 
 
 @pytest.mark.parametrize("where", ["group timer", "flush decision", "batch split"])
-async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_add(tmp_path: Path, monkeypatch,
-                                                                                   where: str) -> None:
+async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_add(
+    tmp_path: Path, monkeypatch, where: str
+) -> None:
     """Goal: an unexpected error on the writer thread outside the write itself (a bug; it was
     journalMaxGroupWaitMSec=inf's OverflowError in the group timer) fails the journal like a
     failed write: the adds being grouped and every later one are answered with the error, none
@@ -265,16 +271,19 @@ async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_a
     decision, or the split of a batch at a group boundary (the batch then in hand) raises."""
     from minipulsar.bookie import journal_thread
 
-    def broken_wait(self, group):  # noqa: ANN001, ANN202
+    def broken_wait(self, group):
         if group:
             raise OverflowError("timeout value is too large")
         return self._queue.get()
 
-    def broken_decision(self, *args):  # noqa: ANN001, ANN002, ANN202
+    def broken_decision(self, *args):
         raise ValueError("a bug in the policy")
 
-    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(max_group_wait_s=1.0,
-                                                                     adaptive_group_writes=where != "batch split")))
+    journal = Journal(
+        tmp_path,
+        0,
+        settings(policy=GroupCommitPolicy(max_group_wait_s=1.0, adaptive_group_writes=where != "batch split")),
+    )
     await journal.start()
     if where == "group timer":
         monkeypatch.setattr(journal_thread.JournalThread, "_next_item", broken_wait)
@@ -291,7 +300,8 @@ async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_a
 
 @pytest.mark.parametrize("adaptive", [True, False])
 async def test_adaptive_group_writes_decide_whether_a_group_takes_the_whole_queue(
-        tmp_path: Path, monkeypatch, adaptive: bool) -> None:
+    tmp_path: Path, monkeypatch, adaptive: bool
+) -> None:
     """Goal: journalAdaptiveGroupWrites=true puts everything queued into one group (one fsync);
     false caps each group at journalBufferedEntriesThreshold. Method: hold the writer in the
     fsync of a first add while 10 more are queued (threshold 4), then release it."""
@@ -308,8 +318,13 @@ async def test_adaptive_group_writes_decide_whether_a_group_takes_the_whole_queu
         return real_write(self, buffers, size)
 
     monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", held_sync)
-    journal = Journal(tmp_path, 0, settings(policy=GroupCommitPolicy(
-        max_group_wait_s=0, buffered_entries_threshold=4, adaptive_group_writes=adaptive)))
+    journal = Journal(
+        tmp_path,
+        0,
+        settings(
+            policy=GroupCommitPolicy(max_group_wait_s=0, buffered_entries_threshold=4, adaptive_group_writes=adaptive)
+        ),
+    )
     await journal.start()
     first = submit(journal, 1, 0, b"x")
     assert await asyncio.to_thread(in_sync.wait, 10)

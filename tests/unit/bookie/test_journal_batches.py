@@ -24,7 +24,7 @@ def settings(**overrides) -> JournalSettings:
 class Add:
     """An ADD_ENTRY as the journal reads it."""
 
-    __slots__ = ("ledger_id", "entry_id", "lac", "payload")
+    __slots__ = ("entry_id", "lac", "ledger_id", "payload")
 
     def __init__(self, ledger_id: int, entry_id: int, payload: bytes) -> None:
         self.ledger_id, self.entry_id, self.lac, self.payload = ledger_id, entry_id, entry_id - 1, payload
@@ -64,7 +64,7 @@ class Store:
 class CountingQueue(queue.SimpleQueue):
     puts = 0
 
-    def put(self, item, block=True, timeout=None) -> None:  # noqa: ANN001
+    def put(self, item, block=True, timeout=None) -> None:
         self.puts += 1
         super().put(item, block, timeout)
 
@@ -151,6 +151,7 @@ async def test_a_group_bigger_than_one_pwritev_is_written_whole(tmp_path: Path) 
     assert journal.stats.group_sizes == [1500]
     await journal.close()
     seen = []
-    Journal(tmp_path, 0, settings()).replay(lambda record, location, payload: seen.append(
-        (record.type, record.entry_id, bytes(payload), location)))
+    Journal(tmp_path, 0, settings()).replay(
+        lambda record, location, payload: seen.append((record.type, record.entry_id, bytes(payload), location))
+    )
     assert seen == [(RecordType.ADD_ENTRY, i, i.to_bytes(4, "big") * 8, locations[i]) for i in range(1500)]

@@ -50,7 +50,7 @@ def test_records_round_trip_with_payload_offsets() -> None:
     assert end is ScanEnd.CLEAN
     assert [(s.record, s.payload) for s in scanned] == records
     for item in scanned:
-        assert data[item.payload_offset:item.payload_offset + len(item.payload)] == item.payload
+        assert data[item.payload_offset : item.payload_offset + len(item.payload)] == item.payload
 
 
 def test_zero_filled_tail_is_a_clean_end() -> None:

@@ -29,7 +29,6 @@ from minipulsar.bookie.journal_segment import (
     take_recycled,
 )
 from minipulsar.bookie.journal_types import JournalStats
-
 from tests.unit.bookie.test_journal_segments import KIB, replay, settings
 
 
@@ -65,14 +64,17 @@ async def test_trimmed_segments_are_written_over_and_replay_returns_only_the_new
             last_mark = journal.applied_mark
             journal.trim(last_mark)
     await journal.close()
-    reused = [s for s in list_segments(tmp_path)
-              if read_segment_header(segment_path(tmp_path, s).read_bytes()[:SEGMENT_HEADER_SIZE]).reused]
+    reused = [
+        s
+        for s in list_segments(tmp_path)
+        if read_segment_header(segment_path(tmp_path, s).read_bytes()[:SEGMENT_HEADER_SIZE]).reused
+    ]
     assert reused, "some segment was written over a recycled file"
     assert len(list_recycled(tmp_path)) <= 2
     seen, result = replay(tmp_path, start=last_mark)
     assert seen == written[-40:] and not result.lost_tail
     seen, result = replay(tmp_path)
-    assert seen == written[len(written) - len(seen):] and not result.lost_tail
+    assert seen == written[len(written) - len(seen) :] and not result.lost_tail
 
 
 def test_a_reused_file_replays_its_new_groups_and_stops_at_the_old_bytes(tmp_path: Path) -> None:
@@ -87,8 +89,11 @@ def test_a_reused_file_replays_its_new_groups_and_stops_at_the_old_bytes(tmp_pat
     _write_groups(new, [fresh[:4], fresh[4:]])  # less than the old use wrote
     new.close()
     seen: list = []
-    scan = scan_segment(segment_path(tmp_path, 2), 2, lambda item: seen.append(
-        (item.record.ledger_id, item.record.entry_id, bytes(item.payload))))
+    scan = scan_segment(
+        segment_path(tmp_path, 2),
+        2,
+        lambda item: seen.append((item.record.ledger_id, item.record.entry_id, bytes(item.payload))),
+    )
     assert seen == fresh
     assert scan.reused and scan.end is ScanEnd.STALE and scan.end.clean
 

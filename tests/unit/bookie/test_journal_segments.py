@@ -19,9 +19,9 @@ from minipulsar.bookie import journal_segment
 from minipulsar.bookie.group_commit import GroupCommitPolicy
 from minipulsar.bookie.journal import Journal, JournalSettings
 from minipulsar.bookie.journal_format import (
-    SEGMENT_VERSION,
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
+    SEGMENT_VERSION,
     LogMark,
     RecordType,
     encode_group_header,
@@ -43,8 +43,13 @@ def replay(directory: Path, start: LogMark | None = None):
     """Every ADD record replayed from ``start``, as ``(ledger, entry, payload)``, and the result."""
     seen: list[tuple[int, int, bytes]] = []
     result = Journal(directory, 0, settings()).replay(
-        lambda record, location, payload: seen.append((record.ledger_id, record.entry_id, bytes(payload)))
-        if record.type is RecordType.ADD_ENTRY else None, start)
+        lambda record, location, payload: (
+            seen.append((record.ledger_id, record.entry_id, bytes(payload)))
+            if record.type is RecordType.ADD_ENTRY
+            else None
+        ),
+        start,
+    )
     return seen, result
 
 
@@ -73,7 +78,7 @@ async def test_zeros_are_prepared_ahead_of_the_writer_and_the_file_never_grows_u
     await wait_for(lambda: writer._extension is None or writer._extension.done(), 10)
     size = os.path.getsize(segment_path(tmp_path, writer.segment_id))
     assert size % (64 * KIB) == 0 and size >= writer.position + 32 * KIB
-    assert segment_path(tmp_path, writer.segment_id).read_bytes()[writer.position:] == bytes(size - writer.position)
+    assert segment_path(tmp_path, writer.segment_id).read_bytes()[writer.position :] == bytes(size - writer.position)
     await journal.close()
     assert replay(tmp_path)[0] == entries
 
@@ -269,12 +274,17 @@ async def test_appending_after_a_group_cut_short_resumes_at_the_group_start(tmp_
     announces: a replay from before stopped there as corrupt and lost every later add.)
     Method: two groups of 5 adds; the second cut inside its second record; a restart appends 3
     adds; then replays from the start and from the restart's mark."""
+
     async def write_group(first: int) -> tuple[int, LogMark]:
         journal = Journal(tmp_path, 0, settings(reuse_files=False, direct_io=False, prealloc_bytes=64 * KIB))
         result = journal.replay(lambda *args: None)
         await journal.start()
-        await asyncio.gather(*(journal.add_entry(1, first + i, first + i - 1, bytes([i + 1]) * 1000)
-                               for i in range(5 if first < 100 else 3)))
+        await asyncio.gather(
+            *(
+                journal.add_entry(1, first + i, first + i - 1, bytes([i + 1]) * 1000)
+                for i in range(5 if first < 100 else 3)
+            )
+        )
         end = journal._files.current.position  # type: ignore[union-attr]
         await journal.close()
         return end, result.end_mark
@@ -292,13 +302,14 @@ async def test_appending_after_a_group_cut_short_resumes_at_the_group_start(tmp_
     assert [e for _, e, _ in replay(tmp_path, restart_mark)[0]] == [100, 101, 102]
 
 
-def test_trimming_that_fails_at_start_is_logged_and_left_for_the_next_checkpoint(tmp_path: Path, monkeypatch,
-                                                                                  caplog) -> None:
+def test_trimming_that_fails_at_start_is_logged_and_left_for_the_next_checkpoint(
+    tmp_path: Path, monkeypatch, caplog
+) -> None:
     """Goal: deleting old segments is housekeeping: when it fails during start-up (the replay's
     checkpoint trims before the journal's threads run), the bookie still starts."""
     from minipulsar.bookie import journal as journal_module
 
-    def failing(*args) -> list[int]:  # noqa: ANN002
+    def failing(*args) -> list[int]:
         raise OSError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(journal_module, "trim_segments", failing)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from minipulsar.metadata import open_metadata_store
-
 from minipulsar.broker.bookkeeper.ledger_id import LedgerIdAllocator
+from minipulsar.metadata import open_metadata_store
 
 
 async def test_ids_are_unique_across_allocators_and_above_the_asked_minimum():

@@ -74,8 +74,12 @@ def assert_even(counts: list[int], tolerance: float = 0.15) -> None:
 
 
 def report(journal_mb_s: float, disk: float = 0.5, *, at_s: float = 100.0, read_only: bool = False) -> BookieLoadReport:
-    return BookieLoadReport(journal_write_bytes_per_s=journal_mb_s * MB, ledger_dirs_used_fraction=disk,
-                            received_at_s=at_s, read_only=read_only)
+    return BookieLoadReport(
+        journal_write_bytes_per_s=journal_mb_s * MB,
+        ledger_dirs_used_fraction=disk,
+        received_at_s=at_s,
+        read_only=read_only,
+    )
 
 
 # -- every policy ------------------------------------------------------------------------------
@@ -86,13 +90,19 @@ ALL_POLICIES = [DefaultEnsemblePlacementPolicy, RackawareEnsemblePlacementPolicy
 
 @pytest.mark.parametrize("policy_class", ALL_POLICIES)
 def test_new_ensembles_are_distinct_writable_bookies_outside_every_exclusion(
-        policy_class: type[EnsemblePlacementPolicy]) -> None:
+    policy_class: type[EnsemblePlacementPolicy],
+) -> None:
     """Goal: the base invariants hold for every policy. Method: 500 ensembles of 3 from 8 bookies
     on 3 racks, two read-only, one quarantined, one excluded, loads known for all."""
     writable = bookies(8)
-    view = view_of(writable, read_only=frozenset(writable[:2]), quarantined=frozenset({writable[2]}),
-                   racks={bookie: f"/rack-{i % 3}" for i, bookie in enumerate(writable)},
-                   loads={bookie: report(10 * i) for i, bookie in enumerate(writable)}, now_s=101.0)
+    view = view_of(
+        writable,
+        read_only=frozenset(writable[:2]),
+        quarantined=frozenset({writable[2]}),
+        racks={bookie: f"/rack-{i % 3}" for i, bookie in enumerate(writable)},
+        loads={bookie: report(10 * i) for i, bookie in enumerate(writable)},
+        now_s=101.0,
+    )
     policy = policy_class(random.Random(SEED))
     seen: set[str] = set()
     for _ in range(500):
@@ -115,7 +125,8 @@ def test_not_enough_bookies_says_how_many_and_why(policy_class: type[EnsemblePla
 
 @pytest.mark.parametrize("policy_class", ALL_POLICIES)
 def test_replacement_is_outside_the_ensemble_exclusions_and_quarantine(
-        policy_class: type[EnsemblePlacementPolicy]) -> None:
+    policy_class: type[EnsemblePlacementPolicy],
+) -> None:
     writable = bookies(7)
     ensemble = writable[:3]
     view = view_of(writable, read_only=frozenset({writable[3]}), quarantined=frozenset({writable[4]}))
@@ -139,10 +150,13 @@ def test_bad_quorums_and_indexes_are_refused(policy_class: type[EnsemblePlacemen
 def test_same_seed_same_choices_regardless_of_set_order() -> None:
     """Goal: a seeded policy is replayable: candidates are taken in sorted order, not set order."""
     writable = bookies(10)
-    first = [DefaultEnsemblePlacementPolicy(random.Random(SEED)).new_ensemble(3, 2, 2, view_of(writable))
-             for _ in range(5)]
-    second = [DefaultEnsemblePlacementPolicy(random.Random(SEED)).new_ensemble(3, 2, 2, view_of(writable[::-1]))
-              for _ in range(5)]
+    first = [
+        DefaultEnsemblePlacementPolicy(random.Random(SEED)).new_ensemble(3, 2, 2, view_of(writable)) for _ in range(5)
+    ]
+    second = [
+        DefaultEnsemblePlacementPolicy(random.Random(SEED)).new_ensemble(3, 2, 2, view_of(writable[::-1]))
+        for _ in range(5)
+    ]
     assert first == second
 
 
@@ -186,13 +200,16 @@ def test_select_replacement_uses_a_quarantined_bookie_only_when_needed() -> None
 # -- placement_policy: the ensemblePlacementPolicy setting -------------------------------------
 
 
-@pytest.mark.parametrize(("name", "policy_class"), [
-    ("DefaultEnsemblePlacementPolicy", DefaultEnsemblePlacementPolicy),
-    ("RackawareEnsemblePlacementPolicy", RackawareEnsemblePlacementPolicy),
-    ("LoadAwareEnsemblePlacementPolicy", LoadAwareEnsemblePlacementPolicy),
-    ("org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy", RackawareEnsemblePlacementPolicy),
-    ("org.apache.bookkeeper.client.DefaultEnsemblePlacementPolicy", DefaultEnsemblePlacementPolicy),
-])
+@pytest.mark.parametrize(
+    ("name", "policy_class"),
+    [
+        ("DefaultEnsemblePlacementPolicy", DefaultEnsemblePlacementPolicy),
+        ("RackawareEnsemblePlacementPolicy", RackawareEnsemblePlacementPolicy),
+        ("LoadAwareEnsemblePlacementPolicy", LoadAwareEnsemblePlacementPolicy),
+        ("org.apache.bookkeeper.client.RackawareEnsemblePlacementPolicy", RackawareEnsemblePlacementPolicy),
+        ("org.apache.bookkeeper.client.DefaultEnsemblePlacementPolicy", DefaultEnsemblePlacementPolicy),
+    ],
+)
 def test_placement_policy_by_setting(name: str, policy_class: type) -> None:
     assert type(placement_policy(name, random.Random(SEED))) is policy_class
 
@@ -207,19 +224,23 @@ def test_placement_policy_passes_the_staleness_and_refuses_unknown_names() -> No
 # -- rack-aware --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("ensemble_size", "write_quorum", "rack_sizes"), [
-    (3, 2, {"/r0": 2, "/r1": 2, "/r2": 2}),
-    (3, 3, {"/r0": 1, "/r1": 3, "/r2": 1, "/r3": 2}),
-    (4, 2, {"/r0": 3, "/r1": 3}),                       # only A B A B works
-    (4, 3, {"/r0": 2, "/r1": 2, "/r2": 2, "/r3": 1}),
-    (5, 2, {"/r0": 2, "/r1": 1, "/r2": 4}),
-    (5, 3, {"/dc/r0": 2, "/dc/r1": 2, "/dc/r2": 2, "/dc/r3": 1, "/dc/r4": 1}),
-    (6, 3, {"/r0": 2, "/r1": 2, "/r2": 2}),             # only a rotation of A B C A B C works
-    (6, 2, {"/r0": 4, "/r1": 4}),
-    (3, 2, {"/r0": 5, "/r1": 1, "/r2": 1}),
-])
+@pytest.mark.parametrize(
+    ("ensemble_size", "write_quorum", "rack_sizes"),
+    [
+        (3, 2, {"/r0": 2, "/r1": 2, "/r2": 2}),
+        (3, 3, {"/r0": 1, "/r1": 3, "/r2": 1, "/r3": 2}),
+        (4, 2, {"/r0": 3, "/r1": 3}),  # only A B A B works
+        (4, 3, {"/r0": 2, "/r1": 2, "/r2": 2, "/r3": 1}),
+        (5, 2, {"/r0": 2, "/r1": 1, "/r2": 4}),
+        (5, 3, {"/dc/r0": 2, "/dc/r1": 2, "/dc/r2": 2, "/dc/r3": 1, "/dc/r4": 1}),
+        (6, 3, {"/r0": 2, "/r1": 2, "/r2": 2}),  # only a rotation of A B C A B C works
+        (6, 2, {"/r0": 4, "/r1": 4}),
+        (3, 2, {"/r0": 5, "/r1": 1, "/r2": 1}),
+    ],
+)
 def test_rackaware_never_puts_a_write_quorum_on_one_rack_when_racks_allow(
-        ensemble_size: int, write_quorum: int, rack_sizes: dict[str, int]) -> None:
+    ensemble_size: int, write_quorum: int, rack_sizes: dict[str, int]
+) -> None:
     """Goal: with enough racks, no write-quorum window holds two bookies of one rack. Method:
     check by brute force that such an arrangement exists, then draw 300 ensembles."""
     assert perfect_arrangement_exists(ensemble_size, write_quorum, rack_sizes)
@@ -265,7 +286,7 @@ def test_rackaware_spreads_as_well_as_possible_with_too_few_racks() -> None:
 
 def test_rackaware_with_one_rack_is_uniformly_random() -> None:
     writable = bookies(6)
-    view = view_of(writable)   # every bookie in the default rack
+    view = view_of(writable)  # every bookie in the default rack
     policy = RackawareEnsemblePlacementPolicy(random.Random(SEED))
     counts = Counter(itertools.chain.from_iterable(policy.new_ensemble(3, 2, 2, view) for _ in range(6_000)))
     assert_even(shares(counts, writable))
@@ -290,8 +311,10 @@ def test_rackaware_replacement_prefers_the_failed_bookies_rack() -> None:
     policy = RackawareEnsemblePlacementPolicy(random.Random(SEED))
     assert {policy.replace_bookie(ensemble, 1, 2, 2, view) for _ in range(100)} == {"r1-1"}
     assert {policy.replace_bookie(ensemble, 1, 2, 2, view, exclude={"r1-1"}) for _ in range(100)} == {"r3-0", "r3-1"}
-    assert {policy.replace_bookie(ensemble, 1, 2, 2, view, exclude={"r1-1", "r3-0", "r3-1"})
-            for _ in range(100)} == {"r0-1", "r2-1"}
+    assert {policy.replace_bookie(ensemble, 1, 2, 2, view, exclude={"r1-1", "r3-0", "r3-1"}) for _ in range(100)} == {
+        "r0-1",
+        "r2-1",
+    }
 
 
 def test_rackaware_replacement_avoids_racks_in_the_affected_windows() -> None:
@@ -350,8 +373,7 @@ def test_loadaware_never_chooses_read_only_or_quarantined_bookies() -> None:
     """Goal: the lightest bookies are the forbidden ones, and still never chosen: one read-only by
     its fresh load report, one read-only in the registry, one quarantined."""
     loads = {b: report(100) for b in bookies(5)}
-    loads |= {"idle-report-ro": report(0, read_only=True), "idle-registry-ro": report(0),
-              "idle-quarantined": report(0)}
+    loads |= {"idle-report-ro": report(0, read_only=True), "idle-registry-ro": report(0), "idle-quarantined": report(0)}
     view = loaded_view(loads, read_only=frozenset({"idle-registry-ro"}), quarantined=frozenset({"idle-quarantined"}))
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED))
     counts = Counter(itertools.chain.from_iterable(policy.new_ensemble(3, 2, 2, view) for _ in range(10_000)))

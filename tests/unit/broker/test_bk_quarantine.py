@@ -4,6 +4,7 @@ simulation bench (bench/quarantine_sim.py) run in-process."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 
 import pytest
@@ -36,10 +37,23 @@ class ManualClock:
         return self.now_s
 
 
-def quarantine(*, threshold: int = 5, time_s: float = 1800.0, ratio: float = 1.0, clock: ManualClock | None = None,
-               seed: int = SEED, **kwargs) -> BookieQuarantine:
-    return BookieQuarantine(error_threshold_per_interval=threshold, quarantine_time_s=time_s, quarantine_ratio=ratio,
-                            rng=random.Random(seed), clock=clock or ManualClock(), **kwargs)
+def quarantine(
+    *,
+    threshold: int = 5,
+    time_s: float = 1800.0,
+    ratio: float = 1.0,
+    clock: ManualClock | None = None,
+    seed: int = SEED,
+    **kwargs,
+) -> BookieQuarantine:
+    return BookieQuarantine(
+        error_threshold_per_interval=threshold,
+        quarantine_time_s=time_s,
+        quarantine_ratio=ratio,
+        rng=random.Random(seed),
+        clock=clock or ManualClock(),
+        **kwargs,
+    )
 
 
 def fail(target: BookieQuarantine, bookie: str, times: int, error: BaseException = TIMEOUT) -> None:
@@ -54,8 +68,17 @@ def metric(name: str) -> float:
 # -- which errors count -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("error", [NoSuchEntryError("x"), NoSuchLedgerError("x"), LedgerFencedError("x"),
-                                   BookieReadOnlyError("x"), asyncio.CancelledError(), KeyboardInterrupt()])
+@pytest.mark.parametrize(
+    "error",
+    [
+        NoSuchEntryError("x"),
+        NoSuchLedgerError("x"),
+        LedgerFencedError("x"),
+        BookieReadOnlyError("x"),
+        asyncio.CancelledError(),
+        KeyboardInterrupt(),
+    ],
+)
 def test_expected_errors_do_not_count(error: BaseException) -> None:
     assert not counts_toward_quarantine(error)
     target = quarantine(threshold=1)
@@ -63,8 +86,17 @@ def test_expected_errors_do_not_count(error: BaseException) -> None:
     assert target.check() == [] and not target.is_quarantined("b1")
 
 
-@pytest.mark.parametrize("error", [RequestTimeoutError("x"), TooManyRequestsError("x"), PersistenceError("x"),
-                                   NotEnoughBookiesError("x"), OSError("disk"), RuntimeError("bug")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        RequestTimeoutError("x"),
+        TooManyRequestsError("x"),
+        PersistenceError("x"),
+        NotEnoughBookiesError("x"),
+        OSError("disk"),
+        RuntimeError("bug"),
+    ],
+)
 def test_timeouts_and_unexpected_errors_count(error: BaseException) -> None:
     assert counts_toward_quarantine(error)
 
@@ -181,8 +213,13 @@ def test_ratio_p_quarantines_about_p_of_faulty_intervals(ratio: float) -> None:
     rng = random.Random(SEED)
     quarantined = 0
     for _ in range(4_000):
-        target = BookieQuarantine(error_threshold_per_interval=5, quarantine_time_s=1800.0,
-                                  quarantine_ratio=ratio, rng=rng, clock=ManualClock())
+        target = BookieQuarantine(
+            error_threshold_per_interval=5,
+            quarantine_time_s=1800.0,
+            quarantine_ratio=ratio,
+            rng=rng,
+            clock=ManualClock(),
+        )
         fail(target, "b1", 5)
         quarantined += len(target.check())
     assert abs(quarantined / 4_000 - ratio) < 0.03, quarantined
@@ -191,6 +228,7 @@ def test_ratio_p_quarantines_about_p_of_faulty_intervals(ratio: float) -> None:
 def test_brokers_with_a_ratio_lock_a_bookie_out_at_different_moments() -> None:
     """Goal: the point of PR 2327: 20 brokers seeing the same faulty bookie every interval do not
     all quarantine it in the same pass (ratio 0.3), while the classic rule makes them (ratio 1.0)."""
+
     def first_passes(ratio: float) -> set[int]:
         brokers = [quarantine(threshold=5, ratio=ratio, seed=SEED + i) for i in range(20)]
         first: dict[int, int] = {}
@@ -216,8 +254,8 @@ def test_quarantine_sim_probabilistic_rule_swings_less_than_classic() -> None:
     params = SimParams()
     classic, probabilistic = compare(params, DEFAULT_SEED, 0.3)
     hot = buckets(classic.samples_mb_s[FAULTY], params.bucket_s // params.sample_s)
-    troughs = sum(1 for before, value in zip(hot, hot[1:]) if value < 10 <= before)
-    peaks = sum(1 for before, value in zip(hot, hot[1:]) if value > 100 >= before)
+    troughs = sum(1 for before, value in itertools.pairwise(hot) if value < 10 <= before)
+    peaks = sum(1 for before, value in itertools.pairwise(hot) if value > 100 >= before)
     assert troughs >= 2 and peaks >= 2, hot
     assert probabilistic.traffic_stddev_mb_s < classic.traffic_stddev_mb_s, (classic, probabilistic)
     assert classic.quarantines > probabilistic.quarantines > 0

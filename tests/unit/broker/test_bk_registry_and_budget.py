@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import uuid
 
-from minipulsar.metadata import open_metadata_store
-
 from minipulsar.broker.bookkeeper.add_budget import AddBudget
 from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry, parse_rack_mapping
+from minipulsar.metadata import open_metadata_store
 from tests.support.process import wait_for
 
 
@@ -32,8 +31,9 @@ async def test_registry_sees_registrations_read_only_bookies_and_racks_and_follo
         assert first.racks == {"b1:3181": "/r1"}
         assert await registry.bookies() is first, "no re-read without a change"
 
-        await store.put("/bookies", json.dumps({"default": {"b2:3181": {"rack": "/r2"},
-                                                            "b1:3181": {"rack": "/r9"}}}).encode())
+        await store.put(
+            "/bookies", json.dumps({"default": {"b2:3181": {"rack": "/r2"}, "b1:3181": {"rack": "/r9"}}}).encode()
+        )
         await store.delete("/ledgers/available/b1:3181")
         # notifications arrive asynchronously: the registry re-reads once it has been told
         await wait_for(lambda: _writable_is(registry, {"b2:3181"}), 5)

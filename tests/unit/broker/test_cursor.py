@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-
-import pytest
 
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
@@ -18,8 +15,13 @@ from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 def closed_ledger(*entries_per_ledger: int) -> ManagedLedger:
     """A managed ledger whose ledgers 10, 11, … are closed with the given entry counts."""
-    ledger = ManagedLedger("t/ns/persistent/x", store=None, bookkeeper=None, cache=EntryCache(0),  # type: ignore[arg-type]
-                           config=ManagedLedgerConfig())
+    ledger = ManagedLedger(
+        "t/ns/persistent/x",
+        store=None,
+        bookkeeper=None,
+        cache=EntryCache(0),  # type: ignore[arg-type]
+        config=ManagedLedgerConfig(),
+    )
     ledger._ledgers.replace([LedgerInfo(10 + i, entries=n) for i, n in enumerate(entries_per_ledger)])
     return ledger
 

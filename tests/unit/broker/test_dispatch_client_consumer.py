@@ -7,13 +7,12 @@ import asyncio
 
 import pytest
 
-from minipulsar.protocol import commands as cmd
-from minipulsar.protocol.batch import BatchMessage, encode_batch
-
 from minipulsar.client.consumer import Consumer
 from minipulsar.client.consumer_config import ConsumerConfig
 from minipulsar.client.exceptions import CumulativeAcknowledgementNotAllowedError
 from minipulsar.client.message import MessageId
+from minipulsar.protocol import commands as cmd
+from minipulsar.protocol.batch import BatchMessage, encode_batch
 from tests.support.process import wait_for
 
 
@@ -42,8 +41,14 @@ def consumer(sub_type: str = "Exclusive", **kwargs) -> tuple[Consumer, FakeConne
     """A consumer attached to a fake connection (as after a SUBSCRIBE, before its first FLOW)."""
     connection = FakeConnection()
     options = {"receiver_queue_size": 10, "consumer_name": "c", "initial_position": "Latest", **kwargs}
-    target = Consumer("persistent://public/default/t", "sub", ConsumerConfig(consumer_type=sub_type, **options),
-                      pool=None, lookup=None, operation_timeout_s=30)  # type: ignore[arg-type]
+    target = Consumer(
+        "persistent://public/default/t",
+        "sub",
+        ConsumerConfig(consumer_type=sub_type, **options),
+        pool=None,
+        lookup=None,
+        operation_timeout_s=30,
+    )  # type: ignore[arg-type]
     target._connection = connection  # type: ignore[assignment]
     connection.consumers[target._consumer_id] = target
     return target, connection

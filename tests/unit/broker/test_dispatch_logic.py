@@ -7,10 +7,6 @@ import asyncio
 
 import pytest
 
-from minipulsar.errors import ConsumerBusyError, InvalidCommand
-from minipulsar.protocol.batch import BatchMessage, encode_batch
-from minipulsar.protocol.commands import ActiveConsumerChange, Message
-
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.counters import TopicCounters
@@ -20,6 +16,9 @@ from minipulsar.broker.topics.key_shared import NONE_KEY, ConsistentHashRing, ke
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 from minipulsar.broker.topics.replay import ReplayQueue
 from minipulsar.broker.topics.subscription import Subscription
+from minipulsar.errors import ConsumerBusyError, InvalidCommand
+from minipulsar.protocol.batch import BatchMessage, encode_batch
+from minipulsar.protocol.commands import ActiveConsumerChange, Message
 
 L = 7  # the one ledger of the fake managed ledger
 
@@ -42,9 +41,10 @@ class FakeLedger:
                 waiter.set_result(None)
         return position
 
-    async def read_entries(self, start: Position, max_entries: int, max_bytes: int | None = None,
-                           cursor: object = None) -> list[Entry]:
-        return self.entries[start.entry_id:start.entry_id + max_entries]
+    async def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None, cursor: object = None
+    ) -> list[Entry]:
+        return self.entries[start.entry_id : start.entry_id + max_entries]
 
     def wait_for_entries(self) -> asyncio.Future[None]:
         waiter = asyncio.get_running_loop().create_future()
@@ -80,7 +80,7 @@ class FakeCursor:
         return self.read_position.entry_id < len(self.ledger.entries)
 
     async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
-        entries = self.ledger.entries[self.read_position.entry_id:self.read_position.entry_id + max_entries]
+        entries = self.ledger.entries[self.read_position.entry_id : self.read_position.entry_id + max_entries]
         if entries:
             self.read_position = Position(L, entries[-1].position.entry_id + 1)
         return [e for e in entries if not self.is_acked(e.position)]
@@ -122,8 +122,9 @@ class FakeConnection:
 
 
 def make_consumer(consumer_id: int, name: str | None = None, priority_level: int = 0) -> Consumer:
-    return Consumer(consumer_id, name or f"c{consumer_id}", FakeConnection(), "sub", TopicCounters(),
-                    priority_level=priority_level)
+    return Consumer(
+        consumer_id, name or f"c{consumer_id}", FakeConnection(), "sub", TopicCounters(), priority_level=priority_level
+    )
 
 
 def sent(consumer: Consumer) -> list[Position]:

@@ -34,8 +34,10 @@ async def test_exactly_one_broker_leads_and_the_key_names_it(tree: SharedTree) -
         leaders = [e for _, e in brokers if e.is_leader]
         assert len(leaders) == 1
         found = await brokers[0][0].get(LEADER_PATH)
-        assert json.loads(found.value) == {"brokerId": leaders[0].broker_id,
-                                           "serviceUrl": f"http://{leaders[0].broker_id}"}
+        assert json.loads(found.value) == {
+            "brokerId": leaders[0].broker_id,
+            "serviceUrl": f"http://{leaders[0].broker_id}",
+        }
         assert all(e.leader == leaders[0].broker_id for _, e in brokers)
     finally:
         for store, election in brokers:
@@ -61,8 +63,11 @@ async def test_a_leader_that_lost_its_session_stops_leading_then_runs_again(tree
     election._on_change = seen.append
     try:
         store.expire_session()  # SESSION_LOST (the key is gone), then a new session
-        await wait_for(lambda: election.is_leader and seen == [False, True], timeout_s=5,
-                       message="the broker did not lead again after its new session")
+        await wait_for(
+            lambda: election.is_leader and seen == [False, True],
+            timeout_s=5,
+            message="the broker did not lead again after its new session",
+        )
         found = await store.get(LEADER_PATH)
         assert found is not None and json.loads(found.value)["brokerId"] == "a:1"
     finally:
@@ -84,8 +89,12 @@ async def test_closing_the_leader_hands_over_at_once(tree: SharedTree) -> None:
 async def test_a_stale_key_with_our_own_id_is_taken_over(tree: SharedTree) -> None:
     """A predecessor on the same address (or our own create whose answer was lost) holds the key."""
     old = MemoryMetadataStore(tree, session_timeout_ms=60_000)
-    await old.put(LEADER_PATH, json.dumps({"brokerId": "a:1", "serviceUrl": "http://a:1"}).encode(),
-                  expected_version=-1, ephemeral=True)
+    await old.put(
+        LEADER_PATH,
+        json.dumps({"brokerId": "a:1", "serviceUrl": "http://a:1"}).encode(),
+        expected_version=-1,
+        ephemeral=True,
+    )
     store, election = await broker(tree, "a:1")
     try:
         await wait_for(lambda: election.is_leader, timeout_s=2, message="the stale key was not taken over")

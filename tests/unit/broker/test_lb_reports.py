@@ -17,8 +17,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_report_aggregates_are_the_sums_of_its_bundles() -> None:
-    data = report(bundles={bundle(1): stats(100, 1000, topics=3), bundle(2): stats(50, 500, topics=2)},
-                  owned={bundle(3)})
+    data = report(
+        bundles={bundle(1): stats(100, 1000, topics=3), bundle(2): stats(50, 500, topics=2)}, owned={bundle(3)}
+    )
     assert data.msg_rate_in == 75 and data.msg_rate_out == 75
     assert data.msg_throughput == 1500
     assert data.num_topics == 5 and data.num_producers == 2 and data.num_consumers == 2
@@ -28,8 +29,21 @@ def test_report_aggregates_are_the_sums_of_its_bundles() -> None:
 def test_report_json_uses_pulsar_field_names_and_round_trips() -> None:
     data = report(cpu=40, bw_out=70, bundles={bundle(1): stats(10, 100)}, owned={bundle(2)})
     raw = json.loads(data.to_bytes())
-    for key in ("webServiceUrl", "pulsarServiceUrl", "cpu", "memory", "directMemory", "bandwidthIn", "bandwidthOut",
-                "msgRateIn", "msgThroughputOut", "numBundles", "bundles", "lastStats", "lastUpdate"):
+    for key in (
+        "webServiceUrl",
+        "pulsarServiceUrl",
+        "cpu",
+        "memory",
+        "directMemory",
+        "bandwidthIn",
+        "bandwidthOut",
+        "msgRateIn",
+        "msgThroughputOut",
+        "numBundles",
+        "bundles",
+        "lastStats",
+        "lastUpdate",
+    ):
         assert key in raw
     assert raw["cpu"] == {"usage": 40, "limit": 100}
     assert raw["lastStats"][bundle(1)]["msgThroughputIn"] == 50
@@ -62,28 +76,32 @@ def test_percent_change_follows_pulsar() -> None:
     assert percent_change(200, 150) == 25
 
 
-@pytest.mark.parametrize(("last", "current", "elapsed_s", "expected"), [
-    (None, report(), 0, True),                                                   # nothing written yet
-    (report(cpu=50), report(cpu=55), 60, False),                                 # 5 points: below 10 %
-    (report(cpu=50), report(cpu=65), 60, True),                                  # 15 points of max usage
-    (report(bundles={bundle(1): stats(100)}), report(bundles={bundle(1): stats(115)}), 60, True),  # rate +15 %
-    (report(owned={bundle(1)}), report(owned={bundle(1), bundle(2)}), 60, True),  # bundle count doubled
-    (report(cpu=50), report(cpu=50), 16 * 60, True),                             # max interval passed
-])
-def test_report_is_rewritten_on_a_significant_change_or_after_the_max_interval(last, current, elapsed_s,
-                                                                              expected) -> None:
+@pytest.mark.parametrize(
+    ("last", "current", "elapsed_s", "expected"),
+    [
+        (None, report(), 0, True),  # nothing written yet
+        (report(cpu=50), report(cpu=55), 60, False),  # 5 points: below 10 %
+        (report(cpu=50), report(cpu=65), 60, True),  # 15 points of max usage
+        (report(bundles={bundle(1): stats(100)}), report(bundles={bundle(1): stats(115)}), 60, True),  # rate +15 %
+        (report(owned={bundle(1)}), report(owned={bundle(1), bundle(2)}), 60, True),  # bundle count doubled
+        (report(cpu=50), report(cpu=50), 16 * 60, True),  # max interval passed
+    ],
+)
+def test_report_is_rewritten_on_a_significant_change_or_after_the_max_interval(
+    last, current, elapsed_s, expected
+) -> None:
     assert needs_update(last, current, elapsed_s, threshold_pct=10, max_interval_minutes=15) is expected
 
 
 def test_time_average_replaces_the_defaults_then_averages_then_decays() -> None:
     window = TimeAverageMessageData(max_samples=3)
     assert window.msg_rate_in == DEFAULT_MSG_RATE
-    window.update(stats(rate=20))                 # 10 in
-    assert window.msg_rate_in == 10               # the first sample replaces the default
-    window.update(stats(rate=40))                 # 20 in → mean 15
-    window.update(stats(rate=60))                 # 30 in → mean 20
+    window.update(stats(rate=20))  # 10 in
+    assert window.msg_rate_in == 10  # the first sample replaces the default
+    window.update(stats(rate=40))  # 20 in → mean 15
+    window.update(stats(rate=60))  # 30 in → mean 20
     assert window.msg_rate_in == pytest.approx(20)
-    window.update(stats(rate=0))                  # saturated: EMA with α = 1/3
+    window.update(stats(rate=0))  # saturated: EMA with α = 1/3
     assert window.num_samples == 3 and window.msg_rate_in == pytest.approx(20 * 2 / 3)
 
 

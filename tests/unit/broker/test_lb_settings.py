@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from minipulsar.broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
 from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
 from minipulsar.broker.loadbalance.shedding.threshold import ThresholdShedder
-from minipulsar.broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
 from minipulsar.broker.loadbalance.strategies import create_strategies
 from minipulsar.config import BrokerConfig, config_keys, load_config
 from minipulsar.errors import ConfigError
@@ -34,10 +34,15 @@ def test_defaults_are_pulsars_except_auto_split() -> None:
 
 
 def test_class_names_short_names_and_fractional_minutes_are_accepted() -> None:
-    config = load_config(BrokerConfig, overrides={
-        "loadBalancerLoadSheddingStrategy": "AvgShedder",
-        "loadBalancerLoadPlacementStrategy": "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
-        "loadBalancerSheddingIntervalMinutes": "0.05", "loadBalancerOverrideBrokerNicSpeedGbps": "0.5"})
+    config = load_config(
+        BrokerConfig,
+        overrides={
+            "loadBalancerLoadSheddingStrategy": "AvgShedder",
+            "loadBalancerLoadPlacementStrategy": "org.apache.pulsar.broker.loadbalance.impl.AvgShedder",
+            "loadBalancerSheddingIntervalMinutes": "0.05",
+            "loadBalancerOverrideBrokerNicSpeedGbps": "0.5",
+        },
+    )
     settings = LoadBalancerSettings.from_config(config)
     assert settings.shedding_strategy == settings.placement_strategy == "AvgShedder"
     assert settings.shedding_interval_minutes == 0.05 and settings.nic_speed_gbps == 0.5

@@ -35,8 +35,11 @@ def results():
 def test_overload_shedder_leaves_most_traffic_on_a_few_brokers(results) -> None:
     overload = results["OverloadShedder", "LeastLongTermMessageRate"]
     assert overload.top2_share > 0.6  # two of six brokers carry most of the bytes
-    for pair in (("ThresholdShedder", "LeastLongTermMessageRate"),
-                 ("ThresholdShedder", "LeastResourceUsageWithWeight"), ("AvgShedder", "AvgShedder")):
+    for pair in (
+        ("ThresholdShedder", "LeastLongTermMessageRate"),
+        ("ThresholdShedder", "LeastResourceUsageWithWeight"),
+        ("AvgShedder", "AvgShedder"),
+    ):
         assert results[pair].top2_share < overload.top2_share - 0.05
 
 

@@ -19,15 +19,33 @@ def stats(rate: float = 0.0, throughput: float = 0.0, topics: int = 1) -> Namesp
     return NamespaceBundleStats(rate / 2, rate / 2, throughput / 2, throughput / 2, topics, 1, 1)
 
 
-def report(cpu: float = 0.0, memory: float = 0.0, direct: float = 0.0, bw_in: float = 0.0, bw_out: float = 0.0,
-           bundles: dict[str, NamespaceBundleStats] | None = None, owned: set[str] | None = None,
-           name: str = "b") -> LocalBrokerData:
+def report(
+    cpu: float = 0.0,
+    memory: float = 0.0,
+    direct: float = 0.0,
+    bw_in: float = 0.0,
+    bw_out: float = 0.0,
+    bundles: dict[str, NamespaceBundleStats] | None = None,
+    owned: set[str] | None = None,
+    name: str = "b",
+) -> LocalBrokerData:
     """A report with these percent usages and per-bundle stats."""
-    usage = SystemResourceUsage(ResourceUsage(cpu, 100), ResourceUsage(memory, 100), ResourceUsage(direct, 100),
-                                ResourceUsage(bw_in, 100), ResourceUsage(bw_out, 100))
-    return LocalBrokerData.build(web_service_url=f"http://{name}:8080", pulsar_service_url=f"pulsar://{name}:6650",
-                                 cluster="test", usage=usage, bundles=owned or set(), last_stats=bundles or {},
-                                 last_update_ms=0)
+    usage = SystemResourceUsage(
+        ResourceUsage(cpu, 100),
+        ResourceUsage(memory, 100),
+        ResourceUsage(direct, 100),
+        ResourceUsage(bw_in, 100),
+        ResourceUsage(bw_out, 100),
+    )
+    return LocalBrokerData.build(
+        web_service_url=f"http://{name}:8080",
+        pulsar_service_url=f"pulsar://{name}:6650",
+        cluster="test",
+        usage=usage,
+        bundles=owned or set(),
+        last_stats=bundles or {},
+        last_update_ms=0,
+    )
 
 
 def load_data(reports: dict[str, LocalBrokerData], samples: int = 1) -> LoadData:
@@ -39,8 +57,10 @@ def load_data(reports: dict[str, LocalBrokerData], samples: int = 1) -> LoadData
     return data
 
 
-def broker_with(usage: float, bundle_throughputs: dict[str, float], name: str = "b", rate_per_byte: float = 0.001,
-                **usages: float) -> LocalBrokerData:
+def broker_with(
+    usage: float, bundle_throughputs: dict[str, float], name: str = "b", rate_per_byte: float = 0.001, **usages: float
+) -> LocalBrokerData:
     """A broker at ``usage`` % CPU owning bundles with these throughputs (B/s)."""
-    return report(cpu=usage, bundles={b: stats(t * rate_per_byte, t) for b, t in bundle_throughputs.items()},
-                  name=name, **usages)
+    return report(
+        cpu=usage, bundles={b: stats(t * rate_per_byte, t) for b, t in bundle_throughputs.items()}, name=name, **usages
+    )

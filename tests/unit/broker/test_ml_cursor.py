@@ -10,8 +10,6 @@ import time
 
 import pytest
 
-from minipulsar.metadata.memory import MemoryMetadataStore
-
 from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
@@ -19,6 +17,7 @@ from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.metadata.memory import MemoryMetadataStore
 from tests.support.process import wait_for
 
 KEEP_FOREVER = {"retention_time_minutes": -1, "retention_size_mb": -1}  # no trimming: there are no bookies
@@ -38,8 +37,13 @@ class CountingStore(MemoryMetadataStore):
 
 def closed_ledger(*entries_per_ledger: int, store=None, **config) -> ManagedLedger:
     """A managed ledger whose ledgers 10, 11, … are closed with the given entry counts."""
-    ledger = ManagedLedger("t/ns/persistent/x", store=store, bookkeeper=None, cache=EntryCache(0),  # type: ignore[arg-type]
-                           config=ManagedLedgerConfig(**{**KEEP_FOREVER, **config}))
+    ledger = ManagedLedger(
+        "t/ns/persistent/x",
+        store=store,
+        bookkeeper=None,
+        cache=EntryCache(0),  # type: ignore[arg-type]
+        config=ManagedLedgerConfig(**{**KEEP_FOREVER, **config}),
+    )
     ledger._ledgers.replace([LedgerInfo(10 + i, entries=n) for i, n in enumerate(entries_per_ledger)])
     return ledger
 
@@ -126,8 +130,9 @@ async def test_ranges_beyond_the_bound_stay_in_memory_with_a_warning_and_a_count
     stored = json.loads((await store.get(cursor.path)).value)["individualDeletedMessages"]
     assert stored == [[10, 1, 10, 1], [10, 3, 10, 3], [10, 5, 10, 5]]
     reopened = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
-    assert reopened.is_acked(Position(10, 5)) and not reopened.is_acked(Position(10, 7)), \
+    assert reopened.is_acked(Position(10, 5)) and not reopened.is_acked(Position(10, 7)), (
         "the ranges not persisted are delivered again after a restart"
+    )
 
 
 async def test_closing_a_cursor_writes_its_pending_changes() -> None:

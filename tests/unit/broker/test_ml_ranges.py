@@ -78,7 +78,8 @@ def test_cursor_info_keeps_the_first_ranges_within_the_bound_and_says_how_many_i
 
 
 def test_cursor_info_reads_the_legacy_triples() -> None:
-    data = json.dumps({"markDeleteLedgerId": 3, "markDeleteEntryId": 1,
-                       "individualDeletedMessages": [[3, 3, 5]]}).encode()
+    data = json.dumps(
+        {"markDeleteLedgerId": 3, "markDeleteEntryId": 1, "individualDeletedMessages": [[3, 3, 5]]}
+    ).encode()
     mark_delete, decoded = decode_cursor_info(data)
     assert mark_delete == P(3, 1) and list(decoded.positions()) == [P(3, 3), P(3, 4), P(3, 5)]

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from minipulsar.protocol.batch import BatchMessage, encode_batch, peek_publish_time_ms
-
 from minipulsar.broker.managed_ledger.config import MIB, ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.managed_ledger.retention import consumed_prefix, current_ledger_is_full, ledgers_to_trim
+from minipulsar.protocol.batch import BatchMessage, encode_batch, peek_publish_time_ms
 
 NOW_MS = 10_000_000
 
@@ -48,19 +47,27 @@ def trim(ledgers: list[LedgerInfo], minutes: float, megabytes: float, slowest: P
     return [info.ledger_id for info in ledgers_to_trim(config, ledgers, slowest, total, NOW_MS)]
 
 
-@pytest.mark.parametrize(("minutes", "megabytes", "expected"), [
-    (0, 0, [1, 2, 3]),     # no retention: consumed ledgers go
-    (-1, -1, []),          # keep forever
-    (-1, 0, []),           # 0 with a non-zero other bound means "not set": unlimited
-    (0, -1, []),
-    (-1, 2, [1, 2]),       # keep the newest 2 MB (of 4 MB: ledgers 3 and 4 stay)
-    (60, -1, [1, 2]),      # keep an hour: ledgers 1 and 2 closed 2 h ago
-    (60, 100, [1, 2]),     # expired OR over size: expired decides
-    (600, 1, [1, 2, 3]),   # over size decides (the open ledger is never trimmed)
-])
+@pytest.mark.parametrize(
+    ("minutes", "megabytes", "expected"),
+    [
+        (0, 0, [1, 2, 3]),  # no retention: consumed ledgers go
+        (-1, -1, []),  # keep forever
+        (-1, 0, []),  # 0 with a non-zero other bound means "not set": unlimited
+        (0, -1, []),
+        (-1, 2, [1, 2]),  # keep the newest 2 MB (of 4 MB: ledgers 3 and 4 stay)
+        (60, -1, [1, 2]),  # keep an hour: ledgers 1 and 2 closed 2 h ago
+        (60, 100, [1, 2]),  # expired OR over size: expired decides
+        (600, 1, [1, 2, 3]),  # over size decides (the open ledger is never trimmed)
+    ],
+)
 def test_retention_combination(minutes: float, megabytes: float, expected: list[int]) -> None:
     two_hours_ago = NOW_MS - 2 * 3600 * 1000
-    ledgers = [closed(1, closed_ms=two_hours_ago), closed(2, closed_ms=two_hours_ago), closed(3), LedgerInfo(4, None, MIB)]
+    ledgers = [
+        closed(1, closed_ms=two_hours_ago),
+        closed(2, closed_ms=two_hours_ago),
+        closed(3),
+        LedgerInfo(4, None, MIB),
+    ]
     assert trim(ledgers, minutes, megabytes) == expected
 
 

@@ -23,14 +23,17 @@ def run(*argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["namespaces", "bundles", "public"], "invalid namespace 'public'"),
-    (["namespaces", "create", "a/b/c"], "invalid namespace 'a/b/c'"),
-    (["tenants", "create", "bad name"], "invalid tenant 'bad name'"),
-    (["namespaces", "split-bundle", "public/default", "--bundle", "0x0_0x4"], "invalid bundle '0x0_0x4'"),
-    (["namespaces", "unload", "public/default", "-d", "h:1"], "--destination-broker needs --bundle"),
-    (["topics", "lookup", "persistent://only/two"], "invalid topic name"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["namespaces", "bundles", "public"], "invalid namespace 'public'"),
+        (["namespaces", "create", "a/b/c"], "invalid namespace 'a/b/c'"),
+        (["tenants", "create", "bad name"], "invalid tenant 'bad name'"),
+        (["namespaces", "split-bundle", "public/default", "--bundle", "0x0_0x4"], "invalid bundle '0x0_0x4'"),
+        (["namespaces", "unload", "public/default", "-d", "h:1"], "--destination-broker needs --bundle"),
+        (["topics", "lookup", "persistent://only/two"], "invalid topic name"),
+    ],
+)
 def test_malformed_names_exit_2_without_a_request(argv: list[str], message: str) -> None:
     code, _, err = run(*argv)
     assert code == 2 and message in err
@@ -64,8 +67,9 @@ async def test_a_put_follows_a_307_to_the_owner_with_its_method_and_query() -> N
         runners.append(runner)
     try:
         client = AdminClient(f"http://127.0.0.1:{ports['other']}", 10)
-        halves = await asyncio.to_thread(client.request, "PUT", "/admin/v2/namespaces/t/ns/0x00000000_0xffffffff/split",
-                                         None, {"unload": "true"})
+        halves = await asyncio.to_thread(
+            client.request, "PUT", "/admin/v2/namespaces/t/ns/0x00000000_0xffffffff/split", None, {"unload": "true"}
+        )
         assert halves == ["0x00000000_0x80000000", "0x80000000_0xffffffff"]
         assert seen == ["PUT /admin/v2/namespaces/t/ns/0x00000000_0xffffffff/split?unload=true"]
         with pytest.raises(AdminError, match="HTTP 404"):

@@ -33,8 +33,11 @@ def test_four_bundles_have_pulsars_default_boundaries() -> None:
     assert initial_boundaries(1) == (0, FULL_UPPER)
     bundles = NamespaceBundles("public/default", initial_boundaries(4))
     assert [b.name for b in bundles.bundles] == [
-        "public/default/0x00000000_0x40000000", "public/default/0x40000000_0x80000000",
-        "public/default/0x80000000_0xc0000000", "public/default/0xc0000000_0xffffffff"]
+        "public/default/0x00000000_0x40000000",
+        "public/default/0x40000000_0x80000000",
+        "public/default/0x80000000_0xc0000000",
+        "public/default/0xc0000000_0xffffffff",
+    ]
 
 
 def test_three_bundles_split_the_space_in_near_equal_segments() -> None:

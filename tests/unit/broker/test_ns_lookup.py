@@ -17,16 +17,15 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
+from minipulsar.broker.namespace.bundles import NamespaceBundle
+from minipulsar.broker.namespace.liveness import LivenessProbe
+from minipulsar.broker.namespace.ownership import OwnerData, ownership_path
+from minipulsar.broker.namespace.service import NamespaceService
 from minipulsar.config import BrokerConfig, load_config
 from minipulsar.errors import ErrorCode
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.metadata.memory import SharedTree
 from minipulsar.topic_name import TopicName
-
-from minipulsar.broker.namespace.bundles import NamespaceBundle
-from minipulsar.broker.namespace.liveness import LivenessProbe
-from minipulsar.broker.namespace.ownership import OwnerData, ownership_path
-from minipulsar.broker.namespace.service import NamespaceService
 from tests.support.process import wait_for
 
 TOPIC = TopicName.parse("persistent://public/default/orders")
@@ -52,7 +51,7 @@ class FakeBroker:
     def take_topics(self, belongs) -> list:
         return []
 
-    async def start(self) -> "FakeBroker":
+    async def start(self) -> FakeBroker:
         info = {"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_service_url}
         await self.store.put(f"/loadbalance/brokers/{self.broker_id}", json.dumps(info).encode(), ephemeral=True)
         self.namespaces = NamespaceService(self)  # type: ignore[arg-type]
@@ -96,8 +95,12 @@ async def test_lookups_from_every_broker_agree_on_the_owner(brokers: list[FakeBr
     assert (first.kind, first.broker_url) == ("connect", a.service_url)
     for other in (b, c):
         answer = await other.ns.lookup(TOPIC)
-        assert (answer.kind, answer.broker_url, answer.http_url, answer.authoritative) == \
-            ("redirect", a.service_url, a.web_service_url, False)
+        assert (answer.kind, answer.broker_url, answer.http_url, answer.authoritative) == (
+            "redirect",
+            a.service_url,
+            a.web_service_url,
+            False,
+        )
     owner = OwnerData.from_json((await a.store.get(ownership_path(await a.ns.bundle_of(TOPIC)))).value)
     assert owner == OwnerData(a.service_url, a.web_service_url, disabled=False)
     assert (await a.ns.lookup(TOPIC)).kind == "connect"
@@ -121,8 +124,11 @@ async def test_authoritative_lookup_takes_an_unowned_bundle(brokers: list[FakeBr
 
 async def test_the_leaders_placement_is_followed_through_an_authoritative_redirect(brokers: list[FakeBroker]) -> None:
     a, b, c = brokers
-    await a.store.put("/loadbalance/leader", json.dumps({"brokerId": a.broker_id,
-                                                          "serviceUrl": a.web_service_url}).encode(), ephemeral=True)
+    await a.store.put(
+        "/loadbalance/leader",
+        json.dumps({"brokerId": a.broker_id, "serviceUrl": a.web_service_url}).encode(),
+        ephemeral=True,
+    )
     a.load_manager = ScriptedLoadManager(leader=True, choice=b.broker_id)
     c.load_manager = ScriptedLoadManager(leader=False, choice=c.broker_id)
     forwarded = await c.ns.lookup(TOPIC)  # a non-leader forwards the decision to the leader
@@ -206,7 +212,8 @@ async def test_a_key_left_by_an_earlier_session_on_the_same_address_is_taken_ove
 
 
 async def test_an_owner_whose_port_refuses_connections_is_replaced_but_a_listening_one_is_not(
-        brokers: list[FakeBroker]) -> None:
+    brokers: list[FakeBroker],
+) -> None:
     """Goal: reference §2.3 takes a dead owner's bundles after its session expires; the TCP probe
     takes them at once when nothing listens on its port, and never from a live broker."""
     _, b, _ = brokers
@@ -220,8 +227,11 @@ async def test_an_owner_whose_port_refuses_connections_is_replaced_but_a_listeni
         live_port = listening.sockets[0].getsockname()[1]
         live_topic = TopicName.parse("persistent://public/default/live-owner")
         bundles = await b.ns.bundles("public/default")
-        dead_topic = next(TopicName.parse(name) for name in (f"persistent://public/default/dead-{i}" for i in range(99))
-                          if bundles.find(name) != bundles.find(str(live_topic)))
+        dead_topic = next(
+            TopicName.parse(name)
+            for name in (f"persistent://public/default/dead-{i}" for i in range(99))
+            if bundles.find(name) != bundles.find(str(live_topic))
+        )
         for topic, port in ((live_topic, live_port), (dead_topic, closed_port)):
             owner = OwnerData(f"pulsar://127.0.0.1:{port}", f"http://127.0.0.1:{port}")
             await ghost.put(ownership_path(await b.ns.bundle_of(topic)), owner.to_json(), ephemeral=True)

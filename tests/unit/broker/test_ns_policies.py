@@ -11,13 +11,12 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from minipulsar.errors import AlreadyExistsError, BadVersionError, InvalidCommand, NotFoundError
-from minipulsar.metadata import MemoryMetadataStore
-from minipulsar.metadata.memory import SharedTree
-
 from minipulsar.broker.namespace.bundles import initial_boundaries
 from minipulsar.broker.namespace.policies import PolicyStore, split_namespace
 from minipulsar.broker.namespace.split import split_boundaries
+from minipulsar.errors import AlreadyExistsError, BadVersionError, InvalidCommand, NotFoundError
+from minipulsar.metadata import MemoryMetadataStore
+from minipulsar.metadata.memory import SharedTree
 
 
 @pytest_asyncio.fixture
@@ -34,8 +33,10 @@ async def test_public_default_created_by_racing_brokers_is_one_namespace(stores)
     results = await asyncio.gather(*(p.ensure_namespace("public/default") for p in policies))
     assert {r.boundaries for r in results} == {initial_boundaries(4)}
     raw = json.loads((await stores[0].get("/admin/policies/public/default")).value)
-    assert raw["bundles"] == {"boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
-                              "numBundles": 4}
+    assert raw["bundles"] == {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"],
+        "numBundles": 4,
+    }
     tenant = json.loads((await stores[0].get("/admin/policies/public")).value)
     assert tenant == {"adminRoles": [], "allowedClusters": ["standalone"]}
     assert await policies[1].tenants() == ["public"]

@@ -29,7 +29,7 @@ def test_topic_count_equally_divide_cuts_between_the_two_middle_topics() -> None
     assert topic_count_equally_divide(r, [0x400, 0x100, 0x300, 0x200]) == 0x280
     # odd count 3: s = h[0], e = h[1]
     assert topic_count_equally_divide(r, [0x100, 0x200, 0x900]) == 0x180
-    lower, upper = children(r, 0x280)
+    lower, _upper = children(r, 0x280)
     assert [h for h in (0x100, 0x200, 0x300, 0x400) if lower.contains(h)] == [0x100, 0x200]
 
 
@@ -62,15 +62,25 @@ def test_split_boundaries_inserts_the_cut_into_that_bundle_only() -> None:
         split_boundaries(boundaries, BundleRange(0, 0x40000000), 0x40000000)
 
 
-@given(st.integers(0, FULL_UPPER - 2), st.integers(2, FULL_UPPER), st.lists(st.integers(0, FULL_UPPER), max_size=40),
-       st.sampled_from(["range_equally_divide", "topic_count_equally_divide"]))
-def test_a_split_position_leaves_two_non_empty_halves(lower: int, width: int, hashes: list[int], algorithm: str) -> None:
+@given(
+    st.integers(0, FULL_UPPER - 2),
+    st.integers(2, FULL_UPPER),
+    st.lists(st.integers(0, FULL_UPPER), max_size=40),
+    st.sampled_from(["range_equally_divide", "topic_count_equally_divide"]),
+)
+def test_a_split_position_leaves_two_non_empty_halves(
+    lower: int, width: int, hashes: list[int], algorithm: str
+) -> None:
     upper = min(lower + width, FULL_UPPER)
     r = BundleRange(lower, upper)
     position = split_position(algorithm, r, hashes)
     if position is None:
         return
     assert lower < position < upper
-    new = NamespaceBundles("t/ns", split_boundaries((0, *([lower] if lower else []), upper,
-                                                     *([FULL_UPPER] if upper < FULL_UPPER else [])), r, position))
+    new = NamespaceBundles(
+        "t/ns",
+        split_boundaries(
+            (0, *([lower] if lower else []), upper, *([FULL_UPPER] if upper < FULL_UPPER else [])), r, position
+        ),
+    )
     assert new.has(BundleRange(lower, position)) and new.has(BundleRange(position, upper))

@@ -22,7 +22,10 @@ def test_one_broker_keeps_its_name_and_ports(tmp_path: Path) -> None:
 def test_brokers_take_consecutive_ports_and_numbered_names(tmp_path: Path) -> None:
     plan = make_plan(data_dir=tmp_path, bookie_count=1, broker_count=3)
     assert [(b.name, b.port, b.web_port) for b in plan.brokers] == [
-        ("broker-0", 6650, 8080), ("broker-1", 6651, 8081), ("broker-2", 6652, 8082)]
+        ("broker-0", 6650, 8080),
+        ("broker-1", 6651, 8081),
+        ("broker-2", 6652, 8082),
+    ]
     assert ("broker-2 web service", 8082) in plan.fixed_ports()
 
 
@@ -41,11 +44,14 @@ def test_overlapping_broker_ports_are_refused(tmp_path: Path) -> None:
 def test_each_broker_gets_its_own_ports_on_its_command_line(tmp_path: Path) -> None:
     plan = make_plan(data_dir=tmp_path, bookie_count=2, broker_count=2)
     parser = build_parser()
-    parsed = [parser.parse_args(["broker", *broker_args(plan, "metastore://127.0.0.1:6680", ChildOptions(), slot)])
-              for slot in plan.brokers]
+    parsed = [
+        parser.parse_args(["broker", *broker_args(plan, "metastore://127.0.0.1:6680", ChildOptions(), slot)])
+        for slot in plan.brokers
+    ]
     assert [(p.port, p.http_port) for p in parsed] == [(6650, 8080), (6651, 8081)]
     assert broker_args(plan, "metastore://x:1", ChildOptions()) == broker_args(
-        plan, "metastore://x:1", ChildOptions(), plan.brokers[0])
+        plan, "metastore://x:1", ChildOptions(), plan.brokers[0]
+    )
 
 
 def test_banner_names_every_broker(tmp_path: Path) -> None:

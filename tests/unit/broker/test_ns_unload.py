@@ -60,6 +60,7 @@ async def test_the_topic_closes_after_the_persisting_sends_and_clients_hear_last
     def detach_then_complete_later(producer_id: int) -> bool:  # the bookies answer a moment after the detach
         asyncio.get_running_loop().call_later(0.05, in_flight.set_result, "position")
         return detach(producer_id)
+
     connection.detach_producer = detach_then_complete_later  # type: ignore[method-assign]
     detached = await close_topics([loaded], drain_timeout_s=10)
     assert log == ["detach producer 1", "detach consumer 7", "receipt sent", "topic closed"]

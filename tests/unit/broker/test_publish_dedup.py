@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 
+from minipulsar.broker.dedup import DUPLICATE, MessageDeduplication
+from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.errors import PersistenceError
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.protocol.batch import BatchMessage, encode_batch
-
-from minipulsar.broker.dedup import DUPLICATE, MessageDeduplication
-from minipulsar.broker.managed_ledger.position import Entry, Position
 from tests.support.process import wait_for
 
 
@@ -30,7 +29,7 @@ class FakeLedger:
         return Position(7, 0) if position.ledger_id != 7 else Position(7, position.entry_id + 1)
 
     async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:
-        return self.entries[start.entry_id:start.entry_id + max_entries]
+        return self.entries[start.entry_id : start.entry_id + max_entries]
 
     def append(self, producer: str, sequence_ids: list[int]) -> Position:
         payload = encode_batch(0, producer, [BatchMessage(s, b"x") for s in sequence_ids])

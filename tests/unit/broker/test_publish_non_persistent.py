@@ -3,10 +3,9 @@ drops (and counts) it per subscription otherwise; receipts are immediate with (-
 
 from __future__ import annotations
 
+from minipulsar.broker.topics.non_persistent_topic import NON_PERSISTENT_POSITION, NonPersistentTopic
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.topic_name import TopicName
-
-from minipulsar.broker.topics.non_persistent_topic import NON_PERSISTENT_POSITION, NonPersistentTopic
 
 
 class FakeConnection:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from minipulsar.broker.partitions import PartitionedTopics, partition_index, partitioned_topic_path
 from minipulsar.errors import AlreadyExistsError, InvalidCommand, NotFoundError
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.topic_name import TopicName
-
-from minipulsar.broker.partitions import PartitionedTopics, partition_index, partitioned_topic_path
 
 
 def test_partition_names() -> None:

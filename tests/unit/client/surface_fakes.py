@@ -12,9 +12,17 @@ from minipulsar.client.message_id import MessageId
 
 
 def make_message(topic: str, ledger_id: int, entry_id: int, batch_index: int = -1, data: bytes = b"") -> Message:
-    return Message(data or f"{ledger_id}:{entry_id}:{batch_index}".encode(),
-                   MessageId(-1, ledger_id, entry_id, batch_index), topic, properties=None, partition_key=None,
-                   publish_timestamp=0, event_timestamp=0, redelivery_count=0, producer_name="p")
+    return Message(
+        data or f"{ledger_id}:{entry_id}:{batch_index}".encode(),
+        MessageId(-1, ledger_id, entry_id, batch_index),
+        topic,
+        properties=None,
+        partition_key=None,
+        publish_timestamp=0,
+        event_timestamp=0,
+        redelivery_count=0,
+        producer_name="p",
+    )
 
 
 class FakeProducer:
@@ -86,7 +94,7 @@ class FakeConsumer:
             self._arrived.clear()
             try:
                 await asyncio.wait_for(self._arrived.wait(), None if timeout_millis is None else timeout_millis / 1000)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise Timeout("no message") from None
         self.received += 1
         return self.queue.popleft()

@@ -28,17 +28,22 @@ def test_backoff_rejects_a_cap_below_its_start() -> None:
         Backoff(1.0, 0.5)
 
 
-@pytest.mark.parametrize("url, hosts", [
-    ("pulsar://localhost:6650", [("localhost", 6650)]),
-    ("pulsar://h1:6650,h2:6651/", [("h1", 6650), ("h2", 6651)]),
-    ("pulsar://h1,h2", [("h1", 6650), ("h2", 6650)]),
-    ("127.0.0.1:7000", [("127.0.0.1", 7000)]),
-])
+@pytest.mark.parametrize(
+    "url, hosts",
+    [
+        ("pulsar://localhost:6650", [("localhost", 6650)]),
+        ("pulsar://h1:6650,h2:6651/", [("h1", 6650), ("h2", 6651)]),
+        ("pulsar://h1,h2", [("h1", 6650), ("h2", 6650)]),
+        ("127.0.0.1:7000", [("127.0.0.1", 7000)]),
+    ],
+)
 def test_service_urls_list_their_hosts(url: str, hosts: list) -> None:
     assert parse_hosts(url) == hosts
 
 
-@pytest.mark.parametrize("url", ["http://h:8080", "pulsar+ssl://h:6651", "pulsar://h:port", "pulsar://", "pulsar://h:0"])
+@pytest.mark.parametrize(
+    "url", ["http://h:8080", "pulsar+ssl://h:6651", "pulsar://h:port", "pulsar://", "pulsar://h:0"]
+)
 def test_unsupported_or_malformed_service_urls_are_refused(url: str) -> None:
     with pytest.raises(ValueError, match="service URL"):
         parse_hosts(url)

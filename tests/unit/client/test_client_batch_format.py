@@ -36,8 +36,11 @@ messages = st.builds(
 
 
 @settings(max_examples=40, deadline=None)
-@given(codec=st.sampled_from(CODECS), publish_time_ms=st.integers(0, 2**63 - 1),
-       batch=st.lists(messages, min_size=1, max_size=12))
+@given(
+    codec=st.sampled_from(CODECS),
+    publish_time_ms=st.integers(0, 2**63 - 1),
+    batch=st.lists(messages, min_size=1, max_size=12),
+)
 def test_compressed_batches_round_trip(codec: str, publish_time_ms: int, batch: list[BatchMessage]) -> None:
     payload = encode_batch(publish_time_ms, "producer", batch, codec)
     assert decode_batch(payload) == Batch(publish_time_ms, "producer", batch, codec)

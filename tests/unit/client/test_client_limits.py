@@ -67,17 +67,24 @@ def test_key_based_batches_group_by_ordering_key_else_partition_key_in_first_arr
 def test_producer_defaults_are_pulsar_asyncios() -> None:
     config = ProducerConfig()
     assert (config.send_timeout_millis, config.max_pending_messages, config.block_if_queue_full) == (30_000, 1000, True)
-    assert (config.batching_enabled, config.batching_max_messages, config.batching_max_allowed_size_in_bytes,
-            config.batching_max_publish_delay_ms) == (True, 1000, 131072, 10)
+    assert (
+        config.batching_enabled,
+        config.batching_max_messages,
+        config.batching_max_allowed_size_in_bytes,
+        config.batching_max_publish_delay_ms,
+    ) == (True, 1000, 131072, 10)
     assert (config.compression_type, config.batching_type) == (CompressionType.NONE, BatchingType.Default)
 
 
-@pytest.mark.parametrize("settings, error", [
-    ({"batching_enabled": True, "chunking_enabled": True}, "can't be enabled together"),
-    ({"compression_type": CompressionType.SNAPPY}, "SNAPPY"),
-    ({"send_timeout_millis": -1}, "send_timeout_millis"),
-    ({"max_pending_messages": -5}, "max_pending_messages"),
-])
+@pytest.mark.parametrize(
+    "settings, error",
+    [
+        ({"batching_enabled": True, "chunking_enabled": True}, "can't be enabled together"),
+        ({"compression_type": CompressionType.SNAPPY}, "SNAPPY"),
+        ({"send_timeout_millis": -1}, "send_timeout_millis"),
+        ({"max_pending_messages": -5}, "max_pending_messages"),
+    ],
+)
 def test_bad_producer_settings_are_refused(settings: dict, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         ProducerConfig.from_settings(**settings)

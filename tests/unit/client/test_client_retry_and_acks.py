@@ -9,12 +9,11 @@ import time
 
 import pytest
 
-from minipulsar.errors import ConnectionClosedError, ServiceNotReadyError, TopicNotFoundError
-
 from minipulsar.client.ack_grouping import AckGroupingTracker
 from minipulsar.client.backoff import Backoff
 from minipulsar.client.exceptions import Timeout
 from minipulsar.client.retry import LAST_ATTEMPT_S_MIN, gave_up_error, retry_until
+from minipulsar.errors import ConnectionClosedError, ServiceNotReadyError, TopicNotFoundError
 
 
 async def test_retriable_errors_are_retried_until_an_attempt_succeeds() -> None:
@@ -54,7 +53,7 @@ async def test_the_deadline_error_has_the_last_errors_class_and_names_it() -> No
 
 async def test_an_attempt_that_times_out_becomes_a_timeout_naming_the_operation() -> None:
     async def attempt(remaining_s: float) -> None:
-        raise asyncio.TimeoutError()
+        raise TimeoutError()
 
     with pytest.raises(Timeout, match="lookup of t: no answer"):
         await retry_until(time.monotonic() + 0.3, attempt, Backoff(0.01, 0.05), "lookup of t")
@@ -70,7 +69,7 @@ async def test_a_timeout_after_a_refusal_still_names_the_refusal() -> None:
         calls.append(remaining_s)
         if len(calls) == 1:
             raise ConnectionClosedError("connection refused by 127.0.0.1:6650")
-        raise asyncio.TimeoutError()
+        raise TimeoutError()
 
     with pytest.raises(Timeout) as raised:
         await retry_until(time.monotonic() + 0.5, attempt, Backoff(0.01, 0.05), "partition metadata of t")
@@ -88,7 +87,7 @@ async def test_no_attempt_starts_after_a_backoff_with_less_than_the_last_attempt
         calls.append(remaining_s)
         raise ConnectionClosedError("connection refused by 127.0.0.1:6650")
 
-    with pytest.raises(ConnectionClosedError, match="127.0.0.1:6650"):
+    with pytest.raises(ConnectionClosedError, match=r"127\.0\.0\.1:6650"):
         await retry_until(time.monotonic() + 0.4, attempt, Backoff(5.0, 5.0), "lookup of t")
     assert len(calls) == 2, calls
     assert calls[1] >= LAST_ATTEMPT_S_MIN / 2, calls  # what is left after the sleep, less its overshoot

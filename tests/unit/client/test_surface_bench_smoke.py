@@ -17,7 +17,12 @@ def test_client_bench_reports_both_modes_and_the_clients_cpu_per_message(tmp_pat
     result_path = tmp_path / "client.json"
     completed = subprocess.run(
         [sys.executable, str(BENCH), "--messages", "300", "--warmup-messages", "20", "--json", str(result_path)],
-        capture_output=True, text=True, timeout=100, cwd=ROOT, stdin=subprocess.DEVNULL)
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
     assert completed.returncode == 0, completed.stderr[-4000:]
     result = json.loads(result_path.read_text())
     assert json.loads(completed.stdout.strip().splitlines()[-1]) == result, "stdout ends with the JSON line"
@@ -26,4 +31,6 @@ def test_client_bench_reports_both_modes_and_the_clients_cpu_per_message(tmp_pat
         assert result[f"msgs_per_s_batching_{mode}"] > 0
         assert result[f"client_cpu_us_per_msg_batching_{mode}"] > 0
     assert [(run["batching"], run["messages"], run["errors"]) for run in result["runs"]] == [
-        (True, 300, 0), (False, 300, 0)]
+        (True, 300, 0),
+        (False, 300, 0),
+    ]

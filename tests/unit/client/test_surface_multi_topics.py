@@ -91,8 +91,9 @@ async def test_a_slow_application_stops_the_pumps_at_the_shared_queue_size() -> 
 
 
 async def test_each_child_queue_is_capped_by_the_total_across_partitions() -> None:
-    _, children = await consumer_over(PARTITIONS, receiver_queue_size=1000,
-                                      max_total_receiver_queue_size_across_partitions=90)
+    _, children = await consumer_over(
+        PARTITIONS, receiver_queue_size=1000, max_total_receiver_queue_size_across_partitions=90
+    )
     assert {c.receiver_queue_size for c in children.by_topic.values()} == {30}
 
 
@@ -136,14 +137,22 @@ async def test_close_and_unsubscribe_reach_every_child_and_wake_receivers() -> N
         await consumer.receive(10)
 
 
-@pytest.mark.parametrize("pattern, namespace, matches, misses", [
-    ("my-.*", "public/default", ["persistent://public/default/my-a"], ["persistent://public/default/other"]),
-    ("persistent://t1/ns1/a[0-9]", "t1/ns1", ["persistent://t1/ns1/a7", "persistent://t1/ns1/a7-partition-3"],
-     ["persistent://t1/ns1/a77", "persistent://t1/ns2/a7"]),
-    (re.compile("t1/ns1/B.*", re.IGNORECASE), "t1/ns1", ["persistent://t1/ns1/bee"], []),
-])
-def test_topics_pattern_reads_short_names_and_matches_whole_partitioned_names(pattern, namespace, matches,
-                                                                                misses) -> None:
+@pytest.mark.parametrize(
+    "pattern, namespace, matches, misses",
+    [
+        ("my-.*", "public/default", ["persistent://public/default/my-a"], ["persistent://public/default/other"]),
+        (
+            "persistent://t1/ns1/a[0-9]",
+            "t1/ns1",
+            ["persistent://t1/ns1/a7", "persistent://t1/ns1/a7-partition-3"],
+            ["persistent://t1/ns1/a77", "persistent://t1/ns2/a7"],
+        ),
+        (re.compile("t1/ns1/B.*", re.IGNORECASE), "t1/ns1", ["persistent://t1/ns1/bee"], []),
+    ],
+)
+def test_topics_pattern_reads_short_names_and_matches_whole_partitioned_names(
+    pattern, namespace, matches, misses
+) -> None:
     parsed = TopicsPattern.parse(pattern)
     assert parsed.namespace == namespace and parsed.mode == "PERSISTENT"
     assert parsed.matching(matches + misses) == matches
@@ -164,8 +173,7 @@ async def test_rediscovery_subscribes_new_matching_topics_and_drops_vanished_one
         return list(listed)
 
     children = Children()
-    consumer = PatternConsumer(TopicsPattern.parse("in-.*"), "sub", children, lister,
-                               pattern_auto_discovery_period=0)
+    consumer = PatternConsumer(TopicsPattern.parse("in-.*"), "sub", children, lister, pattern_auto_discovery_period=0)
     await consumer.start()
     assert consumer.topics() == ["persistent://public/default/in-1"]
     listed[:] = ["persistent://public/default/in-2-partition-0", "persistent://public/default/in-2-partition-1"]
@@ -180,7 +188,8 @@ async def test_batch_receive_takes_what_is_queued_within_the_policy() -> None:
     from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy
 
     consumer, children = await consumer_over(
-        [PARTITIONS[0]], batch_receive_policy=ConsumerBatchReceivePolicy(max_num_message=3, timeout_ms=20))
+        [PARTITIONS[0]], batch_receive_policy=ConsumerBatchReceivePolicy(max_num_message=3, timeout_ms=20)
+    )
     assert await consumer.batch_receive() == [], "nothing within the timeout"
     child = children.by_topic[PARTITIONS[0]]
     child.push(*(make_message(PARTITIONS[0], 1, i) for i in range(5)))

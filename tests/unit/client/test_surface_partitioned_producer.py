@@ -33,8 +33,9 @@ class Factory:
 
 async def test_keyed_messages_go_to_their_hash_partition_and_ids_carry_it() -> None:
     factory = Factory()
-    producer = await PartitionedProducer.create(TOPIC, 4, RoundRobinRouter(batching_enabled=False,
-                                                                           batching_max_publish_delay_ms=10), factory)
+    producer = await PartitionedProducer.create(
+        TOPIC, 4, RoundRobinRouter(batching_enabled=False, batching_max_publish_delay_ms=10), factory
+    )
     for key in ("alice", "bob", "carol"):
         message_id = await producer.send(key.encode(), partition_key=key, properties={"k": key})
         expected = java_string_hash(key) % 4
@@ -46,8 +47,11 @@ async def test_keyed_messages_go_to_their_hash_partition_and_ids_carry_it() -> N
 async def test_unkeyed_round_robin_spreads_messages_over_all_partitions() -> None:
     factory = Factory()
     producer = await PartitionedProducer.create(
-        TOPIC, 3, RoundRobinRouter(batching_enabled=False, batching_max_publish_delay_ms=10, rng=random.Random(0)),
-        factory)
+        TOPIC,
+        3,
+        RoundRobinRouter(batching_enabled=False, batching_max_publish_delay_ms=10, rng=random.Random(0)),
+        factory,
+    )
     partitions = [(await producer.send(b"x")).partition() for _ in range(9)]
     assert sorted(partitions) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert all(len(factory.partition(i).sent) == 3 for i in range(3))

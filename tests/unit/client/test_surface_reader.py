@@ -18,8 +18,9 @@ def batch(ledger_id: int, entry_id: int, size: int) -> list:
     return [make_message(TOPIC, ledger_id, entry_id, i) for i in range(size)]
 
 
-async def reader_from(start: MessageId, *messages, inclusive: bool = False,
-                      last: MessageId | None = None) -> tuple[Reader, FakeConsumer]:
+async def reader_from(
+    start: MessageId, *messages, inclusive: bool = False, last: MessageId | None = None
+) -> tuple[Reader, FakeConsumer]:
     consumer = FakeConsumer(TOPIC)
     consumer.push(*messages)
     if last is not None:
@@ -35,22 +36,25 @@ async def read_all(reader: Reader) -> list[tuple[int, int, int]]:
             message = await reader.read_next(timeout_millis=20)
         except Timeout:
             return out
-        out.append((message.message_id().ledger_id(), message.message_id().entry_id(),
-                    message.message_id().batch_index()))
+        out.append(
+            (message.message_id().ledger_id(), message.message_id().entry_id(), message.message_id().batch_index())
+        )
 
 
 @pytest.mark.parametrize("inclusive, expected", [(False, [(1, 3, -1)]), (True, [(1, 2, -1), (1, 3, -1)])])
 async def test_start_at_a_plain_message_is_exclusive_unless_asked(inclusive: bool, expected: list) -> None:
     """The broker starts at the start entry; the reader drops it unless inclusive."""
-    reader, _ = await reader_from(MessageId(-1, 1, 2), make_message(TOPIC, 1, 2), make_message(TOPIC, 1, 3),
-                                  inclusive=inclusive)
+    reader, _ = await reader_from(
+        MessageId(-1, 1, 2), make_message(TOPIC, 1, 2), make_message(TOPIC, 1, 3), inclusive=inclusive
+    )
     assert await read_all(reader) == expected
 
 
 @pytest.mark.parametrize("inclusive, first_index", [(False, 2), (True, 1)])
 async def test_start_inside_a_batch_skips_the_members_before_it(inclusive: bool, first_index: int) -> None:
-    reader, _ = await reader_from(MessageId(-1, 4, 0, 1), *batch(4, 0, 4), make_message(TOPIC, 4, 1),
-                                  inclusive=inclusive)
+    reader, _ = await reader_from(
+        MessageId(-1, 4, 0, 1), *batch(4, 0, 4), make_message(TOPIC, 4, 1), inclusive=inclusive
+    )
     assert await read_all(reader) == [(4, 0, i) for i in range(first_index, 4)] + [(4, 1, -1)]
 
 
@@ -96,8 +100,9 @@ async def test_has_message_available_compares_the_brokers_last_entry_with_what_w
 async def test_has_message_available_after_an_exclusive_start_at_the_last_message_is_false() -> None:
     reader, _ = await reader_from(MessageId(-1, 3, 7), make_message(TOPIC, 3, 7), last=MessageId(-1, 3, 7))
     assert not await reader.has_message_available()
-    reader, _ = await reader_from(MessageId(-1, 3, 7), make_message(TOPIC, 3, 7), last=MessageId(-1, 3, 7),
-                                  inclusive=True)
+    reader, _ = await reader_from(
+        MessageId(-1, 3, 7), make_message(TOPIC, 3, 7), last=MessageId(-1, 3, 7), inclusive=True
+    )
     assert await reader.has_message_available()
     reader, _ = await reader_from(MessageId(-1, 3, 7, 0), *batch(3, 7, 2), last=MessageId(-1, 3, 7))
     assert await reader.has_message_available(), "index 1 follows the start inside the batch"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 
@@ -30,8 +31,8 @@ def test_java_string_hash_is_javas_string_hashcode_made_non_negative() -> None:
     assert java_string_hash("") == 0
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("é") == 0xE9
-    assert java_string_hash("\U0001F600") == 31 * 0xD83D + 0xDE00
-    assert java_string_hash("polygenelubricants") == -2**31 & 0x7FFFFFFF  # Java: Integer.MIN_VALUE
+    assert java_string_hash("\U0001f600") == 31 * 0xD83D + 0xDE00
+    assert java_string_hash("polygenelubricants") == -(2**31) & 0x7FFFFFFF  # Java: Integer.MIN_VALUE
 
 
 def test_murmur3_hash_is_murmur3_x86_32_seed_0_of_utf8() -> None:
@@ -42,9 +43,11 @@ def test_murmur3_hash_is_murmur3_x86_32_seed_0_of_utf8() -> None:
 @pytest.mark.parametrize("scheme", list(HashingScheme))
 def test_a_key_always_goes_to_its_hash_modulo_partitions_in_every_mode(scheme: HashingScheme) -> None:
     hash_of = java_string_hash if scheme is HashingScheme.JavaStringHash else murmur3_32_hash
-    routers = [RoundRobinRouter(scheme, batching_enabled=True, batching_max_publish_delay_ms=10),
-               RoundRobinRouter(scheme, batching_enabled=False, batching_max_publish_delay_ms=10),
-               SinglePartitionRouter(7, scheme)]
+    routers = [
+        RoundRobinRouter(scheme, batching_enabled=True, batching_max_publish_delay_ms=10),
+        RoundRobinRouter(scheme, batching_enabled=False, batching_max_publish_delay_ms=10),
+        SinglePartitionRouter(7, scheme),
+    ]
     for router in routers:
         for key in ("a", "user-42", "ключ"):
             assert router.choose_partition(message(key), 7) == hash_of(key) % 7
@@ -54,15 +57,16 @@ def test_round_robin_without_batching_visits_partitions_in_turn() -> None:
     router = RoundRobinRouter(batching_enabled=False, batching_max_publish_delay_ms=10, rng=random.Random(1))
     chosen = [router.choose_partition(message(), 4) for _ in range(8)]
     assert chosen[4:] == chosen[:4] and sorted(chosen[:4]) == [0, 1, 2, 3]
-    assert all((b - a) % 4 == 1 for a, b in zip(chosen, chosen[1:]))
+    assert all((b - a) % 4 == 1 for a, b in itertools.pairwise(chosen))
 
 
 def test_round_robin_with_batching_keeps_a_partition_for_ten_publish_delays() -> None:
     """Batch-friendly: partition_switch_ms = 10 × batching_max_publish_delay_ms; every message
     of one window goes to one partition, the next window to the next partition."""
     now = [1_000_000.0]
-    router = RoundRobinRouter(batching_enabled=True, batching_max_publish_delay_ms=5, clock_ms=lambda: now[0],
-                              rng=random.Random(2))
+    router = RoundRobinRouter(
+        batching_enabled=True, batching_max_publish_delay_ms=5, clock_ms=lambda: now[0], rng=random.Random(2)
+    )
     assert router.partition_switch_ms == 50
     windows = []
     for window in range(6):
@@ -73,7 +77,7 @@ def test_round_robin_with_batching_keeps_a_partition_for_ten_publish_delays() ->
             picks.add(router.choose_partition(message(), 3))
         assert len(picks) == 1, f"window {window} used {picks}"
         windows.append(picks.pop())
-    assert all((b - a) % 3 == 1 for a, b in zip(windows, windows[1:]))
+    assert all((b - a) % 3 == 1 for a, b in itertools.pairwise(windows))
 
 
 def test_single_partition_sends_every_unkeyed_message_to_one_random_partition() -> None:
@@ -100,7 +104,8 @@ def test_custom_router_decides_every_message_and_is_checked() -> None:
 def test_make_router_follows_create_producers_arguments() -> None:
     assert isinstance(make_router(PartitionsRoutingMode.RoundRobinDistribution, 3), RoundRobinRouter)
     assert isinstance(make_router(PartitionsRoutingMode.UseSinglePartition, 3), SinglePartitionRouter)
-    assert isinstance(make_router(PartitionsRoutingMode.UseSinglePartition, 3, message_router=lambda m, n: 0),
-                      CustomRouter), "a message_router selects CustomPartition, as in the official client"
+    assert isinstance(
+        make_router(PartitionsRoutingMode.UseSinglePartition, 3, message_router=lambda m, n: 0), CustomRouter
+    ), "a message_router selects CustomPartition, as in the official client"
     with pytest.raises(ValueError, match="needs a message_router"):
         make_router(PartitionsRoutingMode.CustomPartition, 3)

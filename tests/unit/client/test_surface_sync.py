@@ -83,6 +83,6 @@ def test_the_sync_module_offers_the_clients_value_names() -> None:
 
 def test_a_client_that_cannot_be_created_leaves_no_thread_behind() -> None:
     before = threading.active_count()
-    with pytest.raises(Exception):
+    with pytest.raises(TypeError):
         minipulsar.sync.Client("pulsar://127.0.0.1:6650", no_such_option=1)
     assert threading.active_count() == before

@@ -21,8 +21,12 @@ from minipulsar.errors import (
 from minipulsar.metadata.store import Notification, NotificationType
 from minipulsar.metadata.tree import KeyTree
 
-C, M, D, CH = (NotificationType.CREATED, NotificationType.MODIFIED, NotificationType.DELETED,
-               NotificationType.CHILDREN_CHANGED)
+C, M, D, CH = (
+    NotificationType.CREATED,
+    NotificationType.MODIFIED,
+    NotificationType.DELETED,
+    NotificationType.CHILDREN_CHANGED,
+)
 
 
 def kinds(notifications: list[Notification]) -> list[tuple[str, NotificationType]]:

@@ -68,7 +68,7 @@ def test_a_corrupt_crc_stops_replay_at_that_record() -> None:
 
 def test_recover_snapshot_plus_logs_with_torn_tail(tmp_path: Path) -> None:
     tree = KeyTree()
-    for txid, change in puts(1, 10):
+    for _txid, change in puts(1, 10):
         txn.apply(tree, change)
     snapshot.write(tmp_path, 10, snapshot.encode(tree, 10))
     write_log(log_path(tmp_path, 1), puts(1, 10))  # older log, covered by the snapshot

@@ -62,4 +62,3 @@ async def clients() -> AsyncIterator[list[Connection]]:
             connection.abort()
         async with asyncio.timeout(5):
             await asyncio.gather(*(c.wait_closed() for c in opened), return_exceptions=True)
-

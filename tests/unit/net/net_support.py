@@ -135,7 +135,7 @@ class RawPeer:
         self.decoder = CommandDecoder()
 
     @classmethod
-    async def open(cls, host: str, port: int) -> "RawPeer":
+    async def open(cls, host: str, port: int) -> RawPeer:
         reader, writer = await asyncio.open_connection(host, port)
         return cls(reader, writer)
 

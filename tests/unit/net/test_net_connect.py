@@ -14,13 +14,16 @@ from minipulsar.net.client import connect, parse_address
 from tests.unit.net.net_support import TestClientConnection
 
 
-@pytest.mark.parametrize("url, expected", [
-    ("pulsar://broker-1:6651", ("broker-1", 6651)),
-    ("pulsar://broker-1:6651/", ("broker-1", 6651)),
-    ("127.0.0.1:3181", ("127.0.0.1", 3181)),
-    ("metastore://localhost", ("localhost", 6650)),
-    ("localhost", ("localhost", 6650)),
-])
+@pytest.mark.parametrize(
+    "url, expected",
+    [
+        ("pulsar://broker-1:6651", ("broker-1", 6651)),
+        ("pulsar://broker-1:6651/", ("broker-1", 6651)),
+        ("127.0.0.1:3181", ("127.0.0.1", 3181)),
+        ("metastore://localhost", ("localhost", 6650)),
+        ("localhost", ("localhost", 6650)),
+    ],
+)
 def test_parse_address(url: str, expected: tuple[str, int]) -> None:
     assert parse_address(url, 6650) == expected
 

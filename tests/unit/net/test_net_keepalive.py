@@ -12,8 +12,8 @@ from minipulsar.errors import ConnectionClosedError
 from minipulsar.net.client import connect
 from minipulsar.protocol.codec import CommandDecoder, encode_bytes
 from minipulsar.protocol.commands import PROTOCOL_VERSION, Connect, Connected, MdGet, Ping, Pong
-from tests.unit.net.net_support import RawPeer, TestClientConnection
 from tests.support.process import wait_for
+from tests.unit.net.net_support import RawPeer, TestClientConnection
 
 INTERVAL_S = 0.2
 CLOSE_SLACK_S = 1.0
@@ -26,8 +26,12 @@ async def test_idle_connection_exchanges_ping_pong_and_stays_open(server, client
     client = await connect(lambda: TestClientConnection(keepalive_interval_s=INTERVAL_S), server.host, server.port)
     clients.append(client)
     (server_connection,) = server.connections
-    await wait_for(lambda: client.sent_of(Ping) >= 4 and server_connection.sent_of(Pong) >= 3,
-                   timeout_s=10, interval_s=0.02, message="no PING/PONG exchange")
+    await wait_for(
+        lambda: client.sent_of(Ping) >= 4 and server_connection.sent_of(Pong) >= 3,
+        timeout_s=10,
+        interval_s=0.02,
+        message="no PING/PONG exchange",
+    )
     assert client.is_open and server_connection.is_open
     assert client.close_reason is None
 
@@ -38,8 +42,9 @@ async def test_both_sides_with_short_intervals_stay_open(server, clients) -> Non
     clients.append(client)
     (server_connection,) = server.connections
     started = time.monotonic()
-    await wait_for(lambda: time.monotonic() - started > 5 * INTERVAL_S and client.sent_of(Ping) >= 2,
-                   timeout_s=10, interval_s=0.02)
+    await wait_for(
+        lambda: time.monotonic() - started > 5 * INTERVAL_S and client.sent_of(Ping) >= 2, timeout_s=10, interval_s=0.02
+    )
     assert client.is_open and server_connection.is_open
 
 

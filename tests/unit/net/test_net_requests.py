@@ -59,10 +59,13 @@ async def test_many_concurrent_requests_get_their_own_responses(server, clients,
 async def test_requests_from_several_connections_and_async_handlers(server, clients) -> None:
     a, b = await open_client(server, clients), await open_client(server, clients)
     topics = [f"t{'x' * i}" for i in range(50)]
-    results = await asyncio.wait_for(asyncio.gather(
-        *(a.request(PartitionedMetadata, topic=t) for t in topics),
-        *(b.request(PartitionedMetadata, topic=t) for t in reversed(topics)),
-    ), 10)
+    results = await asyncio.wait_for(
+        asyncio.gather(
+            *(a.request(PartitionedMetadata, topic=t) for t in topics),
+            *(b.request(PartitionedMetadata, topic=t) for t in reversed(topics)),
+        ),
+        10,
+    )
     assert [r.partitions for r in results] == [len(t) for t in topics] + [len(t) for t in reversed(topics)]
 
 
@@ -126,8 +129,12 @@ async def test_server_error_reaches_the_client_as_the_same_type(server, clients,
 async def test_unexpected_handler_exception_is_unknown_error_and_server_keeps_serving(server, clients) -> None:
     client = await open_client(server, clients)
     other = await open_client(server, clients)
-    for make in (lambda: client.request(MdDelete, path="boom"), lambda: client.request(MdChildren, path="boom"),
-                 lambda: client.request(Unsubscribe, consumer_id=1), lambda: client.request(BookieInfo)):
+    for make in (
+        lambda: client.request(MdDelete, path="boom"),
+        lambda: client.request(MdChildren, path="boom"),
+        lambda: client.request(Unsubscribe, consumer_id=1),
+        lambda: client.request(BookieInfo),
+    ):
         with pytest.raises(UnknownServerError):
             await asyncio.wait_for(make(), 5)
     assert client.is_open

@@ -21,8 +21,8 @@ from minipulsar.protocol.commands import (
     Pong,
 )
 from minipulsar.protocol.frames import LENGTH
-from tests.unit.net.net_support import RawPeer, TestClientConnection
 from tests.support.process import wait_for
+from tests.unit.net.net_support import RawPeer, TestClientConnection
 
 
 @pytest.fixture
@@ -42,8 +42,9 @@ async def raw(server):
 async def test_handshake_answers_connected_with_the_frame_limit(server, raw) -> None:
     peer = await raw()
     connected = await peer.handshake()
-    assert connected == Connected(id=0, protocol_version=PROTOCOL_VERSION,
-                                  max_frame_size=connected.max_frame_size, server_version="minipulsar")
+    assert connected == Connected(
+        id=0, protocol_version=PROTOCOL_VERSION, max_frame_size=connected.max_frame_size, server_version="minipulsar"
+    )
     assert connected.max_frame_size > 5 * 1024 * 1024
 
 
@@ -91,11 +92,15 @@ async def test_unknown_command_gets_invalid_command_and_connection_stays_usable(
     assert await peer.receive() == LookupResponse(id=8, kind="connect", broker_url="next")
 
 
-@pytest.mark.parametrize("body", [
-    {"t": "LOOKUP", "id": 11, "topic": 42},
-    {"t": "LOOKUP", "id": 11},
-    {"t": "LOOKUP", "id": 11, "topic": "t", "authoritative": 1},
-], ids=["wrong-type", "missing-field", "int-as-bool"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"t": "LOOKUP", "id": 11, "topic": 42},
+        {"t": "LOOKUP", "id": 11},
+        {"t": "LOOKUP", "id": 11, "topic": "t", "authoritative": 1},
+    ],
+    ids=["wrong-type", "missing-field", "int-as-bool"],
+)
 async def test_known_command_with_bad_fields_gets_invalid_command_with_its_id(server, raw, body) -> None:
     peer = await raw()
     await peer.handshake()

@@ -17,9 +17,17 @@ from minipulsar.protocol.frames import FrameDecoder
 INT64_MAX = (1 << 63) - 1
 
 
-@pytest.mark.parametrize("request_id, ledger_id, entry_id", [
-    (1, 2, 3), (0, 0, 0), (INT64_MAX, INT64_MAX, INT64_MAX), (-(1 << 63), 5, 6), ((1 << 64) - 1, 7, 8), (-1, 1, 1),
-])
+@pytest.mark.parametrize(
+    "request_id, ledger_id, entry_id",
+    [
+        (1, 2, 3),
+        (0, 0, 0),
+        (INT64_MAX, INT64_MAX, INT64_MAX),
+        (-(1 << 63), 5, 6),
+        ((1 << 64) - 1, 7, 8),
+        (-1, 1, 1),
+    ],
+)
 def test_a_response_frame_decodes_to_the_codec_command(request_id: int, ledger_id: int, entry_id: int) -> None:
     frame = encode_add_entry_response(request_id, ledger_id, entry_id)
     expected = AddEntryResponse(id=request_id, ledger_id=ledger_id, entry_id=entry_id)

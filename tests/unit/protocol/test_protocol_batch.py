@@ -21,8 +21,9 @@ messages = st.builds(
 
 
 @settings(max_examples=50, deadline=None)
-@given(publish_time_ms=st.integers(0, 2**63 - 1), producer_name=st.text(max_size=30),
-       batch=st.lists(messages, max_size=20))
+@given(
+    publish_time_ms=st.integers(0, 2**63 - 1), producer_name=st.text(max_size=30), batch=st.lists(messages, max_size=20)
+)
 def test_batch_round_trips(publish_time_ms: int, producer_name: str, batch: list[BatchMessage]) -> None:
     payload = encode_batch(publish_time_ms, producer_name, batch)
     assert decode_batch(payload) == Batch(publish_time_ms, producer_name, batch)
@@ -30,8 +31,7 @@ def test_batch_round_trips(publish_time_ms: int, producer_name: str, batch: list
 
 
 # Each msgpack encoding of the count, at both ends: fixint, uint8, uint16, uint32.
-COUNT_ENCODINGS = {0: 0x00, 1: 0x01, 127: 0x7F, 128: 0xCC, 255: 0xCC, 256: 0xCD, 65535: 0xCD,
-                   65536: 0xCE, 70000: 0xCE}
+COUNT_ENCODINGS = {0: 0x00, 1: 0x01, 127: 0x7F, 128: 0xCC, 255: 0xCC, 256: 0xCD, 65535: 0xCD, 65536: 0xCE, 70000: 0xCE}
 
 
 @pytest.mark.parametrize("count", sorted(COUNT_ENCODINGS))
@@ -43,16 +43,21 @@ def test_peek_num_messages_reads_every_count_width(count: int) -> None:
     assert len(decode_batch(payload).messages) == count
 
 
-@pytest.mark.parametrize("payload", [b"", b"\x94", b"\x94\xcd\x01", b"\x93\x01", b"raw bytes", b"\x94\xd0\x01"],
-                         ids=["empty", "truncated", "truncated-uint16", "not-a-batch", "raw", "int8"])
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x94", b"\x94\xcd\x01", b"\x93\x01", b"raw bytes", b"\x94\xd0\x01"],
+    ids=["empty", "truncated", "truncated-uint16", "not-a-batch", "raw", "int8"],
+)
 def test_peek_num_messages_falls_back_to_default(payload: bytes) -> None:
     assert peek_num_messages(payload, default=1) == 1
     assert peek_num_messages(payload, default=7) == 7
 
 
-@pytest.mark.parametrize("payload", [b"", b"\xc1", b"\x94\x01\x02\xa1p\x90", b"\x94\x01\x02\xa1p\x91\x90",
-                                     b"\x93\x01\x02\x03"],
-                         ids=["empty", "garbage", "count-mismatch", "bad-message", "three-fields"])
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\xc1", b"\x94\x01\x02\xa1p\x90", b"\x94\x01\x02\xa1p\x91\x90", b"\x93\x01\x02\x03"],
+    ids=["empty", "garbage", "count-mismatch", "bad-message", "three-fields"],
+)
 def test_decode_batch_rejects_non_batches(payload: bytes) -> None:
     with pytest.raises(InvalidCommandError):
         decode_batch(payload)

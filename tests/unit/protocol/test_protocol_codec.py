@@ -3,6 +3,8 @@ frames however the stream is cut into reads (h11-style byte-at-a-time tests)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -43,11 +45,32 @@ def test_every_command_round_trips(cls: type[Command], data: st.DataObject) -> N
 def test_registry_holds_every_command_of_design() -> None:
     """The DESIGN §3 command set is registered under its wire names."""
     names = {cls.TYPE for cls in COMMAND_CLASSES}
-    for expected in ("CONNECT", "CONNECTED", "LOOKUP", "LOOKUP_RESPONSE", "PARTITIONED_METADATA",
-                     "PRODUCER", "SEND", "SEND_RECEIPT", "SUBSCRIBE", "FLOW", "MESSAGE", "ACK",
-                     "REDELIVER_UNACKED", "SEEK", "GET_LAST_MESSAGE_ID", "CLOSE_PRODUCER",
-                     "CLOSE_CONSUMER", "PING", "PONG", "ERROR", "ADD_ENTRY", "READ_ENTRY",
-                     "READ_LAC", "BOOKIE_INFO"):
+    for expected in (
+        "CONNECT",
+        "CONNECTED",
+        "LOOKUP",
+        "LOOKUP_RESPONSE",
+        "PARTITIONED_METADATA",
+        "PRODUCER",
+        "SEND",
+        "SEND_RECEIPT",
+        "SUBSCRIBE",
+        "FLOW",
+        "MESSAGE",
+        "ACK",
+        "REDELIVER_UNACKED",
+        "SEEK",
+        "GET_LAST_MESSAGE_ID",
+        "CLOSE_PRODUCER",
+        "CLOSE_CONSUMER",
+        "PING",
+        "PONG",
+        "ERROR",
+        "ADD_ENTRY",
+        "READ_ENTRY",
+        "READ_LAC",
+        "BOOKIE_INFO",
+    ):
         assert expected in names
 
 
@@ -86,7 +109,7 @@ def test_stream_with_large_payloads_decodes_across_random_reads(commands: list[C
     offsets = sorted({0, len(stream), *(cut % (len(stream) + 1) for cut in cuts)})
     decoder = CommandDecoder()
     seen: list[Command] = []
-    for start, end in zip(offsets, offsets[1:]):
+    for start, end in itertools.pairwise(offsets):
         decoder.feed(stream[start:end])
         seen += decode_all(decoder)
     assert seen == commands

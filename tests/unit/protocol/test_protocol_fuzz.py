@@ -100,8 +100,10 @@ def test_decode_body_raises_only_invalid_command(body: bytes) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(bad=st.binary(max_size=64) | wire_maps().map(lambda w: msgpack.packb(w, use_bin_type=True)),
-       good=any_command(payload_bytes_max=64))
+@given(
+    bad=st.binary(max_size=64) | wire_maps().map(lambda w: msgpack.packb(w, use_bin_type=True)),
+    good=any_command(payload_bytes_max=64),
+)
 def test_decoder_continues_with_the_next_frame_after_an_invalid_one(bad: bytes, good: Command) -> None:
     decoder = CommandDecoder()
     decoder.feed(framed(bad) + encode_bytes(good) + encode_bytes(Ping()))
@@ -110,11 +112,33 @@ def test_decoder_continues_with_the_next_frame_after_an_invalid_one(bad: bytes, 
     assert len(out) == 3  # the bad frame yields exactly one item: a command or an error
 
 
-@pytest.mark.parametrize("body", [b"\xc1", b"\x93\x01\x02\x03", b"\xa3abc", b"\x81\xa1t\x90",
-                                  b"\x82\xa1t\xa4FLOW\xa2id\x05", b"\xff" * 10, b"\x91" * 100_000,
-                                  b"\xdd\xff\xff\xff\xff", b"\xdf\xff\xff\xff\xff", b"\x81\xa1t\xc4\x01x"],
-                         ids=["never-used-byte", "array", "string", "list-as-type", "missing-fields", "garbage",
-                              "deep-nesting", "huge-array-length", "huge-map-length", "bin-as-type"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\xc1",
+        b"\x93\x01\x02\x03",
+        b"\xa3abc",
+        b"\x81\xa1t\x90",
+        b"\x82\xa1t\xa4FLOW\xa2id\x05",
+        b"\xff" * 10,
+        b"\x91" * 100_000,
+        b"\xdd\xff\xff\xff\xff",
+        b"\xdf\xff\xff\xff\xff",
+        b"\x81\xa1t\xc4\x01x",
+    ],
+    ids=[
+        "never-used-byte",
+        "array",
+        "string",
+        "list-as-type",
+        "missing-fields",
+        "garbage",
+        "deep-nesting",
+        "huge-array-length",
+        "huge-map-length",
+        "bin-as-type",
+    ],
+)
 def test_known_bad_bodies_are_invalid_commands(body: bytes) -> None:
     decoder = CommandDecoder()
     decoder.feed(framed(body) + encode_bytes(Flow(consumer_id=1, permits=2)))

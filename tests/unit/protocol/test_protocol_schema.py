@@ -15,7 +15,13 @@ from minipulsar.errors import InvalidCommandError
 from minipulsar.protocol.codec import decode_body
 from minipulsar.protocol.commands import Flow, Lookup, ReadEntry
 from minipulsar.protocol.schema import Command, decode_command
-from tests.unit.protocol.protocol_strategies import COMMAND_CLASSES, WRONG_VALUES, commands_of, is_accepted, msgpack_values
+from tests.unit.protocol.protocol_strategies import (
+    COMMAND_CLASSES,
+    WRONG_VALUES,
+    commands_of,
+    is_accepted,
+    msgpack_values,
+)
 
 SCHEMA = settings(max_examples=12, deadline=None)
 
@@ -43,9 +49,11 @@ def test_wrong_field_type_is_invalid_command_with_request_id(cls: type[Command],
     assert name in str(caught.value)
 
 
-@pytest.mark.parametrize("cls", [cls for cls in COMMAND_CLASSES
-                                 if any(d is dataclasses.MISSING for _, _, d in cls._FIELDS)],
-                         ids=lambda cls: cls.TYPE)
+@pytest.mark.parametrize(
+    "cls",
+    [cls for cls in COMMAND_CLASSES if any(d is dataclasses.MISSING for _, _, d in cls._FIELDS)],
+    ids=lambda cls: cls.TYPE,
+)
 @settings(max_examples=8, deadline=None)
 @given(data=st.data())
 def test_missing_required_field_is_invalid_command_with_request_id(cls: type[Command], data: st.DataObject) -> None:
@@ -66,17 +74,22 @@ def test_missing_required_field_is_invalid_command_with_request_id(cls: type[Com
 def test_unknown_extra_keys_are_ignored(cls: type[Command], data: st.DataObject) -> None:
     command = data.draw(commands_of(cls, payload_bytes_max=16))
     known = {"t", *(name for name, _, _ in cls._FIELDS)}
-    extra = data.draw(st.dictionaries(st.text(max_size=12).filter(lambda k: k not in known),
-                                      msgpack_values, max_size=4))
+    extra = data.draw(
+        st.dictionaries(st.text(max_size=12).filter(lambda k: k not in known), msgpack_values, max_size=4)
+    )
     assert over_the_wire({**extra, **command.to_wire()}) == command
 
 
-@pytest.mark.parametrize("wire", [
-    {"t": "FLOW", "consumer_id": True, "permits": 1},
-    {"t": "FLOW", "consumer_id": 1, "permits": False},
-    {"t": "READ_ENTRY", "id": 3, "ledger_id": 1, "first_entry_id": True},
-    {"t": "ADD_ENTRY", "id": 4, "ledger_id": 1, "entry_id": 0, "payload": b"", "lac": False},
-], ids=["flow-consumer", "flow-permits", "read-first-entry", "add-lac"])
+@pytest.mark.parametrize(
+    "wire",
+    [
+        {"t": "FLOW", "consumer_id": True, "permits": 1},
+        {"t": "FLOW", "consumer_id": 1, "permits": False},
+        {"t": "READ_ENTRY", "id": 3, "ledger_id": 1, "first_entry_id": True},
+        {"t": "ADD_ENTRY", "id": 4, "ledger_id": 1, "entry_id": 0, "payload": b"", "lac": False},
+    ],
+    ids=["flow-consumer", "flow-permits", "read-first-entry", "add-lac"],
+)
 def test_bool_is_not_accepted_as_int(wire: dict) -> None:
     with pytest.raises(InvalidCommandError) as caught:
         over_the_wire(wire)
