@@ -5,7 +5,7 @@ the index and spares what moved meanwhile; a read that raced the move still succ
 
 The metadata store is a fake :class:`LedgerMetadataSource` whose listing the tests can hold up
 or make stale. Compaction happens through ``bookie.gc.force()`` (the ``PUT /api/v1/bookie/gc``
-path); the real metadata store and processes are in tests/integration/test_bookie_gc.py.
+path); the real metadata store and processes are in tests/cluster/test_bookie_gc.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from minipulsar.bookie.storage.entry_log import RECORD_HEADER_SIZE, split_locati
 from minipulsar.bookie.storage.entry_logger import entry_log_path
 from minipulsar.bookie.storage.single_directory import EntryLogUsage, SingleDirectoryDbLedgerStorage
 from minipulsar.errors import NoSuchLedgerError
-from tests.unit.bookie.bookie_storage_support import add, add_many, payload_for, read_all, started_bookie, storage
+from tests.support.bookie_storage import add, add_many, payload_for, read_all, started_bookie, storage
 
 ENTRY_BYTES = 1000
 LOG_SIZE_LIMIT = 64 * 1024

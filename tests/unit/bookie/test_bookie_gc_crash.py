@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
-from tests.unit.bookie.bookie_storage_support import crash_image, storage
+from tests.support.bookie_storage import crash_image, storage
 from tests.unit.bookie.test_bookie_gc import (
     FakeLedgers,
     assert_ledgers_gone,

@@ -71,7 +71,7 @@ async def test_under_load_the_last_mark_is_written_at_most_every_interval_and_al
     (made long), counting lastMark writes; then checkpoint() and a restart."""
     from minipulsar.bookie.storage import db_ledger_storage
     from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
-    from tests.unit.bookie.bookie_storage_support import add_many, crash_image, read_all, started_bookie, storage
+    from tests.support.bookie_storage import add_many, crash_image, read_all, started_bookie, storage
 
     monkeypatch.setattr(db_ledger_storage, "LAST_MARK_MIN_INTERVAL_S", 3600.0)
     writes: list[Checkpoint] = []

@@ -157,7 +157,7 @@ def test_synced_entry_log_pages_beyond_the_cache_window_leave_the_page_cache(tmp
     disk). Method: 6 MB of 100 KiB entries with a 1 MiB window and flushEntrylogBytes, then
     mincore over the log."""
     from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES
-    from tests.unit.bookie.page_cache_support import resident_bytes
+    from tests.support.page_cache import resident_bytes
 
     window = 1024 * KIB
     writer = EntryLogWriter(tmp_path, 1 << 30, 1, sync_every_bytes=1024 * KIB, cache_window_bytes=window)
@@ -179,7 +179,7 @@ def test_synced_entry_log_pages_beyond_the_cache_window_leave_the_page_cache(tmp
 def test_a_rolled_entry_log_leaves_the_page_cache_whole(tmp_path: Path) -> None:
     """Goal: with a cache window, a log that rolls is dropped from the page cache entirely (the
     window moves on to the next log). Method: a 2 MiB logSizeLimit, 5 MB of entries."""
-    from tests.unit.bookie.page_cache_support import resident_bytes
+    from tests.support.page_cache import resident_bytes
 
     writer = EntryLogWriter(tmp_path, 2048 * KIB, 1, cache_window_bytes=1024 * KIB)
     for entry_id in range(50):

@@ -4,7 +4,7 @@ record, throttled adds, periodic checkpoints.
 
 A "crash" is a copy of every directory taken while the bookie runs (see ``crash_image``): what
 a SIGKILL at that instant leaves on disk. The real SIGKILL test is
-tests/integration/test_bookie_crash.py.
+tests/faults/test_bookie_crash.py.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
 from minipulsar.errors import LedgerFencedError, NoSuchEntryError
-from tests.support.process import wait_for
-from tests.unit.bookie.bookie_storage_support import (
+from tests.support.bookie_storage import (
     add,
     add_many,
     crash_image,
@@ -33,6 +32,7 @@ from tests.unit.bookie.bookie_storage_support import (
     started_bookie,
     storage,
 )
+from tests.support.process import wait_for
 
 KIB = 1024
 

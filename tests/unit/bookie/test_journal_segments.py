@@ -158,7 +158,7 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     page cache — all but the last step's — and every record still replays. Method: 3 MiB of
     64 KiB records, one group each, then mincore over the segment."""
     from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES
-    from tests.unit.bookie.page_cache_support import resident_bytes
+    from tests.support.page_cache import resident_bytes
 
     entries = [(4, i, os.urandom(64 * KIB)) for i in range(48)]
     journal = await write(tmp_path, entries, prealloc_bytes=1024 * KIB, direct_io=False)

@@ -16,7 +16,7 @@ from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
 from minipulsar.broker.loadbalance.shedding.base import Unload
 from minipulsar.broker.loadbalance.strategies import create_strategies
 from minipulsar.broker.loadbalance.unload_planner import plan_unloads, unload_done
-from tests.unit.broker.test_lb_support import MB, broker_with, bundle, load_data, report, stats
+from tests.support.load_reports import MB, broker_with, bundle, load_data, report, stats
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from minipulsar.broker.loadbalance.bundle_data import BundleData, TimeAverageBro
 from minipulsar.broker.loadbalance.load_report import LocalBrokerData, needs_update, percent_change
 from minipulsar.broker.loadbalance.resource_usage import ResourceUsage, ResourceWeights
 from minipulsar.broker.loadbalance.time_average import DEFAULT_MSG_RATE, TimeAverageMessageData
-from tests.unit.broker.test_lb_support import bundle, report, stats
+from tests.support.load_reports import bundle, report, stats
 
 pytestmark = pytest.mark.unit
 

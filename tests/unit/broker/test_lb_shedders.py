@@ -11,7 +11,7 @@ from minipulsar.broker.loadbalance.shedding.avg import AvgShedder
 from minipulsar.broker.loadbalance.shedding.overload import OverloadShedder
 from minipulsar.broker.loadbalance.shedding.threshold import ThresholdShedder
 from minipulsar.broker.loadbalance.shedding.uniform import UniformLoadShedder
-from tests.unit.broker.test_lb_support import MB, broker_with, bundle, load_data, report, stats
+from tests.support.load_reports import MB, broker_with, bundle, load_data, report, stats
 
 pytestmark = pytest.mark.unit
 

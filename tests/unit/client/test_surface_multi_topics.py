@@ -12,8 +12,8 @@ from minipulsar.client.exceptions import AlreadyClosed, Timeout
 from minipulsar.client.message_id import MessageId
 from minipulsar.client.multi_topics_consumer import MultiTopicsConsumer, partition_of, partitioned_topic_of
 from minipulsar.client.pattern_consumer import PatternConsumer, TopicsPattern
+from tests.support.client_fakes import FakeConsumer, make_message
 from tests.support.process import wait_for
-from tests.unit.client.surface_fakes import FakeConsumer, make_message
 
 BASE = "persistent://public/default/t"
 PARTITIONS = [f"{BASE}-partition-{i}" for i in range(3)]

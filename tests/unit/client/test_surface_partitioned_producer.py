@@ -10,7 +10,7 @@ import pytest
 from minipulsar.client.exceptions import AlreadyClosed
 from minipulsar.client.partitioned_producer import PartitionedProducer
 from minipulsar.client.routing import CustomRouter, RoundRobinRouter, SinglePartitionRouter, java_string_hash
-from tests.unit.client.surface_fakes import FakeProducer
+from tests.support.client_fakes import FakeProducer
 
 TOPIC = "persistent://public/default/orders"
 

@@ -8,8 +8,8 @@ import pytest
 from minipulsar.client.exceptions import Timeout
 from minipulsar.client.message_id import MessageId
 from minipulsar.client.reader import Reader
+from tests.support.client_fakes import FakeConsumer, make_message
 from tests.support.process import wait_for
-from tests.unit.client.surface_fakes import FakeConsumer, make_message
 
 TOPIC = "persistent://public/default/r"
 

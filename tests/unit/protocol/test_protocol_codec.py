@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from minipulsar.protocol.codec import CommandDecoder, decode_body, encode, encode_bytes
 from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
-from tests.unit.protocol.protocol_strategies import COMMAND_CLASSES, any_command, commands_of
+from tests.support.protocol_strategies import COMMAND_CLASSES, any_command, commands_of
 
 ROUND_TRIP = settings(max_examples=15, deadline=None)
 STREAMS = settings(max_examples=15, deadline=None)

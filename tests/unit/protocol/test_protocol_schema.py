@@ -15,7 +15,7 @@ from minipulsar.errors import InvalidCommandError
 from minipulsar.protocol.codec import decode_body
 from minipulsar.protocol.commands import Flow, Lookup, ReadEntry
 from minipulsar.protocol.schema import Command, decode_command
-from tests.unit.protocol.protocol_strategies import (
+from tests.support.protocol_strategies import (
     COMMAND_CLASSES,
     WRONG_VALUES,
     commands_of,

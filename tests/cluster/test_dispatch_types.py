@@ -10,8 +10,8 @@ import pytest
 
 from minipulsar import Client, ConsumerType, InitialPosition, Timeout
 from minipulsar.errors import ConsumerBusyError
-from tests.integration.test_dispatch_support import consumer_stats
 from tests.support.cluster import process_cluster
+from tests.support.dispatch import consumer_stats
 from tests.support.process import wait_for
 
 

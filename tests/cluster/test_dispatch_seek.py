@@ -8,8 +8,8 @@ from pathlib import Path
 
 from minipulsar import Client, MessageId
 from minipulsar.protocol import commands as cmd
-from tests.integration.test_dispatch_support import raw_connection, topic_stats
 from tests.support.cluster import process_cluster
+from tests.support.dispatch import raw_connection, topic_stats
 from tests.support.process import wait_for
 
 

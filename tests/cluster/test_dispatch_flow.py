@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition
-from tests.integration.test_dispatch_support import BatchProducer, consumer_stats
 from tests.support.cluster import process_cluster
+from tests.support.dispatch import BatchProducer, consumer_stats
 from tests.support.process import wait_for
 
 ENTRIES = 30

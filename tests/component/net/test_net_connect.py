@@ -11,7 +11,7 @@ import pytest
 
 from minipulsar.errors import ConnectionClosedError, RequestTimeoutError
 from minipulsar.net.client import connect, parse_address
-from tests.unit.net.net_support import TestClientConnection
+from tests.support.net import TestClientConnection
 
 
 @pytest.mark.parametrize(

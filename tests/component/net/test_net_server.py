@@ -21,8 +21,8 @@ from minipulsar.protocol.commands import (
     Pong,
 )
 from minipulsar.protocol.frames import LENGTH
+from tests.support.net import RawPeer, TestClientConnection
 from tests.support.process import wait_for
-from tests.unit.net.net_support import RawPeer, TestClientConnection
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from minipulsar.protocol.commands import (
     Seek,
     Unsubscribe,
 )
-from tests.unit.net.net_support import TestClientConnection, TestServerConnection
+from tests.support.net import TestClientConnection, TestServerConnection
 
 SERVER_ERROR_CODES = [code for code in ErrorCode if code is not ErrorCode.UNKNOWN_ERROR]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from minipulsar.protocol.commands import AddEntry
+from tests.component.test_bookie_batched_admission_inprocess import RawBookieClient, is_ack, payload
 from tests.support.process import ServerProcess, started
-from tests.unit.bookie.test_bookie_batched_admission import RawBookieClient, is_ack, payload
 
 SESSION_TIMEOUT_MS = 2000
 

@@ -7,7 +7,7 @@ import asyncio
 from minipulsar.net import writer as writer_module
 from minipulsar.net.client import connect
 from minipulsar.protocol.commands import Lookup, Send
-from tests.unit.net.net_support import TestClientConnection, TestServerConnection
+from tests.support.net import TestClientConnection, TestServerConnection
 
 
 class SpyTransport:

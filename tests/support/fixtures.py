@@ -1,4 +1,4 @@
-"""Fixtures shared by the integration tests."""
+"""Fixtures shared by the cluster and fault tests (a plugin of tests/conftest.py)."""
 
 from __future__ import annotations
 

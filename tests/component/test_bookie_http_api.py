@@ -20,7 +20,7 @@ from minipulsar.config import ConfigError
 from minipulsar.errors import BookieReadOnlyError
 from minipulsar.metadata import open_metadata_store
 from minipulsar.net import connect
-from tests.integration.test_bookie_component import RawClient, add, bookie_config, read
+from tests.component.test_bookie_component import RawClient, add, bookie_config, read
 from tests.support.process import wait_for
 
 _store_names = itertools.count()

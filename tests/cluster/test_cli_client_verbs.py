@@ -12,7 +12,7 @@ import pytest
 
 from minipulsar.cli.client_verbs import UsageError, format_message, hexdump, message_bodies, parse_properties
 from minipulsar.cli.main import build_parser
-from tests.unit.client.surface_fakes import make_message
+from tests.support.client_fakes import make_message
 
 
 def test_produce_and_consume_take_pulsar_clients_flags() -> None:

@@ -1,0 +1,125 @@
+"""Supervision: the only place where an exception nobody expected is caught.
+
+A bug crashes what it happens in: its exception propagates up to the boundary of the task,
+thread or callback it runs in. At that boundary there is nothing left to crash into, so the
+exception is logged once, at ERROR, with its traceback — and a test fails when a project
+logger writes ERROR it did not expect (``tests/conftest.py``). The helpers here are those
+boundaries; code elsewhere catches only the errors it expects, by type, and handles them.
+
+Invariants:
+- an exception that ends a :func:`spawn`ed task, a :class:`Periodic` round or a
+  :func:`guarded` call is logged at ERROR with its traceback, exactly once;
+- ``asyncio.CancelledError`` is never logged: cancelling is how tasks are stopped;
+- a failed :class:`Periodic` round does not end the task: the next round runs on time (a
+  load report or an eviction pass that stopped for good would go unnoticed);
+- errors a round expects (``expected``) are logged at ``expected_level`` without a traceback:
+  they are the world (a store unreachable for a while), not bugs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def spawn(coro: Coroutine[Any, Any, T], *, name: str, logger: logging.Logger) -> asyncio.Task[T]:
+    """Run ``coro`` as a task of the running loop; if it ends with an exception other than
+    cancellation, ``logger`` reports it at ERROR (an awaiter still sees the exception)."""
+    task = asyncio.get_running_loop().create_task(coro, name=name)
+    task.add_done_callback(lambda done: _report(done, logger))
+    return task
+
+
+def _report(task: asyncio.Task[Any], logger: logging.Logger) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        logger.error("task %s failed", task.get_name(), exc_info=error)
+
+
+def guarded(logger: logging.Logger, what: str, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T | None:
+    """Call ``fn(*args, **kwargs)`` at a boundary (a thread's body, one listener among many):
+    an exception is logged at ERROR as "``what`` failed" and None returned, so the caller goes
+    on with the others."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception:  # noqa: BLE001 -- the boundary: nothing above it can handle a bug
+        logger.exception("%s failed", what)
+        return None
+
+
+class Periodic:
+    """Runs ``action`` every ``interval_s`` (first after one interval) until :meth:`stop`.
+
+    Args:
+        name: the task's name, and the subject of its log lines.
+        interval_s: seconds between the end of one round and the start of the next; a
+            callable is asked again before each round (settings that change at run time).
+        action: one round; a coroutine function or a plain function.
+        logger: where failed rounds are reported.
+        expected: exception types a round may end with in normal operation; logged at
+            ``expected_level`` as one line.
+        skip: when it returns True the round is skipped (not the leader, say).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        interval_s: float | Callable[[], float],
+        action: Callable[[], Awaitable[None] | None],
+        *,
+        logger: logging.Logger,
+        expected: tuple[type[BaseException], ...] = (),
+        expected_level: int = logging.WARNING,
+        skip: Callable[[], bool] | None = None,
+    ) -> None:
+        self.name = name
+        self._interval_s = interval_s
+        self._action = action
+        self._logger = logger
+        self._expected = expected
+        self._expected_level = expected_level
+        self._skip = skip
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        assert self._task is None, f"{self.name} started twice"
+        self._task = spawn(self._run(), name=self.name, logger=self._logger)
+
+    async def stop(self) -> None:
+        """Cancel the task and wait until it has ended (a round in progress is cancelled)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    def _interval(self) -> float:
+        return self._interval_s() if callable(self._interval_s) else self._interval_s
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval())
+            if self._skip is None or not self._skip():
+                await self.run_once()
+
+    async def run_once(self) -> None:
+        """One round now, reported like a scheduled one (tests drive rounds with it)."""
+        try:
+            result = self._action()
+            if result is not None:
+                await result
+        except self._expected as error:
+            self._logger.log(self._expected_level, "%s: %s", self.name, error)
+        except Exception:  # noqa: BLE001 -- the boundary of one round: the next one still runs
+            self._logger.exception("%s failed", self.name)
