@@ -15,7 +15,7 @@ PYTEST_ARGS ?=   # e.g. PYTEST_ARGS='tests/unit -x'
 BENCH_ARGS ?=    # e.g. BENCH_ARGS='--journal-dir /mnt/ssd/j --ledger-dir /mnt/hdd/l' or '--disk-model hdd'
 BOOKIE_BENCH_ARGS ?=  # e.g. BOOKIE_BENCH_ARGS='--journal-dir /mnt/fast/journal --json bench/results/bookie.json'
 
-.PHONY: run test lint bench bench-peers bench-bookie clean distclean
+.PHONY: run test lint mypy bench bench-peers bench-bookie clean distclean
 
 run: $(STAMP)
 	$(VENV)/bin/minipulsar standalone --data-dir $(DATA_DIR) $(RUN_ARGS)
@@ -27,6 +27,10 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# mypy (pyproject.toml [tool.mypy]): strict on the core's protocol, net and metadata.
+mypy: $(STAMP)
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench --profile quick $(BENCH_ARGS)

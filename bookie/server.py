@@ -1,10 +1,10 @@
-"""The bookie side of the broker ↔ bookie protocol: one :class:`BookieConnection` per peer.
+"""The bookie side of the broker ↔ bookie protocol: one :class:`BookieServerConnection` per peer.
 
 ADD_ENTRY is handled synchronously in the read path: the adds of one read are collected and,
 once the read is dispatched (or before any other command, to keep request order), admitted
 to the journal together (:meth:`Bookie.try_add_all`: one fence check per ledger, one
 write-cache reservation, one journal hand-over), then answered from the journal's group
-completion — the connection is the adds' sink (:meth:`BookieConnection.adds_done`, once per
+completion — the connection is the adds' sink (:meth:`BookieServerConnection.adds_done`, once per
 run of adds from one read, answered with one buffer of pre-laid-out frames) — without a
 task, a closure or a future per add: at ~100k adds/s every per-add Python call counts. Only
 when the journal or the write cache is full do adds wait, in order, in one task; the
@@ -58,7 +58,7 @@ from minipulsar.bookie.bookie import Bookie
 from minipulsar.bookie.journal_format import INT64_MAX
 from minipulsar.bookie.load import BookieLoad
 from minipulsar.bookie.state import BookieState
-from minipulsar.errors import ConnectionClosedError, InvalidCommand, MiniPulsarError
+from minipulsar.errors import ConnectionClosedError, InvalidCommandError, MiniPulsarError
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses
 from minipulsar.protocol.commands import (
@@ -94,7 +94,11 @@ class ResponsesNotTaken(Exception):
     """A read given up because its peer does not take its responses (never sent to the peer)."""
 
 
-class BookieConnection(ServerConnection):
+class BookieServerConnection(ServerConnection):
+    """The bookie end of one client connection (a broker's): decodes its requests, admits
+    adds to the journal and reads to the read pool, and answers each (BookKeeper's
+    ``BookieRequestHandler`` and ``BookieRequestProcessor`` for one channel)."""
+
     SERVER_VERSION = "minipulsar-bookie"
     receive_pipeline_bytes = 1024 * 1024
     """Adds of tens of KiB arrive back to back from a few broker connections: read them 1 MiB
@@ -214,7 +218,7 @@ class BookieConnection(ServerConnection):
             # now rather than acknowledged and then unreadable by every peer.
             self.reply_error(
                 cmd,
-                InvalidCommand(
+                InvalidCommandError(
                     f"ADD_ENTRY payload of {len(cmd.payload)} bytes is above the largest entry this bookie can "
                     f"send back ({self._payload_max} bytes: maxFrameSize less {RESPONSE_OVERHEAD_BYTES})"
                 ),
@@ -225,7 +229,7 @@ class BookieConnection(ServerConnection):
                 _check_id("ledger_id", cmd.ledger_id, 0)  # one of them raises, naming the field
                 _check_id("entry_id", cmd.entry_id, 0)
                 _check_id("lac", cmd.lac, -1)
-            except InvalidCommand as error:
+            except InvalidCommandError as error:
                 self.reply_error(cmd, error)
             return
         self._adds.append(cmd)
@@ -298,7 +302,7 @@ class BookieConnection(ServerConnection):
         _check_id("ledger_id", cmd.ledger_id, 0)
         _check_id("first_entry_id", cmd.first_entry_id, 0)
         if cmd.count < 1 or cmd.max_bytes < 0:
-            raise InvalidCommand(
+            raise InvalidCommandError(
                 f"READ_ENTRY: count must be >= 1 and max_bytes >= 0, got count={cmd.count} max_bytes={cmd.max_bytes}"
             )
         # Fence here, in the read path: commands behind this one on the connection see it.
@@ -405,4 +409,4 @@ def _granted(turn: asyncio.Future[None]) -> bool:
 
 def _check_id(name: str, value: int, minimum: int) -> None:
     if not minimum <= value <= INT64_MAX:
-        raise InvalidCommand(f"{name} must be in [{minimum}, 2^63-1], got {value}")
+        raise InvalidCommandError(f"{name} must be in [{minimum}, 2^63-1], got {value}")

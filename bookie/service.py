@@ -48,7 +48,7 @@ from minipulsar.bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, Booki
 from minipulsar.bookie.load import BookieLoad
 from minipulsar.bookie.read_pool import ReadThreadPool
 from minipulsar.bookie.registration import DEFAULT_RACK, BookieRegistration
-from minipulsar.bookie.server import BookieConnection
+from minipulsar.bookie.server import BookieServerConnection
 from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
 from minipulsar.bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
@@ -123,8 +123,8 @@ class BookieService:
     def bookie_id(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def _new_connection(self) -> BookieConnection:
-        return BookieConnection(self.bookie, self.bookie_id, state=self.state, load=self.load)
+    def _new_connection(self) -> BookieServerConnection:
+        return BookieServerConnection(self.bookie, self.bookie_id, state=self.state, load=self.load)
 
     async def start(self) -> None:
         """Start, in the order of the module docstring.
@@ -320,7 +320,7 @@ class BookieService:
         metrics.SERVER_STATUS.set(0)
         self.listener.stop_accepting()
         for connection in list(self.listener.connections):
-            if isinstance(connection, BookieConnection):
+            if isinstance(connection, BookieServerConnection):
                 connection.stop_reading()
         await self.disk_monitor.close()
         await self.load.close()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from minipulsar.errors import AlreadyExistsError, InvalidCommand, MiniPulsarError, NotFoundError, NotOwnerError
+from minipulsar.errors import AlreadyExistsError, InvalidCommandError, MiniPulsarError, NotFoundError, NotOwnerError
 from minipulsar.topic_name import TopicName
 
 if TYPE_CHECKING:
@@ -116,7 +116,7 @@ class _Handlers:
             await self._partitions().create(name, count)
         except AlreadyExistsError:
             return _error(409, "Partitioned topic already exists")
-        except InvalidCommand as error:
+        except InvalidCommandError as error:
             return _error(400, str(error))
         return web.Response(status=204)
 
@@ -126,7 +126,7 @@ class _Handlers:
             await self._partitions().update(name, count)
         except NotFoundError:
             return _error(404, "Partitioned topic does not exist")
-        except InvalidCommand as error:
+        except InvalidCommandError as error:
             return _error(400, str(error))
         return web.Response(status=204)
 

@@ -34,7 +34,7 @@ from minipulsar.errors import (
     AlreadyExistsError,
     BadVersionError,
     ErrorCode,
-    InvalidCommand,
+    InvalidCommandError,
     MiniPulsarError,
     NotFoundError,
     NotOwnerError,
@@ -81,7 +81,7 @@ def _failure(error: MiniPulsarError) -> web.Response:
         return _error(404, str(error))
     if isinstance(error, (AlreadyExistsError, BadVersionError)):
         return _error(409, str(error))
-    if isinstance(error, InvalidCommand):
+    if isinstance(error, InvalidCommandError):
         return _error(400, str(error))
     return _error(503, str(error))
 
@@ -130,7 +130,7 @@ class _Handlers:
         info = request.match_info
         try:
             return f"{check_name('tenant', info['tenant'])}/{check_name('namespace', info['namespace'])}"
-        except InvalidCommand as error:
+        except InvalidCommandError as error:
             raise web.HTTPBadRequest(
                 text=json.dumps({"reason": str(error)}), content_type="application/json"
             ) from error
@@ -270,7 +270,7 @@ class _Handlers:
             name = TopicName.parse(f"{info['domain']}://{info['tenant']}/{info['namespace']}/{info['topic']}")
             check_name("tenant", name.tenant)
             check_name("namespace", name.namespace)
-        except (ValueError, InvalidCommand) as error:
+        except (ValueError, InvalidCommandError) as error:
             return _error(400, str(error))
         result = await self._ns.lookup(name, _flag(request, "authoritative"))
         if result.kind == "connect":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 
-from minipulsar.errors import InvalidCommand, NotFoundError
+from minipulsar.errors import InvalidCommandError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 from minipulsar.topic_name import PARTITION_SUFFIX, TopicName
 
@@ -43,7 +43,7 @@ class PartitionedTopics:
 
     async def create(self, name: TopicName, partitions: int) -> None:
         """Raises:
-        InvalidCommand: a bad count, or ``name`` is itself a partition.
+        InvalidCommandError: a bad count, or ``name`` is itself a partition.
         AlreadyExistsError: the topic is partitioned already (from the store's create-only put).
         """
         _check(name, partitions)
@@ -57,7 +57,7 @@ class PartitionedTopics:
             raise NotFoundError(f"{name} is not a partitioned topic")
         current = json.loads(stored.value)["partitions"]
         if partitions <= current:
-            raise InvalidCommand(f"{name} has {current} partitions; the count can only grow")
+            raise InvalidCommandError(f"{name} has {current} partitions; the count can only grow")
         await self._store.put(partitioned_topic_path(name), _encode(partitions), stored.version)
 
     async def delete(self, name: TopicName) -> None:
@@ -67,9 +67,9 @@ class PartitionedTopics:
 
 def _check(name: TopicName, partitions: int) -> None:
     if partition_index(name) >= 0:
-        raise InvalidCommand(f"{name} is a partition; it cannot be partitioned")
+        raise InvalidCommandError(f"{name} is a partition; it cannot be partitioned")
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
-        raise InvalidCommand(f"the number of partitions must be a positive integer, got {partitions!r}")
+        raise InvalidCommandError(f"the number of partitions must be a positive integer, got {partitions!r}")
 
 
 def _encode(partitions: int) -> bytes:

@@ -35,7 +35,7 @@ from minipulsar.broker.topics.persistent_topic import PersistentTopic
 from minipulsar.broker.topics.subscription import Subscription
 from minipulsar.errors import (
     ConsumerNotFoundError,
-    InvalidCommand,
+    InvalidCommandError,
     MiniPulsarError,
     NotOwnerError,
     ProducerBusyError,
@@ -250,11 +250,11 @@ class BrokerConnection(ServerConnection):
     @handles(cmd.Subscribe)
     async def subscribe(self, command: cmd.Subscribe) -> None:
         if command.consumer_id in self.consumers:
-            raise InvalidCommand(f"consumer id {command.consumer_id} is already in use on this connection")
+            raise InvalidCommandError(f"consumer id {command.consumer_id} is already in use on this connection")
         if command.initial_position not in ("Latest", "Earliest"):
-            raise InvalidCommand(f"initial_position must be Latest or Earliest, got {command.initial_position!r}")
+            raise InvalidCommandError(f"initial_position must be Latest or Earliest, got {command.initial_position!r}")
         if command.sub_type == "Key_Shared" and command.key_shared_mode not in KEY_SHARED_MODES:
-            raise InvalidCommand(
+            raise InvalidCommandError(
                 f"key_shared_mode {command.key_shared_mode!r} is not supported; "
                 f"use one of {', '.join(KEY_SHARED_MODES)}"
             )
@@ -282,7 +282,7 @@ class BrokerConnection(ServerConnection):
             raise NotOwnerError(f"{topic.name} was unloaded from this broker; look it up again")
         if command.consumer_id in self.consumers:  # raced with itself
             subscription.remove_consumer(consumer)
-            raise InvalidCommand(f"consumer id {command.consumer_id} is already in use on this connection")
+            raise InvalidCommandError(f"consumer id {command.consumer_id} is already in use on this connection")
         self._detached_consumers.discard(command.consumer_id)
         self.consumers[command.consumer_id] = ConsumerHandle(consumer, topic, subscription)
         self.send(cmd.Success(id=command.id))
@@ -293,7 +293,7 @@ class BrokerConnection(ServerConnection):
             return  # the consumer's topic was unloaded; the client re-subscribes elsewhere
         handle = self._consumer(command.consumer_id)
         if command.permits < 0:
-            raise InvalidCommand("permits must be >= 0")
+            raise InvalidCommandError("permits must be >= 0")
         handle.subscription.dispatcher.flow(handle.consumer, command.permits)
 
     @handles(cmd.Ack)
@@ -301,7 +301,7 @@ class BrokerConnection(ServerConnection):
         handle = self._consumer(command.consumer_id)
         positions = _parse_positions(command.message_ids)
         if command.ack_type not in ("individual", "cumulative"):
-            raise InvalidCommand(f"ack_type must be individual or cumulative, got {command.ack_type!r}")
+            raise InvalidCommandError(f"ack_type must be individual or cumulative, got {command.ack_type!r}")
         return self._acknowledge(command, handle, positions)
 
     async def _acknowledge(self, command: cmd.Ack, handle: ConsumerHandle, positions: list[Position]) -> None:
@@ -323,10 +323,10 @@ class BrokerConnection(ServerConnection):
         handle = self._consumer(command.consumer_id)
         seek = getattr(handle.subscription, "seek", None)
         if seek is None:
-            raise InvalidCommand(f"seek is not supported on {handle.topic.name}")
+            raise InvalidCommandError(f"seek is not supported on {handle.topic.name}")
         if command.publish_time_ms is not None:
             if command.publish_time_ms < 0:
-                raise InvalidCommand("publish_time_ms must be >= 0")
+                raise InvalidCommandError("publish_time_ms must be >= 0")
             await seek(publish_time_ms=command.publish_time_ms)
         else:
             await seek(Position(command.ledger_id, command.entry_id))
@@ -442,7 +442,7 @@ def _parse_topic(topic: str) -> TopicName:
     try:
         name = TopicName.parse(topic)
     except ValueError as error:
-        raise InvalidCommand(str(error)) from None
+        raise InvalidCommandError(str(error)) from None
     return name
 
 
@@ -454,8 +454,8 @@ def _parse_positions(message_ids: list) -> list[Position]:
             or len(item) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in item)
         ):
-            raise InvalidCommand(f"message_ids must hold [ledger_id, entry_id] pairs, got {item!r}")
+            raise InvalidCommandError(f"message_ids must hold [ledger_id, entry_id] pairs, got {item!r}")
         positions.append(Position(item[0], item[1]))
     if not positions:
-        raise InvalidCommand("message_ids is empty")
+        raise InvalidCommandError("message_ids is empty")
     return positions

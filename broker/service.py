@@ -36,7 +36,7 @@ from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
 from minipulsar.broker.topics.persistent_topic import PersistentTopic
 from minipulsar.config import BrokerConfig
-from minipulsar.errors import InvalidCommand, MiniPulsarError, NotOwnerError, ServiceNotReadyError
+from minipulsar.errors import InvalidCommandError, MiniPulsarError, NotOwnerError, ServiceNotReadyError
 from minipulsar.metadata import MetadataStore, SessionEvent, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net import Listener
@@ -131,7 +131,7 @@ class BrokerService:
         of its bundle only.
 
         Raises:
-            InvalidCommand: ``name`` is a partitioned topic (use its partitions).
+            InvalidCommandError: ``name`` is a partitioned topic (use its partitions).
             NotOwnerError: another broker serves (or should serve) the topic's bundle, or it is
                 being unloaded: look the topic up again.
             ServiceNotReadyError: the broker is closing or the topic cannot be loaded.
@@ -180,7 +180,7 @@ class BrokerService:
         assert self.store is not None and self.bookkeeper is not None and self.partitioned_topics is not None
         partitions = await self.partitioned_topics.partitions(name)
         if partitions:
-            raise InvalidCommand(
+            raise InvalidCommandError(
                 f"{name} is a partitioned topic with {partitions} partitions; "
                 f"use {name.partition(0)} … {name.partition(partitions - 1)}"
             )

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from minipulsar.broker.managed_ledger.info import ROOT as MANAGED_LEDGERS_ROOT
 from minipulsar.broker.partitions import ROOT as PARTITIONED_TOPICS_ROOT
 from minipulsar.broker.partitions import PartitionedTopics
-from minipulsar.errors import InvalidCommand
+from minipulsar.errors import InvalidCommandError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.topic_name import TopicName
 
@@ -22,10 +22,10 @@ MODES = {"PERSISTENT": ("persistent",), "NON_PERSISTENT": ("non-persistent",), "
 
 
 def parse_namespace(namespace: str) -> tuple[str, str]:
-    """``tenant/ns`` → (tenant, ns). Raises InvalidCommand for anything else."""
+    """``tenant/ns`` → (tenant, ns). Raises InvalidCommandError for anything else."""
     parts = namespace.split("/") if isinstance(namespace, str) else []
     if len(parts) != 2 or not all(parts):
-        raise InvalidCommand(f"invalid namespace {namespace!r}: expected tenant/namespace")
+        raise InvalidCommandError(f"invalid namespace {namespace!r}: expected tenant/namespace")
     return parts[0], parts[1]
 
 
@@ -39,7 +39,7 @@ async def topics_of_namespace(
     tenant, ns = parse_namespace(namespace)
     domains = MODES.get(mode)
     if domains is None:
-        raise InvalidCommand(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise InvalidCommandError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     partitioned = PartitionedTopics(store)
     names: set[str] = set()
     for domain in domains:

@@ -37,7 +37,7 @@ from minipulsar.errors import (
     AuthenticationError,
     AuthorizationError,
     ConnectionClosedError,
-    InvalidCommand,
+    InvalidCommandError,
     MiniPulsarError,
     TopicNotFoundError,
 )
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FATAL_AFTER_CREATION = (TopicNotFoundError, AuthenticationError, AuthorizationError, InvalidCommand, AlreadyClosed)
+FATAL_AFTER_CREATION = (TopicNotFoundError, AuthenticationError, AuthorizationError, InvalidCommandError, AlreadyClosed)
 """Errors that end an established producer or consumer instead of being retried."""
 
 

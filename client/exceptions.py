@@ -9,7 +9,7 @@ itself retries (lookups, reconnection) — as Pulsar's ``PulsarClientException.i
 from minipulsar.errors import (
     ConnectionClosedError,
     ConsumerBusyError,
-    InvalidCommand,
+    InvalidCommandError,
     MiniPulsarError,
     ProducerBusyError,
     RequestTimeoutError,
@@ -46,7 +46,7 @@ class MemoryBufferIsFull(ProducerQueueIsFull):
     ``block_if_queue_full`` is off (Pulsar reports it as a full producer queue too)."""
 
 
-class CumulativeAcknowledgementNotAllowedError(InvalidCommand):
+class CumulativeAcknowledgementNotAllowedError(InvalidCommandError):
     """``acknowledge_cumulative`` on a Shared or Key_Shared subscription."""
 
 

@@ -67,7 +67,7 @@ class FrameTooLargeError(ProtocolError):
     """A frame's length prefix exceeds the connection's max frame size. Fatal to the connection."""
 
 
-class InvalidCommandError(ProtocolError):
+class MalformedCommandError(ProtocolError):
     """A well-framed body that is not a valid command. The connection survives.
 
     ``request_id`` is set when the body was a map with a usable ``id``, so the peer can be
@@ -101,7 +101,11 @@ class UnknownServerError(ServerError):
     code = ErrorCode.UNKNOWN_ERROR
 
 
-class InvalidCommand(ServerError):
+class InvalidCommandError(ServerError):
+    """The peer decoded the request and refused it: a field of the wrong type or range, or a
+    request this connection may not send now (wire code ``InvalidCommand``). Compare
+    :class:`MalformedCommandError`, raised locally on a body that does not decode."""
+
     code = ErrorCode.INVALID_COMMAND
 
 
@@ -242,7 +246,7 @@ def code_for_error(error: BaseException) -> ErrorCode:
     """The wire code to report ``error`` with; anything not a ServerError is UnknownError."""
     if isinstance(error, ServerError):
         return error.code
-    if isinstance(error, InvalidCommandError):
+    if isinstance(error, MalformedCommandError):
         return ErrorCode.INVALID_COMMAND
     if isinstance(error, FrameTooLargeError):
         return ErrorCode.TOO_LARGE

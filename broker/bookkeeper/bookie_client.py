@@ -16,8 +16,9 @@ from minipulsar.protocol.schema import Command
 log = logging.getLogger(__name__)
 
 
-class BookieConnection(Connection):
-    """The broker end of a bookie connection: only responses are expected."""
+class PerChannelBookieClient(Connection):
+    """The broker end of one connection to one bookie (BookKeeper's ``PerChannelBookieClient``):
+    requests go out, only responses are expected back."""
 
     def command_received(self, command: Command) -> None:
         if command.RESPONSE:  # the answer to a request that already timed out
@@ -33,8 +34,8 @@ class BookieClient:
         self.timeout_s = timeout_s
         self._max_frame_size = max_frame_size
         self._keepalive_interval_s = keepalive_interval_s
-        self._connections: dict[str, BookieConnection] = {}
-        self._connecting: dict[str, asyncio.Future[BookieConnection]] = {}
+        self._connections: dict[str, PerChannelBookieClient] = {}
+        self._connecting: dict[str, asyncio.Future[PerChannelBookieClient]] = {}
         self._closed = False
 
     def add_entry(
@@ -72,7 +73,7 @@ class BookieClient:
         connection = await self._connection(bookie)
         return await connection.request(cls, timeout_s=self.timeout_s, **fields)
 
-    async def _connection(self, bookie: str) -> BookieConnection:
+    async def _connection(self, bookie: str) -> PerChannelBookieClient:
         if self._closed:
             raise ConnectionClosedError("the bookie client is closed")
         connection = self._connections.get(bookie)
@@ -85,11 +86,11 @@ class BookieClient:
             pending.add_done_callback(lambda _: self._connecting.pop(bookie, None))
         return await asyncio.shield(pending)
 
-    async def _open(self, bookie: str) -> BookieConnection:
+    async def _open(self, bookie: str) -> PerChannelBookieClient:
         host, port = parse_address(bookie, 3181)
 
-        def factory() -> BookieConnection:
-            return BookieConnection(
+        def factory() -> PerChannelBookieClient:
+            return PerChannelBookieClient(
                 max_frame_size=self._max_frame_size,
                 keepalive_interval_s=self._keepalive_interval_s,
                 request_timeout_s=self.timeout_s,

@@ -38,7 +38,7 @@ from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, enc
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
-from minipulsar.errors import BadVersionError, InvalidCommand, MiniPulsarError, NotFoundError
+from minipulsar.errors import BadVersionError, InvalidCommandError, MiniPulsarError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class ManagedCursor:
     ) -> ManagedCursor:
         """Load a durable cursor, or create it at the earliest or latest position."""
         if not name or "/" in name:
-            raise InvalidCommand(f"invalid subscription name {name!r}")
+            raise InvalidCommandError(f"invalid subscription name {name!r}")
         if store is not None:
             stored = await store.get(f"{ledger.path}/{name}")
             if stored is not None:

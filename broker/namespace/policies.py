@@ -16,7 +16,7 @@ import logging
 import re
 
 from minipulsar.broker.namespace.bundles import NamespaceBundles, initial_boundaries
-from minipulsar.errors import AlreadyExistsError, InvalidCommand, NotFoundError
+from minipulsar.errors import AlreadyExistsError, InvalidCommandError, NotFoundError
 from minipulsar.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -29,17 +29,17 @@ _NAME = re.compile(r"^[-=:.\w]+$")
 
 
 def check_name(kind: str, name: str) -> str:
-    """Return ``name`` when it is a valid tenant or namespace name; else raise InvalidCommand."""
+    """Return ``name`` when it is a valid tenant or namespace name; else raise InvalidCommandError."""
     if not isinstance(name, str) or not _NAME.match(name):
-        raise InvalidCommand(f"invalid {kind} name {name!r}: use letters, digits and _ - = : .")
+        raise InvalidCommandError(f"invalid {kind} name {name!r}: use letters, digits and _ - = : .")
     return name
 
 
 def split_namespace(namespace: str) -> tuple[str, str]:
-    """``"tenant/ns"`` → ``("tenant", "ns")``; raises InvalidCommand when malformed."""
+    """``"tenant/ns"`` → ``("tenant", "ns")``; raises InvalidCommandError when malformed."""
     parts = namespace.split("/") if isinstance(namespace, str) else []
     if len(parts) != 2:
-        raise InvalidCommand(f"invalid namespace {namespace!r}: expected tenant/namespace")
+        raise InvalidCommandError(f"invalid namespace {namespace!r}: expected tenant/namespace")
     return check_name("tenant", parts[0]), check_name("namespace", parts[1])
 
 
@@ -69,7 +69,7 @@ class PolicyStore:
         return None if found is None else _json(found.value)
 
     async def create_tenant(self, tenant: str, info: dict | None = None) -> None:
-        """Raises AlreadyExistsError, InvalidCommand."""
+        """Raises AlreadyExistsError, InvalidCommandError."""
         check_name("tenant", tenant)
         info = dict(info or {})
         info.setdefault("adminRoles", [])
@@ -97,7 +97,7 @@ class PolicyStore:
         Raises:
             NotFoundError: the tenant does not exist.
             AlreadyExistsError: the namespace exists.
-            InvalidCommand: a bad name or bundle spec.
+            InvalidCommandError: a bad name or bundle spec.
         """
         tenant, _ = split_namespace(namespace)
         if await self.tenant(tenant) is None:
@@ -114,7 +114,7 @@ class PolicyStore:
         if spec is None:
             return NamespaceBundles(namespace, initial_boundaries(self._default_bundle_count))
         if not isinstance(spec, dict):
-            raise InvalidCommand('bundles must be an object such as {"numBundles": 4}')
+            raise InvalidCommandError('bundles must be an object such as {"numBundles": 4}')
         try:
             if spec.get("boundaries"):
                 return NamespaceBundles.from_policy(namespace, spec)
@@ -123,7 +123,7 @@ class PolicyStore:
                 raise ValueError(f"numBundles must be a number, got {count!r}")
             return NamespaceBundles(namespace, initial_boundaries(count))
         except ValueError as error:
-            raise InvalidCommand(str(error)) from None
+            raise InvalidCommandError(str(error)) from None
 
     async def ensure_namespace(self, namespace: str) -> NamespaceBundles:
         """The namespace's bundles, creating the tenant and the namespace first if missing.
@@ -153,7 +153,7 @@ class PolicyStore:
         try:
             return NamespaceBundles.from_policy(namespace, policies.get("bundles") or {}, version)
         except ValueError as error:
-            raise InvalidCommand(f"namespace {namespace} has bad policies: {error}") from None
+            raise InvalidCommandError(f"namespace {namespace} has bad policies: {error}") from None
 
     async def replace_bundles(self, old: NamespaceBundles, boundaries: tuple[int, ...]) -> NamespaceBundles:
         """Write new boundaries if the policies are still at ``old.version``.

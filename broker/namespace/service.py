@@ -46,7 +46,7 @@ from minipulsar.broker.namespace.unload import DetachedClients, close_topics
 from minipulsar.errors import (
     BadVersionError,
     ErrorCode,
-    InvalidCommand,
+    InvalidCommandError,
     MiniPulsarError,
     NotFoundError,
     NotOwnerError,
@@ -280,7 +280,7 @@ class NamespaceService:
 
         Raises:
             NotOwnerError: this broker does not own ``bundle``.
-            InvalidCommand: a malformed bundle name.
+            InvalidCommandError: a malformed bundle name.
         """
         bundle = _parse_bundle(bundle)
         owned = self.ownership.owned.get(bundle.name)
@@ -376,7 +376,7 @@ class NamespaceService:
 
         Raises:
             NotOwnerError: this broker does not own ``bundle``.
-            InvalidCommand: unknown/unsupported algorithm, or the bundle cannot be split that way.
+            InvalidCommandError: unknown/unsupported algorithm, or the bundle cannot be split that way.
             NotFoundError: ``bundle`` is no longer a bundle of its namespace.
             BadVersionError: the policies changed concurrently (nothing was changed; retry).
         """
@@ -386,7 +386,7 @@ class NamespaceService:
             algorithm not in self.config.supported_namespace_bundle_split_algorithms
             or algorithm not in splitting.ALGORITHMS
         ):
-            raise InvalidCommand(
+            raise InvalidCommandError(
                 f"split algorithm {algorithm!r} is not supported; use one of "
                 f"{', '.join(self.config.supported_namespace_bundle_split_algorithms)}"
             )
@@ -404,7 +404,7 @@ class NamespaceService:
                 if algorithm == splitting.RANGE_EQUALLY_DIVIDE
                 else f"its {len(hashes)} topics leave no position to split at"
             )
-            raise InvalidCommand(f"{bundle} cannot be split with {algorithm}: {why}")
+            raise InvalidCommandError(f"{bundle} cannot be split with {algorithm}: {why}")
         boundaries = splitting.split_boundaries(current.boundaries, bundle.range, position)
         halves = [NamespaceBundle(bundle.namespace, r) for r in splitting.children(bundle.range, position)]
         await self._split_and_own(owned, current, boundaries, halves)
@@ -505,4 +505,4 @@ def _parse_bundle(bundle: NamespaceBundle | str) -> NamespaceBundle:
     try:
         return NamespaceBundle.parse(bundle)
     except ValueError as error:
-        raise InvalidCommand(str(error)) from None
+        raise InvalidCommandError(str(error)) from None

@@ -22,7 +22,7 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics import topic_stats
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.rates import RateTable
-from minipulsar.errors import ConsumerBusyError, InvalidCommand, MiniPulsarError
+from minipulsar.errors import ConsumerBusyError, InvalidCommandError, MiniPulsarError
 from minipulsar.protocol.batch import decode_batch
 from minipulsar.topic_name import TopicName
 
@@ -175,9 +175,9 @@ class NonPersistentTopic:
     ) -> NonPersistentSubscription:
         """Attach ``consumer`` (extra arguments — initial position, durability — do not apply)."""
         if not subscription_name or "/" in subscription_name:
-            raise InvalidCommand(f"invalid subscription name {subscription_name!r}")
+            raise InvalidCommandError(f"invalid subscription name {subscription_name!r}")
         if sub_type not in SUBSCRIPTION_TYPES:
-            raise InvalidCommand(
+            raise InvalidCommandError(
                 f"subscription type {sub_type!r} is not supported; use one of {', '.join(SUBSCRIPTION_TYPES)}"
             )
         subscription = self.subscriptions.get(subscription_name)

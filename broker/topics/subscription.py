@@ -29,7 +29,7 @@ from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher
 from minipulsar.broker.topics.dispatcher_single import SingleActiveConsumerDispatcher
 from minipulsar.broker.topics.key_shared import KeySharedDispatcher
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
-from minipulsar.errors import ConsumerBusyError, InvalidCommand
+from minipulsar.errors import ConsumerBusyError, InvalidCommandError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ CUMULATIVE_ACK_REFUSED = ("Shared", "Key_Shared")
 
 def check_sub_type(sub_type: str) -> None:
     if sub_type not in SUBSCRIPTION_TYPES:
-        raise InvalidCommand(
+        raise InvalidCommandError(
             f"subscription type {sub_type!r} is not supported; use one of {', '.join(SUBSCRIPTION_TYPES)}"
         )
 
@@ -132,7 +132,9 @@ class Subscription:
     async def acknowledge(self, consumer: Consumer | None, positions: list[Position], cumulative: bool) -> None:
         if cumulative:
             if self.sub_type in CUMULATIVE_ACK_REFUSED:
-                raise InvalidCommand(f"cumulative acknowledgement is not allowed on a {self.sub_type} subscription")
+                raise InvalidCommandError(
+                    f"cumulative acknowledgement is not allowed on a {self.sub_type} subscription"
+                )
             last = max(positions)
             self.dispatcher.acknowledged_up_to(consumer, last)
             await self.cursor.acknowledge_cumulative(last)

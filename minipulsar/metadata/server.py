@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from minipulsar.config import MetastoreConfig
-from minipulsar.errors import InvalidCommand, MiniPulsarError, PersistenceError, TooManyRequestsError
+from minipulsar.errors import InvalidCommandError, MiniPulsarError, PersistenceError, TooManyRequestsError
 from minipulsar.metadata import recovery
 from minipulsar.metadata.durable import DurableTree
 from minipulsar.metadata.store import Notification, is_under
@@ -149,7 +149,7 @@ class MetastoreServer:
         owner = None
         if command.ephemeral:
             if command.session_id is None:
-                raise InvalidCommand("an ephemeral MD_PUT needs a session_id")
+                raise InvalidCommandError("an ephemeral MD_PUT needs a session_id")
             self._state.tree.keepalive(command.session_id, monotonic_ms())
             owner = command.session_id
         stat, notifications = self._state.put(command.path, command.value, command.expected_version, owner, wall_ms())

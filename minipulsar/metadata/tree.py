@@ -28,7 +28,7 @@ from typing import Any
 from minipulsar.errors import (
     AlreadyExistsError,
     BadVersionError,
-    InvalidCommand,
+    InvalidCommandError,
     NotEmptyError,
     NotFoundError,
     SessionExpiredError,
@@ -70,11 +70,11 @@ class Session:
 
 
 def check_path(path: Any) -> str:
-    """``path`` if it is a valid absolute key path, else :class:`InvalidCommand`."""
+    """``path`` if it is a valid absolute key path, else :class:`InvalidCommandError`."""
     try:
         validate_path(path)
     except ValueError as exc:
-        raise InvalidCommand(str(exc)) from None
+        raise InvalidCommandError(str(exc)) from None
     return path
 
 
@@ -123,11 +123,11 @@ class KeyTree:
         Raises:
             AlreadyExistsError, BadVersionError, NotFoundError: the compare-and-set failed.
             SessionExpiredError: ``owner`` is not a live session.
-            InvalidCommand: a bad path or expected version, or a parent that is ephemeral.
+            InvalidCommandError: a bad path or expected version, or a parent that is ephemeral.
         """
         check_path(path)
         if expected_version is not None and expected_version < NOT_EXISTS:
-            raise InvalidCommand(f"expected_version must be None, -1 or >= 0, got {expected_version}")
+            raise InvalidCommandError(f"expected_version must be None, -1 or >= 0, got {expected_version}")
         node = self._nodes.get(path)
         if node is None:
             return self._create(path, value, expected_version, owner, time_ms)
@@ -167,7 +167,7 @@ class KeyTree:
             missing.append(parent)
             parent = parent_of(parent)
         if self._nodes[parent].owner is not None:
-            raise InvalidCommand(f"{parent} is ephemeral and cannot have children")
+            raise InvalidCommandError(f"{parent} is ephemeral and cannot have children")
         missing.reverse()
         return missing
 
@@ -181,11 +181,11 @@ class KeyTree:
         """Remove ``path``; ``expected_version`` None or -1 means any version.
 
         Raises:
-            NotFoundError, BadVersionError, NotEmptyError; InvalidCommand for ``/``.
+            NotFoundError, BadVersionError, NotEmptyError; InvalidCommandError for ``/``.
         """
         check_path(path)
         if path == ROOT:
-            raise InvalidCommand("the root cannot be deleted")
+            raise InvalidCommandError("the root cannot be deleted")
         node = self._nodes.get(path)
         if node is None:
             raise NotFoundError(f"{path} does not exist")

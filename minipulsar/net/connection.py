@@ -26,7 +26,7 @@ from minipulsar.errors import (
     ConnectionClosedError,
     ErrorCode,
     FrameTooLargeError,
-    InvalidCommandError,
+    MalformedCommandError,
     MiniPulsarError,
 )
 from minipulsar.net.rpc import RequestTable
@@ -136,7 +136,7 @@ class Connection(asyncio.BufferedProtocol):
             while True:
                 try:
                     command = next_command()
-                except InvalidCommandError as error:
+                except MalformedCommandError as error:
                     self.invalid_command(error)
                     continue
                 if command is None:
@@ -200,7 +200,7 @@ class Connection(asyncio.BufferedProtocol):
         """Hook: every complete command of one read has been dispatched. A subclass that
         collects work in :meth:`command_received` (e.g. a bookie's adds) does it here in one go."""
 
-    def invalid_command(self, error: InvalidCommandError) -> None:
+    def invalid_command(self, error: MalformedCommandError) -> None:
         """A well-framed but invalid body: answer ERROR and keep serving the connection."""
         log.warning("%s: invalid command: %s", self.peer, error)
         self.send(Error(code=ErrorCode.INVALID_COMMAND.value, message=str(error), id=error.request_id))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar
 
 from minipulsar.errors import (
-    InvalidCommand,
+    InvalidCommandError,
     MiniPulsarError,
     UnsupportedVersionError,
     code_for_error,
@@ -77,7 +77,7 @@ class ServerConnection(Connection):
             log.warning("%s: peer reported %s: %s", self.peer, command.code, command.message)
             return
         if handler is None:
-            self.reply_error(command, InvalidCommand(f"{command.TYPE} is not served here"))
+            self.reply_error(command, InvalidCommandError(f"{command.TYPE} is not served here"))
             return
         try:
             result = handler(self, command)
@@ -113,7 +113,7 @@ class ServerConnection(Connection):
 
     def _handshake(self, command: Command) -> None:
         if not isinstance(command, Connect):
-            error = InvalidCommand(f"expected CONNECT as the first command, got {command.TYPE}")
+            error = InvalidCommandError(f"expected CONNECT as the first command, got {command.TYPE}")
             self.reply_error(command, error)
             self.close_after_error(error)
             return

@@ -35,7 +35,7 @@ from typing import Any
 
 import msgpack
 
-from minipulsar.errors import InvalidCommandError
+from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol import compression
 
 _ARRAY_OF_4 = 0x94
@@ -90,7 +90,7 @@ def decode_batch(payload: bytes) -> Batch:
     """Both shapes; a compressed batch is inflated.
 
     Raises:
-        InvalidCommandError: the payload is not a batch (or its compressed part is corrupt).
+        MalformedCommandError: the payload is not a batch (or its compressed part is corrupt).
     """
     try:
         fields = msgpack.unpackb(payload, raw=False)
@@ -101,12 +101,12 @@ def decode_batch(payload: bytes) -> Batch:
             count, publish_time_ms, producer_name, _, (codec, size, blob) = fields
             raw = msgpack.unpackb(compression.decompress(codec, blob, size), raw=False)
         messages = [BatchMessage(*m) for m in raw]
-    except InvalidCommandError:
+    except MalformedCommandError:
         raise
     except Exception as exc:
-        raise InvalidCommandError(f"entry payload is not a message batch: {exc}") from exc
+        raise MalformedCommandError(f"entry payload is not a message batch: {exc}") from exc
     if count != len(messages):
-        raise InvalidCommandError(f"batch says {count} messages but holds {len(messages)}")
+        raise MalformedCommandError(f"batch says {count} messages but holds {len(messages)}")
     return Batch(publish_time_ms, producer_name, messages, codec)
 
 

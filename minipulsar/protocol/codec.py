@@ -2,7 +2,7 @@
 
 :class:`CommandDecoder` layers msgpack and schema validation over :class:`FrameDecoder`. A bad
 frame *length* is fatal (:class:`FrameTooLargeError`: the stream cannot be re-synchronised); a
-bad *body* is not (:class:`InvalidCommandError`: that one frame is skipped and the peer can be
+bad *body* is not (:class:`MalformedCommandError`: that one frame is skipped and the peer can be
 answered), because the next frame still starts at a known offset.
 """
 
@@ -12,7 +12,7 @@ import struct
 
 import msgpack
 
-from minipulsar.errors import InvalidCommandError
+from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol.commands import AddEntryResponse
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, PIPELINE_CAPACITY, FrameDecoder
 from minipulsar.protocol.schema import Command, decode_command
@@ -67,12 +67,12 @@ def decode_body(body: bytes) -> Command:
     """The command in one frame body.
 
     Raises:
-        InvalidCommandError: the body is not msgpack, or not a valid command.
+        MalformedCommandError: the body is not msgpack, or not a valid command.
     """
     try:
         wire = _unpackb(body, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types on garbage
-        raise InvalidCommandError(f"frame body is not valid msgpack: {exc}") from exc
+        raise MalformedCommandError(f"frame body is not valid msgpack: {exc}") from exc
     return decode_command(wire)
 
 
@@ -105,7 +105,7 @@ class CommandDecoder:
 
         Raises:
             FrameTooLargeError: fatal; close the connection.
-            InvalidCommandError: this frame was skipped; the decoder stays usable.
+            MalformedCommandError: this frame was skipped; the decoder stays usable.
         """
         frames = self._frames
         span = frames.next_span()
@@ -114,7 +114,7 @@ class CommandDecoder:
         try:
             wire = _unpackb(frames.view[span[0] : span[1]], raw=False)
         except Exception as exc:  # msgpack raises several unrelated types on garbage
-            raise InvalidCommandError(f"frame body is not valid msgpack: {exc}") from exc
+            raise MalformedCommandError(f"frame body is not valid msgpack: {exc}") from exc
         return decode_command(wire)
 
     def compact(self) -> None:

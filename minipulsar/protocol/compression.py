@@ -21,7 +21,7 @@ import zlib
 import lz4.block
 import zstandard
 
-from minipulsar.errors import InvalidCommandError
+from minipulsar.errors import MalformedCommandError
 
 NONE = "NONE"
 LZ4 = "LZ4"
@@ -71,10 +71,10 @@ def decompress(codec: str, data: bytes, uncompressed_size: int) -> bytes:
     """Inverse of :func:`compress`; the result must be exactly ``uncompressed_size`` bytes.
 
     Raises:
-        InvalidCommandError: unknown codec, size out of bounds, or corrupt data.
+        MalformedCommandError: unknown codec, size out of bounds, or corrupt data.
     """
     if not 0 <= uncompressed_size <= UNCOMPRESSED_BYTES_MAX:
-        raise InvalidCommandError(f"uncompressed batch size {uncompressed_size} is out of bounds")
+        raise MalformedCommandError(f"uncompressed batch size {uncompressed_size} is out of bounds")
     try:
         if codec == LZ4:
             result = lz4.block.decompress(data, uncompressed_size=uncompressed_size)
@@ -84,11 +84,11 @@ def decompress(codec: str, data: bytes, uncompressed_size: int) -> bytes:
             inflater = zlib.decompressobj()
             result = inflater.decompress(data, uncompressed_size)
         else:
-            raise InvalidCommandError(f"unknown compression codec {codec!r}")
-    except InvalidCommandError:
+            raise MalformedCommandError(f"unknown compression codec {codec!r}")
+    except MalformedCommandError:
         raise
     except Exception as exc:  # each library has its own error type for corrupt input
-        raise InvalidCommandError(f"corrupt {codec} data: {exc}") from exc
+        raise MalformedCommandError(f"corrupt {codec} data: {exc}") from exc
     if len(result) != uncompressed_size:
-        raise InvalidCommandError(f"{codec} data inflated to {len(result)} bytes, not {uncompressed_size}")
+        raise MalformedCommandError(f"{codec} data inflated to {len(result)} bytes, not {uncompressed_size}")
     return result

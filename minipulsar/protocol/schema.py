@@ -21,7 +21,7 @@ import types
 import typing
 from typing import Any, ClassVar, TypeVar
 
-from minipulsar.errors import InvalidCommandError
+from minipulsar.errors import MalformedCommandError
 
 _MISSING = dataclasses.MISSING
 
@@ -155,7 +155,7 @@ def decode_command(wire: Any) -> Command:
     """Build the command described by a decoded msgpack map.
 
     Raises:
-        InvalidCommandError: not a map, unknown ``t``, a missing field or a wrong type.
+        MalformedCommandError: not a map, unknown ``t``, a missing field or a wrong type.
     """
     if wire.__class__ is dict:
         type_name = wire.get("t")
@@ -171,7 +171,7 @@ def decode_command(wire: Any) -> Command:
 def _decode_checked(wire: Any) -> Command:
     """The general path: accepts subclasses of the accepted types, and names what is wrong."""
     if not isinstance(wire, dict):
-        raise InvalidCommandError(f"a frame must hold a map, got {type(wire).__name__}")
+        raise MalformedCommandError(f"a frame must hold a map, got {type(wire).__name__}")
     request_id = wire.get("id")
     if not isinstance(request_id, int) or isinstance(request_id, bool):
         request_id = None
@@ -181,16 +181,16 @@ def _decode_checked(wire: Any) -> Command:
     cls = REGISTRY.get(type_name) if isinstance(type_name, str) else None
     if cls is None:
         # Bounded: the text is logged and echoed in the ERROR, and ``t`` may be megabytes.
-        raise InvalidCommandError(f"unknown command {repr(type_name)[:80]}", request_id)
+        raise MalformedCommandError(f"unknown command {repr(type_name)[:80]}", request_id)
     values = []
     for name, accepted, default in cls._FIELDS:
         value = wire.get(name, _MISSING)
         if value is _MISSING:
             if default is _MISSING:
-                raise InvalidCommandError(f"{cls.TYPE}: missing field {name!r}", request_id)
+                raise MalformedCommandError(f"{cls.TYPE}: missing field {name!r}", request_id)
             value = default() if callable(default) else default
         elif not _is_accepted(value, accepted):
-            raise InvalidCommandError(
+            raise MalformedCommandError(
                 f"{cls.TYPE}.{name}: expected {_names(accepted)}, got {type(value).__name__}",
                 request_id,
             )

@@ -1,4 +1,4 @@
-"""The adds of one socket read admitted together (``BookieConnection.commands_received``,
+"""The adds of one socket read admitted together (``BookieServerConnection.commands_received``,
 ``Bookie.try_add_all``, ``Journal.try_add_all``, ``add_entries``/``put_run``): fenced and
 recovery adds in a mixed read, ledgers on two journals, request order against the other
 commands of the read, duplicate (ledger, entry) pairs, and back-pressure with a tiny write
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from minipulsar.bookie import metrics as bookie_metrics
-from minipulsar.bookie.server import BookieConnection
+from minipulsar.bookie.server import BookieServerConnection
 from minipulsar.bookie.service import BookieService
 from minipulsar.bookie.storage import metrics as storage_metrics
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
@@ -96,7 +96,7 @@ class RawBookieClient:
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
-        self.server: BookieConnection | None = None
+        self.server: BookieServerConnection | None = None
         """The bookie's side of this connection, when the bookie runs in this process."""
         self._ids = itertools.count(2)
         self.received: list[Command] = []

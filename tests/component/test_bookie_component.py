@@ -21,7 +21,7 @@ from minipulsar.bookie.service import BookieService
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import (
     BookieReadOnlyError,
-    InvalidCommand,
+    InvalidCommandError,
     LedgerFencedError,
     NoSuchEntryError,
     NoSuchLedgerError,
@@ -184,11 +184,11 @@ async def test_a_fence_waits_for_the_adds_admitted_before_it(client: RawClient) 
 
 
 async def test_out_of_range_ids_are_invalid_commands(client: RawClient) -> None:
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await add(client, -1, 0, b"x")
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await add(client, 1, 1 << 63, b"x")
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await read(client, 1, 0, count=0)
 
 

@@ -10,7 +10,7 @@ from minipulsar.errors import (
     ConnectionClosedError,
     ErrorCode,
     FrameTooLargeError,
-    InvalidCommandError,
+    MalformedCommandError,
     MiniPulsarError,
     ProtocolError,
     RequestTimeoutError,
@@ -66,7 +66,7 @@ def test_unknown_code_is_unknown_server_error(code: str) -> None:
     [
         (RuntimeError("bug"), ErrorCode.UNKNOWN_ERROR),
         (ConnectionClosedError("gone"), ErrorCode.UNKNOWN_ERROR),
-        (InvalidCommandError("bad", 3), ErrorCode.INVALID_COMMAND),
+        (MalformedCommandError("bad", 3), ErrorCode.INVALID_COMMAND),
         (FrameTooLargeError("big"), ErrorCode.TOO_LARGE),
     ],
 )
@@ -75,11 +75,11 @@ def test_local_errors_map_to_a_wire_code(error: BaseException, code: ErrorCode) 
 
 
 def test_error_hierarchy() -> None:
-    assert issubclass(FrameTooLargeError, ProtocolError) and issubclass(InvalidCommandError, ProtocolError)
+    assert issubclass(FrameTooLargeError, ProtocolError) and issubclass(MalformedCommandError, ProtocolError)
     assert issubclass(ProtocolError, MiniPulsarError) and issubclass(ServerError, MiniPulsarError)
     assert ConnectionClosedError.retriable and RequestTimeoutError.retriable
     assert not ProtocolError.retriable
-    assert InvalidCommandError("x").request_id is None and InvalidCommandError("x", 4).request_id == 4
+    assert MalformedCommandError("x").request_id is None and MalformedCommandError("x", 4).request_id == 4
 
 
 def test_wire_codes_are_unique_strings() -> None:

@@ -16,7 +16,7 @@ from minipulsar.broker.topics.key_shared import NONE_KEY, ConsistentHashRing, ke
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 from minipulsar.broker.topics.replay import ReplayQueue
 from minipulsar.broker.topics.subscription import Subscription
-from minipulsar.errors import ConsumerBusyError, InvalidCommand
+from minipulsar.errors import ConsumerBusyError, InvalidCommandError
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.protocol.commands import ActiveConsumerChange, Message
 
@@ -281,7 +281,7 @@ async def test_shared_round_robin_respects_permits_and_the_round_robin_batch() -
     assert len(sent(one)) == 3 and len(sent(two)) == 7
     assert sorted(sent(one) + sent(two)) == [Position(L, i) for i in range(10)]
     assert sent(one)[:2] == [Position(L, 0), Position(L, 1)]  # turns of two entries
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await sub.acknowledge(one, [Position(L, 0)], cumulative=True)
 
 

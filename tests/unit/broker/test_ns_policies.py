@@ -14,7 +14,7 @@ import pytest_asyncio
 from minipulsar.broker.namespace.bundles import initial_boundaries
 from minipulsar.broker.namespace.policies import PolicyStore, split_namespace
 from minipulsar.broker.namespace.split import split_boundaries
-from minipulsar.errors import AlreadyExistsError, BadVersionError, InvalidCommand, NotFoundError
+from minipulsar.errors import AlreadyExistsError, BadVersionError, InvalidCommandError, NotFoundError
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.metadata.memory import SharedTree
 
@@ -70,7 +70,7 @@ async def test_creating_twice_or_under_a_missing_tenant_fails_clearly(stores) ->
 @pytest.mark.parametrize("bad", ["", "a b", "x/y", "né?", "../etc"])
 async def test_bad_names_are_refused(stores, bad: str) -> None:
     policies = PolicyStore(stores[0], "c1", 4)
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await policies.create_tenant(bad)
 
 
@@ -78,9 +78,9 @@ async def test_bad_bundle_specs_are_refused(stores) -> None:
     policies = PolicyStore(stores[0], "c1", 4)
     await policies.create_tenant("t")
     for spec in ({"numBundles": 0}, {"numBundles": "four"}, {"boundaries": ["0x00000000", "0x10"]}, "x"):
-        with pytest.raises(InvalidCommand):
+        with pytest.raises(InvalidCommandError):
             await policies.create_namespace("t/ns", {"bundles": spec})
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         split_namespace("only-tenant")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minipulsar.broker.partitions import PartitionedTopics, partition_index, partitioned_topic_path
-from minipulsar.errors import AlreadyExistsError, InvalidCommand, NotFoundError
+from minipulsar.errors import AlreadyExistsError, InvalidCommandError, NotFoundError
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.topic_name import TopicName
 
@@ -26,13 +26,13 @@ async def test_create_read_grow_delete() -> None:
     assert await topics.partitions(name.partition(1)) == 0, "a partition is an ordinary topic"
     with pytest.raises(AlreadyExistsError):
         await topics.create(name, 2)
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await topics.update(name, 3)
     await topics.update(name, 6)
     assert await topics.partitions(name) == 6
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await topics.create(name.partition(0), 2)
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await topics.create(TopicName.parse("other"), 0)
     await topics.delete(name)
     assert await topics.partitions(name) == 0

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minipulsar.broker.topics.key_shared import NONE_KEY, sticky_key
-from minipulsar.errors import InvalidCommandError
+from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol import compression
 from minipulsar.protocol.batch import (
     Batch,
@@ -80,17 +80,17 @@ def test_an_ordering_key_adds_a_sixth_field_only_when_set() -> None:
 def test_corrupt_compressed_data_is_refused(codec: str) -> None:
     fields = msgpack.unpackb(encode_batch(1, "p", [BatchMessage(0, b"x" * 100)], codec))
     fields[4][2] = b"\x00garbage" + fields[4][2][8:]
-    with pytest.raises(InvalidCommandError):
+    with pytest.raises(MalformedCommandError):
         decode_batch(msgpack.packb(fields))
 
 
 def test_a_forged_uncompressed_size_is_refused_before_inflating() -> None:
     fields = msgpack.unpackb(encode_batch(1, "p", [BatchMessage(0, b"x")], compression.ZSTD))
     fields[4][1] = compression.UNCOMPRESSED_BYTES_MAX + 1
-    with pytest.raises(InvalidCommandError, match="out of bounds"):
+    with pytest.raises(MalformedCommandError, match="out of bounds"):
         decode_batch(msgpack.packb(fields))
     fields[4][1] = 5  # a size that does not match what the data inflates to
-    with pytest.raises(InvalidCommandError):
+    with pytest.raises(MalformedCommandError):
         decode_batch(msgpack.packb(fields))
 
 
@@ -102,5 +102,5 @@ def test_unknown_and_unshipped_codecs_are_named() -> None:
         compression.check_codec("brotli")
     fields = msgpack.unpackb(encode_batch(1, "p", [BatchMessage(0, b"x")], compression.LZ4))
     fields[4][0] = "BROTLI"
-    with pytest.raises(InvalidCommandError, match="unknown compression codec"):
+    with pytest.raises(MalformedCommandError, match="unknown compression codec"):
         decode_batch(msgpack.packb(fields))

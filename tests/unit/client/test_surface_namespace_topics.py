@@ -7,7 +7,7 @@ import pytest
 
 from minipulsar.broker.partitions import PartitionedTopics
 from minipulsar.broker.topic_list import topics_of_namespace
-from minipulsar.errors import InvalidCommand
+from minipulsar.errors import InvalidCommandError
 from minipulsar.metadata.memory import MemoryMetadataStore
 from minipulsar.topic_name import TopicName
 
@@ -54,5 +54,5 @@ async def test_non_persistent_topics_are_the_loaded_ones() -> None:
     "namespace, mode", [("public", "PERSISTENT"), ("a/b/c", "PERSISTENT"), ("public/default", "SOME")]
 )
 async def test_bad_namespaces_and_modes_are_invalid_commands(namespace: str, mode: str) -> None:
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         await topics_of_namespace(MemoryMetadataStore(), namespace, mode)

@@ -13,7 +13,7 @@ import pytest
 from minipulsar.errors import (
     AlreadyExistsError,
     BadVersionError,
-    InvalidCommand,
+    InvalidCommandError,
     NotEmptyError,
     NotFoundError,
     SessionExpiredError,
@@ -52,7 +52,7 @@ def test_cas_rules() -> None:
     with pytest.raises(BadVersionError):
         tree.put("/a", b"y", 5)
     assert tree.put("/a", b"y", 0)[0].version == 1
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         tree.put("/a", b"z", -2)
     assert tree.get("/a").value == b"y"
 
@@ -82,7 +82,7 @@ def test_delete_rules() -> None:
         tree.delete("/zz")
     with pytest.raises(BadVersionError):
         tree.delete("/a/b", 3)
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         tree.delete("/")
     assert kinds(tree.delete("/a/b", 0)) == [("/a/b", D), ("/a", CH)]
     tree.delete("/a", -1)  # -1 = any version, as in ZooKeeper
@@ -91,7 +91,7 @@ def test_delete_rules() -> None:
 
 @pytest.mark.parametrize("path", ["a", "/a/", "//a", "/a//b", "", None])
 def test_bad_paths_are_invalid_commands(path) -> None:
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         KeyTree().put(path, b"")
 
 
@@ -102,7 +102,7 @@ def test_ephemeral_node_belongs_to_a_live_session_and_goes_with_it() -> None:
     assert stat.ephemeral and tree.get("/e").owner is None
     tree.put("/e/x", b"again", owner=None)  # update keeps ephemerality
     assert tree.get("/e/x").owner == sid
-    with pytest.raises(InvalidCommand):
+    with pytest.raises(InvalidCommandError):
         tree.put("/e/x/child", b"")
     with pytest.raises(SessionExpiredError):
         tree.put("/e/y", b"", owner=sid + 99)

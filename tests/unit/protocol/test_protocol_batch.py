@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minipulsar.errors import InvalidCommandError
+from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol.batch import Batch, BatchMessage, decode_batch, encode_batch, peek_num_messages
 
 messages = st.builds(
@@ -59,5 +59,5 @@ def test_peek_num_messages_falls_back_to_default(payload: bytes) -> None:
     ids=["empty", "garbage", "count-mismatch", "bad-message", "three-fields"],
 )
 def test_decode_batch_rejects_non_batches(payload: bytes) -> None:
-    with pytest.raises(InvalidCommandError):
+    with pytest.raises(MalformedCommandError):
         decode_batch(payload)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minipulsar.errors import FrameTooLargeError, InvalidCommandError, ProtocolError
+from minipulsar.errors import FrameTooLargeError, MalformedCommandError, ProtocolError
 from minipulsar.protocol.codec import CommandDecoder, decode_body, encode_bytes
 from minipulsar.protocol.commands import Flow, Ping, Send
 from minipulsar.protocol.frames import LENGTH
@@ -46,13 +46,13 @@ def frames() -> st.SearchStrategy[bytes]:
     )
 
 
-def drain(decoder: CommandDecoder) -> list[Command | InvalidCommandError]:
+def drain(decoder: CommandDecoder) -> list[Command | MalformedCommandError]:
     """Everything the decoder yields until it needs bytes; stops at a fatal FrameTooLargeError."""
-    out: list[Command | InvalidCommandError] = []
+    out: list[Command | MalformedCommandError] = []
     while True:
         try:
             command = decoder.next_command()
-        except InvalidCommandError as error:
+        except MalformedCommandError as error:
             out.append(error)
             continue
         if command is None:
@@ -85,7 +85,7 @@ def test_mixed_valid_and_invalid_frames_raise_only_protocol_errors(parts: list[b
         for start in range(0, len(data), chunk):
             decoder.feed(data[start : start + chunk])
             for item in drain(decoder):
-                assert isinstance(item, (Command, InvalidCommandError))
+                assert isinstance(item, (Command, MalformedCommandError))
     except FrameTooLargeError:
         pass
 
@@ -95,7 +95,7 @@ def test_mixed_valid_and_invalid_frames_raise_only_protocol_errors(parts: list[b
 def test_decode_body_raises_only_invalid_command(body: bytes) -> None:
     try:
         decode_body(body)
-    except InvalidCommandError:
+    except MalformedCommandError:
         pass
 
 
@@ -142,7 +142,7 @@ def test_decoder_continues_with_the_next_frame_after_an_invalid_one(bad: bytes, 
 def test_known_bad_bodies_are_invalid_commands(body: bytes) -> None:
     decoder = CommandDecoder()
     decoder.feed(framed(body) + encode_bytes(Flow(consumer_id=1, permits=2)))
-    with pytest.raises(InvalidCommandError):
+    with pytest.raises(MalformedCommandError):
         decoder.next_command()
     assert decoder.next_command() == Flow(consumer_id=1, permits=2)
 
@@ -150,7 +150,7 @@ def test_known_bad_bodies_are_invalid_commands(body: bytes) -> None:
 def test_unhashable_command_type_is_an_invalid_command_with_its_request_id() -> None:
     """Regression: ``t`` holding a list or map used to escape as TypeError."""
     for bogus in ([1], {"a": 1}):
-        with pytest.raises(InvalidCommandError) as caught:
+        with pytest.raises(MalformedCommandError) as caught:
             decode_body(msgpack.packb({"t": bogus, "id": 9}))
         assert caught.value.request_id == 9
 
@@ -191,6 +191,6 @@ def test_frame_of_exactly_max_frame_size_is_accepted() -> None:
 
 def test_unknown_command_text_is_bounded() -> None:
     """A megabyte ``t`` must not become a megabyte log line and ERROR message."""
-    with pytest.raises(InvalidCommandError) as caught:
+    with pytest.raises(MalformedCommandError) as caught:
         decode_body(msgpack.packb({"t": "X" * 1_000_000, "id": 1}))
     assert len(str(caught.value)) < 200

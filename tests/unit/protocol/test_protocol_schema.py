@@ -1,4 +1,4 @@
-"""Goal: decoding validates every field: wrong types and missing fields are InvalidCommandError
+"""Goal: decoding validates every field: wrong types and missing fields are MalformedCommandError
 carrying the request id (so the peer's request can be answered), bool is never an int, and
 unknown extra keys are ignored (a newer peer may add optional fields)."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minipulsar.errors import InvalidCommandError
+from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol.codec import decode_body
 from minipulsar.protocol.commands import Flow, Lookup, ReadEntry
 from minipulsar.protocol.schema import Command, decode_command
@@ -43,7 +43,7 @@ def test_wrong_field_type_is_invalid_command_with_request_id(cls: type[Command],
     name, accepted, _ = data.draw(st.sampled_from(cls._FIELDS))
     wrong = data.draw(st.sampled_from([v for v in WRONG_VALUES if not is_accepted(v, accepted)]))
     wire = {**command.to_wire(), name: wrong}
-    with pytest.raises(InvalidCommandError) as caught:
+    with pytest.raises(MalformedCommandError) as caught:
         over_the_wire(wire)
     assert caught.value.request_id == expected_request_id(wire)
     assert name in str(caught.value)
@@ -62,7 +62,7 @@ def test_missing_required_field_is_invalid_command_with_request_id(cls: type[Com
     missing = data.draw(st.sampled_from(required))
     wire = command.to_wire()
     del wire[missing]
-    with pytest.raises(InvalidCommandError) as caught:
+    with pytest.raises(MalformedCommandError) as caught:
         over_the_wire(wire)
     assert caught.value.request_id == expected_request_id(wire)
     assert f"missing field {missing!r}" in str(caught.value)
@@ -91,31 +91,31 @@ def test_unknown_extra_keys_are_ignored(cls: type[Command], data: st.DataObject)
     ids=["flow-consumer", "flow-permits", "read-first-entry", "add-lac"],
 )
 def test_bool_is_not_accepted_as_int(wire: dict) -> None:
-    with pytest.raises(InvalidCommandError) as caught:
+    with pytest.raises(MalformedCommandError) as caught:
         over_the_wire(wire)
     assert caught.value.request_id == expected_request_id(wire)
     assert "got bool" in str(caught.value)
 
 
 def test_int_is_not_accepted_as_bool() -> None:
-    with pytest.raises(InvalidCommandError, match="fence"):
+    with pytest.raises(MalformedCommandError, match="fence"):
         over_the_wire({"t": "READ_ENTRY", "id": 1, "ledger_id": 1, "first_entry_id": 0, "fence": 1})
 
 
 def test_bool_request_id_is_not_a_request_id() -> None:
-    with pytest.raises(InvalidCommandError) as caught:
+    with pytest.raises(MalformedCommandError) as caught:
         over_the_wire({"t": "LOOKUP", "id": True, "topic": 5})
     assert caught.value.request_id is None
 
 
 def test_unknown_command_carries_the_request_id() -> None:
-    with pytest.raises(InvalidCommandError, match="unknown command 'NOPE'") as caught:
+    with pytest.raises(MalformedCommandError, match="unknown command 'NOPE'") as caught:
         over_the_wire({"t": "NOPE", "id": 41})
     assert caught.value.request_id == 41
 
 
 def test_non_map_body_is_an_invalid_command() -> None:
-    with pytest.raises(InvalidCommandError, match="must hold a map"):
+    with pytest.raises(MalformedCommandError, match="must hold a map"):
         decode_command([1, 2, 3])
 
 
@@ -135,5 +135,5 @@ def test_default_factories_give_fresh_values() -> None:
 
 
 def test_payload_must_be_bin_not_str() -> None:
-    with pytest.raises(InvalidCommandError, match="payload"):
+    with pytest.raises(MalformedCommandError, match="payload"):
         over_the_wire({"t": "SEND", "producer_id": 1, "sequence_id": 1, "payload": "text"})
