@@ -1,23 +1,29 @@
 # Two commands on a fresh clone with only Python 3.11: `make run` and `make test`; `make lint`
 # runs the linters CI runs first.
-# Both create .venv when it is missing and (re)install the project with its test and bench
-# extras whenever pyproject.toml is newer than the install stamp. `make bench` runs the
+# Each creates .venv when it is missing and (re)installs what it needs whenever pyproject.toml
+# or constraints.txt is newer than its stamp, at the exact versions of constraints.txt: `make
+# run` the runtime dependencies only, `make test`/`lint`/`mypy` the test and bench extras too
+# (the suite runs the benchmarks' smoke tests). `make lock` writes constraints.txt anew from the
+# newest releases pyproject.toml's ranges admit. `make bench` runs the
 # benchmark suite's quick profile into results/<timestamp>/, `make bench-peers` adds Redis
 # Streams and NATS JetStream to the same run, `make bench-bookie` the bookie bench (see
 # bench/README.md).
 
 PYTHON ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
 VENV := .venv
-STAMP := $(VENV)/.minipulsar-installed
+CONSTRAINTS := constraints.txt
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+STAMP := $(VENV)/.installed-test-bench
+PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -c $(CONSTRAINTS)
 DATA_DIR ?= data/standalone
 RUN_ARGS ?=      # extra standalone flags, e.g. RUN_ARGS='--bookies 3'
 PYTEST_ARGS ?=   # e.g. PYTEST_ARGS='tests/unit -x'
 BENCH_ARGS ?=    # e.g. BENCH_ARGS='--journal-dir /mnt/ssd/j --ledger-dir /mnt/hdd/l' or '--disk-model hdd'
 BOOKIE_BENCH_ARGS ?=  # e.g. BOOKIE_BENCH_ARGS='--journal-dir /mnt/fast/journal --json bench/results/bookie.json'
 
-.PHONY: run test lint mypy bench bench-peers bench-bookie clean distclean
+.PHONY: run test lint mypy lock bench bench-peers bench-bookie clean distclean
 
-run: $(STAMP)
+run: $(RUNTIME_STAMP)
 	$(VENV)/bin/minipulsar standalone --data-dir $(DATA_DIR) $(RUN_ARGS)
 
 test: $(STAMP)
@@ -52,9 +58,22 @@ bench-bookie: $(STAMP)
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }
 
-$(STAMP): pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install --disable-pip-version-check -e '.[test,bench]'
+$(RUNTIME_STAMP): pyproject.toml $(CONSTRAINTS) | $(VENV)/bin/python
+	$(PIP) -e .
 	touch $@
+
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(VENV)/bin/python
+	$(PIP) -e '.[test,bench]'
+	touch $@ $(RUNTIME_STAMP)
+
+# A fresh venv outside the tree takes the newest versions the ranges admit; their exact
+# versions become constraints.txt (commit it with the change that needed it).
+lock:
+	rm -rf /tmp/minipulsar-lock && $(PYTHON) -m venv /tmp/minipulsar-lock
+	/tmp/minipulsar-lock/bin/python -m pip install --disable-pip-version-check -q '.[test,bench]'
+	{ echo "# Exact versions make installs with (pip -c). Written by \`make lock\`; edit pyproject.toml's ranges, not this."; \
+	  /tmp/minipulsar-lock/bin/python -m pip freeze --exclude minipulsar; } > $(CONSTRAINTS)
+	rm -rf /tmp/minipulsar-lock
 
 # Data of `make run` and test/build leftovers; the venv stays (see distclean).
 clean:
