@@ -4,19 +4,27 @@
   in-process on 127.0.0.1), ``tests/cluster`` (real processes), ``tests/faults`` (real
   processes killed, paused, starved of disk or fed garbage).
 - uvloop when ``MINIPULSAR_UVLOOP=1``.
+- Bugs fail tests: a test during which a project logger (``minipulsar.*``) wrote an ERROR
+  record, or the event loop saw an exception nobody handled (asyncio's ``Task exception was
+  never retrieved``, ``Exception in callback``), fails — unless it says it provokes that
+  record on purpose: ``@pytest.mark.expect_error_log(r"regex", ...)`` allows the ERROR
+  records whose message matches one of the patterns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterator
 
 import pytest
 
-pytest_plugins = ["tests.support.fixtures"]
+pytest_plugins = ["pytester", "tests.support.fixtures"]
 
 KINDS = ("unit", "component", "cluster", "faults")
+PROJECT_LOGGERS = ("minipulsar", "asyncio")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -36,3 +44,37 @@ def pytest_asyncio_loop_factories(
 
         return {"uvloop": uvloop.new_event_loop}
     return {"asyncio": asyncio.new_event_loop}
+
+
+class ErrorRecords(logging.Handler):
+    """Collects the ERROR records of the project's loggers (and asyncio's), from any thread."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.split(".")[0] in PROJECT_LOGGERS:
+            self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def fail_on_error_logs(request: pytest.FixtureRequest) -> Iterator[None]:
+    handler = ErrorRecords()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+    allowed = [re.compile(p) for m in request.node.iter_markers("expect_error_log") for p in m.args]
+    unexpected = [r for r in handler.records if not any(p.search(r.getMessage()) for p in allowed)]
+    if unexpected:
+        lines = [
+            f"{r.name}: {r.getMessage()}"
+            + (f"\n{logging.Formatter().formatException(r.exc_info)}" if r.exc_info else "")
+            for r in unexpected
+        ]
+        pytest.fail(
+            "ERROR logged during the test (a bug, or mark it expect_error_log):\n" + "\n".join(lines), pytrace=False
+        )

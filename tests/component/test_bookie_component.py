@@ -295,6 +295,7 @@ def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", no_space)
 
 
+@pytest.mark.expect_error_log(r"write failed, refusing further adds", r"journal \d+ \(.*\) failed")
 async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
     client: RawClient, service: BookieService, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -325,6 +326,9 @@ async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
     assert info["readOnly"] is True and "No space left" in info["readOnlyReasons"][0]
 
 
+@pytest.mark.expect_error_log(
+    r"write failed, refusing further adds", r"journal \d+ \(.*\) failed", r"shutting the bookie down"
+)
 async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -370,6 +374,7 @@ async def _assert_reads_back(conn: RawClient, ledger_id: int, entry_ids: list[in
         assert await read(conn, ledger_id, entry_id) == [(entry_id, payload(ledger_id, entry_id, size))]
 
 
+@pytest.mark.expect_error_log(r"is full: usage", r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_loses_no_acked_add(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -415,6 +420,7 @@ async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_
         await service.stop()
 
 
+@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_refused(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -449,6 +455,7 @@ async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_ref
         await service.stop()
 
 
+@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_nor_its_acked_adds(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -42,12 +42,12 @@ async def test_connect_to_a_closed_port_is_connection_closed() -> None:
 
 
 async def test_connect_to_a_silent_peer_times_out() -> None:
-    accepted: list[asyncio.StreamWriter] = []
+    peer_done = asyncio.Event()
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(writer)
-        await reader.read()  # until the client gives up
+        await reader.read()  # until the client gives up and closes
         writer.close()
+        peer_done.set()
 
     listener = await asyncio.start_server(silent, "127.0.0.1", 0)
     try:
@@ -56,6 +56,7 @@ async def test_connect_to_a_silent_peer_times_out() -> None:
         with pytest.raises(RequestTimeoutError, match="CONNECT"):
             await connect(TestClientConnection, host, port, timeout_s=0.3)
         assert time.monotonic() - started < 2
+        await asyncio.wait_for(peer_done.wait(), 5)  # the client closed its end: the peer saw EOF
     finally:
         listener.close()
         await listener.wait_closed()

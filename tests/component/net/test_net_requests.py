@@ -91,6 +91,9 @@ async def test_timeouts_apply_per_request(server, clients) -> None:
         await asyncio.wait_for(short, 5)
     assert not long.done()
     assert client.pending_requests == 1
+    client.close()
+    with pytest.raises(ConnectionClosedError):
+        await asyncio.wait_for(long, 5)
 
 
 async def test_every_pending_request_fails_when_the_server_drops_the_connection(server, clients) -> None:
@@ -126,6 +129,7 @@ async def test_server_error_reaches_the_client_as_the_same_type(server, clients,
     assert client.is_open
 
 
+@pytest.mark.expect_error_log(r"unexpected error handling")
 async def test_unexpected_handler_exception_is_unknown_error_and_server_keeps_serving(server, clients) -> None:
     client = await open_client(server, clients)
     other = await open_client(server, clients)

@@ -97,6 +97,7 @@ def monitor_config(tmp_path: Path, **overrides: str) -> BookieConfig:
     )
 
 
+@pytest.mark.expect_error_log(r"is full: usage")
 async def test_the_monitor_loses_its_last_writable_dir_and_gets_it_back_with_hysteresis(tmp_path: Path) -> None:
     """Goal: the listener hears each writable/no-writable-dir transition once, at the thresholds,
     and bookie_ledger_writable_dirs follows. Method: drive the usage file through
@@ -124,6 +125,7 @@ async def test_the_monitor_loses_its_last_writable_dir_and_gets_it_back_with_hys
         await monitor.close()
 
 
+@pytest.mark.expect_error_log(r"is full: usage")
 async def test_the_monitor_checks_on_its_interval(tmp_path: Path) -> None:
     changes: list[bool] = []
     monitor = LedgerDirsMonitor(monitor_config(tmp_path, diskCheckInterval="20"), changes.append)

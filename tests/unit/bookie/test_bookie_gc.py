@@ -284,6 +284,7 @@ async def test_compaction_moves_live_entries_and_updates_the_index(tmp_path: Pat
     await bookie.close()
 
 
+@pytest.mark.expect_error_log(r"checksum mismatch")
 async def test_a_log_with_a_damaged_record_is_left_and_the_others_are_compacted(tmp_path: Path) -> None:
     """Goal: a live record failing its CRC in one log keeps that log (it must not go) but not
     the others: they are compacted in the same round (one damaged record stopped every later

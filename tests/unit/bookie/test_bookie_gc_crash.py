@@ -46,6 +46,7 @@ LEDGERS = range(24)
 LIVE = [i for i in LEDGERS if i % 3 == 0]
 
 
+@pytest.mark.expect_error_log(r"major compaction failed")
 @pytest.mark.parametrize("stop", list(STOPS), ids=[STOPS[s] for s in STOPS])
 async def test_a_crash_between_gc_steps_loses_nothing(tmp_path: Path, stop: str) -> None:
     root = tmp_path / "bookie"

@@ -61,6 +61,7 @@ def load_config_for(tmp_path: Path) -> BookieConfig:
     )
 
 
+@pytest.mark.expect_error_log(r"is full: usage")
 async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) -> None:
     """Goal: every figure the broker's placement needs is in the report and moves with the
     bookie. Method: 1 MiB written to the journal counter and two syncs observed between two

@@ -51,6 +51,7 @@ def test_a_crash_while_writing_leaves_the_previous_checkpoint(tmp_path: Path, mo
     assert not (tmp_path / "lastMark.tmp").exists()
 
 
+@pytest.mark.expect_error_log(r"lastMark is unreadable")
 def test_a_garbage_file_means_no_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "lastMark").write_bytes(os.urandom(40))
     assert LastMarkFile(tmp_path).read() == EMPTY_CHECKPOINT

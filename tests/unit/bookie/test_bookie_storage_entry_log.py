@@ -73,6 +73,7 @@ def test_logs_roll_before_passing_the_size_limit(tmp_path: Path) -> None:
     reader.close()
 
 
+@pytest.mark.expect_error_log(r"checksum mismatch", r"no such record")
 @pytest.mark.parametrize("damage", ["payload", "ids"])
 def test_a_damaged_record_is_refused(tmp_path: Path, damage: str) -> None:
     locations = _write(tmp_path, [(1, 0, b"a" * 100), (1, 1, b"b" * 100)])

@@ -233,6 +233,7 @@ async def test_the_ledger_dirs_flush_at_the_same_time(tmp_path: Path, monkeypatc
         await bookie.close()
 
 
+@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_journal(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -274,6 +275,7 @@ async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_jour
         await restarted.close()
 
 
+@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_a_dir_whose_new_entry_log_hit_a_full_disk_flushes_again_once_there_is_room(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -308,6 +310,7 @@ async def test_a_dir_whose_new_entry_log_hit_a_full_disk_flushes_again_once_ther
         await restarted.close()
 
 
+@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_each_dir_failing_is_logged_when_it_starts(tmp_path: Path, monkeypatch, caplog) -> None:
     """Goal: while one dir keeps failing (its checkpoint errors logged only now and then),
     another dir starting to fail is logged at once, and so is a dir flushing again. Method:

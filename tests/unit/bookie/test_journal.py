@@ -239,6 +239,7 @@ async def test_an_add_completes_only_after_its_group_is_synced(tmp_path: Path, m
     await journal.close()
 
 
+@pytest.mark.expect_error_log(r"write failed, refusing further adds")
 async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path, monkeypatch) -> None:
     from minipulsar.bookie import journal_segment
 
@@ -260,6 +261,7 @@ async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path
     assert adds(seen) == [(1, 0, b"before")]
 
 
+@pytest.mark.expect_error_log(r"the writer thread failed, refusing further adds")
 @pytest.mark.parametrize("where", ["group timer", "flush decision", "batch split"])
 async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_add(
     tmp_path: Path, monkeypatch, where: str
@@ -380,6 +382,7 @@ async def test_applied_mark_waits_for_the_loop_not_for_the_fsync(tmp_path: Path,
     await journal.close()
 
 
+@pytest.mark.expect_error_log(r"closing the segments failed")
 async def test_a_journal_whose_files_fail_to_close_still_stops(tmp_path: Path, monkeypatch) -> None:
     """Goal: close() returns even when closing the segments fails (EIO from a failing disk):
     the bookie's shutdown must not hang on it."""

@@ -8,6 +8,8 @@ import asyncio
 import queue
 from pathlib import Path
 
+import pytest
+
 from minipulsar.bookie.group_commit import GroupCommitPolicy
 from minipulsar.bookie.journal import Journal, JournalSettings
 from minipulsar.bookie.journal_format import RecordType
@@ -117,6 +119,7 @@ async def test_a_refused_add_gives_its_write_cache_room_back_and_tells_its_sink(
     await journal.close()
 
 
+@pytest.mark.expect_error_log(r"storing \d+ journaled entries failed")
 async def test_adds_the_storage_fails_to_take_are_answered_with_an_error(tmp_path: Path) -> None:
     """Goal: if putting journaled adds into the storage raises (a bug), their sink still hears
     of them, with an error — they are not acknowledged, and not left unanswered until the

@@ -87,6 +87,7 @@ async def _missing(store: MemoryMetadataStore, path: str) -> bool:
     return not await store.exists(path)
 
 
+@pytest.mark.expect_error_log(r"metastore WAL write failed")
 async def test_a_wal_failure_reaches_every_waiter_and_refuses_later_changes(tmp_path: Path) -> None:
     failures: list[BaseException] = []
     state = DurableTree(KeyTree(), 0, tmp_path, snapshot_every_txns=1000, on_failed=failures.append)

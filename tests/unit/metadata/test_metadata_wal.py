@@ -92,6 +92,7 @@ def test_recover_continues_into_the_next_log_after_a_torn_tail_but_stops_at_a_ga
     assert any("gap" in p for p in state.problems)
 
 
+@pytest.mark.expect_error_log(r"is unreadable")
 def test_an_unreadable_snapshot_refuses_the_start(tmp_path: Path) -> None:
     data = bytearray(snapshot.encode(KeyTree(), 3))
     data[-1] ^= 0xFF

@@ -1,0 +1,94 @@
+"""Goal: a test fails when a project logger writes ERROR it did not expect, or the loop saw an
+exception nobody handled; a test that provokes one on purpose says so with a marker.
+
+Method: run a small test file through pytest in-process (pytester) with the suite's conftest.
+Its ERROR records reach this test's loggers too, hence this test's own marker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+CONFTEST = (Path(__file__).resolve().parents[1] / "conftest.py").read_text()
+INI = """[pytest]
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+markers =
+    expect_error_log(*patterns): the test provokes these ERROR records
+"""
+EXAMPLES = """
+import asyncio
+import logging
+
+import pytest
+
+log = logging.getLogger("minipulsar.broker.example")
+
+
+def test_logs_an_error():
+    log.error("the cursor ledger vanished")
+
+
+@pytest.mark.expect_error_log(r"cursor ledger vanished")
+def test_provokes_it_on_purpose():
+    log.error("the cursor ledger vanished")
+
+
+@pytest.mark.expect_error_log(r"something else")
+def test_expects_another_error():
+    log.error("the cursor ledger vanished")
+
+
+def test_a_warning_is_no_failure():
+    log.warning("a bookie is slow")
+
+
+def test_other_libraries_errors_are_theirs():
+    logging.getLogger("aiohttp.server").error("not ours")
+
+
+async def test_an_exception_in_a_callback():
+    done = asyncio.Event()
+
+    def callback():
+        done.set()
+        raise ValueError("a bug in a callback")
+
+    asyncio.get_running_loop().call_soon(callback)
+    await done.wait()
+"""
+
+
+@pytest.fixture
+def outcomes(pytester: pytest.Pytester) -> dict[str, bool]:
+    """Each example's name → whether it failed (in its call or its teardown)."""
+    pytester.makeconftest(CONFTEST.replace('"pytester", "tests.support.fixtures"', ""))
+    pytester.makeini(INI)
+    (pytester.mkdir("tests") / "unit").mkdir()
+    (pytester.path / "tests" / "unit" / "test_examples.py").write_text(EXAMPLES)
+    reports = pytester.inline_run("-p", "no:cacheprovider").getreports("pytest_runtest_logreport")
+    failed: dict[str, bool] = {}
+    for report in reports:
+        name = report.nodeid.rpartition("::")[2]
+        failed[name] = failed.get(name, False) or report.failed
+    return failed
+
+
+pytestmark = pytest.mark.expect_error_log(r"cursor ledger vanished", r"Exception in callback", r"not ours")
+
+
+def test_an_unexpected_error_record_fails_the_test(outcomes: dict[str, bool]) -> None:
+    assert outcomes["test_logs_an_error"]
+    assert outcomes["test_expects_another_error"]
+
+
+def test_an_expected_error_record_a_warning_and_others_errors_pass(outcomes: dict[str, bool]) -> None:
+    assert not outcomes["test_provokes_it_on_purpose"]
+    assert not outcomes["test_a_warning_is_no_failure"]
+    assert not outcomes["test_other_libraries_errors_are_theirs"]
+
+
+def test_an_exception_the_event_loop_saw_fails_the_test(outcomes: dict[str, bool]) -> None:
+    assert outcomes["test_an_exception_in_a_callback"]
