@@ -1,4 +1,4 @@
-"""The bookie: minipulsar's storage server (DESIGN §1-2).
+"""The bookie: minipulsar's storage server (docs/design.md §1-2).
 
 - :mod:`bookie.journal` (+ ``journal_thread``, ``journal_files``, ``journal_types``,
   ``journal_set``, ``journal_format``, ``journal_segment``, ``group_commit``): the

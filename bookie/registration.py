@@ -1,6 +1,6 @@
 """The bookie's registration: an ephemeral key ``/ledgers/available/{bookie_id}`` in the metadata store.
 
-Brokers pick ensembles among the children of ``/ledgers/available`` (DESIGN §4). The key is
+Brokers pick ensembles among the children of ``/ledgers/available`` (docs/design.md §4). The key is
 ephemeral, so it disappears when the bookie's session ends — cleanly (unregister, close) or
 because the bookie died and stopped heart-beating. A read-only bookie (every ledger dir full)
 is registered under ``/ledgers/available/readonly/{bookie_id}`` instead: brokers skip the

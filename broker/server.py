@@ -1,4 +1,4 @@
-"""The broker side of client connections: producers, consumers, lookups (DESIGN §3).
+"""The broker side of client connections: producers, consumers, lookups (docs/design.md §3).
 
 SEND is the hot path: it is handled synchronously — append to the topic's managed ledger and
 answer SEND_RECEIPT from the add's completion callback (deduplication may answer a resend

@@ -1,4 +1,4 @@
-"""The broker's BookKeeper client (DESIGN §2): ledgers on bookies, quorum writes, recovery."""
+"""The broker's BookKeeper client (docs/design.md §2): ledgers on bookies, quorum writes, recovery."""
 
 from minipulsar.broker.bookkeeper.client import BookKeeper, BookKeeperSettings
 from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle

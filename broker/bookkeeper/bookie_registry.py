@@ -1,5 +1,5 @@
 """Which bookies exist, which are writable, and on which rack: the broker's cached picture of
-``/ledgers/available`` (registrations, DESIGN §4) and Pulsar's rack mapping at ``/bookies``.
+``/ledgers/available`` (registrations, docs/design.md §4) and Pulsar's rack mapping at ``/bookies``.
 
 The rack of a bookie comes from the rack mapping when it names the bookie (Pulsar's
 ``pulsar-admin bookies set-bookie-rack`` writes ``{"group": {"host:port": {"rack": "/r1"}}}``

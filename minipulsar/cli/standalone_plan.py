@@ -37,7 +37,7 @@ STATE_FORMAT = 1
 
 DEFAULT_BROKER_PORT = 6650  # Pulsar brokerServicePort
 DEFAULT_WEB_PORT = 8080  # Pulsar webServicePort
-DEFAULT_METASTORE_PORT = 6680  # DESIGN §1
+DEFAULT_METASTORE_PORT = 6680  # docs/design.md §1
 DEFAULT_BOOKIE_PORT = 3181  # BookKeeper bookiePort
 DEFAULT_BOOKIE_HTTP_PORT = 8000  # BookKeeper httpServerPort
 

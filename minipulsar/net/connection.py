@@ -7,7 +7,7 @@ work, it never awaits in the read path. Writes coalesce per loop iteration.
 
 It is an ``asyncio.BufferedProtocol``: the transport reads straight into the decoder's
 receive buffer (:meth:`get_buffer` / :meth:`buffer_updated`), so a read costs no ``bytes``
-object and no copy, and ~100 KiB frames do not churn malloc (DESIGN §6).
+object and no copy, and ~100 KiB frames do not churn malloc (docs/design.md §6).
 :meth:`data_received` still takes bytes from callers that feed a connection by hand.
 
 Keep-alive follows Pulsar's ``keepAliveIntervalSeconds``: when nothing arrived for one

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 # glibc mallopt parameters: with ~100 KiB frames, default malloc thresholds made runs randomly
-# 5x slower here (DESIGN §6); big buffers go straight to mmap and are not trimmed back eagerly.
+# 5x slower here (docs/design.md §6); big buffers go straight to mmap and are not trimmed back eagerly.
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 

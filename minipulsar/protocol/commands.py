@@ -1,4 +1,4 @@
-"""Every command on the wire, grouped by who speaks it (DESIGN §3).
+"""Every command on the wire, grouped by who speaks it (docs/design.md §3).
 
 Requests carry ``id`` (per connection); responses (``response=True``) carry the same ``id``
 and complete the request. Payload bytes travel as msgpack ``bin`` and are handed on unchanged

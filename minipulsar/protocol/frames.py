@@ -6,7 +6,7 @@ map, decoded one layer up in :mod:`minipulsar.protocol.codec`).
 Bytes come in either way: :meth:`FrameDecoder.feed` copies a chunk in (h11 style), or
 :meth:`FrameDecoder.get_buffer` / :meth:`FrameDecoder.buffer_updated` let the transport read
 straight into the decoder's buffer (``asyncio.BufferedProtocol``: no ``bytes`` object per
-read, no copy into the buffer; DESIGN §6 — ~100 KiB reads through malloc ran randomly 5x
+read, no copy into the buffer; docs/design.md §6 — ~100 KiB reads through malloc ran randomly 5x
 slower here).
 
 Invariants of :class:`FrameDecoder`:

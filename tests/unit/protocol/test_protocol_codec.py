@@ -43,7 +43,7 @@ def test_every_command_round_trips(cls: type[Command], data: st.DataObject) -> N
 
 
 def test_registry_holds_every_command_of_design() -> None:
-    """The DESIGN §3 command set is registered under its wire names."""
+    """The docs/design.md §3 command set is registered under its wire names."""
     names = {cls.TYPE for cls in COMMAND_CLASSES}
     for expected in (
         "CONNECT",
