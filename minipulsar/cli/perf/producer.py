@@ -25,10 +25,10 @@ from typing import Any, Protocol
 from minipulsar import AlreadyClosed, Client, CompressionType, MessageId
 from minipulsar.cli.perf.options import ProduceOptions
 from minipulsar.cli.perf.payload import make_payload
+from minipulsar.cli.perf.publish import publish_recorder, publish_session
 from minipulsar.cli.perf.rate_limiter import RateLimiter
-from minipulsar.cli.perf.report import PRODUCE, PerfResult
+from minipulsar.cli.perf.report import PerfResult
 from minipulsar.cli.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
-from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
 from minipulsar.cli.perf.topics import expand_topics
 from minipulsar.errors import MiniPulsarError
 
@@ -82,10 +82,7 @@ async def run_produce(
     """
     topics = expand_topics(options.topics, options.num_topics)
     payload = make_payload(options.size_bytes)
-    stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
-    session = PerfSession(
-        PRODUCE,
-        stats,
+    session = publish_session(
         interval_s=options.stats_interval_s,
         duration_s=options.duration_s,
         warmup_s=options.warmup_s,
@@ -136,16 +133,15 @@ async def _send(
 
 def _completion(session: PerfSession, size_bytes: int) -> Callable[[int, Any, MessageId | None], None]:
     """The per-message callback: count it, record its latency once the warm-up is over."""
-    stats = session.stats
-    warmup_end_ns = int(session.warmup_end_s * 1e9)
+    acknowledged = publish_recorder(session, size_bytes)
+    record_failure = session.stats.record_failure
     first_failure = [True]
 
     def on_complete(sent_ns: int, error: Any, _message_id: MessageId | None) -> None:
         if error is None:
-            now_ns = time.monotonic_ns()
-            stats.record(size_bytes, (now_ns - sent_ns) // 1000 if now_ns >= warmup_end_ns else None)
+            acknowledged(sent_ns)
         elif not isinstance(error, AlreadyClosed):  # pulsar-perf ignores sends cut off by closing
-            stats.record_failure()
+            record_failure()
             if first_failure[0]:
                 first_failure[0] = False
                 log.warning("a message failed: %s: %s (further failures are only counted)", type(error).__name__, error)
