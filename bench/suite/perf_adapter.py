@@ -141,22 +141,30 @@ class LedgerSpec:
 async def produce(service_url: str, spec: ProduceSpec, emit: Emit) -> Figures:
     """Run ``spec`` against the broker at ``service_url``; perf's lines go to ``emit``."""
     started = time.monotonic()
-    if spec.consume:
-        produced, consumed = await _produce_and_consume(service_url, spec, emit)
-    else:
-        produced, consumed = await run_produce(spec.produce_options(service_url), emit=emit), None
-    figures = figures_of(produced)
-    # what run_produce spent before its clock started: creating the producers
-    figures["setup_s"] = max(0.0, time.monotonic() - started - produced.duration_s)
+    loop = asyncio.get_running_loop()
+    consuming = loop.create_task(run_consume(spec.consume_options(service_url), emit=emit)) if spec.consume else None
+    try:
+        produced = await run_produce(spec.produce_options(service_url), emit=emit)
+        figures = figures_of(produced)
+        # what run_produce spent before its clock started: creating the producers
+        figures["setup_s"] = max(0.0, time.monotonic() - started - produced.duration_s)
+        if consuming is not None:
+            figures |= _consumer_figures(await consuming)
+    finally:
+        if consuming is not None and not consuming.done():  # the producer failed: no consumer figures
+            consuming.cancel()
+            await asyncio.gather(consuming, return_exceptions=True)
     figures["topics"] = spec.num_topics
-    if consumed is not None:
-        figures |= {
-            "received": consumed.messages,
-            "receive_msg_per_s": consumed.msg_per_s,
-            "receive_mb_per_s": consumed.mb_per_s,
-            "end_to_end_latency": figures_of(consumed)["latency"],
-        }
     return figures | {"wall_s": time.monotonic() - started, "options": asdict(spec)}
+
+
+def _consumer_figures(consumed: PerfResult) -> Figures:
+    return {
+        "received": consumed.messages,
+        "receive_msg_per_s": consumed.msg_per_s,
+        "receive_mb_per_s": consumed.mb_per_s,
+        "end_to_end_latency": figures_of(consumed)["latency"],
+    }
 
 
 async def managed_ledger(metadata_url: str, spec: LedgerSpec, emit: Emit) -> Figures:
@@ -165,17 +173,6 @@ async def managed_ledger(metadata_url: str, spec: LedgerSpec, emit: Emit) -> Fig
     figures = figures_of(await run_managed_ledger(spec.options(metadata_url), emit=emit))
     figures["quorum"] = f"{spec.ensemble}/{spec.write_quorum}/{spec.ack_quorum}"
     return figures | {"wall_s": time.monotonic() - started, "options": asdict(spec)}
-
-
-async def _produce_and_consume(service_url: str, spec: ProduceSpec, emit: Emit) -> tuple[PerfResult, PerfResult]:
-    consuming = asyncio.get_running_loop().create_task(run_consume(spec.consume_options(service_url), emit=emit))
-    try:
-        produced = await run_produce(spec.produce_options(service_url), emit=emit)
-        return produced, await consuming
-    finally:
-        if not consuming.done():  # the producer failed: the consumer's figures are moot
-            consuming.cancel()
-            await asyncio.gather(consuming, return_exceptions=True)
 
 
 def figures_of(result: PerfResult) -> Figures:
