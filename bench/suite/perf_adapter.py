@@ -38,10 +38,10 @@ from minipulsar.cli.perf import (
 Figures = dict[str, Any]
 Emit = Callable[[str], None]
 LOAD_GENERATOR = (
-    "`minipulsar perf` (minipulsar.cli.perf run_produce / run_consume / run_managed_ledger) for every "
-    "minipulsar run; the peers' own clients measured by its publish_session"
+    "`minipulsar perf` (minipulsar.cli.perf: run_produce, run_consume, run_managed_ledger; "
+    "the peers' own clients measured by its publish_session)"
 )
-"""What the reports name as the load generator."""
+"""What the reports name as the load generator (the summary adds where it runs)."""
 OPERATION_TIMEOUT_S = 60.0
 """Lookups and producer creation of thousands of topics on a busy 2-core machine."""
 SUBSCRIPTION = "bench-sub"
