@@ -8,14 +8,16 @@ message is one entry, one SEND, one bookie add and one receipt, and the broker's
 per-entry costs bound it to a few thousand msgs/s on 2 cores.
 
 What one run does: start a cluster exactly as the tests do (``tests/support/cluster.py``
-``process_cluster``: a metastore, ``--bookies`` bookies, a broker, as processes), then in this
-process an asyncio :class:`minipulsar.Client`; for each mode (batching on, off) a producer on a
-fresh topic sends ``--warmup-messages`` (not measured), then ``--messages`` messages of
-``--size`` bytes as fast as ``send_async`` accepts them (``block_if_queue_full``, at most
-``--max-pending`` in flight), and ``flush()``. Measured per mode: messages/s and MB/s from the
-first send to the last receipt, publish latency (send_async to its callback) p50/p99, the
-client's CPU (``time.process_time()`` of this process — the servers are other processes — over
-the measured messages, in µs per message), and the broker's CPU over the same span.
+``process_cluster``: a metastore, ``--bookies`` bookies, a broker, as processes); the load is
+``minipulsar perf produce`` (its library, ``minipulsar.cli.perf.run_produce``, in this
+process). For each mode (batching on, off), on a fresh topic: a warm-up run of
+``--warmup-messages`` (``-m``; not measured), then the measured run of ``--messages`` messages
+of ``--size`` bytes as fast as the producer takes them (``-r 0``, ``--warmup-time 0``, at most
+``--max-pending`` in flight: ``-o``, batch window ``--batch-delay-ms``: ``-b``). Measured per
+mode: perf's figures (messages/s and MB/s from the first send to the last receipt, publish
+latency p50/p99/p99.9/max), the client's CPU (``time.process_time()`` of this process — the
+servers are other processes — over the measured run, in µs per message; the run's connect,
+lookup and producer creation are a few ms of it), and the broker's CPU over the same span.
 
 Prints a table, and ends with one JSON line (``--json FILE`` writes it too). Not a test.
 
@@ -26,29 +28,22 @@ Prints a table, and ends with one JSON line (``--json FILE`` writes it too). Not
 from __future__ import annotations
 
 import argparse
-import asyncio
-import inspect
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import (
-    MB,
-    LatencyHistogram,
-    emit_result,
-    environment,
-    fmt,
-    process_cpu_s,
-    progress,
-)
-from minipulsar import Client
+from bench.common import MB, emit_result, environment, fmt, process_cpu_s, progress
+from minipulsar.cli.perf import ProduceOptions, run_produce
 from tests.support.cluster import ProcessCluster, process_cluster
 
 MODES = {"on": True, "off": False}
+CLIENT_BATCH_MAX_BYTES = 128 * 1024
+"""The client's ``batching_max_allowed_size_in_bytes`` default (perf's ``-bb`` default is 4 MiB)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,106 +80,70 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def producer_options(batching: bool, args: argparse.Namespace) -> dict[str, Any]:
-    """The create_producer arguments of a mode (those the client's create_producer knows)."""
-    wanted = {
-        "batching_enabled": batching,
-        "batching_max_publish_delay_ms": args.batch_delay_ms,
-        "max_pending_messages": args.max_pending,
-        "block_if_queue_full": True,
-    }
-    known = inspect.signature(Client.create_producer).parameters
-    missing = [name for name in wanted if name not in known]
-    if missing:
-        progress(f"note: create_producer has no {', '.join(missing)}; running without")
-    return {name: value for name, value in wanted.items() if name in known}
-
-
-class Sender:
-    """send_async as fast as the producer takes it; counts receipts and their latency."""
-
-    def __init__(self, producer: Any, payload: bytes) -> None:
-        self.producer, self.payload = producer, payload
-        self.latency = LatencyHistogram()
-        self.acked = 0
-        self.errors = 0
-        self.first_error: BaseException | None = None
-        self._expected = 0
-
-    async def send(self, count: int, args: argparse.Namespace, label: str) -> None:
-        record, now_ns = self.latency.record_us, time.perf_counter_ns
-        self._expected += count
-        self._all_acked = asyncio.get_running_loop().create_future()
-        next_report = time.monotonic() + args.progress_interval
-        for _ in range(count):
-            sent_ns = now_ns()
-
-            def done(error: BaseException | None, _message_id: Any, sent_ns: int = sent_ns) -> None:
-                if error is None:
-                    record((now_ns() - sent_ns) // 1000)
-                else:
-                    self.errors += 1
-                    self.first_error = self.first_error or error
-                self.acked += 1
-                if self.acked >= self._expected and not self._all_acked.done():
-                    self._all_acked.set_result(None)
-
-            result = self.producer.send_async(self.payload, done)
-            if inspect.isawaitable(result):  # a send_async that waits for queue space
-                await result
-            if time.monotonic() >= next_report:
-                next_report += args.progress_interval
-                progress(f"{label}: {self.acked:,} acked of {self._expected:,}")
-                await asyncio.sleep(0)  # let receipts in between progress lines
-        await self.producer.flush()
-        if self.acked < self._expected:
-            await self._all_acked
-
-
-async def run_mode(client: Client, cluster: ProcessCluster, batching: bool, args: argparse.Namespace) -> dict[str, Any]:
-    label = f"batching {'on' if batching else 'off'}"
-    producer = await client.create_producer(
-        f"client-bench-{'batched' if batching else 'unbatched'}-{time.time_ns()}", **producer_options(batching, args)
+def produce_options(batching: bool, service_url: str, args: argparse.Namespace) -> ProduceOptions:
+    """The measured run of a mode, as ``perf produce`` flags."""
+    topic = f"client-bench-{'batched' if batching else 'unbatched'}-{time.time_ns()}"
+    return ProduceOptions(
+        topics=[topic],
+        service_url=service_url,
+        rate_per_s=0,
+        size_bytes=args.size,
+        num_messages=args.messages,
+        warmup_s=0,
+        batching=batching,
+        batch_time_window_ms=args.batch_delay_ms,
+        batch_max_bytes=max(CLIENT_BATCH_MAX_BYTES, args.size),
+        max_outstanding=args.max_pending,
+        stats_interval_s=args.progress_interval,
     )
-    sender = Sender(producer, b"x" * args.size)
+
+
+async def run_mode(cluster: ProcessCluster, batching: bool, args: argparse.Namespace) -> dict[str, Any]:
+    label = f"batching {'on' if batching else 'off'}"
+    options = produce_options(batching, cluster.service_url, args)
     if args.warmup_messages:
-        await sender.send(args.warmup_messages, args, f"{label} warmup")
-    sender.latency = LatencyHistogram()
-    acked_before, errors_before = sender.acked, sender.errors
-    broker_cpu_before = process_cpu_s(cluster.broker.proc.pid)
+        progress(f"{label}: {args.warmup_messages:,} warm-up messages")
+        await run_produce(replace(options, num_messages=args.warmup_messages), emit=None)
+    broker_pid = broker_process_id(cluster)
+    broker_cpu_before = process_cpu_s(broker_pid)
     cpu_before, wall_before = time.process_time(), time.perf_counter()
-    await sender.send(args.messages, args, label)
+    result = await run_produce(options, emit=lambda line: progress(f"{label}: {line}"))
     wall_s, cpu_s = time.perf_counter() - wall_before, time.process_time() - cpu_before
-    broker_cpu_s = process_cpu_s(cluster.broker.proc.pid) - broker_cpu_before
-    await producer.close()
-    messages = sender.acked - acked_before
-    result = {
+    broker_cpu_s = process_cpu_s(broker_pid) - broker_cpu_before
+    messages, latency = result.messages, result.latency
+    run: dict[str, Any] = {
         "batching": batching,
         "messages": messages,
-        "errors": sender.errors - errors_before,
-        "msgs_per_s": messages / wall_s,
-        "mb_per_s": messages * args.size / wall_s / MB,
-        "seconds": wall_s,
+        "errors": result.failures,
+        "msgs_per_s": result.msg_per_s,
+        "mb_per_s": result.bytes / result.duration_s / MB if result.duration_s else 0.0,
+        "seconds": result.duration_s,
         "client_cpu_us_per_msg": cpu_s / messages * 1e6 if messages else None,
         "client_cpu_util": cpu_s / wall_s,
         "broker_cpu_us_per_msg": broker_cpu_s / messages * 1e6 if messages else None,
-        **{f"publish_{k}": v for k, v in sender.latency.summary_ms().items()},
+        "publish_p50_ms": latency.p50_ms,
+        "publish_p99_ms": latency.p99_ms,
+        "publish_p999_ms": latency.p999_ms,
+        "publish_max_ms": latency.max_ms,
     }
-    if sender.first_error is not None:
-        result["first_error"] = f"{type(sender.first_error).__name__}: {sender.first_error}"
-    progress(
-        f"{label}: {fmt(result['msgs_per_s'])} msgs/s, {fmt(result['client_cpu_us_per_msg'], '.1f')} µs client CPU/msg"
-    )
-    return result
+    if result.error is not None:
+        run["first_error"] = result.error
+    progress(f"{label}: {fmt(run['msgs_per_s'])} msgs/s, {fmt(run['client_cpu_us_per_msg'], '.1f')} µs client CPU/msg")
+    return run
+
+
+def broker_process_id(cluster: ProcessCluster) -> int:
+    broker = cluster.broker
+    assert broker is not None and broker.proc is not None, "the cluster has a running broker"
+    return broker.proc.pid
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     settings = dict(item.split("=", 1) for item in args.broker_set)
     with tempfile.TemporaryDirectory(prefix="client-bench-") as root:
         async with process_cluster(Path(root), bookies=args.bookies, broker_settings=settings) as cluster:
-            progress(f"cluster up: broker {cluster.broker.address}, {args.bookies} bookie(s)")
-            async with Client(cluster.service_url) as client:
-                runs = [await run_mode(client, cluster, MODES[mode], args) for mode in args.modes]
+            progress(f"cluster up: broker {cluster.service_url}, {args.bookies} bookie(s)")
+            runs = [await run_mode(cluster, MODES[mode], args) for mode in args.modes]
     by_mode = {("on" if run["batching"] else "off"): run for run in runs}
     return {
         "name": "client_bench",

@@ -1,21 +1,34 @@
-"""The workload every peer runs, as the minipulsar rows run it: one producer keeping up to
-``max_outstanding`` messages of ``size_bytes`` in flight as fast as they are acknowledged, one
-consumer reading the same stream at the same time; ``warmup_s`` not counted, then
-``duration_s`` measured; latency per message, send → the server's acknowledgement, in µs into
-an HdrHistogram (the :class:`bench.suite.fallback_engine.Meter` the minipulsar rows use)."""
+"""The workload every peer runs, measured as ``minipulsar perf`` measures the minipulsar rows.
+
+- One producer keeps up to ``max_outstanding`` messages of ``size_bytes`` in flight, as fast
+  as they are acknowledged, for ``warmup_s + duration_s``; one consumer reads the same stream
+  meanwhile.
+- The measuring is perf's own (:func:`minipulsar.cli.perf.publish_session` and
+  :func:`~minipulsar.cli.perf.publish_recorder`, as in ``perf produce``): the same clock,
+  pulsar-perf's warm-up (its messages count in the throughput, their latencies are not
+  recorded), the same HdrHistogram (µs, 3 significant digits, the same clamp), the same
+  periodic lines and figures. What is still in flight at the end is waited for (perf's
+  drain timeout) and counted.
+- The consumer's figure is what it received while the producer ran, per second: what
+  ``perf consume`` beside ``perf produce`` for the same test duration reports.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench.suite.fallback_engine import DRAIN_TIMEOUT_S, MB, Meter, Reporter
+from bench.suite.perf_adapter import Emit, Figures, figures_of
+from minipulsar.cli.perf import DRAIN_TIMEOUT_S, YIELD_EVERY, PerfSession, publish_recorder, publish_session
 
+MB = 1_000_000
 Done = Callable[[BaseException | None], None]
-Issue = Callable[[Done], Any]
+Issue = Callable[[Done], Awaitable[Any] | None]
 """Send one message; call ``done(error)`` once the server acknowledged (or refused) it. May
 return an awaitable (an async client's publish), which is awaited before the next send."""
 
@@ -24,106 +37,105 @@ return an awaitable (an async client's publish), which is awaited before the nex
 class PeerWorkload:
     size_bytes: int = 1024
     duration_s: float = 5.0
+    """Measured seconds, after the warm-up."""
     warmup_s: float = 1.0
     max_outstanding: int = 1000
     interval_s: float = 5.0
 
 
-async def windowed_phase(issue: Issue, window: int, duration_s: float, meter: Meter) -> None:
-    """Issue messages for ``duration_s`` with at most ``window`` unacknowledged, then drain."""
-    loop = asyncio.get_running_loop()
-    now_ns, monotonic = time.perf_counter_ns, time.monotonic
-    outstanding = 0
-    room: asyncio.Future | None = None
+class Window:
+    """At most ``size`` messages unacknowledged (the peers' clients have no such limit)."""
 
-    def finished(error: BaseException | None, sent_ns: int) -> None:
-        nonlocal outstanding
-        if error is None:
-            meter.done((now_ns() - sent_ns) // 1000)
-        else:
-            meter.failed(error)
-        outstanding -= 1
-        meter.last_done_s = monotonic()
-        if room is not None and not room.done():
-            room.set_result(None)
+    def __init__(self, size: int) -> None:
+        self._room = asyncio.Semaphore(size)
+        self.outstanding = 0
+        self._empty = asyncio.Event()
+        self._empty.set()
 
-    deadline = monotonic() + duration_s
-    while monotonic() < deadline:
-        while outstanding >= window:
-            room = loop.create_future()
-            await room
-        for _ in range(min(256, window - outstanding)):
-            sent_ns = now_ns()
-            outstanding += 1
-            pending = issue(lambda error, s=sent_ns: finished(error, s))
-            if pending is not None:
-                await pending
-        await asyncio.sleep(0)  # let acknowledgements in
-    drain_deadline = monotonic() + DRAIN_TIMEOUT_S
-    while outstanding > 0 and monotonic() < drain_deadline:
-        room = loop.create_future()
-        try:
-            await asyncio.wait_for(room, drain_deadline - monotonic())
-        except TimeoutError:
-            break
-    meter.failures += max(0, outstanding)
+    async def acquire(self) -> None:
+        await self._room.acquire()
+        self.outstanding += 1
+        self._empty.clear()
+
+    def release(self) -> None:
+        self._room.release()
+        self.outstanding -= 1
+        if self.outstanding == 0:
+            self._empty.set()
+
+    async def drained(self, timeout_s: float) -> int:
+        """Wait until nothing is outstanding (at most ``timeout_s``); what still is."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._empty.wait(), timeout_s)
+        return self.outstanding
 
 
 class ReceiveCounter:
-    """What the consumer got while measuring: count and time of the last arrival."""
+    """What the consumer received between :meth:`start` and :meth:`stop`; ``add`` is the hot path."""
 
     def __init__(self) -> None:
+        self.total = 0
+        self._from = 0
+        self._started_s = 0.0
         self.received = 0
-        self.measuring_from = 0
-        self.started_s = 0.0
-        self.last_s = 0.0
+        self.duration_s = 0.0
 
     def add(self, count: int) -> None:
-        self.received += count
-        self.last_s = time.monotonic()
+        self.total += count
 
-    def start_measuring(self) -> None:
-        self.measuring_from, self.started_s = self.received, time.monotonic()
+    def start(self) -> None:
+        self._from, self._started_s = self.total, time.monotonic()
 
-    async def wait_for(self, expected: int) -> None:
-        """Until the measured messages all arrived (or :data:`DRAIN_TIMEOUT_S`)."""
-        deadline = time.monotonic() + DRAIN_TIMEOUT_S
-        while self.received - self.measuring_from < expected and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)  # polling a counter with a deadline
+    def stop(self) -> None:
+        self.received, self.duration_s = self.total - self._from, time.monotonic() - self._started_s
 
-    def figures(self, size_bytes: int) -> dict[str, Any]:
-        received = self.received - self.measuring_from
-        duration_s = max(self.last_s - self.started_s, 1e-9)
-        return {
-            "received": received,
-            "receive_msg_per_s": received / duration_s,
-            "receive_mb_per_s": received * size_bytes / duration_s / MB,
-        }
+    def figures(self, size_bytes: int) -> Figures:
+        rate = self.received / self.duration_s if self.duration_s > 0 else 0.0
+        return {"received": self.received, "receive_msg_per_s": rate, "receive_mb_per_s": rate * size_bytes / MB}
 
 
 async def run_workload(
-    issue: Issue, receiver: ReceiveCounter, workload: PeerWorkload, label: str, emit: Callable[[str], None]
-) -> dict[str, Any]:
-    """Warm up, measure, wait for the consumer: the row's figures (the minipulsar rows' keys)."""
-    if workload.warmup_s > 0:
-        await windowed_phase(issue, workload.max_outstanding, workload.warmup_s, Meter())
-    receiver.start_measuring()
-    meter = Meter()
-    started = time.monotonic()
-    with Reporter(label, meter, workload.interval_s, emit):
-        await windowed_phase(issue, workload.max_outstanding, workload.duration_s, meter)
-    end_s = meter.last_done_s if meter.acked else time.monotonic()
-    duration_s = max(end_s - started, 1e-9)
-    await receiver.wait_for(meter.acked)
-    figures = {
-        "messages": meter.acked,
-        "failures": meter.failures,
-        "duration_s": duration_s,
-        "msg_per_s": meter.acked / duration_s,
-        "mb_per_s": meter.acked * workload.size_bytes / duration_s / MB,
-        "latency": meter.latency_ms(),
-        **receiver.figures(workload.size_bytes),
-    }
-    if meter.first_error is not None:
-        figures["error"] = f"{type(meter.first_error).__name__}: {meter.first_error}"
-    return figures
+    issue: Issue, receiver: ReceiveCounter, workload: PeerWorkload, label: str, emit: Emit
+) -> Figures:
+    """The row's figures (the minipulsar rows' keys); perf's periodic lines go to ``emit``."""
+    session = publish_session(
+        interval_s=workload.interval_s,
+        duration_s=workload.warmup_s + workload.duration_s,
+        warmup_s=workload.warmup_s,
+        emit=emit,
+    )
+    window = Window(workload.max_outstanding)
+    session.begin()
+    receiver.start()
+    session.start_worker(_send(issue, window, session, workload.size_bytes))
+    try:
+        await session.wait()
+    finally:
+        await session.stop_workers()
+    receiver.stop()
+    if late := await window.drained(DRAIN_TIMEOUT_S):
+        emit(f"{late} messages still unacknowledged {DRAIN_TIMEOUT_S:.0f} s after the end of the run; not counted")
+    session.end()
+    result = session.result(targets=[label], options=asdict(workload))
+    return figures_of(result) | receiver.figures(workload.size_bytes)
+
+
+async def _send(issue: Issue, window: Window, session: PerfSession, size_bytes: int) -> None:
+    acknowledged, record_failure = publish_recorder(session, size_bytes), session.stats.record_failure
+
+    def done(sent_ns: int, error: BaseException | None) -> None:
+        window.release()
+        if error is None:
+            acknowledged(sent_ns)
+        else:
+            record_failure()
+
+    sent = 0
+    while not session.done.is_set():
+        await window.acquire()
+        pending = issue(functools.partial(done, time.monotonic_ns()))
+        if pending is not None:
+            await pending
+        sent += 1
+        if sent % YIELD_EVERY == 0:  # let acknowledgements in while the window has room
+            await asyncio.sleep(0)

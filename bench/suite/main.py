@@ -58,12 +58,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--journal-sync", choices=("on", "off"), default="on", help="journalSyncData (default on)")
     parser.add_argument("--keep", action="store_true", help="keep the bookies' dirs on the mounts afterwards")
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
-    parser.add_argument(
-        "--engine",
-        choices=perf_adapter.ENGINES,
-        default="auto",
-        help="load generator: minipulsar perf where installed (auto), perf, or the suite's own",
-    )
     override = parser.add_argument_group("profile overrides")
     override.add_argument("--duration", type=float, help="measured seconds per run")
     override.add_argument("--warmup", type=float, help="warm-up seconds per run")
@@ -141,12 +135,11 @@ def environment() -> dict[str, Any]:
         "host": platform.node(),
         "kernel": platform.release(),
         "load_avg_at_start": os.getloadavg(),
-        "engine": perf_adapter.describe_engines(),
+        "engine": perf_adapter.LOAD_GENERATOR,
     }
 
 
 async def run(args: argparse.Namespace) -> int:
-    perf_adapter.set_engine(args.engine)
     profile = profile_of(args)
     run_dir = run_directory(args)
     cluster_spec = ClusterSpec(
@@ -208,7 +201,7 @@ async def run(args: argparse.Namespace) -> int:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "cluster": cluster_spec.describe(),
             "simulated_disk_model": simulated,
-            "engine": perf_adapter.describe_engines(),
+            "engine": perf_adapter.LOAD_GENERATOR,
             "load_avg_at_start": os.getloadavg(),
         }
         try:

@@ -63,7 +63,9 @@ async def idle_flushes_per_s(directory: Path, secs: float = 1.0) -> float | None
     (the per-row figures are system-wide for the device)."""
     window = FlushWindow(directory).start()
     await asyncio.sleep(secs)  # the measurement itself: a quiet second
-    return window.stop()["device_flushes_per_s"]
+    flushes_per_s = window.stop()["device_flushes_per_s"]
+    assert not isinstance(flushes_per_s, str), flushes_per_s
+    return flushes_per_s
 
 
 async def probe_mounts(journal_dir: Path, ledger_dir: Path, secs: float) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """Goal: ``python -m bench`` runs a scenario end to end — probes, its own cluster (real
 processes), a measured run — and writes the JSON, the Markdown summary and (with matplotlib)
 the PNG chart; ``--into latest`` adds a scenario to the same run and summary; ``--disk-model``
-labels every report SIMULATED; both load generators (``minipulsar perf`` and the suite's own
-loop, ``--engine suite``) produce rows.
+labels every report SIMULATED; every row is measured by ``minipulsar perf`` (its figures and
+periodic intervals), the peers table's minipulsar and peer rows alike.
 
 Method: run the suite as a user would (a subprocess from the project root), with one bookie,
 one rate and sub-second runs; check the files and that their figures agree. No timing
@@ -70,11 +70,36 @@ def test_one_scenario_writes_json_markdown_and_chart_and_into_adds_to_the_same_r
     if importlib.util.find_spec("matplotlib") is not None:
         assert (run_dir / "latency.png").stat().st_size > 0
 
-    run_suite(tmp_path, "--into", "latest", "--scenarios", "size", "--sizes", "1024", "--engine", "suite")
+    run_suite(tmp_path, "--into", "latest", "--scenarios", "size", "--sizes", "1024")
     assert (tmp_path / "results" / "latest").resolve() == run_dir, "--into adds to the run, not a new one"
     size = json.loads((run_dir / "size.json").read_text())
     assert [(r["size_bytes"], r["batching"]) for r in size["rows"]] == [(1024, True), (1024, False)]
-    assert {r["engine"] for r in size["rows"]} == {"suite"} and all(r["messages"] > 0 for r in size["rows"])
+    assert all(r["mode"] == "produce" and r["messages"] > 0 and r["intervals"] for r in size["rows"])
+    assert size["engine"].startswith("`minipulsar perf`")
     summary = (run_dir / "summary.md").read_text()
     assert "## latency" in summary and "## size" in summary, "the summary covers both invocations"
     assert "batched single-producer throughput, 1 KiB" in summary
+
+
+def test_peers_rows_are_measured_alike_with_a_consumer_beside_each_producer(tmp_path: Path) -> None:
+    """Goal: the peers table's minipulsar rows run ``perf produce`` with ``perf consume``
+    beside it, and every peer that ran has the same figures, from the same measurement.
+    Method: ``--scenarios peers`` with one bookie and sub-second runs; peers whose server is
+    not installed are skipped rows."""
+    run_suite(tmp_path, "--scenarios", "peers")
+    peers = json.loads(((tmp_path / "results" / "latest") / "peers.json").read_text())
+    assert "error" not in peers
+    ran = [row for row in peers["rows"] if "skipped" not in row]
+    assert [row["system"] for row in ran[:3]] == [
+        "minipulsar, batched",
+        "minipulsar, unbatched",
+        "minipulsar 1 bookie, batched",
+    ]
+    for row in ran:
+        assert row["mode"] == "produce" and row["messages"] > 0 and row["failures"] == 0, row["system"]
+        assert 0 < row["latency"]["count"] <= row["messages"] and row["latency"]["p99_ms"] > 0, row["system"]
+        assert row["intervals"], "perf's periodic figures"
+        assert 0 <= row["received"] <= row["messages"], (row["system"], row["received"], row["messages"])
+    for row in ran[:3]:  # a peer's own consumer may start delivering only after a sub-second run
+        assert row["received"] > 0 and row["receive_msg_per_s"] > 0, row["system"]
+        assert 0 < row["end_to_end_latency"]["count"] <= row["received"], "perf consume's end-to-end latency"

@@ -13,14 +13,16 @@ import re
 import signal
 import socket
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
+from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import process_cluster
+from tests.support.cluster import ProcessCluster, process_cluster
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -168,6 +170,59 @@ async def test_consume_with_produce_reports_end_to_end_latency(cluster, tmp_path
         3000,
     )
     assert result["latency"]["count"] == 3000 and result["latency"]["max_ms"] >= result["latency"]["p50_ms"]
+
+
+def put_partitions(cluster: ProcessCluster, local_name: str, partitions: int) -> None:
+    """Make ``local_name`` a partitioned topic through the admin REST API."""
+    url = (
+        f"http://{cluster.broker.host}:{cluster.broker.http_port}"
+        f"/admin/v2/persistent/public/default/{local_name}/partitions"
+    )
+    request = urllib.request.Request(url, data=str(partitions).encode(), method="PUT")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 204
+
+
+async def test_produce_to_a_partitioned_topic_spreads_over_its_partitions(cluster, tmp_path: Path) -> None:
+    """Goal: ``perf produce`` on a partitioned topic sends every message (a partitioned
+    producer's ``send_async`` returns no future to wait on). Method: 3 partitions, -m 600 at
+    2000 msg/s unbatched; then each partition's backlog read from Earliest adds up to 600."""
+    await asyncio.to_thread(put_partitions, cluster, "perf-partitioned", 3)
+    report = tmp_path / "partitioned.json"
+    code, lines, err = await perf(
+        "produce",
+        "perf-partitioned",
+        "-u",
+        cluster.service_url,
+        "-r",
+        "2000",
+        "-m",
+        "600",
+        "-db",
+        "--json",
+        str(report),
+    )
+    assert code == 0, err
+    assert [int(m.group(1)) for m in matching(SENT_AGGREGATE, lines)] == [600], lines
+    result = json.loads(report.read_text())
+    assert (result["messages"], result["failures"]) == (600, 0)
+    async with Client(cluster.service_url) as client:
+        counts = [await backlog(client, f"perf-partitioned-partition-{index}") for index in range(3)]
+    assert sum(counts) == 600 and min(counts) > 0, counts
+
+
+async def backlog(client: Client, topic: str) -> int:
+    """Messages on ``topic``, read from Earliest until none comes within a second."""
+    consumer = await client.subscribe(topic, "count", initial_position=InitialPosition.Earliest)
+    count = 0
+    try:
+        while True:
+            await consumer.receive(timeout_millis=1000)
+            count += 1
+    except Timeout:
+        return count
+    finally:
+        await consumer.close()
 
 
 async def test_ctrl_c_prints_the_aggregate_writes_json_and_exits_130(cluster, tmp_path: Path) -> None:

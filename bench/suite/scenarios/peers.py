@@ -2,9 +2,12 @@
 
 Workload (every row): one producer keeping up to ``max_outstanding`` messages of
 ``peer_size`` bytes in flight as fast as they are acknowledged, one consumer reading the same
-stream meanwhile, in the bench process. Each row states its durability setting and the
-journal device's flushes per second during it (/proc/diskstats), so a "durable" setting that
-never flushes shows. Peers whose server is missing are skipped with the reason in the table.
+stream meanwhile, in the bench process, all measured by ``minipulsar perf``: the minipulsar
+rows are ``perf produce`` with ``perf consume`` beside it, the peers' rows their own clients
+under perf's publish measurement (:mod:`bench.peers.workload`). Each row states its
+durability setting and the journal device's flushes per second during it (/proc/diskstats),
+so a "durable" setting that never flushes shows. Peers whose server is missing are skipped
+with the reason in the table.
 
 Rows: minipulsar as the other scenarios run it (3 bookies, E/Qw/Qa 2/2/2, journal sync on)
 batched and unbatched, and on ONE bookie (1/1/1) batched — the single-copy setting the peers'

@@ -11,6 +11,8 @@ Each mode is one coroutine taking its options and returning a :class:`PerfResult
 ``emit`` receives the lines pulsar-perf prints (each interval's, then the two aggregate
 lines; default: stdout; None: silent); setting the ``stop`` event ends a run early, with
 its figures so far. The command line (:mod:`minipulsar.cli.perf.command`) is a thin layer over these.
+A load loop of one's own (the bench's Redis and NATS workload) measures as ``perf produce``
+does through :func:`publish_session` and :func:`publish_recorder` (:mod:`minipulsar.cli.perf.publish`).
 The runners are imported on first use: the client package takes ~0.1 s to import, and every
 ``minipulsar`` command (servers included) imports this package's options for its parser.
 """
@@ -21,8 +23,9 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from minipulsar.cli.perf.options import ConsumeOptions, ManagedLedgerOptions, ProduceOptions
+from minipulsar.cli.perf.publish import publish_recorder, publish_session
 from minipulsar.cli.perf.report import PerfResult
-from minipulsar.cli.perf.session import Emit, PerfInterrupted, print_line
+from minipulsar.cli.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfInterrupted, PerfSession, print_line
 from minipulsar.cli.perf.stats import IntervalStats, LatencySummary
 
 if TYPE_CHECKING:
@@ -61,13 +64,18 @@ async def run_managed_ledger(
 
 
 __all__ = [
+    "DRAIN_TIMEOUT_S",
+    "YIELD_EVERY",
     "ConsumeOptions",
     "IntervalStats",
     "LatencySummary",
     "ManagedLedgerOptions",
     "PerfInterrupted",
     "PerfResult",
+    "PerfSession",
     "ProduceOptions",
+    "publish_recorder",
+    "publish_session",
     "run_consume",
     "run_managed_ledger",
     "run_produce",

@@ -23,9 +23,9 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from minipulsar.cli.perf.options import (
     COMPRESSIONS,
@@ -40,6 +40,12 @@ from minipulsar.cli.perf.options import (
 )
 from minipulsar.errors import MiniPulsarError
 
+if TYPE_CHECKING:
+    from minipulsar.cli.perf.managed_ledger import BookKeeperClient
+    from minipulsar.cli.perf.report import PerfResult
+
+Options = ProduceOptions | ConsumeOptions | ManagedLedgerOptions
+Number = TypeVar("Number", int, float)
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -307,12 +313,12 @@ def run_perf(args: argparse.Namespace) -> int:
     except ValueError as error:
         return _fail(str(error), EXIT_USAGE)
     _setup_logging()
-    where = getattr(options, "service_url", None) or getattr(options, "metadata_url", "")
+    where = options.metadata_url if isinstance(options, ManagedLedgerOptions) else options.service_url
     from minipulsar.cli.perf import PerfInterrupted
     from minipulsar.net.loop import run
 
     try:
-        result = run(_run_until_signal(args.perf_mode, options))
+        result = run(_run_until_signal(options))
     except KeyboardInterrupt:  # the second Ctrl-C
         return EXIT_INTERRUPTED
     except PerfInterrupted as error:
@@ -334,12 +340,9 @@ def run_perf(args: argparse.Namespace) -> int:
     return EXIT_INTERRUPTED if result.interrupted else EXIT_OK
 
 
-async def _run_until_signal(mode: str, options: Any):
-    """Run ``mode``; the first SIGINT/SIGTERM ends it cleanly, a second SIGINT raises
-    KeyboardInterrupt (Python's default handler, put back after the first)."""
-    from minipulsar.cli import perf
-
-    runner = {"produce": perf.run_produce, "consume": perf.run_consume, "managed-ledger": perf.run_managed_ledger}[mode]
+async def _run_until_signal(options: Options) -> PerfResult:
+    """Run the mode ``options`` are for; the first SIGINT/SIGTERM ends it cleanly, a second
+    SIGINT raises KeyboardInterrupt (Python's default handler, put back after the first)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 
@@ -350,14 +353,24 @@ async def _run_until_signal(mode: str, options: Any):
     loop.add_signal_handler(signal.SIGINT, interrupted)
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     try:
-        return await runner(options, stop=stop)
+        return await _run_mode(options, stop)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
         loop.remove_signal_handler(signal.SIGTERM)
 
 
+async def _run_mode(options: Options, stop: asyncio.Event) -> PerfResult:
+    from minipulsar.cli import perf
+
+    if isinstance(options, ProduceOptions):
+        return await perf.run_produce(options, stop=stop)
+    if isinstance(options, ConsumeOptions):
+        return await perf.run_consume(options, stop=stop)
+    return await perf.run_managed_ledger(options, stop=stop)
+
+
 @contextlib.asynccontextmanager
-async def bookkeeper_client(metadata_url: str) -> AsyncIterator[Any]:
+async def bookkeeper_client(metadata_url: str) -> AsyncIterator[BookKeeperClient]:
     """The broker's BookKeeper client on the metadata store at ``metadata_url``, for
     ``perf managed-ledger`` (here because only ``minipulsar.cli`` may import ``broker``)."""
     from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
@@ -378,8 +391,8 @@ def _setup_logging() -> None:
     logging.getLogger("client").setLevel(logging.ERROR)  # retries are reported once, by the final error
 
 
-def _non_negative(kind: type):
-    def parse(text: str):
+def _non_negative(kind: Callable[[str], Number]) -> Callable[[str], Number]:
+    def parse(text: str) -> Number:
         value = kind(text)
         if value < 0:
             raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
@@ -389,8 +402,8 @@ def _non_negative(kind: type):
     return parse
 
 
-def _positive(kind: type):
-    def parse(text: str):
+def _positive(kind: Callable[[str], Number]) -> Callable[[str], Number]:
+    def parse(text: str) -> Number:
         value = kind(text)
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")

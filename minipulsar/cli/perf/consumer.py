@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import asdict
+from typing import Any, Protocol
 
-from minipulsar import Client, ConsumerType, InitialPosition
+from minipulsar import Client, ConsumerType, InitialPosition, Message
 from minipulsar.cli.perf.options import ConsumeOptions
 from minipulsar.cli.perf.rate_limiter import RateLimiter
 from minipulsar.cli.perf.report import CONSUME, PerfResult
@@ -27,7 +28,15 @@ from minipulsar.cli.perf.topics import expand_subscriptions, expand_topics
 from minipulsar.errors import MiniPulsarError
 
 
-def consumer_settings(options: ConsumeOptions) -> dict:
+class PerfConsumer(Protocol):
+    """What a receive loop needs of a consumer (a topic's ``Consumer`` or a ``MultiTopicsConsumer``)."""
+
+    async def receive(self) -> Message: ...
+
+    async def acknowledge(self, message: Message) -> None: ...
+
+
+def consumer_settings(options: ConsumeOptions) -> dict[str, Any]:
     """``subscribe`` keyword arguments for ``options``."""
     return {
         "consumer_type": ConsumerType(options.subscription_type),
@@ -80,7 +89,7 @@ async def run_consume(
     return session.result(targets=topics, options=asdict(options))
 
 
-async def _receive(consumer, session: PerfSession, limiter: RateLimiter | None, limit: int) -> None:
+async def _receive(consumer: PerfConsumer, session: PerfSession, limiter: RateLimiter | None, limit: int) -> None:
     stats, done = session.stats, session.done
     received = 0
     while not done.is_set():

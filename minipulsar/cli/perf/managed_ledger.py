@@ -12,18 +12,19 @@ A failed add ends the run (pulsar-perf exits), its error in ``result.error``.
 
 The BookKeeper client lives in ``broker/``, which the core package may only reach from
 ``minipulsar.cli`` (``tests/unit/test_layering.py``): :func:`run_managed_ledger` takes a
-``bookkeeper`` factory, and by default uses :func:`minipulsar.cli.perf.bookkeeper_client`.
+``bookkeeper`` factory, and by default uses :func:`minipulsar.cli.perf.command.bookkeeper_client`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Protocol
 
 from minipulsar.cli.perf.options import ManagedLedgerOptions
 from minipulsar.cli.perf.payload import make_payload
@@ -31,15 +32,36 @@ from minipulsar.cli.perf.rate_limiter import RateLimiter
 from minipulsar.cli.perf.report import MANAGED_LEDGER, PerfResult
 from minipulsar.cli.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
 from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
+from minipulsar.errors import MiniPulsarError
 
 log = logging.getLogger(__name__)
 
 LEDGER_METADATA = {"application": "minipulsar-perf", "component": "managed-ledger"}
 
-BookKeeperFactory = Callable[[str], contextlib.AbstractAsyncContextManager[Any]]
-"""``factory(metadata_url)``: an async context manager yielding an object with
-``create_ledger(ensemble_size, write_quorum, ack_quorum, custom)`` → a handle with
-``add(payload) -> Future`` and ``close()`` (the broker's ``BookKeeper``)."""
+
+class Ledger(Protocol):
+    """What the writer needs of a ledger handle (the broker's ``LedgerHandle``)."""
+
+    @property
+    def ledger_id(self) -> int: ...
+
+    def add(self, payload: bytes) -> asyncio.Future[int]:
+        """The future yields the entry id once the entry is on Qa bookies."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class BookKeeperClient(Protocol):
+    """What the run needs of a BookKeeper client (the broker's ``BookKeeper``)."""
+
+    async def create_ledger(
+        self, ensemble_size: int, write_quorum: int, ack_quorum: int, custom: dict[str, str] | None = None
+    ) -> Ledger: ...
+
+
+BookKeeperFactory = Callable[[str], contextlib.AbstractAsyncContextManager[BookKeeperClient]]
+"""``factory(metadata_url)``: an async context manager yielding a started BookKeeper client."""
 
 
 async def run_managed_ledger(
@@ -58,7 +80,9 @@ async def run_managed_ledger(
         PerfInterrupted: ``stop`` was set before the run began.
     """
     if bookkeeper is None:
-        from minipulsar.cli.perf.command import bookkeeper_client as bookkeeper
+        from minipulsar.cli.perf.command import bookkeeper_client
+
+        bookkeeper = bookkeeper_client
     payload = make_payload(options.size_bytes)
     stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
     session = PerfSession(
@@ -82,7 +106,7 @@ async def run_managed_ledger(
                 )
             )
         )
-        in_flight: set[asyncio.Future] = set()
+        in_flight: set[asyncio.Future[int]] = set()
         session.begin()
         session.start_worker(_write(list(ledgers), payload, session, options, in_flight))
         try:
@@ -97,13 +121,17 @@ async def run_managed_ledger(
                 )
         session.end()
         for ledger in ledgers:
-            with contextlib.suppress(Exception):  # the figures are in; a failed close changes nothing
+            with contextlib.suppress(MiniPulsarError):  # the figures are in; a failed close changes nothing
                 await ledger.close()
     return session.result(targets=[str(ledger.ledger_id) for ledger in ledgers], options=asdict(options))
 
 
 async def _write(
-    ledgers: list, payload: bytes, session: PerfSession, options: ManagedLedgerOptions, in_flight: set[asyncio.Future]
+    ledgers: list[Ledger],
+    payload: bytes,
+    session: PerfSession,
+    options: ManagedLedgerOptions,
+    in_flight: set[asyncio.Future[int]],
 ) -> None:
     limiter = RateLimiter(options.rate_per_s) if options.rate_per_s > 0 else None
     window = asyncio.Semaphore(options.max_outstanding) if options.max_outstanding > 0 else None
@@ -127,17 +155,17 @@ async def _write(
         added_ns = time.monotonic_ns()
         future = ledgers[sent % count].add(payload)
         in_flight.add(future)
-        future.add_done_callback(lambda f, t=added_ns: on_added(t, f))
+        future.add_done_callback(functools.partial(on_added, added_ns))
         sent += 1
 
 
 def _completion(
-    session: PerfSession, size_bytes: int, window: asyncio.Semaphore | None, in_flight: set[asyncio.Future]
-):
+    session: PerfSession, size_bytes: int, window: asyncio.Semaphore | None, in_flight: set[asyncio.Future[int]]
+) -> Callable[[int, asyncio.Future[int]], None]:
     stats = session.stats
     warmup_end_ns = int(session.warmup_end_s * 1e9)
 
-    def on_added(added_ns: int, future: asyncio.Future) -> None:
+    def on_added(added_ns: int, future: asyncio.Future[int]) -> None:
         in_flight.discard(future)
         if window is not None:
             window.release()

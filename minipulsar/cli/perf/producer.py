@@ -15,26 +15,42 @@ event; what is in flight then is waited for (up to :data:`DRAIN_TIMEOUT_S`) and 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from typing import Any, Protocol
 
-from minipulsar import AlreadyClosed, Client, CompressionType
+from minipulsar import AlreadyClosed, Client, CompressionType, MessageId
 from minipulsar.cli.perf.options import ProduceOptions
 from minipulsar.cli.perf.payload import make_payload
+from minipulsar.cli.perf.publish import publish_recorder, publish_session
 from minipulsar.cli.perf.rate_limiter import RateLimiter
-from minipulsar.cli.perf.report import PRODUCE, PerfResult
+from minipulsar.cli.perf.report import PerfResult
 from minipulsar.cli.perf.session import DRAIN_TIMEOUT_S, YIELD_EVERY, Emit, PerfSession, print_line
-from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
 from minipulsar.cli.perf.topics import expand_topics
 from minipulsar.errors import MiniPulsarError
 
 log = logging.getLogger(__name__)
 
 
-def producer_settings(options: ProduceOptions) -> dict:
+class PerfProducer(Protocol):
+    """What the sender needs of a producer (a topic's ``Producer`` or a ``PartitionedProducer``)."""
+
+    def send_async(
+        self, content: bytes | None, callback: Callable[[Any, MessageId | None], None]
+    ) -> asyncio.Future[None] | None:
+        """A future done once the producer took the message; a ``PartitionedProducer`` returns
+        None, and the sender goes on without waiting for room."""
+        ...
+
+    async def flush(self) -> None: ...
+
+
+def producer_settings(options: ProduceOptions) -> dict[str, Any]:
     """``create_producer`` keyword arguments for ``options``."""
-    settings = {
+    settings: dict[str, Any] = {
         "max_pending_messages": options.max_outstanding,
         "block_if_queue_full": True,
         "send_timeout_millis": int(options.send_timeout_s * 1000),
@@ -66,10 +82,7 @@ async def run_produce(
     """
     topics = expand_topics(options.topics, options.num_topics)
     payload = make_payload(options.size_bytes)
-    stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
-    session = PerfSession(
-        PRODUCE,
-        stats,
+    session = publish_session(
         interval_s=options.stats_interval_s,
         duration_s=options.duration_s,
         warmup_s=options.warmup_s,
@@ -84,7 +97,7 @@ async def run_produce(
             )
         )
         session.begin()
-        session.start_worker(_send(list(producers), payload, session, options))
+        session.start_worker(_send(producers, payload, session, options))
         try:
             await session.wait()
         finally:
@@ -94,7 +107,9 @@ async def run_produce(
     return session.result(targets=topics, options=asdict(options))
 
 
-async def _send(producers: list, payload: bytes, session: PerfSession, options: ProduceOptions) -> None:
+async def _send(
+    producers: Sequence[PerfProducer], payload: bytes, session: PerfSession, options: ProduceOptions
+) -> None:
     limiter = RateLimiter(options.rate_per_s) if options.rate_per_s > 0 else None
     on_complete = _completion(session, len(payload))
     count, limit, done = len(producers), options.num_messages, session.done
@@ -110,24 +125,23 @@ async def _send(producers: list, payload: bytes, session: PerfSession, options: 
         elif sent % YIELD_EVERY == 0:
             await asyncio.sleep(0)
         sent_ns = time.monotonic_ns()
-        taken = producers[sent % count].send_async(payload, lambda error, _id, t=sent_ns: on_complete(t, error))
+        taken = producers[sent % count].send_async(payload, functools.partial(on_complete, sent_ns))
         sent += 1
-        if not taken.done():  # the producer is full: wait until it takes the message
+        if taken is not None and not taken.done():  # the producer is full: wait until it takes the message
             await taken
 
 
-def _completion(session: PerfSession, size_bytes: int):
+def _completion(session: PerfSession, size_bytes: int) -> Callable[[int, Any, MessageId | None], None]:
     """The per-message callback: count it, record its latency once the warm-up is over."""
-    stats = session.stats
-    warmup_end_ns = int(session.warmup_end_s * 1e9)
+    acknowledged = publish_recorder(session, size_bytes)
+    record_failure = session.stats.record_failure
     first_failure = [True]
 
-    def on_complete(sent_ns: int, error: BaseException | None) -> None:
+    def on_complete(sent_ns: int, error: Any, _message_id: MessageId | None) -> None:
         if error is None:
-            now_ns = time.monotonic_ns()
-            stats.record(size_bytes, (now_ns - sent_ns) // 1000 if now_ns >= warmup_end_ns else None)
+            acknowledged(sent_ns)
         elif not isinstance(error, AlreadyClosed):  # pulsar-perf ignores sends cut off by closing
-            stats.record_failure()
+            record_failure()
             if first_failure[0]:
                 first_failure[0] = False
                 log.warning("a message failed: %s: %s (further failures are only counted)", type(error).__name__, error)
@@ -135,7 +149,7 @@ def _completion(session: PerfSession, size_bytes: int):
     return on_complete
 
 
-async def _drain(producers) -> None:
+async def _drain(producers: Sequence[PerfProducer]) -> None:
     """Wait for the receipts of what is in flight (bounded: the figures should not wait forever)."""
     try:
         await asyncio.wait_for(asyncio.gather(*(p.flush() for p in producers)), DRAIN_TIMEOUT_S)

@@ -1,0 +1,54 @@
+"""Publish measurement: how ``perf produce`` measures a sender, for any sender.
+
+``perf produce`` drives minipulsar producers; a load loop of one's own (the bench's Redis and
+NATS workload) gets the same figures by measuring through the same two pieces:
+
+- :func:`publish_session`: a produce-mode :class:`PerfSession` — publish latency recorded in
+  µs into the same HdrHistogram (3 significant digits, pulsar-perf's one-hour clamp), the same
+  periodic lines, the test duration and warm-up as ``-time`` and ``--warmup-time``;
+- :func:`publish_recorder`: the acknowledgement callback — the message is counted (bytes
+  and throughput include the warm-up, as pulsar-perf), its latency (send → acknowledgement)
+  recorded only when it completes after the warm-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from minipulsar.cli.perf.report import PRODUCE
+from minipulsar.cli.perf.session import Emit, PerfSession, print_line
+from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
+
+PUBLISH_LATENCY_UNIT_MS = 0.001
+"""Publish latency is recorded in µs (pulsar-perf's producer records µs, prints ms)."""
+
+
+def publish_session(
+    *,
+    interval_s: float,
+    duration_s: float = 0.0,
+    warmup_s: float = 0.0,
+    emit: Emit | None = print_line,
+    stop: asyncio.Event | None = None,
+) -> PerfSession:
+    """A session measuring publish latency; ``duration_s`` includes ``warmup_s``."""
+    stats = PerfStats(latency_unit_ms=PUBLISH_LATENCY_UNIT_MS, latency_highest=MAX_LATENCY_US)
+    return PerfSession(
+        PRODUCE, stats, interval_s=interval_s, duration_s=duration_s, warmup_s=warmup_s, emit=emit, stop=stop
+    )
+
+
+def publish_recorder(session: PerfSession, size_bytes: int) -> Callable[[int], None]:
+    """``acknowledged(sent_ns)``: one message of ``size_bytes`` acknowledged, sent at
+    ``sent_ns`` (``time.monotonic_ns()``). Call it after :meth:`PerfSession.begin`."""
+    record = session.stats.record
+    warmup_end_ns = int(session.warmup_end_s * 1e9)
+    monotonic_ns = time.monotonic_ns
+
+    def acknowledged(sent_ns: int) -> None:
+        now_ns = monotonic_ns()
+        record(size_bytes, (now_ns - sent_ns) // 1000 if now_ns >= warmup_end_ns else None)
+
+    return acknowledged
