@@ -1,0 +1,30 @@
+"""Typed configuration, read from Pulsar-style ``key=value`` files and overridden by CLI flags.
+
+Each server has one frozen dataclass whose fields are settings named as Pulsar, BookKeeper or
+ZooKeeper name the keys, so ``broker.conf`` / ``bookkeeper.conf`` / ``metastore.conf`` read
+like the originals:
+
+- :mod:`.settings`: :func:`setting`, a config field, and the :class:`Setting` it holds;
+- :mod:`.loader`: files and overrides into a config (its docstring states the loading rules);
+- :mod:`.metastore`, :mod:`.bookie`, :mod:`.broker`: the servers' configs. Defaults follow
+  Pulsar's broker.conf / bookkeeper.conf unless noted.
+"""
+
+from minipulsar.config.bookie import BookieConfig
+from minipulsar.config.broker import BrokerConfig
+from minipulsar.config.loader import load_config, parse_bool, parse_config_text
+from minipulsar.config.metastore import MetastoreConfig
+from minipulsar.config.settings import Setting, config_keys, config_settings, setting
+
+__all__ = [
+    "BookieConfig",
+    "BrokerConfig",
+    "MetastoreConfig",
+    "Setting",
+    "config_keys",
+    "config_settings",
+    "load_config",
+    "parse_bool",
+    "parse_config_text",
+    "setting",
+]

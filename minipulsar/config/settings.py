@@ -1,0 +1,51 @@
+"""A config field and what it says about its key.
+
+- each field of a server's config is a :func:`setting`: a dataclass field whose metadata holds
+  one :class:`Setting` (the key as Pulsar, BookKeeper or ZooKeeper spell it, and the checks
+  its values must pass);
+- a key names one field of its config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+SETTING = "minipulsar.setting"
+"""The field-metadata key a :class:`Setting` is kept under."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """One config key: the name it is read under and the checks its values must pass."""
+
+    key: str
+    choices: tuple[str, ...] | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+
+
+def setting(
+    key: str,
+    default: Any,
+    *,
+    choices: tuple[str, ...] | None = None,
+    min_value: float | None = None,
+    max_value: float | None = None,
+) -> Any:
+    """A config field read from ``key``; ``choices`` / bounds are checked at load time."""
+    return field(default=default, metadata={SETTING: Setting(key, choices, min_value, max_value)})
+
+
+def config_settings(cls: type[DataclassInstance]) -> list[tuple[dataclasses.Field[Any], Setting]]:
+    """Every setting field of ``cls`` with its :class:`Setting`, in declaration order."""
+    return [(f, f.metadata[SETTING]) for f in dataclasses.fields(cls) if SETTING in f.metadata]
+
+
+def config_keys(cls: type[DataclassInstance]) -> dict[str, Any]:
+    """Key → default for every setting of ``cls`` (for docs and ``--help``)."""
+    return {s.key: f.default for f, s in config_settings(cls)}
