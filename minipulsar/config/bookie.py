@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from minipulsar.config.settings import setting
+from minipulsar.config.settings import Alias, setting
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -17,7 +17,11 @@ class BookieConfig:
     http_port: int = setting("httpServerPort", 8000, min_value=0, max_value=65535)
     metadata_url: str = setting("metadataServiceUri", "metastore://127.0.0.1:6680")
     session_timeout_ms: int = setting("zkTimeout", 30_000, min_value=100)
-    journal_dirs: tuple[str, ...] = setting("journalDirectories", ("data/bookkeeper/journal",))
+    journal_dirs: tuple[str, ...] = setting(
+        "journalDirectories", ("data/bookkeeper/journal",), aliases=(Alias("journalDirectory"),)
+    )
+    """BookKeeper still reads its single-directory ``journalDirectory``, which Pulsar's
+    bookkeeper.conf sets."""
     ledger_dirs: tuple[str, ...] = setting("ledgerDirectories", ("data/bookkeeper/ledgers",))
     journal_sync_data: bool = setting("journalSyncData", True)
     journal_max_group_wait_ms: float = setting("journalMaxGroupWaitMSec", 1.0, min_value=0)
@@ -146,7 +150,9 @@ class BookieConfig:
     """A major compaction stops starting new work after this long (-1: no bound)."""
     is_throttle_by_bytes: bool = setting("isThrottleByBytes", False)
     """Throttle compaction by compactionRateByBytes instead of compactionRateByEntries."""
-    compaction_rate_by_entries: int = setting("compactionRateByEntries", 1000, min_value=1)
+    compaction_rate_by_entries: int = setting(
+        "compactionRateByEntries", 1000, aliases=(Alias("compactionRate"),), min_value=1
+    )
     """Entries per second compaction may copy."""
     compaction_rate_by_bytes: int = setting("compactionRateByBytes", 1_000_000, min_value=1)
     """Bytes per second compaction may copy (with isThrottleByBytes)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minipulsar.config.settings import setting
+from minipulsar.config.settings import Alias, setting
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -15,7 +15,13 @@ class BrokerConfig:
     http_port: int = setting("webServicePort", 8080, min_value=0, max_value=65535)
     metadata_url: str = setting("metadataStoreUrl", "metastore://127.0.0.1:6680")
     cluster_name: str = setting("clusterName", "standalone")
-    session_timeout_ms: int = setting("metadataStoreSessionTimeoutMillis", 30_000, min_value=100)
+    session_timeout_ms: int = setting(
+        "metadataStoreSessionTimeoutMillis",
+        30_000,
+        aliases=(Alias("zooKeeperSessionTimeoutMillis", unset=("-1", "0")),),
+        min_value=100,
+    )
+    """Pulsar still reads its older ``zooKeeperSessionTimeoutMillis`` when it is above 0."""
     keepalive_interval_s: int = setting("keepAliveIntervalSeconds", 30, min_value=1)
     max_message_size: int = setting("maxMessageSize", 5 * 1024 * 1024, min_value=1024)
     ensemble_size: int = setting("managedLedgerDefaultEnsembleSize", 2, min_value=1)
@@ -167,10 +173,17 @@ class BrokerConfig:
         "loadBalancerDirectMemoryResourceWeight", 1.0, min_value=0
     )
     load_balancer_bandwidth_in_resource_weight: float = setting(
-        "loadBalancerBandwithInResourceWeight", 1.0, min_value=0
-    )  # sic: Pulsar spells it "Bandwith"
+        "loadBalancerBandwidthInResourceWeight",
+        1.0,
+        aliases=(Alias("loadBalancerBandwithInResourceWeight"),),
+        min_value=0,
+    )
+    """Pulsar before 4.0 spelled it ``…Bandwith…``, and still reads that."""
     load_balancer_bandwidth_out_resource_weight: float = setting(
-        "loadBalancerBandwithOutResourceWeight", 1.0, min_value=0
+        "loadBalancerBandwidthOutResourceWeight",
+        1.0,
+        aliases=(Alias("loadBalancerBandwithOutResourceWeight"),),
+        min_value=0,
     )
     load_balancer_bundle_unload_min_throughput_threshold_mb: float = setting(
         "loadBalancerBundleUnloadMinThroughputThreshold", 10.0, min_value=0

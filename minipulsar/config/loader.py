@@ -1,6 +1,11 @@
 """Reading Pulsar-style ``key=value`` files and command-line overrides into a config.
 
 - ``#`` starts a comment line; blank lines are ignored; ``key=value`` with spaces trimmed;
+- an empty value leaves the key as it is (its default, or what the file gave it), as Pulsar's
+  loader does with the many ``key=`` lines its shipped files hold; for a key that may be
+  unset, an empty value unsets it;
+- a key is also read under its aliases; one source (the file, or the command line) that gives
+  a key and an alias of it different values is a :class:`ConfigError` naming both;
 - a key minipulsar does not know is logged as a warning by name and otherwise ignored (a real
   ``broker.conf`` holds hundreds of keys we do not use);
 - a bad value for a known key raises :class:`ConfigError` naming the key and what it accepts;
@@ -13,10 +18,11 @@ import logging
 import math
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from minipulsar.config.settings import Setting, config_settings
+from minipulsar.config.settings import Alias, Setting, config_settings
 from minipulsar.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -45,26 +51,73 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: Mapping
     """Build ``cls`` from the file at ``path`` (optional), then ``overrides`` (keys as in the file).
 
     Raises:
-        ConfigError: unreadable file, malformed line, or a bad value for a known key.
+        ConfigError: unreadable file, malformed line, a bad value for a known key, or a key
+            and an alias of it given different values by the same source.
     """
-    raw: dict[str, Any] = {}
+    names = _names(cls)
+    values: dict[str, Any] = {}
     if path is not None:
-        raw.update(parse_config_text(_read_text(Path(path)), str(path)))
-    raw.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    fields_by_key = {s.key: (f.name, s) for f, s in config_settings(cls)}
-    hints = typing.get_type_hints(cls)
-    kwargs: dict[str, Any] = {}
-    for key, value in raw.items():
-        known = fields_by_key.get(key)
-        if known is None:
-            log.warning("config key %r is not used by minipulsar; ignoring it", key)
-            continue
-        name, s = known
-        kwargs[name] = _convert(key, value, hints[name], s)
+        values.update(_read(names, parse_config_text(_read_text(Path(path)), str(path)), str(path)))
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values.update(_read(names, given, "the command line"))
     try:
-        return cls(**kwargs)
+        return cls(**values)
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc)) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class _Name:
+    """What a name in a file stands for: a field, under its key or under an alias."""
+
+    field: str
+    hint: Any
+    setting: Setting
+    alias: Alias | None = None
+
+
+def _names(cls: type[DataclassInstance]) -> dict[str, _Name]:
+    """Every name ``cls`` reads (keys and aliases) → what it stands for."""
+    hints = typing.get_type_hints(cls)
+    names: dict[str, _Name] = {}
+    for f, s in config_settings(cls):
+        for name, alias in ((s.key, None), *((a.name, a) for a in s.aliases)):
+            assert name not in names, f"{cls.__name__}: {name} names two settings"
+            names[name] = _Name(f.name, hints[f.name], s, alias)
+    return names
+
+
+def _read(names: Mapping[str, _Name], raw: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """One source's ``name → value`` as field name → typed value, aliases resolved."""
+    chosen: dict[str, tuple[str, Any, Any]] = {}  # field → (name given, value given, typed value)
+    for name, value in raw.items():
+        known = names.get(name)
+        if known is None:
+            log.warning("config key %r is not used by minipulsar; ignoring it", name)
+            continue
+        if _not_given(known, value):
+            continue
+        typed = _convert(name, value, known.hint, known.setting)
+        earlier = chosen.get(known.field)
+        if earlier is not None and earlier[2] != typed:
+            raise ConfigError(
+                f"{source}: {earlier[0]}={earlier[1]} and {name}={value} both set {known.setting.key}, "
+                "to different values; keep one"
+            )
+        if known.alias is not None:
+            log.info("config key %r is read as %r", name, known.setting.key)
+        chosen[known.field] = (name, value, typed)
+    return {field: typed for field, (_, _, typed) in chosen.items()}
+
+
+def _not_given(known: _Name, value: Any) -> bool:
+    """An empty value (or an alias's placeholder): the source leaves the key as it is."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip()
+    if known.alias is not None:
+        return not text or text in known.alias.unset
+    return not text and type(None) not in typing.get_args(known.hint)
 
 
 def _read_text(path: Path) -> str:
@@ -79,7 +132,7 @@ def _read_text(path: Path) -> str:
 def _convert(key: str, value: Any, hint: Any, s: Setting) -> Any:
     if type(None) in typing.get_args(hint):
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
-        if value is None or (isinstance(value, str) and value == ""):
+        if value is None or (isinstance(value, str) and not value.strip()):
             return None
     try:
         typed = _parse(key, value, hint)

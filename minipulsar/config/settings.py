@@ -3,7 +3,9 @@
 - each field of a server's config is a :func:`setting`: a dataclass field whose metadata holds
   one :class:`Setting` (the key as Pulsar, BookKeeper or ZooKeeper spell it, and the checks
   its values must pass);
-- a key names one field of its config.
+- a key may also be read under :class:`Alias` names: spellings upstream deprecated but still
+  reads, and that its shipped files use;
+- a name (key or alias) stands for one field of its config.
 """
 
 from __future__ import annotations
@@ -20,10 +22,21 @@ SETTING = "minipulsar.setting"
 
 
 @dataclass(frozen=True, slots=True)
+class Alias:
+    """Another name a key is read under: a spelling upstream deprecated but still reads."""
+
+    name: str
+    unset: tuple[str, ...] = ()
+    """Values that mean "not given" under this name, besides an empty one: the placeholder an
+    upstream file ships (Pulsar's broker.conf: ``zooKeeperSessionTimeoutMillis=-1``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Setting:
-    """One config key: the name it is read under and the checks its values must pass."""
+    """One config key: the names it is read under and the checks its values must pass."""
 
     key: str
+    aliases: tuple[Alias, ...] = ()
     choices: tuple[str, ...] | None = None
     min_value: float | None = None
     max_value: float | None = None
@@ -33,12 +46,13 @@ def setting(
     key: str,
     default: Any,
     *,
+    aliases: tuple[Alias, ...] = (),
     choices: tuple[str, ...] | None = None,
     min_value: float | None = None,
     max_value: float | None = None,
 ) -> Any:
-    """A config field read from ``key``; ``choices`` / bounds are checked at load time."""
-    return field(default=default, metadata={SETTING: Setting(key, choices, min_value, max_value)})
+    """A config field read from ``key`` (or an alias); ``choices`` / bounds are checked at load time."""
+    return field(default=default, metadata={SETTING: Setting(key, aliases, choices, min_value, max_value)})
 
 
 def config_settings(cls: type[DataclassInstance]) -> list[tuple[dataclasses.Field[Any], Setting]]:
