@@ -1,8 +1,8 @@
 """A config field and what it says about its key.
 
 - each field of a server's config is a :func:`setting`: a dataclass field whose metadata holds
-  one :class:`Setting` (the key as Pulsar, BookKeeper or ZooKeeper spell it, and the checks
-  its values must pass);
+  one :class:`Setting`: the key as Pulsar, BookKeeper or ZooKeeper spell it, what it means in
+  one line, upstream's default where minipulsar's differs, and the checks its values must pass;
 - a key may also be read under :class:`Alias` names: spellings upstream deprecated but still
   reads, and that its shipped files use;
 - a name (key or alias) stands for one field of its config.
@@ -33,9 +33,14 @@ class Alias:
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One config key: the names it is read under and the checks its values must pass."""
+    """One config key: its names, what it means, and the checks its values must pass."""
 
     key: str
+    doc: str = ""
+    """What the key means, in one line (the conf files print it above the key)."""
+    upstream: str | None = None
+    """One line: upstream's default where minipulsar's differs, or that the key is minipulsar's
+    own (the conf files print it under :attr:`doc`)."""
     aliases: tuple[Alias, ...] = ()
     choices: tuple[str, ...] | None = None
     min_value: float | None = None
@@ -46,13 +51,17 @@ def setting(
     key: str,
     default: Any,
     *,
+    doc: str = "",
+    upstream: str | None = None,
     aliases: tuple[Alias, ...] = (),
     choices: tuple[str, ...] | None = None,
     min_value: float | None = None,
     max_value: float | None = None,
 ) -> Any:
     """A config field read from ``key`` (or an alias); ``choices`` / bounds are checked at load time."""
-    return field(default=default, metadata={SETTING: Setting(key, aliases, choices, min_value, max_value)})
+    return field(
+        default=default, metadata={SETTING: Setting(key, doc, upstream, aliases, choices, min_value, max_value)}
+    )
 
 
 def config_settings(cls: type[DataclassInstance]) -> list[tuple[dataclasses.Field[Any], Setting]]:

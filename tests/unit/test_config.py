@@ -16,6 +16,7 @@ from minipulsar.config import (
     BrokerConfig,
     MetastoreConfig,
     config_keys,
+    config_settings,
     load_config,
     parse_config_text,
     setting,
@@ -336,3 +337,12 @@ def test_the_shapes_of_pulsars_shipped_files_load(tmp_path: Path) -> None:
         "compactionRate=1000\ncompactionRateByEntries=1000\nmetadataServiceUri=\n",
     )
     assert load_config(BookieConfig, bookie) == BookieConfig()
+
+
+@pytest.mark.parametrize("cls", [MetastoreConfig, BookieConfig, BrokerConfig])
+def test_every_key_says_in_one_line_what_it_means(cls: type) -> None:
+    """Goal: the conf files can print, above each key, one line of meaning and, where the
+    default is not upstream's, one line saying whose it is."""
+    for _, s in config_settings(cls):
+        for text in [s.doc] if s.upstream is None else [s.doc, s.upstream]:
+            assert text and "\n" not in text and len(text) <= 100 and text.endswith("."), (s.key, text)
