@@ -7,20 +7,27 @@ like the originals:
 - :mod:`.settings`: :func:`setting`, a config field, and the :class:`Setting` it holds;
 - :mod:`.loader`: files and overrides into a config (its docstring states the loading rules);
 - :mod:`.metastore`, :mod:`.bookie`, :mod:`.broker`: the servers' configs. Defaults follow
-  Pulsar's broker.conf / bookkeeper.conf unless noted.
+  Pulsar's broker.conf / bookkeeper.conf unless a setting's ``upstream`` says otherwise;
+- :mod:`.conf_files`: the shipped ``conf/*.conf``, generated from the settings.
 """
 
 from minipulsar.config.bookie import BookieConfig
 from minipulsar.config.broker import BrokerConfig
+from minipulsar.config.conf_files import CONF_FILES, ConfFile, conf_file, conf_text
 from minipulsar.config.loader import load_config, parse_bool, parse_config_text
 from minipulsar.config.metastore import MetastoreConfig
-from minipulsar.config.settings import Setting, config_keys, config_settings, setting
+from minipulsar.config.settings import Alias, Setting, config_keys, config_settings, setting
 
 __all__ = [
+    "CONF_FILES",
+    "Alias",
     "BookieConfig",
     "BrokerConfig",
+    "ConfFile",
     "MetastoreConfig",
     "Setting",
+    "conf_file",
+    "conf_text",
     "config_keys",
     "config_settings",
     "load_config",
