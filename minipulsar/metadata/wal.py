@@ -48,7 +48,7 @@ RECORD_BYTES_MAX = 256 * 1024 * 1024
 
 
 def encode_record(txid: int, txn: Txn) -> bytes:
-    body = msgpack.packb([txid, txn], use_bin_type=True)
+    body: bytes = msgpack.packb([txid, txn], use_bin_type=True)
     return _RECORD.pack(len(body), zlib.crc32(body)) + body
 
 
