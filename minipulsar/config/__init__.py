@@ -8,7 +8,8 @@ like the originals:
 - :mod:`.loader`: files and overrides into a config (its docstring states the loading rules);
 - :mod:`.metastore`, :mod:`.bookie`, :mod:`.broker`: the servers' configs. Defaults follow
   Pulsar's broker.conf / bookkeeper.conf unless a setting's ``upstream`` says otherwise;
-- :mod:`.conf_files`: the shipped ``conf/*.conf``, generated from the settings.
+- :mod:`.conf_files`: the shipped ``conf/*.conf``, generated from the settings;
+- :class:`ConfigError` (from :mod:`minipulsar.errors`) is what every refusal raises.
 """
 
 from minipulsar.config.bookie import BookieConfig
@@ -17,6 +18,7 @@ from minipulsar.config.conf_files import CONF_FILES, ConfFile, conf_file, conf_t
 from minipulsar.config.loader import load_config, parse_bool, parse_config_text
 from minipulsar.config.metastore import MetastoreConfig
 from minipulsar.config.settings import Alias, Setting, config_keys, config_settings, setting
+from minipulsar.errors import ConfigError
 
 __all__ = [
     "CONF_FILES",
@@ -24,6 +26,7 @@ __all__ = [
     "BookieConfig",
     "BrokerConfig",
     "ConfFile",
+    "ConfigError",
     "MetastoreConfig",
     "Setting",
     "conf_file",
