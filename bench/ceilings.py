@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import MB, ROOT
+from minipulsar.durable_file import sync_data
 
 MiB = 1024 * 1024
 
@@ -56,7 +57,7 @@ def fsync_append_ceiling(
                 offset = 0
             os.pwrite(fd, group, offset)
             before_sync = time.perf_counter()
-            os.fdatasync(fd)
+            sync_data(fd)
             sync_s += time.perf_counter() - before_sync
             offset += len(group)
             groups += 1
@@ -108,7 +109,7 @@ def shared_disk_ceiling(
             offset += len(chunk)
             done["log"] += len(chunk)
             if done["log"] - synced_at >= copy_sync_bytes:
-                os.fdatasync(fds[1])
+                sync_data(fds[1])
                 synced_at = done["log"]
 
     try:
@@ -127,7 +128,7 @@ def shared_disk_ceiling(
                 if offset + len(group) > file_bytes:
                     offset = 0
                 os.pwrite(fds[0], group, offset)
-                os.fdatasync(fds[0])
+                sync_data(fds[0])
                 offset += len(group)
                 done["journal"] += len(group)
                 groups += 1

@@ -31,6 +31,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from minipulsar.durable_file import sync_data
+
 log = logging.getLogger(__name__)
 
 BLOCK_BYTES = 4096
@@ -227,7 +229,7 @@ class DirectAppender:
         if self._executor is None:
             self._write_out(dsync=sync and not wrote_before)
             if sync and wrote_before:
-                os.fdatasync(self._fd)
+                sync_data(self._fd)
         elif self._filled >= BACKGROUND_CHUNK_BYTES:
             self._hand_over(self._filled - self._filled % BLOCK_BYTES)
 
@@ -237,7 +239,7 @@ class DirectAppender:
         self._drain()
         self._write_out(dsync=False)
         if sync:
-            os.fdatasync(self._fd)
+            sync_data(self._fd)
 
     def _hand_over(self, whole: int) -> None:
         """Write the current buffer's first ``whole`` bytes (whole blocks): on a writer
@@ -267,7 +269,7 @@ class DirectAppender:
         if padded:
             self._write_exactly(view[:padded], self._base, _RWF_DSYNC if dsync else 0)
             if dsync and not _RWF_DSYNC:
-                os.fdatasync(self._fd)
+                sync_data(self._fd)
         whole = filled - filled % BLOCK_BYTES
         tail = filled - whole
         if whole and tail:
@@ -294,7 +296,7 @@ class DirectAppender:
         """fdatasync what was written, after the background writes in flight (not what is
         still only in the staging buffer: :meth:`flush` writes that)."""
         self._drain()
-        os.fdatasync(self._fd)
+        sync_data(self._fd)
 
     def close(self) -> None:
         """Close, after any write in progress (its error, if any, is dropped: the caller is

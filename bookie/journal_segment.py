@@ -63,7 +63,7 @@ from minipulsar.bookie.journal_format import (
     scan_records,
     segment_file_name,
 )
-from minipulsar.durable_file import fsync_directory
+from minipulsar.durable_file import fsync_directory, sync_data
 
 log = logging.getLogger(__name__)
 
@@ -329,7 +329,7 @@ class SegmentWriter:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                 raise
             self._write_zeros(target)
-        os.fdatasync(self._prealloc_fd)  # the new size and extents: what reading the data back needs
+        sync_data(self._prealloc_fd)  # the new size and extents: what reading the data back needs
         self._allocated = target
 
     def _write_zeros(self, target: int) -> None:
@@ -431,7 +431,7 @@ class SegmentWriter:
         return start
 
     def sync(self) -> None:
-        os.fdatasync(self._fd)
+        sync_data(self._fd)
         if self._drop_cache:
             self._drop_synced()
 
@@ -608,7 +608,7 @@ def take_recycled(directory: Path, segment_id: int) -> int:
             continue
         try:
             os.pwrite(fd, encode_segment_header(segment_id, flags=FLAG_REUSED), 0)
-            os.fdatasync(fd)
+            sync_data(fd)
             os.rename(recycled, segment_path(directory, segment_id))
         except FileNotFoundError:  # gone meanwhile: the next one
             os.close(fd)

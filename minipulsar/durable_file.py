@@ -1,4 +1,10 @@
-"""Replacing a small file so that a crash leaves either the old or the new content, whole."""
+"""Durability on disk: a file's data, a directory's entries, a small file replaced whole.
+
+- :func:`sync_data` is the one data sync minipulsar makes: ``fdatasync`` where the platform
+  has it (Linux), else ``fsync`` (macOS has no ``fdatasync``; its ``fsync`` leaves the
+  drive's own write cache unflushed, which only ``F_FULLFSYNC`` would flush);
+- :func:`write_atomically`: after a crash the file holds the old or the new content, whole.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,19 @@ from pathlib import Path
 
 TEMP_SUFFIX = ".tmp"
 """Of the temporary file a crash may leave beside the one being replaced."""
+
+
+def sync_data(fd: int) -> None:
+    """Wait until what was written to ``fd`` is on the device, with what reading it back needs
+    (the file's size, its extents): ``fdatasync``, or ``fsync`` where there is none. Blocking.
+
+    Raises:
+        OSError: the write-back failed; what was written since the last sync may be lost.
+    """
+    if hasattr(os, "fdatasync"):
+        os.fdatasync(fd)
+    else:
+        os.fsync(fd)
 
 
 def fsync_directory(directory: Path) -> None:

@@ -58,7 +58,7 @@ from minipulsar.bookie.storage.entry_log import (
     record_ok,
     split_location,
 )
-from minipulsar.durable_file import fsync_directory
+from minipulsar.durable_file import fsync_directory, sync_data
 from minipulsar.errors import UnknownServerError
 
 log = logging.getLogger(__name__)
@@ -224,7 +224,7 @@ class EntryLogWriter:
         if self.sync_every_bytes and self._unsynced_bytes >= self.sync_every_bytes:
             if self._direct is not None:
                 self._direct.flush(sync=False)
-            os.fdatasync(self._fd)
+            sync_data(self._fd)
             self._unsynced_bytes = 0
             self._drop_synced(self._position - self.cache_window_bytes)
 

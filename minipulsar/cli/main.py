@@ -18,6 +18,7 @@ SUBCOMMANDS = (
     "minipulsar.cli.client_verbs",
     "minipulsar.cli.admin",
     "minipulsar.cli.perf.command",
+    "minipulsar.cli.config",
 )
 
 

@@ -178,7 +178,8 @@ def _child_options(args: argparse.Namespace) -> ChildOptions:
     keys: frozenset[str] = frozenset()
     if args.broker_config:
         try:
-            keys = frozenset(parse_config_text(Path(args.broker_config).read_text(), args.broker_config))
+            values = parse_config_text(Path(args.broker_config).read_text(), args.broker_config)
+            keys = frozenset(key for key, value in values.items() if value)  # key= leaves the default
         except OSError as exc:
             raise ConfigError(f"cannot read {args.broker_config}: {exc.strerror}") from exc
     if args.ready_timeout <= 0:

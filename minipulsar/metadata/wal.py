@@ -34,7 +34,7 @@ from typing import Any
 
 import msgpack
 
-from minipulsar.durable_file import fsync_directory
+from minipulsar.durable_file import fsync_directory, sync_data
 from minipulsar.metadata import snapshot
 from minipulsar.metadata.txn import Txn
 
@@ -46,11 +46,9 @@ _RECORD = struct.Struct(">II")
 RECORD_BYTES_MAX = 256 * 1024 * 1024
 """A length prefix above this is garbage, not a record (a record holds one frame's value)."""
 
-_fdatasync = getattr(os, "fdatasync", os.fsync)
-
 
 def encode_record(txid: int, txn: Txn) -> bytes:
-    body = msgpack.packb([txid, txn], use_bin_type=True)
+    body: bytes = msgpack.packb([txid, txn], use_bin_type=True)
     return _RECORD.pack(len(body), zlib.crc32(body)) + body
 
 
@@ -207,7 +205,7 @@ class LogWriter:
             return
         _write_all(self._fd, b"".join(records) if len(records) > 1 else records[0])
         if self.sync:
-            _fdatasync(self._fd)
+            sync_data(self._fd)
         self.groups += 1
         self.records += len(records)
         self._post(self._on_synced, last_txid)

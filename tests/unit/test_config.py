@@ -1,6 +1,7 @@
 """Goal: Pulsar-style ``key=value`` files load into typed configs: comments and blank lines
-skipped, unknown keys warned about by name, bad values refused naming key and accepted
-values, CLI overrides applied last, cross-field rules (E >= Qw >= Qa) enforced."""
+skipped, empty values left at the default, deprecated upstream spellings read as their key,
+unknown keys warned about by name, bad values refused naming key and accepted values, CLI
+overrides applied last, cross-field rules (E >= Qw >= Qa) enforced."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from minipulsar.config import (
     BrokerConfig,
     MetastoreConfig,
     config_keys,
+    config_settings,
     load_config,
     parse_config_text,
     setting,
@@ -228,3 +230,119 @@ def test_binary_file_is_a_config_error(tmp_path: Path) -> None:
     path.write_bytes(b"brokerServicePort=6650\n\xff\xfe\x00garbage\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(BrokerConfig, path)
+
+
+def test_an_empty_value_leaves_the_key_at_its_default(tmp_path: Path) -> None:
+    """Pulsar's shipped files hold many ``key=`` lines, which its loader skips."""
+    path = write(
+        tmp_path,
+        "clusterName=\nmaxMessagePublishBufferSizeInMB=\nmanagedLedgerCacheSizeMB=\n"
+        "supportedNamespaceBundleSplitAlgorithms=\nmetadataStoreUrl= \n",
+    )
+    assert load_config(BrokerConfig, path) == BrokerConfig()
+
+
+def test_an_empty_override_leaves_the_files_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "clusterName=east\n")
+    assert load_config(BrokerConfig, path, {"clusterName": ""}).cluster_name == "east"
+
+
+def test_an_empty_value_unsets_a_key_that_may_be_unset(tmp_path: Path) -> None:
+    path = write(tmp_path, "advertisedAddress=broker-1.example\n")
+    assert load_config(BrokerConfig, path, {"advertisedAddress": ""}).advertised_address is None
+
+
+@pytest.mark.parametrize(
+    "cls, alias, value, attribute, expected",
+    [
+        (BookieConfig, "journalDirectory", "/j", "journal_dirs", ("/j",)),
+        (BookieConfig, "compactionRate", "500", "compaction_rate_by_entries", 500),
+        (BrokerConfig, "zooKeeperSessionTimeoutMillis", "5000", "session_timeout_ms", 5000),
+        (
+            BrokerConfig,
+            "loadBalancerBandwithInResourceWeight",
+            "0.5",
+            "load_balancer_bandwidth_in_resource_weight",
+            0.5,
+        ),
+        (
+            BrokerConfig,
+            "loadBalancerBandwithOutResourceWeight",
+            "0.5",
+            "load_balancer_bandwidth_out_resource_weight",
+            0.5,
+        ),
+    ],
+)
+def test_a_deprecated_upstream_spelling_is_read_as_its_key(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    cls: type,
+    alias: str,
+    value: str,
+    attribute: str,
+    expected: object,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="minipulsar.config"):
+        config = load_config(cls, write(tmp_path, f"{alias}={value}\n"))
+    assert getattr(config, attribute) == expected
+    assert [r.levelno for r in caplog.records] == [logging.INFO]  # said once, not warned about
+
+
+def test_an_alias_placeholder_leaves_the_key_as_it_is(tmp_path: Path) -> None:
+    """Pulsar's broker.conf ships ``zooKeeperSessionTimeoutMillis=-1`` beside the real key."""
+    path = write(tmp_path, "zooKeeperSessionTimeoutMillis=-1\nmetadataStoreSessionTimeoutMillis=20000\n")
+    assert load_config(BrokerConfig, path).session_timeout_ms == 20000
+    assert load_config(BrokerConfig, write(tmp_path, "zooKeeperSessionTimeoutMillis=-1\n")).session_timeout_ms == 30000
+
+
+def test_a_key_and_its_alias_with_different_values_are_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "journalDirectory=/a\njournalDirectories=/b\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(BookieConfig, path)
+    message = str(caught.value)
+    assert str(path) in message and "journalDirectory=/a" in message and "journalDirectories=/b" in message
+
+
+def test_a_key_and_its_alias_with_one_value_load(tmp_path: Path) -> None:
+    """Pulsar's bookkeeper.conf ships both ``compactionRate=1000`` and ``compactionRateByEntries=1000``."""
+    path = write(
+        tmp_path, "compactionRate=700\ncompactionRateByEntries=700\njournalDirectory=/j\njournalDirectories=/j\n"
+    )
+    config = load_config(BookieConfig, path)
+    assert (config.compaction_rate_by_entries, config.journal_dirs) == (700, ("/j",))
+
+
+def test_the_command_line_overrides_a_files_alias(tmp_path: Path) -> None:
+    path = write(tmp_path, "journalDirectory=/a\n")
+    assert load_config(BookieConfig, path, {"journalDirectories": "/b"}).journal_dirs == ("/b",)
+    with pytest.raises(ConfigError, match="the command line"):
+        load_config(BookieConfig, path, {"journalDirectories": "/b", "journalDirectory": "/c"})
+
+
+def test_the_shapes_of_pulsars_shipped_files_load(tmp_path: Path) -> None:
+    """Goal: lines as Pulsar 4.0's conf/broker.conf and conf/bookkeeper.conf ship them load,
+    to minipulsar's defaults where they name them."""
+    broker = write(
+        tmp_path,
+        "metadataStoreUrl=\nclusterName=\nadvertisedAddress=\nmaxMessagePublishBufferSizeInMB=\n"
+        "metadataStoreSessionTimeoutMillis=30000\nzookeeperServers=\nzooKeeperSessionTimeoutMillis=-1\n"
+        "loadBalancerBandwidthInResourceWeight=1.0\nmanagedLedgerCacheSizeMB=\n",
+    )
+    assert load_config(BrokerConfig, broker) == BrokerConfig()
+    bookie = write(
+        tmp_path,
+        "journalDirectory=data/bookkeeper/journal\nledgerDirectories=data/bookkeeper/ledgers\n"
+        "dbStorage_writeCacheMaxSizeMb=\ndbStorage_readAheadCacheMaxSizeMb=\nadvertisedAddress=\n"
+        "compactionRate=1000\ncompactionRateByEntries=1000\nmetadataServiceUri=\n",
+    )
+    assert load_config(BookieConfig, bookie) == BookieConfig()
+
+
+@pytest.mark.parametrize("cls", [MetastoreConfig, BookieConfig, BrokerConfig])
+def test_every_key_says_in_one_line_what_it_means(cls: type) -> None:
+    """Goal: the conf files can print, above each key, one line of meaning and, where the
+    default is not upstream's, one line saying whose it is."""
+    for _, s in config_settings(cls):
+        for text in [s.doc] if s.upstream is None else [s.doc, s.upstream]:
+            assert text and "\n" not in text and len(text) <= 100 and text.endswith("."), (s.key, text)

@@ -25,7 +25,7 @@ def test_defaults_are_pulsars_except_auto_split() -> None:
     assert keys["loadBalancerBrokerOverloadedThresholdPercentage"] == 85
     assert keys["loadBalancerBrokerThresholdShedderPercentage"] == 10
     assert keys["loadBalancerHistoryResourcePercentage"] == 0.9
-    assert keys["loadBalancerBandwithInResourceWeight"] == 1.0  # sic
+    assert keys["loadBalancerBandwidthInResourceWeight"] == 1.0
     assert keys["loadBalancerBundleUnloadMinThroughputThreshold"] == 10
     assert keys["loadBalancerAvgShedderHitCountHighThreshold"] == 2
     assert keys["loadBalancerAutoBundleSplitEnabled"] is False  # BIGO: off

@@ -139,3 +139,15 @@ def test_child_command_lines_parse_with_the_real_cli(tmp_path: Path) -> None:
     broker = parser.parse_args(["broker", *broker_args(plan, url, opts)])
     assert broker.port == 6650 and broker.http_port == 8080 and broker.metadata_url == url
     assert bookie.advertised_address == broker.advertised_address == "127.0.0.1"
+
+
+def test_a_broker_conf_key_left_empty_does_not_keep_the_launchers_quorum_out(tmp_path: Path) -> None:
+    """Goal: only keys the broker.conf gives a value count as set by it (``key=`` leaves the
+    default, so the launcher's quorum must still be passed)."""
+    from minipulsar.cli.main import build_parser
+    from minipulsar.cli.standalone import _child_options
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("managedLedgerDefaultEnsembleSize=3\nmanagedLedgerDefaultAckQuorum=\n")
+    args = build_parser().parse_args(["standalone", "--broker-config", str(conf)])
+    assert _child_options(args).broker_config_keys == {"managedLedgerDefaultEnsembleSize"}
