@@ -163,9 +163,10 @@ class ClientSurface:
             address = lookup.service_address
             try:
                 connection = await self._pool.get(*address)
-                response: cmd.GetTopicsOfNamespaceResponse = await connection.request(
+                response = await connection.request(
                     cmd.GetTopicsOfNamespace, timeout_s=remaining_s, namespace=namespace, mode=mode
                 )
+                assert isinstance(response, cmd.GetTopicsOfNamespaceResponse)
             except (ConnectionClosedError, RequestTimeoutError):
                 lookup.service_url.failed(address)
                 raise

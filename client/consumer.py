@@ -291,7 +291,8 @@ class Consumer:
 
     async def get_last_message_id(self) -> MessageId:
         connection = self._require_connection()
-        response: cmd.LastMessageId = await connection.request(cmd.GetLastMessageId, consumer_id=self._consumer_id)
+        response = await connection.request(cmd.GetLastMessageId, consumer_id=self._consumer_id)
+        assert isinstance(response, cmd.LastMessageId)
         return MessageId(-1, response.ledger_id, response.entry_id, -1)
 
     async def unsubscribe(self) -> None:

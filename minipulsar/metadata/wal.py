@@ -50,7 +50,7 @@ _fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 def encode_record(txid: int, txn: Txn) -> bytes:
-    body = msgpack.packb([txid, txn], use_bin_type=True)
+    body: bytes = msgpack.packb([txid, txn], use_bin_type=True)
     return _RECORD.pack(len(body), zlib.crc32(body)) + body
 
 

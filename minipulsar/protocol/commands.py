@@ -43,8 +43,8 @@ LookupType = Literal["connect", "redirect", "failed"]
 TopicsOfNamespaceMode = Literal["PERSISTENT", "NON_PERSISTENT", "ALL"]
 """Which topics GET_TOPICS_OF_NAMESPACE lists (Pulsar's ``CommandGetTopicsOfNamespace.Mode``)."""
 
-NotificationType = Literal["created", "modified", "deleted", "children_changed"]
-"""What happened to a metadata path (Pulsar's metadata store ``NotificationType``)."""
+NotificationKind = Literal["created", "modified", "deleted", "children_changed"]
+"""What happened to a metadata path: the values of :class:`minipulsar.metadata.NotificationType`."""
 
 # --------------------------------------------------------------------------------------------
 # Every connection
@@ -460,7 +460,7 @@ class MdWatch(Command):
 @command("MD_NOTIFICATION")
 class MdNotification(Command):
     path: str
-    kind: NotificationType
+    kind: NotificationKind
 
 
 @command("MD_SESSION_CREATE")

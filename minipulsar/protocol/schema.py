@@ -26,7 +26,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple, TypeVar, dataclass_transform
+from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar, cast, dataclass_transform
 
 from minipulsar.errors import MalformedCommandError
 
@@ -57,6 +57,8 @@ class Command:
     RESPONSE: ClassVar[bool] = False
     """True when the command answers a request carrying the same ``id`` (every response
     class has an ``id`` field: checked by :func:`command`)."""
+    CARRIES_ID: ClassVar[bool] = False
+    """True when the class has an ``id`` field (requests, responses, ERROR): see :func:`request_id`."""
     _FIELDS: ClassVar[tuple[FieldSpec, ...]] = ()
     __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
     """Every registered command is a dataclass (made so by :func:`command`)."""
@@ -88,7 +90,8 @@ def command(type_name: str, *, response: bool = False) -> Callable[[type[C]], ty
         cls.RESPONSE = response
         hints = typing.get_type_hints(cls)
         cls._FIELDS = tuple(_field_spec(f, hints[f.name]) for f in dataclasses.fields(cls))
-        assert not response or "id" in hints, f"response {type_name} has no id field"
+        cls.CARRIES_ID = any(spec.name == "id" for spec in cls._FIELDS)
+        assert cls.CARRIES_ID or not response, f"response {type_name} has no id field"
         cls._decode_exact = staticmethod(_exact_decoder(cls))
         # Generated per class: the unrolled form of Command.to_wire, for speed.
         setattr(cls, "to_wire", _wire_encoder(cls))  # noqa: B010 -- a method assigned after the class exists
@@ -97,6 +100,17 @@ def command(type_name: str, *, response: bool = False) -> Callable[[type[C]], ty
         return cls
 
     return wrap
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> int | None: ...
+
+
+def request_id(command: Command) -> int | None:
+    """The request id ``command`` carries: None when its class has no ``id`` field (FLOW,
+    MESSAGE …) or it is unset (an ERROR about the connection, an ACK nobody waits for)."""
+    return cast(_Identified, command).id if command.CARRIES_ID else None
 
 
 def _field_spec(f: dataclasses.Field[Any], hint: Any) -> FieldSpec:
