@@ -190,7 +190,7 @@ class MultiTopicsConsumer:
         child, message_id = self._owner(message)
         return child.consumer.negative_acknowledge(message_id)
 
-    def redeliver_unacknowledged_messages(self) -> Awaitable[None] | None:
+    def redeliver_unacknowledged_messages(self) -> Awaitable[object] | None:
         """Every child sends its unacknowledged messages again; what waits in the shared queue
         is dropped (it comes again). Awaitable if the children's method is."""
         self._check_open()
@@ -323,7 +323,7 @@ class MultiTopicsConsumer:
         self._waiters.clear()
 
 
-def _all(results: list[Any]) -> Awaitable[None] | None:
+def _all(results: list[Any]) -> Awaitable[object] | None:
     """One future over the awaitables among ``results`` (None if there are none): awaiting it
     is optional, as with the children's own futures."""
     pending = [r for r in results if inspect.isawaitable(r)]
