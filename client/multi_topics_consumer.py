@@ -99,11 +99,12 @@ class MultiTopicsConsumer:
         per_child = max(1, min(self._queue_size, self._total_queue_size // (len(self._children) + len(new))))
         results = await asyncio.gather(*(self._factory(t, per_child) for t in new), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
-        if failures or self._closed is not None:
+        error = failures[0] if failures else self._closed
+        if error is not None:
             await asyncio.gather(
                 *(r.close() for r in results if not isinstance(r, BaseException)), return_exceptions=True
             )
-            raise failures[0] if failures else self._closed  # type: ignore[misc]
+            raise error
         for topic, consumer in zip(new, results):
             child = _Child(topic, consumer)
             self._children[topic] = child

@@ -21,13 +21,16 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from minipulsar.errors import ConfigError
 
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def setting(
@@ -102,6 +105,7 @@ def _convert(key: str, value: Any, hint: Any, meta: Mapping[str, Any]) -> Any:
         if value is None or (isinstance(value, str) and value == ""):
             return None
     text = value if isinstance(value, str) else None
+    converted: object
     try:
         if hint is bool:
             converted = parse_bool(value)

@@ -21,15 +21,18 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from minipulsar.config import load_config
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 from minipulsar.errors import ConfigError, MiniPulsarError
 from minipulsar.net.loop import run, tune_malloc
 
 log = logging.getLogger("minipulsar")
 
-T = TypeVar("T")
+T = TypeVar("T", bound="DataclassInstance")
 
 LOG_FORMAT = "%(asctime)s %(levelname)-5s %(name)s: %(message)s"
 EXIT_FAILURE = 5

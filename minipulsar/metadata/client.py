@@ -27,6 +27,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from minipulsar.errors import (
@@ -67,10 +68,12 @@ from minipulsar.protocol.commands import (
     Success,
 )
 from minipulsar.protocol.schema import Command
+from minipulsar.supervision import guarded
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R", bound=Command)
+A = TypeVar("A")
 
 DEFAULT_PORT = 6680
 DEFAULT_OPERATION_TIMEOUT_S = 30.0  # Pulsar: metadataStoreOperationTimeoutSeconds
@@ -423,11 +426,9 @@ class MetastoreClient(MetadataStore):
             _call_listener(listener, event)
 
 
-def _call_listener(listener: Any, argument: Any) -> None:
-    try:
-        listener(argument)
-    except Exception:
-        log.exception("metadata listener %r failed", listener)
+def _call_listener(listener: Callable[[A], None], argument: A) -> None:
+    """One listener among many: its bug is logged, the others still hear."""
+    guarded(log, f"metadata listener {listener!r}", listener, argument)
 
 
 def _report_watch_failure(future: asyncio.Future[Command]) -> None:

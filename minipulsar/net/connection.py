@@ -100,8 +100,8 @@ class Connection(asyncio.BufferedProtocol):
         if "data_received" in vars(cls):
             # A subclass that reads bytes itself keeps getting them: read into a scratch
             # buffer and hand over a copy (the slower, pre-BufferedProtocol path).
-            cls.get_buffer = Connection._scratch_buffer  # type: ignore[method-assign]
-            cls.buffer_updated = Connection._scratch_updated  # type: ignore[method-assign]
+            cls.get_buffer = Connection._scratch_buffer  # type: ignore[method-assign]  # chosen per subclass
+            cls.buffer_updated = Connection._scratch_updated  # type: ignore[method-assign]  # chosen per subclass
 
     def _scratch_buffer(self, sizehint: int) -> memoryview:
         scratch = self.__dict__.get("_scratch")

@@ -37,7 +37,7 @@ def handles(*command_types: type[Command]) -> Callable[[Handler], Handler]:
     """Mark a :class:`ServerConnection` method as the handler of ``command_types``."""
 
     def mark(method: Handler) -> Handler:
-        method._handles = command_types  # type: ignore[attr-defined]
+        method._handles = command_types  # type: ignore[attr-defined]  # a marker on the function, read by __init_subclass__
         return method
 
     return mark

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from minipulsar.cli.perf.options import (
     ManagedLedgerOptions,
     ProduceOptions,
 )
+from minipulsar.cli.perf.report import PerfResult
 from minipulsar.errors import MiniPulsarError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -339,7 +340,12 @@ async def _run_until_signal(mode: str, options: Any):
     KeyboardInterrupt (Python's default handler, put back after the first)."""
     from minipulsar.cli import perf
 
-    runner = {"produce": perf.run_produce, "consume": perf.run_consume, "managed-ledger": perf.run_managed_ledger}[mode]
+    runners: dict[str, Callable[..., Awaitable[PerfResult]]] = {
+        "produce": perf.run_produce,
+        "consume": perf.run_consume,
+        "managed-ledger": perf.run_managed_ledger,
+    }
+    runner = runners[mode]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
 

@@ -58,7 +58,9 @@ async def run_managed_ledger(
         PerfInterrupted: ``stop`` was set before the run began.
     """
     if bookkeeper is None:
-        from minipulsar.cli.perf.command import bookkeeper_client as bookkeeper
+        from minipulsar.cli.perf.command import bookkeeper_client
+
+        bookkeeper = bookkeeper_client
     payload = make_payload(options.size_bytes)
     stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
     session = PerfSession(
