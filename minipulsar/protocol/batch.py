@@ -165,7 +165,3 @@ def peek_publish_time_ms(payload: bytes) -> int | None:
         return None
     publish_time = _peek_int(payload, count[1])
     return None if publish_time is None else publish_time[0]
-
-
-def describe_batch(payload: Any) -> str:
-    return f"<batch of {peek_num_messages(payload)} messages, {len(payload)} bytes>"

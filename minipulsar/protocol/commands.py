@@ -490,15 +490,3 @@ class MdSessionClose(Command):
 
     id: int
     session_id: int
-
-
-def describe(cmd: Command) -> str:
-    """A short, payload-free description for logs."""
-    parts = [cmd.TYPE]
-    for spec in cmd._FIELDS:
-        value = getattr(cmd, spec.name)
-        if isinstance(value, (bytes, bytearray)):
-            parts.append(f"{spec.name}=<{len(value)} bytes>")
-        elif value is not None:
-            parts.append(f"{spec.name}={value!r}")
-    return " ".join(parts)
