@@ -45,8 +45,7 @@ class FieldSpec(NamedTuple):
     default: Any
     """The default value, a factory (callable) making it, or ``dataclasses.MISSING`` (required)."""
     choices: frozenset[Any] | None
-    """A ``Literal`` field's values (``None`` is always accepted where the type admits it);
-    ``None``: any value of an accepted type."""
+    """A ``Literal`` field's values; ``None``: any value of an accepted type."""
 
 
 class Command:
@@ -135,12 +134,8 @@ def _accepted(hint: Any) -> tuple[tuple[type, ...], frozenset[Any] | None]:
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         parts = [_accepted(arg) for arg in typing.get_args(hint)]
-        accepted = tuple(t for part_accepted, _ in parts for t in part_accepted)
-        literals = [part_choices for _, part_choices in parts if part_choices is not None]
-        if not literals:
-            return accepted, None
-        assert len(literals) + (type(None) in accepted) == len(parts), f"{hint}: a Literal joins only None"
-        return accepted, frozenset().union(*literals, [None] if type(None) in accepted else [])
+        assert all(choices is None for _, choices in parts), f"{hint}: a Literal field takes a default, not None"
+        return tuple(t for part_accepted, _ in parts for t in part_accepted), None
     if origin is typing.Literal:
         values = typing.get_args(hint)
         return tuple(dict.fromkeys(type(v) for v in values)), frozenset(values)
