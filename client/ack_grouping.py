@@ -29,12 +29,13 @@ import asyncio
 from collections.abc import Callable
 
 from minipulsar.errors import MiniPulsarError
+from minipulsar.protocol import AckType, Command
 
 DEFAULT_GROUP_TIME_MS = 100  # Pulsar: acknowledgementsGroupTimeMicros = 100 ms
 MAX_GROUP_SIZE = 1000  # Pulsar: maxAcknowledgmentGroupSize
 
 EntryKey = tuple[int, int]
-SendAck = Callable[[list[list[int]], str, bool], "asyncio.Future | bool"]
+SendAck = Callable[[list[list[int]], AckType, bool], "asyncio.Future[Command] | bool"]
 """``send(message_ids, ack_type, receipt)``: put one ACK on the wire and return True, or with
 ``receipt`` the future of the broker's answer; False when the consumer is not connected
 (nothing was sent)."""
@@ -176,8 +177,8 @@ class AckGroupingTracker:
                 handle.cancel()
         self._soon = self._timer = None
 
-    def _groups(self) -> list[tuple[list[list[int]], str]]:
-        groups = []
+    def _groups(self) -> list[tuple[list[list[int]], AckType]]:
+        groups: list[tuple[list[list[int]], AckType]] = []
         if self._individual:
             groups.append(([list(k) for k in self._individual], "individual"))
         if self._cumulative is not None:

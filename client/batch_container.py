@@ -93,7 +93,8 @@ class PendingMessage:
         future = self.future
         if future is not None and not future.done():
             if error is None:
-                future.set_result(message_id)  # type: ignore[arg-type]
+                assert message_id is not None, "a message completes with its id or with an error"
+                future.set_result(message_id)
             else:
                 future.set_exception(error)
         if self.callback is not None:

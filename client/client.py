@@ -233,19 +233,18 @@ class Client(ClientSurface):
             **ignored,
         )
         ConsumerConfig.from_settings(**settings)  # bad arguments fail before any lookup
-        many = {
-            "max_total_receiver_queue_size_across_partitions": max_total_receiver_queue_size_across_partitions,
-            "pattern_auto_discovery_period": pattern_auto_discovery_period,
-        }
+        queue_size_total = max_total_receiver_queue_size_across_partitions
         if isinstance(topic, re.Pattern) or is_pattern_topic:
             if not isinstance(topic, (str, re.Pattern)):
                 raise ValueError("a pattern subscription takes one regex (a str or re.Pattern), not a list")
-            return await self._subscribe_pattern(topic, subscription_name, settings, **many)
+            return await self._subscribe_pattern(
+                topic, subscription_name, settings, queue_size_total, pattern_auto_discovery_period
+            )
         if isinstance(topic, (list, tuple)):
-            return await self._subscribe_many(list(topic), subscription_name, settings, **many)
+            return await self._subscribe_many(list(topic), subscription_name, settings, queue_size_total)
         topic = self._check_topic(topic)
         if await self._lookup.partition_count(topic):
-            return await self._subscribe_many([topic], subscription_name, settings, **many)
+            return await self._subscribe_many([topic], subscription_name, settings, queue_size_total)
         return await self._subscribe_single(topic, subscription_name, **settings)
 
     async def _subscribe_single(self, topic: str, subscription_name: str, **settings: Any) -> Consumer:

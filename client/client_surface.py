@@ -37,16 +37,33 @@ from minipulsar.protocol import commands as cmd
 from minipulsar.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from minipulsar.client.client import Client
+    from minipulsar.client.connection import ConnectionPool
+    from minipulsar.client.consumer import Consumer
+    from minipulsar.client.lookup import LookupService
+    from minipulsar.client.producer import Producer
 
 
 class ClientSurface:
-    """Mixed into Client; ``self`` is the Client."""
+    """Mixed into Client; ``self`` is the Client, which provides the members declared here."""
+
+    _lookup: LookupService
+    _pool: ConnectionPool
+    _closed: bool
+    _operation_timeout_s: float
+
+    def _check_topic(self, topic: str) -> str:
+        raise NotImplementedError
+
+    async def _create_single_producer(self, topic: str, producer_name: str | None = None, **settings: Any) -> Producer:
+        raise NotImplementedError
+
+    async def _subscribe_single(self, topic: str, subscription_name: str, **settings: Any) -> Consumer:
+        raise NotImplementedError
 
     # -- producers ------------------------------------------------------------------------------
 
     async def _create_partitioned_producer(
-        self: Client,
+        self,
         topic: str,
         partitions: int,
         producer_name: str | None,
@@ -82,13 +99,11 @@ class ClientSurface:
     # -- consumers ------------------------------------------------------------------------------
 
     async def _subscribe_many(
-        self: Client,
+        self,
         topics: list[str],
         subscription_name: str,
         settings: dict[str, Any],
-        *,
         max_total_receiver_queue_size_across_partitions: int,
-        pattern_auto_discovery_period: float,
     ) -> MultiTopicsConsumer:
         if not topics:
             raise ValueError("subscribe needs at least one topic")
@@ -108,11 +123,10 @@ class ClientSurface:
         return consumer
 
     async def _subscribe_pattern(
-        self: Client,
-        pattern: str | re.Pattern,
+        self,
+        pattern: str | re.Pattern[str],
         subscription_name: str,
         settings: dict[str, Any],
-        *,
         max_total_receiver_queue_size_across_partitions: int,
         pattern_auto_discovery_period: float,
     ) -> PatternConsumer:
@@ -134,7 +148,7 @@ class ClientSurface:
         self._surface_closables().add(consumer)
         return consumer
 
-    def _child_factory(self: Client, subscription_name: str, settings: dict[str, Any]):
+    def _child_factory(self, subscription_name: str, settings: dict[str, Any]):
         async def subscribe(topic: str, receiver_queue_size: int) -> Any:
             return await self._subscribe_single(
                 topic, subscription_name, **{**settings, "receiver_queue_size": receiver_queue_size}
@@ -151,7 +165,7 @@ class ClientSurface:
             "batch_receive_policy": settings.get("batch_receive_policy"),
         }
 
-    async def _topics_of_namespace(self: Client, namespace: str, mode: str) -> list[str]:
+    async def _topics_of_namespace(self, namespace: str, mode: str) -> list[str]:
         """GET_TOPICS_OF_NAMESPACE through the service URL; retried as lookups are (within the
         lookup timeout, a host that cannot be reached makes the service URL move on)."""
         self._check_open()
@@ -163,9 +177,10 @@ class ClientSurface:
             address = lookup.service_address
             try:
                 connection = await self._pool.get(*address)
-                response: cmd.GetTopicsOfNamespaceResponse = await connection.request(
+                response = await connection.request(
                     cmd.GetTopicsOfNamespace, timeout_s=remaining_s, namespace=namespace, mode=mode
                 )
+                assert isinstance(response, cmd.GetTopicsOfNamespaceResponse)
             except (ConnectionClosedError, RequestTimeoutError):
                 lookup.service_url.failed(address)
                 raise
@@ -178,7 +193,7 @@ class ClientSurface:
     # -- readers --------------------------------------------------------------------------------
 
     async def create_reader(
-        self: Client,
+        self,
         topic: str,
         start_message_id: MessageId,
         schema: Any = None,
@@ -246,7 +261,7 @@ class ClientSurface:
         )
 
     async def _subscribe_non_durable(
-        self: Client, topic: str, subscription_name: str, *, start_message_id: list[int] | None, **settings: Any
+        self, topic: str, subscription_name: str, *, start_message_id: list[int] | None, **settings: Any
     ) -> Any:
         return await self._subscribe_single(
             topic, subscription_name, durable=False, start_message_id=start_message_id, **settings
@@ -254,7 +269,7 @@ class ClientSurface:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def _check_open(self: Client) -> None:
+    def _check_open(self) -> None:
         if self._closed:
             raise AlreadyClosed("the client is closed")
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 
 from minipulsar.client.exceptions import AlreadyClosed
 from minipulsar.errors import MiniPulsarError
 from minipulsar.net import Connection, connect
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.schema import Command
+from minipulsar.supervision import guarded
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class ConsumerListener(Protocol):
 
 
 class ClientConnection(Connection):
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.producers: dict[int, ProducerListener] = {}
         self.consumers: dict[int, ConsumerListener] = {}
@@ -53,47 +54,45 @@ class ClientConnection(Connection):
         """The broker address this connection was opened to (the pool's key)."""
 
     def command_received(self, command: Command) -> None:
-        kind = type(command)
-        if kind is cmd.SendReceipt:
-            producer = self.producers.get(command.producer_id)  # type: ignore[attr-defined]
-            if producer is not None:
-                producer.receipt_received(command)  # type: ignore[arg-type]
-        elif kind is cmd.Message:
-            consumer = self.consumers.get(command.consumer_id)  # type: ignore[attr-defined]
-            if consumer is not None:
-                consumer.message_received(command)  # type: ignore[arg-type]
-        elif kind is cmd.SendError:
-            producer = self.producers.get(command.producer_id)  # type: ignore[attr-defined]
-            if producer is not None:
-                producer.send_failed(command)  # type: ignore[arg-type]
-        elif kind is cmd.CloseProducer:
-            listener = self.producers.pop(command.producer_id, None)  # type: ignore[attr-defined]
-            if listener is not None:
-                listener.closed_by_broker(command.assigned_broker_url)  # type: ignore[attr-defined]
-        elif kind is cmd.ActiveConsumerChange:
-            consumer = self.consumers.get(command.consumer_id)  # type: ignore[attr-defined]
-            if consumer is not None:
-                consumer.active_consumer_changed(command.is_active)  # type: ignore[attr-defined]
-        elif kind is cmd.CloseConsumer:
-            listener = self.consumers.pop(command.consumer_id, None)  # type: ignore[attr-defined]
-            if listener is not None:
-                listener.closed_by_broker(command.assigned_broker_url)  # type: ignore[attr-defined]
-        elif kind is cmd.Error and command.id is None:  # type: ignore[attr-defined]
-            log.warning("%s: broker error: %s %s", self.peer, command.code, command.message)  # type: ignore[attr-defined]
-        elif command.RESPONSE:  # the answer to a request that already timed out
-            log.debug("%s: late %s", self.peer, command.TYPE)
-        else:
-            log.warning("%s: unexpected %s", self.peer, command.TYPE)
+        match command:
+            case cmd.SendReceipt():
+                producer = self.producers.get(command.producer_id)
+                if producer is not None:
+                    producer.receipt_received(command)
+            case cmd.Message():
+                consumer = self.consumers.get(command.consumer_id)
+                if consumer is not None:
+                    consumer.message_received(command)
+            case cmd.SendError():
+                producer = self.producers.get(command.producer_id)
+                if producer is not None:
+                    producer.send_failed(command)
+            case cmd.CloseProducer():
+                closed_producer = self.producers.pop(command.producer_id, None)
+                if closed_producer is not None:
+                    closed_producer.closed_by_broker(command.assigned_broker_url)
+            case cmd.ActiveConsumerChange():
+                consumer = self.consumers.get(command.consumer_id)
+                if consumer is not None:
+                    consumer.active_consumer_changed(command.is_active)
+            case cmd.CloseConsumer():
+                closed_consumer = self.consumers.pop(command.consumer_id, None)
+                if closed_consumer is not None:
+                    closed_consumer.closed_by_broker(command.assigned_broker_url)
+            case cmd.Error(id=None):
+                log.warning("%s: broker error: %s %s", self.peer, command.code, command.message)
+            case _ if command.RESPONSE:  # the answer to a request that already timed out
+                log.debug("%s: late %s", self.peer, command.TYPE)
+            case _:
+                log.warning("%s: unexpected %s", self.peer, command.TYPE)
 
     def closed(self, reason: MiniPulsarError) -> None:
-        listeners = [*self.producers.values(), *self.consumers.values()]
+        listeners: list[ProducerListener | ConsumerListener] = [*self.producers.values(), *self.consumers.values()]
         self.producers.clear()
         self.consumers.clear()
         for listener in listeners:
-            try:
-                listener.connection_closed(reason)
-            except Exception:  # one listener's bug must not keep the others attached
-                log.exception("%s: a listener failed on connection loss", self.peer)
+            # One listener's bug must not keep the others attached.
+            guarded(log, f"{self.peer}: a listener on connection loss", listener.connection_closed, reason)
 
 
 class ConnectionPool:

@@ -62,6 +62,7 @@ from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy, Consum
 from minipulsar.client.exceptions import AlreadyClosed, CumulativeAcknowledgementNotAllowedError, NotConnected, Timeout
 from minipulsar.client.message import Message, MessageId
 from minipulsar.errors import MiniPulsarError, RequestTimeoutError
+from minipulsar.protocol import AckType, Command
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import decode_batch
 
@@ -291,7 +292,8 @@ class Consumer:
 
     async def get_last_message_id(self) -> MessageId:
         connection = self._require_connection()
-        response: cmd.LastMessageId = await connection.request(cmd.GetLastMessageId, consumer_id=self._consumer_id)
+        response = await connection.request(cmd.GetLastMessageId, consumer_id=self._consumer_id)
+        assert isinstance(response, cmd.LastMessageId)
         return MessageId(-1, response.ledger_id, response.entry_id, -1)
 
     async def unsubscribe(self) -> None:
@@ -488,7 +490,9 @@ class Consumer:
 
     # -- acknowledgements on the wire -----------------------------------------------------------
 
-    def _send_ack(self, message_ids: list[list[int]], ack_type: str, receipt: bool) -> asyncio.Future | bool:
+    def _send_ack(
+        self, message_ids: list[list[int]], ack_type: AckType, receipt: bool
+    ) -> asyncio.Future[Command] | bool:
         connection = self._connection
         if connection is None or not connection.is_open:
             return False

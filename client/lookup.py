@@ -90,9 +90,10 @@ class LookupService:
             address, authoritative = service_address, False
             for _ in range(self.max_lookup_redirects + 1):
                 connection = await self._pool.get(*address)
-                response: cmd.LookupResponse = await connection.request(
+                response = await connection.request(
                     cmd.Lookup, timeout_s=remaining_s, topic=topic, authoritative=authoritative
                 )
+                assert isinstance(response, cmd.LookupResponse)
                 if response.kind == "connect":
                     return parse_address(response.broker_url, DEFAULT_PORT)
                 if response.kind != "redirect":
@@ -108,9 +109,8 @@ class LookupService:
     async def _partitions_once(self, topic: str, remaining_s: float) -> int:
         async with self._attempt(remaining_s) as service_address:
             connection = await self._pool.get(*service_address)
-            response: cmd.PartitionedMetadataResponse = await connection.request(
-                cmd.PartitionedMetadata, timeout_s=remaining_s, topic=topic
-            )
+            response = await connection.request(cmd.PartitionedMetadata, timeout_s=remaining_s, topic=topic)
+            assert isinstance(response, cmd.PartitionedMetadataResponse)
             return response.partitions
 
     @contextlib.asynccontextmanager
@@ -131,8 +131,7 @@ def _failed(response: cmd.LookupResponse, address: Address, topic: str) -> MiniP
     """A ``failed`` answer as the typed error its code names (retriable or not, e.g.
     ServiceNotReady vs TopicNotFound); without a code, a retriable LookupError."""
     message = f"the broker at {_url(address)} could not look up {topic}: {response.message or response.kind}"
-    code = getattr(response, "error", "")
-    return error_for_code(code, message) if code else LookupError(message)
+    return error_for_code(response.error, message) if response.error else LookupError(message)
 
 
 def _url(address: Address) -> str:

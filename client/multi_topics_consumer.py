@@ -99,11 +99,12 @@ class MultiTopicsConsumer:
         per_child = max(1, min(self._queue_size, self._total_queue_size // (len(self._children) + len(new))))
         results = await asyncio.gather(*(self._factory(t, per_child) for t in new), return_exceptions=True)
         failures = [r for r in results if isinstance(r, BaseException)]
-        if failures or self._closed is not None:
+        error = failures[0] if failures else self._closed
+        if error is not None:
             await asyncio.gather(
                 *(r.close() for r in results if not isinstance(r, BaseException)), return_exceptions=True
             )
-            raise failures[0] if failures else self._closed  # type: ignore[misc]
+            raise error
         for topic, consumer in zip(new, results):
             child = _Child(topic, consumer)
             self._children[topic] = child
@@ -190,7 +191,7 @@ class MultiTopicsConsumer:
         child, message_id = self._owner(message)
         return child.consumer.negative_acknowledge(message_id)
 
-    def redeliver_unacknowledged_messages(self) -> Awaitable[None] | None:
+    def redeliver_unacknowledged_messages(self) -> Awaitable[object] | None:
         """Every child sends its unacknowledged messages again; what waits in the shared queue
         is dropped (it comes again). Awaitable if the children's method is."""
         self._check_open()
@@ -323,7 +324,7 @@ class MultiTopicsConsumer:
         self._waiters.clear()
 
 
-def _all(results: list[Any]) -> Awaitable[None] | None:
+def _all(results: list[Any]) -> Awaitable[object] | None:
     """One future over the awaitables among ``results`` (None if there are none): awaiting it
     is optional, as with the children's own futures."""
     pending = [r for r in results if inspect.isawaitable(r)]

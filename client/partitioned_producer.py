@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minipulsar.client.exceptions import AlreadyClosed
 from minipulsar.client.message_id import MessageId
 from minipulsar.client.routing import MessageRouter, OutgoingMessage
 from minipulsar.topic_name import TopicName
 
-PartitionProducerFactory = Callable[[str, "str | None"], Awaitable[Any]]
+if TYPE_CHECKING:
+    from minipulsar.client.producer import Producer
+
+PartitionProducerFactory = Callable[[str, "str | None"], Awaitable["Producer"]]
 """``(partition topic, producer_name) -> Producer``: how the client creates one partition's producer."""
 
 
@@ -43,8 +46,8 @@ class PartitionedProducer:
         self._router = router
         self._factory = factory
         self._partition_topics = [str(TopicName.parse(topic).partition(i)) for i in range(num_partitions)]
-        self._producers: dict[int, Any] = {}
-        self._starting: dict[int, asyncio.Future] = {}
+        self._producers: dict[int, Producer] = {}
+        self._starting: dict[int, asyncio.Future[Producer]] = {}
         self._closed = False
 
     @classmethod
@@ -178,7 +181,7 @@ class PartitionedProducer:
         kwargs.update(options)
         return partition, kwargs
 
-    async def _partition(self, index: int) -> Any:
+    async def _partition(self, index: int) -> Producer:
         """The producer of partition ``index``, created on first use (once, however many ask)."""
         producer = self._producers.get(index)
         if producer is not None:

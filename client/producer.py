@@ -478,7 +478,7 @@ class Producer:
     async def attach(self, connection: ClientConnection, timeout_s: float) -> None:
         """PRODUCER under our name, then resend every pending op in order (ConnectionHandler hook)."""
         try:
-            response: cmd.ProducerSuccess = await connection.request(
+            response = await connection.request(
                 cmd.Producer,
                 timeout_s=timeout_s,
                 topic=self._topic,
@@ -488,6 +488,7 @@ class Producer:
         except RequestTimeoutError:  # the broker may still create it: don't leave it behind
             connection.send(cmd.CloseProducer(producer_id=self._producer_id))
             raise
+        assert isinstance(response, cmd.ProducerSuccess)
         if self._closed is not None or (self._closing and not self._created):
             connection.send(cmd.CloseProducer(producer_id=self._producer_id))
             raise self._closed or AlreadyClosed(f"producer on {self._topic} is closed")

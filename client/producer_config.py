@@ -81,5 +81,6 @@ class ProducerConfig:
         return cls(producer_name=producer_name, **settings)
 
     @property
-    def codec(self) -> str:
-        return self.compression_type.value
+    def codec(self) -> compression.CompressionCodec:
+        """The batch codec (checked in ``__post_init__``: SNAPPY never gets here)."""
+        return compression.check_codec(self.compression_type.value)

@@ -28,10 +28,6 @@ LAST_ATTEMPT_S_MIN = 0.1
 """Less time than this left: give up rather than start another attempt (Pulsar: 100 ms)."""
 
 
-def is_retriable(error: BaseException) -> bool:
-    return isinstance(error, MiniPulsarError) and error.retriable
-
-
 def gave_up_error(context: str, last: BaseException | None, waited_s: float) -> MiniPulsarError:
     """The error for an operation abandoned after ``waited_s``: the last attempt's error class
     with a message that says what failed, why, and for how long we tried."""

@@ -81,6 +81,8 @@ class AdminClient:
 
     def _once(self, method: str, url: str, data: bytes | None) -> tuple[int, dict[str, str], str]:
         parts = urlsplit(url)
+        if parts.hostname is None:
+            raise AdminError(f"{method} {url}: the URL names no host")
         connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=self.timeout_s)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         headers = {"Content-Type": "application/json"} if data is not None else {}

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from minipulsar.config import load_config
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 from minipulsar.errors import ConfigError, MiniPulsarError
 from minipulsar.net.loop import run, tune_malloc
 

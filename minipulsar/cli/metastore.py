@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from typing import Any
 
 from minipulsar.cli.common import (
     add_server_arguments,
@@ -63,7 +64,8 @@ async def serve(config: MetastoreConfig, stop: asyncio.Event) -> None:
         announce_ready("metastore", host, port)
         assert server.failed is not None
         stopping = asyncio.ensure_future(stop.wait())
-        await asyncio.wait([stopping, server.failed], return_when=asyncio.FIRST_COMPLETED)
+        waited: list[asyncio.Future[Any]] = [stopping, server.failed]
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         stopping.cancel()
     finally:
         await server.stop()

@@ -194,10 +194,6 @@ class StandalonePlan:
         return self.data_dir / "standalone.json"
 
     @property
-    def lock_path(self) -> Path:
-        return self.data_dir / "standalone.lock"
-
-    @property
     def quorum(self) -> Quorum:
         return quorum_for(len(self.bookies))
 

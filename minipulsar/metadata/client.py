@@ -27,7 +27,8 @@ import asyncio
 import logging
 import random
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from minipulsar.errors import (
     ConnectionClosedError,
@@ -52,18 +53,27 @@ from minipulsar.net.connection import Connection
 from minipulsar.protocol.commands import (
     Error,
     MdChildren,
+    MdChildrenResponse,
     MdDelete,
     MdGet,
+    MdGetResponse,
     MdNotification,
     MdPut,
+    MdPutResponse,
     MdSessionClose,
     MdSessionCreate,
+    MdSessionCreated,
     MdSessionKeepAlive,
     MdWatch,
+    Success,
 )
 from minipulsar.protocol.schema import Command
+from minipulsar.supervision import guarded
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound=Command)
+A = TypeVar("A")
 
 DEFAULT_PORT = 6680
 DEFAULT_OPERATION_TIMEOUT_S = 30.0  # Pulsar: metadataStoreOperationTimeoutSeconds
@@ -146,7 +156,7 @@ class MetastoreClient(MetadataStore):
 
     async def get(self, path: str) -> GetResult | None:
         validate_path(path)
-        response = await self._call(MdGet, path=path)
+        response = await self._call(MdGet, MdGetResponse, path=path)
         if response.version < 0 or response.value is None:
             return None
         return GetResult(
@@ -159,6 +169,7 @@ class MetastoreClient(MetadataStore):
         validate_path(path)
         response = await self._call(
             MdPut,
+            MdPutResponse,
             retry_unknown_outcome=expected_version is None,
             path=path,
             value=bytes(value),
@@ -170,11 +181,11 @@ class MetastoreClient(MetadataStore):
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
         validate_path(path)
-        await self._call(MdDelete, retry_unknown_outcome=False, path=path, expected_version=expected_version)
+        await self._call(MdDelete, Success, retry_unknown_outcome=False, path=path, expected_version=expected_version)
 
     async def children(self, path: str) -> list[str]:
         validate_path(path)
-        response = await self._call(MdChildren, path=path)
+        response = await self._call(MdChildren, MdChildrenResponse, path=path)
         return list(response.children)
 
     def watch(self, path: str, listener: Listener) -> None:
@@ -224,15 +235,20 @@ class MetastoreClient(MetadataStore):
 
     # -- requests -------------------------------------------------------------------------------
 
-    async def _call(self, cls: type[Command], *, retry_unknown_outcome: bool = True, **fields: Any) -> Any:
-        """Send a request, waiting for a connection and re-sending when that is harmless."""
+    async def _call(
+        self, cls: type[Command], answer: type[R], *, retry_unknown_outcome: bool = True, **fields: Any
+    ) -> R:
+        """Send a request answered by ``answer``, waiting for a connection and re-sending when
+        that is harmless."""
         deadline = time.monotonic() + self.operation_timeout_s
         while True:
             conn = await self._connection(deadline)
             future = conn.request(cls, timeout_s=max(deadline - time.monotonic(), 0.001), **fields)
             sent = not future.done()
             try:
-                return await future
+                response = await future
+                assert isinstance(response, answer), f"{cls.TYPE} answered by {response.TYPE}"
+                return response
             except ConnectionClosedError as error:
                 if self._closed:
                     raise
@@ -359,6 +375,7 @@ class MetastoreClient(MetadataStore):
 
     async def _open_session(self, conn: _MetastoreConnection) -> None:
         created = await conn.request(MdSessionCreate, timeout_ms=self._requested_timeout_ms)
+        assert isinstance(created, MdSessionCreated)
         self.session_id, self.session_timeout_ms = created.session_id, created.timeout_ms
         self._session_lost = self._keepalive_suspended = False
         self._renewed(time.monotonic())
@@ -399,11 +416,7 @@ class MetastoreClient(MetadataStore):
     # -- callbacks ------------------------------------------------------------------------------
 
     def _notification_received(self, command: MdNotification) -> None:
-        try:
-            notification = Notification(command.path, NotificationType(command.kind))
-        except ValueError:
-            log.warning("metastore notification of unknown kind %r for %s", command.kind, command.path)
-            return
+        notification = Notification(command.path, NotificationType(command.kind))
         for prefix, listener in list(self._watches):
             if is_under(notification.path, prefix):
                 _call_listener(listener, notification)
@@ -413,14 +426,12 @@ class MetastoreClient(MetadataStore):
             _call_listener(listener, event)
 
 
-def _call_listener(listener: Any, argument: Any) -> None:
-    try:
-        listener(argument)
-    except Exception:
-        log.exception("metadata listener %r failed", listener)
+def _call_listener(listener: Callable[[A], None], argument: A) -> None:
+    """One listener among many: its bug is logged, the others still hear."""
+    guarded(log, f"metadata listener {listener!r}", listener, argument)
 
 
-def _report_watch_failure(future: asyncio.Future) -> None:
+def _report_watch_failure(future: asyncio.Future[Command]) -> None:
     if future.cancelled():
         return
     error = future.exception()

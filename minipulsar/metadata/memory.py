@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from minipulsar.errors import ConnectionClosedError, SessionExpiredError
 from minipulsar.metadata.store import (
@@ -35,8 +37,11 @@ from minipulsar.metadata.store import (
     validate_path,
 )
 from minipulsar.metadata.tree import KeyTree
+from minipulsar.supervision import guarded
 
 log = logging.getLogger(__name__)
+
+A = TypeVar("A")
 
 TICK_S_MIN, TICK_S_MAX = 0.01, 1.0
 """Keep-alive and expiry checks run every session timeout / 3 within these bounds."""
@@ -194,8 +199,6 @@ class MemoryMetadataStore(MetadataStore):
             self._loop.call_soon(_call_listener, listener, event)
 
 
-def _call_listener(listener, argument) -> None:  # type: ignore[no-untyped-def]
-    try:
-        listener(argument)
-    except Exception:
-        log.exception("metadata listener %r failed", listener)
+def _call_listener(listener: Callable[[A], None], argument: A) -> None:
+    """One listener among many: its bug is logged, the others still hear."""
+    guarded(log, f"metadata listener {listener!r}", listener, argument)

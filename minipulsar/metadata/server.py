@@ -211,9 +211,11 @@ class MetastoreServer:
     def publish(self, notifications: list[Notification]) -> None:
         """Send ``notifications`` to every watching connection once they are durable."""
         if notifications:
-            self._state.when_durable(lambda failure: failure is None and self._fan_out(notifications))
+            self._state.when_durable(lambda failure: self._fan_out(notifications, failure))
 
-    def _fan_out(self, notifications: list[Notification]) -> None:
+    def _fan_out(self, notifications: list[Notification], failure: BaseException | None) -> None:
+        if failure is not None:
+            return  # the WAL failed: the changes may be lost, so nobody hears of them
         for connection in self.listener.connections:
             watches = connection.watches
             if not watches:

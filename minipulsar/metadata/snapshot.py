@@ -53,7 +53,7 @@ def list_files(data_dir: Path, prefix: str) -> list[tuple[int, Path]]:
 
 def encode(tree: KeyTree, txid: int) -> bytes:
     """The snapshot file's bytes; cheap enough to call on the event loop for small trees."""
-    body = msgpack.packb({"txid": txid, "tree": tree.export()}, use_bin_type=True)
+    body: bytes = msgpack.packb({"txid": txid, "tree": tree.export()}, use_bin_type=True)
     return MAGIC + _HEADER.pack(len(body), zlib.crc32(body)) + body
 
 

@@ -75,7 +75,8 @@ def check_path(path: Any) -> str:
         validate_path(path)
     except ValueError as exc:
         raise InvalidCommandError(str(exc)) from None
-    return path
+    valid: str = path  # validate_path accepts only a str
+    return valid
 
 
 def _child_name(path: str) -> str:

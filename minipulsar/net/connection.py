@@ -20,7 +20,8 @@ import asyncio
 import logging
 import socket
 import time
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any, cast
 
 from minipulsar.errors import (
     ConnectionClosedError,
@@ -34,11 +35,9 @@ from minipulsar.net.writer import CoalescingWriter
 from minipulsar.protocol.codec import CommandDecoder, encode
 from minipulsar.protocol.commands import Error, Ping, Pong
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, PIPELINE_CAPACITY
-from minipulsar.protocol.schema import Command
+from minipulsar.protocol.schema import Command, request_id
 
 log = logging.getLogger(__name__)
-
-R = TypeVar("R", bound=Command)
 
 DEFAULT_KEEPALIVE_INTERVAL_S = 30.0  # Pulsar: keepAliveIntervalSeconds
 DEFAULT_REQUEST_TIMEOUT_S = 30.0  # Pulsar client: operationTimeoutSeconds
@@ -82,8 +81,10 @@ class Connection(asyncio.BufferedProtocol):
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.writer = CoalescingWriter(transport, self._loop)
+        # A stream protocol is handed a stream Transport (asyncio's contract); uvloop's does not
+        # subclass asyncio.Transport, so there is nothing to check it with at run time.
+        self.transport = cast(asyncio.Transport, transport)
+        self.writer = CoalescingWriter(self.transport, self._loop)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -99,8 +100,8 @@ class Connection(asyncio.BufferedProtocol):
         if "data_received" in vars(cls):
             # A subclass that reads bytes itself keeps getting them: read into a scratch
             # buffer and hand over a copy (the slower, pre-BufferedProtocol path).
-            cls.get_buffer = Connection._scratch_buffer  # type: ignore[method-assign]
-            cls.buffer_updated = Connection._scratch_updated  # type: ignore[method-assign]
+            cls.get_buffer = Connection._scratch_buffer  # type: ignore[method-assign]  # chosen per subclass
+            cls.buffer_updated = Connection._scratch_updated  # type: ignore[method-assign]  # chosen per subclass
 
     def _scratch_buffer(self, sizehint: int) -> memoryview:
         scratch = self.__dict__.get("_scratch")
@@ -182,8 +183,10 @@ class Connection(asyncio.BufferedProtocol):
     # -- dispatch -------------------------------------------------------------------------------
 
     def _dispatch(self, command: Command) -> None:
-        if command.RESPONSE and getattr(command, "id", None) is not None and self._requests.complete(command):
-            return
+        if command.RESPONSE:
+            answered = request_id(command)
+            if answered is not None and self._requests.complete(answered, command):
+                return
         cls = type(command)
         if cls is Ping:
             self.send(Pong())
@@ -216,35 +219,36 @@ class Connection(asyncio.BufferedProtocol):
 
     def send(self, command: Command) -> None:
         """Queue ``command``; silently dropped once the connection is closing."""
-        transport = self.transport
-        if transport is None or transport.is_closing() or self._discarding:  # not is_open
+        transport, writer = self.transport, self.writer
+        if transport is None or writer is None or transport.is_closing() or self._discarding:  # not is_open
             return
         header, body = encode(command)
-        self.writer.write(header, body)
+        writer.write(header, body)
 
     def send_frame(self, frame: bytes) -> None:
         """Queue an already encoded frame (length prefix included, e.g. from
         :func:`~minipulsar.protocol.codec.encode_add_entry_response`); dropped like :meth:`send`."""
-        transport = self.transport
-        if transport is None or transport.is_closing() or self._discarding:
+        transport, writer = self.transport, self.writer
+        if transport is None or writer is None or transport.is_closing() or self._discarding:
             return
-        self.writer.write_frame(frame)
+        writer.write_frame(frame)
 
-    def request(self, cls: type[Command], *, timeout_s: float | None = None, **fields: Any) -> asyncio.Future:
+    def request(self, cls: type[Command], *, timeout_s: float | None = None, **fields: Any) -> asyncio.Future[Command]:
         """Send ``cls(id=<new id>, **fields)``; the future resolves with the response command.
 
         The future fails with the typed :class:`ServerError` for an ERROR answer,
         :class:`RequestTimeoutError` after ``timeout_s``, or :class:`ConnectionClosedError`.
         """
         if not self.is_open:
-            future = self._loop.create_future()
+            future: asyncio.Future[Command] = self._loop.create_future()
             future.set_exception(self._closed_error())
             return future
         # Build the command before registering it: a bad field raises TypeError here instead
         # of leaving a request that was never sent pending until its timeout.
-        command = cls(id=0, **fields)
-        rid, future = self._requests.register(cls.TYPE, timeout_s or self.request_timeout_s)
-        command.id = rid  # type: ignore[attr-defined]
+        build: Callable[..., Command] = cls  # a request class takes ``id`` and its fields by name
+        rid = self._requests.new_id()
+        command = build(id=rid, **fields)
+        future = self._requests.register(rid, cls.TYPE, timeout_s or self.request_timeout_s)
         self.send(command)
         return future
 

@@ -35,21 +35,26 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self._pending)
 
-    def register(self, description: str, timeout_s: float) -> tuple[int, asyncio.Future[Command]]:
-        """A fresh request id and the future its response will complete."""
+    def new_id(self) -> int:
+        """A request id no other request of this table has had (an id never registered is
+        simply skipped)."""
         self._next_id += 1
-        future = self._loop.create_future()
-        self._pending[self._next_id] = (future, time.monotonic() + timeout_s, description)
+        return self._next_id
+
+    def register(self, request_id: int, description: str, timeout_s: float) -> asyncio.Future[Command]:
+        """The future the response to ``request_id`` (from :meth:`new_id`) will complete."""
+        future: asyncio.Future[Command] = self._loop.create_future()
+        self._pending[request_id] = (future, time.monotonic() + timeout_s, description)
         if self._timer is None:
             self._timer = self._loop.call_later(TIMER_INTERVAL_S, self._expire)
-        return self._next_id, future
+        return future
 
-    def complete(self, response: Command) -> bool:
-        """Resolve the request ``response`` answers; False when no request has that id.
+    def complete(self, request_id: int, response: Command) -> bool:
+        """Resolve request ``request_id`` with ``response``; False when no request has that id.
 
         An id we no longer know is usually a response that arrived after its timeout.
         """
-        entry = self._pending.pop(response.id, None)  # type: ignore[attr-defined]
+        entry = self._pending.pop(request_id, None)
         if entry is None:
             return False
         future = entry[0]

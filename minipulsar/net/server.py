@@ -13,7 +13,7 @@ import asyncio
 import logging
 import types
 from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from minipulsar.errors import (
     InvalidCommandError,
@@ -23,7 +23,7 @@ from minipulsar.errors import (
 )
 from minipulsar.net.connection import Connection
 from minipulsar.protocol.commands import PROTOCOL_VERSION, Connect, Connected, Error
-from minipulsar.protocol.schema import Command
+from minipulsar.protocol.schema import Command, request_id
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def handles(*command_types: type[Command]) -> Callable[[Handler], Handler]:
     """Mark a :class:`ServerConnection` method as the handler of ``command_types``."""
 
     def mark(method: Handler) -> Handler:
-        method._handles = command_types  # type: ignore[attr-defined]
+        method._handles = command_types  # type: ignore[attr-defined]  # a marker on the function, read by __init_subclass__
         return method
 
     return mark
@@ -107,9 +107,9 @@ class ServerConnection(Connection):
             log.error("%s: unexpected error handling %s", self.peer, command.TYPE if command else "?", exc_info=error)
         elif log.isEnabledFor(logging.DEBUG):
             log.debug("%s: %s failed: %s", self.peer, command.TYPE if command else "?", error)
-        request_id = getattr(command, "id", None)
         message = str(error) or type(error).__name__
-        self.send(Error(code=code_for_error(error).value, message=message, id=request_id))
+        answered = request_id(command) if command is not None else None
+        self.send(Error(code=code_for_error(error).value, message=message, id=answered))
 
     def _handshake(self, command: Command) -> None:
         if not isinstance(command, Connect):
@@ -118,11 +118,11 @@ class ServerConnection(Connection):
             self.close_after_error(error)
             return
         if command.protocol_version != PROTOCOL_VERSION:
-            error = UnsupportedVersionError(
+            refused = UnsupportedVersionError(
                 f"protocol version {command.protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
             )
-            self.reply_error(command, error)
-            self.close_after_error(error)
+            self.reply_error(command, refused)
+            self.close_after_error(refused)
             return
         try:
             self.authenticate(command)
@@ -149,13 +149,16 @@ class ServerConnection(Connection):
             task.cancel()
 
 
-class Listener:
+S = TypeVar("S", bound=ServerConnection)
+
+
+class Listener(Generic[S]):
     """A listening socket and the connections it accepted; closing it closes them all."""
 
-    def __init__(self, factory: Callable[[], ServerConnection]) -> None:
+    def __init__(self, factory: Callable[[], S]) -> None:
         self._factory = factory
         self._server: asyncio.base_events.Server | None = None
-        self.connections: set[ServerConnection] = set()
+        self.connections: set[S] = set()
 
     async def start(self, host: str, port: int, *, serve: bool = True) -> tuple[str, int]:
         """Listen on ``host:port`` (0: any free port); returns the bound address. With
@@ -173,7 +176,7 @@ class Listener:
         assert self._server is not None, "not started"
         await self._server.start_serving()
 
-    def _accept(self) -> ServerConnection:
+    def _accept(self) -> S:
         connection = self._factory()
         self.connections.add(connection)
         connection.closed_future.add_done_callback(lambda _: self.connections.discard(connection))

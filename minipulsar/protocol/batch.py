@@ -61,29 +61,35 @@ class Batch:
     publish_time_ms: int
     producer_name: str
     messages: list[BatchMessage] = field(default_factory=list)
-    compression: str = compression.NONE
+    compression: compression.CompressionCodec = compression.NONE
     """The codec the entry was written with (NONE: the plain shape)."""
 
 
-def _message_fields(m: BatchMessage) -> list:
+def _message_fields(m: BatchMessage) -> list[Any]:
     if m.ordering_key is None:
         return [m.sequence_id, m.data, m.key, m.properties, m.event_time_ms]
     return [m.sequence_id, m.data, m.key, m.properties, m.event_time_ms, m.ordering_key]
 
 
 def encode_batch(
-    publish_time_ms: int, producer_name: str, messages: list[BatchMessage], compression_type: str = compression.NONE
+    publish_time_ms: int,
+    producer_name: str,
+    messages: list[BatchMessage],
+    compression_type: compression.CompressionCodec = compression.NONE,
 ) -> bytes:
     """The entry payload of ``messages``; ``compression_type`` NONE writes the plain shape."""
     raw = [_message_fields(m) for m in messages]
     if compression_type == compression.NONE:
-        return msgpack.packb([len(messages), publish_time_ms, producer_name, raw], use_bin_type=True)
-    inner = msgpack.packb(raw, use_bin_type=True)
+        return _pack([len(messages), publish_time_ms, producer_name, raw])
+    inner = _pack(raw)
     head = [[messages[0].sequence_id, None, messages[0].key]] if messages else []
     blob = compression.compress(compression_type, inner)
-    return msgpack.packb(
-        [len(messages), publish_time_ms, producer_name, head, [compression_type, len(inner), blob]], use_bin_type=True
-    )
+    return _pack([len(messages), publish_time_ms, producer_name, head, [compression_type, len(inner), blob]])
+
+
+def _pack(value: list[Any]) -> bytes:
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
 
 
 def decode_batch(payload: bytes) -> Batch:
@@ -92,13 +98,14 @@ def decode_batch(payload: bytes) -> Batch:
     Raises:
         MalformedCommandError: the payload is not a batch (or its compressed part is corrupt).
     """
+    codec: compression.CompressionCodec = compression.NONE
     try:
         fields = msgpack.unpackb(payload, raw=False)
         if len(fields) == 4:
             count, publish_time_ms, producer_name, raw = fields
-            codec = compression.NONE
         else:
-            count, publish_time_ms, producer_name, _, (codec, size, blob) = fields
+            count, publish_time_ms, producer_name, _, (codec_name, size, blob) = fields
+            codec = compression.codec_of_entry(codec_name)
             raw = msgpack.unpackb(compression.decompress(codec, blob, size), raw=False)
         messages = [BatchMessage(*m) for m in raw]
     except MalformedCommandError:
@@ -120,7 +127,8 @@ def peek_num_messages(payload: bytes, default: int = 1) -> int:
     unpacker = _UINT.get(marker)
     if unpacker is None or len(payload) < 2 + unpacker.size:
         return default
-    return unpacker.unpack_from(payload, 2)[0]
+    count: int = unpacker.unpack_from(payload, 2)[0]
+    return count
 
 
 _UINT_OR_INT = {
@@ -157,7 +165,3 @@ def peek_publish_time_ms(payload: bytes) -> int | None:
         return None
     publish_time = _peek_int(payload, count[1])
     return None if publish_time is None else publish_time[0]
-
-
-def describe_batch(payload: Any) -> str:
-    return f"<batch of {peek_num_messages(payload)} messages, {len(payload)} bytes>"

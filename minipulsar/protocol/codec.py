@@ -9,6 +9,8 @@ answered), because the next frame still starts at a known offset.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
+from typing import Protocol
 
 import msgpack
 
@@ -35,9 +37,20 @@ _ADD_RESPONSE = struct.Struct(">I" + "".join(f"{len(key)}sq" for key in _ADD_RES
 _ADD_RESPONSE_BODY_BYTES = _ADD_RESPONSE.size - LENGTH.size
 
 
-def encode_add_entry_responses(requests: list) -> bytes:
-    """The ADD_ENTRY_RESPONSE frames answering ``requests`` (AddEntry commands, or anything with
-    their ``id``, ``ledger_id`` and ``entry_id``), joined: one buffer for a whole run of adds."""
+class AddRequest(Protocol):
+    """What an ADD_ENTRY_RESPONSE answers (an :class:`AddEntry`, or anything holding its ids)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def ledger_id(self) -> int: ...
+    @property
+    def entry_id(self) -> int: ...
+
+
+def encode_add_entry_responses(requests: Sequence[AddRequest]) -> bytes:
+    """The ADD_ENTRY_RESPONSE frames answering ``requests``, joined: one buffer for a whole
+    run of adds."""
     pack, size = _ADD_RESPONSE.pack, _ADD_RESPONSE_BODY_BYTES
     k0, k1, k2 = _ADD_RESPONSE_KEYS
     try:

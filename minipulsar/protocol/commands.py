@@ -5,16 +5,46 @@ and complete the request. Payload bytes travel as msgpack ``bin`` and are handed
 producer → broker → bookie → broker → consumer.
 
 Field names are the wire keys. Keep them short and stable: renaming one breaks old peers.
+
+A field typed with one of the ``Literal`` wire enumerations below accepts only its values:
+anything else fails decoding (:class:`~minipulsar.errors.MalformedCommandError`, answered
+``InvalidCommand``) before a handler sees it.
 """
 
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any
+from typing import Any, Literal
 
 from minipulsar.protocol.schema import Command, command
 
 PROTOCOL_VERSION = 1
+
+# --------------------------------------------------------------------------------------------
+# Wire enumerations
+
+SubscriptionType = Literal["Exclusive", "Shared", "Failover", "Key_Shared"]
+"""How a subscription hands messages to its consumers (Pulsar's ``CommandSubscribe.SubType``)."""
+
+SubscriptionInitialPosition = Literal["Latest", "Earliest"]
+"""Where a new subscription starts (Pulsar's ``CommandSubscribe.InitialPosition``)."""
+
+KeySharedMode = Literal["AUTO_SPLIT", "STICKY"]
+"""How a Key_Shared subscription assigns keys (Pulsar's ``KeySharedMode``); the broker serves
+AUTO_SPLIT and refuses STICKY with a message naming it."""
+
+AckType = Literal["individual", "cumulative"]
+"""One entry at a time, or everything up to and including it (Pulsar's ``CommandAck.AckType``)."""
+
+LookupType = Literal["connect", "redirect", "failed"]
+"""A lookup's answer: this broker owns the topic, ask ``broker_url``, or it failed (Pulsar's
+``CommandLookupTopicResponse.LookupType``)."""
+
+TopicsOfNamespaceMode = Literal["PERSISTENT", "NON_PERSISTENT", "ALL"]
+"""Which topics GET_TOPICS_OF_NAMESPACE lists (Pulsar's ``CommandGetTopicsOfNamespace.Mode``)."""
+
+NotificationKind = Literal["created", "modified", "deleted", "children_changed"]
+"""What happened to a metadata path: the values of :class:`minipulsar.metadata.NotificationType`."""
 
 # --------------------------------------------------------------------------------------------
 # Every connection
@@ -27,7 +57,7 @@ class Connect(Command):
     id: int
     protocol_version: int
     client_version: str = ""
-    auth: dict | None = None
+    auth: dict[str, Any] | None = None
     role: str = "client"
     """What the peer is (client, broker, bookie …); for logs and stats only."""
 
@@ -78,8 +108,7 @@ class Lookup(Command):
 @command("LOOKUP_RESPONSE", response=True)
 class LookupResponse(Command):
     id: int
-    kind: str
-    """connect | redirect | failed"""
+    kind: LookupType
     broker_url: str = ""
     authoritative: bool = False
     message: str = ""
@@ -107,14 +136,14 @@ class GetTopicsOfNamespace(Command):
 
     id: int
     namespace: str
-    mode: str = "PERSISTENT"
-    """PERSISTENT | NON_PERSISTENT | ALL"""
+    mode: TopicsOfNamespaceMode = "PERSISTENT"
 
 
 @command("GET_TOPICS_OF_NAMESPACE_RESPONSE", response=True)
 class GetTopicsOfNamespaceResponse(Command):
     id: int
-    topics: list = field(default_factory=list)
+    topics: list[Any] = field(default_factory=list)
+    """Full topic names."""
 
 
 @command("PRODUCER")
@@ -167,18 +196,17 @@ class Subscribe(Command):
     topic: str
     subscription: str
     consumer_id: int
-    sub_type: str = "Exclusive"
-    """Exclusive | Shared | Failover | Key_Shared"""
+    sub_type: SubscriptionType = "Exclusive"
     consumer_name: str | None = None
-    initial_position: str = "Latest"
-    """Latest | Earliest: where a new subscription starts."""
+    initial_position: SubscriptionInitialPosition = "Latest"
+    """Where a new subscription starts."""
     durable: bool = True
     """False: a non-durable cursor (a Reader), never persisted, starting at ``start_message_id``."""
     priority_level: int = 0
     """Lower is preferred (Failover picks the active consumer by (priority_level, name))."""
-    start_message_id: list | None = None
+    start_message_id: list[Any] | None = None
     """``[ledger_id, entry_id]`` where a non-durable cursor starts (inclusive)."""
-    key_shared_mode: str = "AUTO_SPLIT"
+    key_shared_mode: KeySharedMode = "AUTO_SPLIT"
     """Key_Shared only: AUTO_SPLIT (consistent hashing over consumers)."""
 
 
@@ -207,9 +235,8 @@ class Ack(Command):
     """
 
     consumer_id: int
-    message_ids: list
-    ack_type: str = "individual"
-    """individual | cumulative"""
+    message_ids: list[Any]
+    ack_type: AckType = "individual"
     id: int | None = None
 
 
@@ -219,7 +246,7 @@ class RedeliverUnacked(Command):
     (``[ledger_id, entry_id]`` pairs: negative acks and ack timeouts on Shared/Key_Shared)."""
 
     consumer_id: int
-    message_ids: list | None = None
+    message_ids: list[Any] | None = None
 
 
 @command("SEEK")
@@ -323,7 +350,7 @@ class ReadEntry(Command):
 class ReadEntryResponse(Command):
     id: int
     ledger_id: int
-    entries: list = field(default_factory=list)
+    entries: list[Any] = field(default_factory=list)
     """``[entry_id, payload]`` pairs, consecutive from ``first_entry_id``."""
     lac: int = -1
 
@@ -356,7 +383,7 @@ class BookieInfoResponse(Command):
     id: int
     free_disk_bytes: int
     total_disk_bytes: int
-    info: dict = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------
@@ -419,7 +446,7 @@ class MdChildren(Command):
 @command("MD_CHILDREN_RESPONSE", response=True)
 class MdChildrenResponse(Command):
     id: int
-    children: list
+    children: list[Any]
 
 
 @command("MD_WATCH")
@@ -433,8 +460,7 @@ class MdWatch(Command):
 @command("MD_NOTIFICATION")
 class MdNotification(Command):
     path: str
-    kind: str
-    """created | modified | deleted | children_changed"""
+    kind: NotificationKind
 
 
 @command("MD_SESSION_CREATE")
@@ -464,15 +490,3 @@ class MdSessionClose(Command):
 
     id: int
     session_id: int
-
-
-def describe(cmd: Any) -> str:
-    """A short, payload-free description for logs."""
-    parts = [cmd.TYPE]
-    for name, _, _ in cmd._FIELDS:
-        value = getattr(cmd, name)
-        if isinstance(value, (bytes, bytearray)):
-            parts.append(f"{name}=<{len(value)} bytes>")
-        elif value is not None:
-            parts.append(f"{name}={value!r}")
-    return " ".join(parts)

@@ -17,19 +17,22 @@ clear error rather than silently sent uncompressed.
 from __future__ import annotations
 
 import zlib
+from typing import Final, Literal
 
 import lz4.block
 import zstandard
 
 from minipulsar.errors import MalformedCommandError
 
-NONE = "NONE"
-LZ4 = "LZ4"
-ZLIB = "ZLIB"
-ZSTD = "ZSTD"
-SNAPPY = "SNAPPY"
-CODECS = (NONE, LZ4, ZLIB, ZSTD)
-"""What this build can write and read."""
+CompressionCodec = Literal["NONE", "LZ4", "ZLIB", "ZSTD"]
+"""A batch's codec as the entry names it: what this build can write and read."""
+
+NONE: Final = "NONE"
+LZ4: Final = "LZ4"
+ZLIB: Final = "ZLIB"
+ZSTD: Final = "ZSTD"
+SNAPPY: Final = "SNAPPY"
+CODECS: Final[tuple[CompressionCodec, ...]] = (NONE, LZ4, ZLIB, ZSTD)
 
 ZSTD_LEVEL = 3  # Pulsar: CompressionCodecZstd.ZSTD_COMPRESSION_LEVEL
 UNCOMPRESSED_BYTES_MAX = 64 * 1024 * 1024
@@ -40,15 +43,16 @@ _zstd_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
 _zstd_decompressor = zstandard.ZstdDecompressor()
 
 
-def check_codec(codec: str) -> str:
+def check_codec(codec: str) -> CompressionCodec:
     """``codec`` normalised to its upper-case name.
 
     Raises:
         ValueError: not a codec this build supports (e.g. SNAPPY).
     """
     name = codec.upper()
-    if name in CODECS:
-        return name
+    for known in CODECS:
+        if name == known:
+            return known
     if name == SNAPPY:
         raise ValueError(
             "SNAPPY compression needs python-snappy, which minipulsar does not ship; use LZ4, ZSTD or ZLIB"
@@ -56,10 +60,11 @@ def check_codec(codec: str) -> str:
     raise ValueError(f"unknown compression type {codec!r}; use one of {', '.join(CODECS)}")
 
 
-def compress(codec: str, data: bytes) -> bytes:
-    """``data`` compressed with ``codec`` (a name from :data:`CODECS`, not NONE)."""
+def compress(codec: CompressionCodec, data: bytes) -> bytes:
+    """``data`` compressed with ``codec`` (not NONE)."""
     if codec == LZ4:
-        return lz4.block.compress(data, store_size=False)
+        compressed: bytes = lz4.block.compress(data, store_size=False)
+        return compressed
     if codec == ZSTD:
         return _zstd_compressor.compress(data)
     if codec == ZLIB:
@@ -67,7 +72,19 @@ def compress(codec: str, data: bytes) -> bytes:
     raise ValueError(f"cannot compress with {codec!r}")
 
 
-def decompress(codec: str, data: bytes, uncompressed_size: int) -> bytes:
+def codec_of_entry(name: object) -> CompressionCodec:
+    """The codec a compressed batch names (never NONE: a plain batch has no codec field).
+
+    Raises:
+        MalformedCommandError: not a codec this build reads.
+    """
+    for known in CODECS:
+        if name == known and known != NONE:
+            return known
+    raise MalformedCommandError(f"unknown compression codec {repr(name)[:80]}")
+
+
+def decompress(codec: CompressionCodec, data: bytes, uncompressed_size: int) -> bytes:
     """Inverse of :func:`compress`; the result must be exactly ``uncompressed_size`` bytes.
 
     Raises:
@@ -75,6 +92,7 @@ def decompress(codec: str, data: bytes, uncompressed_size: int) -> bytes:
     """
     if not 0 <= uncompressed_size <= UNCOMPRESSED_BYTES_MAX:
         raise MalformedCommandError(f"uncompressed batch size {uncompressed_size} is out of bounds")
+    result: bytes
     try:
         if codec == LZ4:
             result = lz4.block.decompress(data, uncompressed_size=uncompressed_size)

@@ -172,8 +172,3 @@ class FrameDecoder:
     @property
     def buffered_bytes(self) -> int:
         return self._end - self._start
-
-
-def frame_header(body_length: int) -> bytes:
-    """The length prefix for a body; sent beside the body (writelines), never concatenated."""
-    return LENGTH.pack(body_length)

@@ -1,6 +1,7 @@
 """Hypothesis strategies for wire commands, derived from each command class's ``_FIELDS``.
 
-A field's strategy comes from the runtime types its schema accepts, so a command added to
+A field's strategy comes from the runtime types its schema accepts (and a ``Literal`` field's
+values), so a command added to
 :mod:`minipulsar.protocol.commands` is covered without touching the tests. Values stay in
 what msgpack carries losslessly: ints in [-2**63, 2**64 - 1], finite floats, lists (never
 tuples), maps with ``str`` keys.
@@ -13,7 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from minipulsar.protocol.schema import REGISTRY, Command
+from minipulsar.protocol.schema import REGISTRY, Command, FieldSpec
 
 COMMAND_CLASSES: list[type[Command]] = sorted(REGISTRY.values(), key=lambda cls: cls.TYPE)
 
@@ -29,10 +30,12 @@ msgpack_values = st.recursive(
 """Any value msgpack round-trips to an equal Python value."""
 
 
-def strategy_for(accepted: tuple[type, ...], payload_bytes_max: int) -> st.SearchStrategy[Any]:
-    """Values of exactly the runtime types a field accepts."""
+def strategy_for(spec: FieldSpec, payload_bytes_max: int) -> st.SearchStrategy[Any]:
+    """Values a field accepts: one of its choices, or of exactly the runtime types it accepts."""
+    if spec.choices is not None:
+        return st.sampled_from(sorted(spec.choices, key=repr))
     options = []
-    for accepted_type in accepted:
+    for accepted_type in spec.accepted:
         if accepted_type is type(None):
             options.append(st.none())
         elif accepted_type is bool:
@@ -59,12 +62,12 @@ def strategy_for(accepted: tuple[type, ...], payload_bytes_max: int) -> st.Searc
 def commands_of(cls: type[Command], payload_bytes_max: int = 4096) -> st.SearchStrategy[Command]:
     """Valid instances of ``cls``; a field with a default is sometimes left at it."""
     fields: dict[str, st.SearchStrategy[Any]] = {}
-    for name, accepted, default in cls._FIELDS:
-        values = strategy_for(accepted, payload_bytes_max)
-        if default is not dataclasses.MISSING:
-            fields[name] = values | st.just(_NOT_SET)
+    for spec in cls._FIELDS:
+        values = strategy_for(spec, payload_bytes_max)
+        if spec.default is not dataclasses.MISSING:
+            fields[spec.name] = values | st.just(_NOT_SET)
         else:
-            fields[name] = values
+            fields[spec.name] = values
     return st.fixed_dictionaries(fields).map(
         lambda values: cls(**{k: v for k, v in values.items() if v is not _NOT_SET})
     )

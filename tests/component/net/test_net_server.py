@@ -112,6 +112,23 @@ async def test_known_command_with_bad_fields_gets_invalid_command_with_its_id(se
     assert (await peer.receive()).id == 12
 
 
+@pytest.mark.parametrize(
+    ("field", "value"), [("sub_type", "KeyShared"), ("initial_position", "latest"), ("key_shared_mode", "")]
+)
+async def test_value_outside_a_wire_enumeration_gets_invalid_command_with_its_id(server, raw, field, value) -> None:
+    """Refused when the frame is decoded, naming the field (a handler would have said the
+    command is not served here), and the connection stays usable."""
+    peer = await raw()
+    await peer.handshake()
+    await peer.send({"t": "SUBSCRIBE", "id": 13, "topic": "t", "subscription": "s", "consumer_id": 1, field: value})
+    error = await peer.receive()
+    assert isinstance(error, Error)
+    assert (error.code, error.id) == (ErrorCode.INVALID_COMMAND.value, 13)
+    assert f"SUBSCRIBE.{field}: expected one of" in error.message
+    await peer.send(Lookup(id=14, topic="next"))
+    assert (await peer.receive()).id == 14
+
+
 async def test_garbage_body_gets_invalid_command_without_id(server, raw) -> None:
     peer = await raw()
     await peer.handshake()

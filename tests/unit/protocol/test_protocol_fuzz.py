@@ -27,7 +27,7 @@ def framed(body: bytes) -> bytes:
 
 def wire_maps() -> st.SearchStrategy[dict[str, Any]]:
     """Maps that look like commands: a real or bogus ``t``, real field names, any values."""
-    field_names = sorted({name for cls in REGISTRY.values() for name, _, _ in cls._FIELDS})
+    field_names = sorted({spec.name for cls in REGISTRY.values() for spec in cls._FIELDS})
     keys = st.sampled_from(["t", "id", *field_names]) | st.text(max_size=8)
     types = st.sampled_from(sorted(REGISTRY)) | msgpack_values
     return st.fixed_dictionaries({"t": types}, optional={"id": msgpack_values}).flatmap(

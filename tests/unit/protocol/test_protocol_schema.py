@@ -40,7 +40,7 @@ def over_the_wire(wire: dict) -> Command:
 @given(data=st.data())
 def test_wrong_field_type_is_invalid_command_with_request_id(cls: type[Command], data: st.DataObject) -> None:
     command = data.draw(commands_of(cls, payload_bytes_max=16))
-    name, accepted, _ = data.draw(st.sampled_from(cls._FIELDS))
+    name, accepted, _, _ = data.draw(st.sampled_from(cls._FIELDS))
     wrong = data.draw(st.sampled_from([v for v in WRONG_VALUES if not is_accepted(v, accepted)]))
     wire = {**command.to_wire(), name: wrong}
     with pytest.raises(MalformedCommandError) as caught:
@@ -51,14 +51,14 @@ def test_wrong_field_type_is_invalid_command_with_request_id(cls: type[Command],
 
 @pytest.mark.parametrize(
     "cls",
-    [cls for cls in COMMAND_CLASSES if any(d is dataclasses.MISSING for _, _, d in cls._FIELDS)],
+    [cls for cls in COMMAND_CLASSES if any(spec.default is dataclasses.MISSING for spec in cls._FIELDS)],
     ids=lambda cls: cls.TYPE,
 )
 @settings(max_examples=8, deadline=None)
 @given(data=st.data())
 def test_missing_required_field_is_invalid_command_with_request_id(cls: type[Command], data: st.DataObject) -> None:
     command = data.draw(commands_of(cls, payload_bytes_max=16))
-    required = [name for name, _, default in cls._FIELDS if default is dataclasses.MISSING]
+    required = [spec.name for spec in cls._FIELDS if spec.default is dataclasses.MISSING]
     missing = data.draw(st.sampled_from(required))
     wire = command.to_wire()
     del wire[missing]
@@ -73,7 +73,7 @@ def test_missing_required_field_is_invalid_command_with_request_id(cls: type[Com
 @given(data=st.data())
 def test_unknown_extra_keys_are_ignored(cls: type[Command], data: st.DataObject) -> None:
     command = data.draw(commands_of(cls, payload_bytes_max=16))
-    known = {"t", *(name for name, _, _ in cls._FIELDS)}
+    known = {"t", *(spec.name for spec in cls._FIELDS)}
     extra = data.draw(
         st.dictionaries(st.text(max_size=12).filter(lambda k: k not in known), msgpack_values, max_size=4)
     )
@@ -137,3 +137,46 @@ def test_default_factories_give_fresh_values() -> None:
 def test_payload_must_be_bin_not_str() -> None:
     with pytest.raises(MalformedCommandError, match="payload"):
         over_the_wire({"t": "SEND", "producer_id": 1, "sequence_id": 1, "payload": "text"})
+
+
+ENUMERATED_FIELDS = [(cls, spec.name) for cls in COMMAND_CLASSES for spec in cls._FIELDS if spec.choices is not None]
+
+
+def test_wire_enumerations_are_checked_fields() -> None:
+    assert {(cls.TYPE, name) for cls, name in ENUMERATED_FIELDS} == {
+        ("LOOKUP_RESPONSE", "kind"),
+        ("GET_TOPICS_OF_NAMESPACE", "mode"),
+        ("SUBSCRIBE", "sub_type"),
+        ("SUBSCRIBE", "initial_position"),
+        ("SUBSCRIBE", "key_shared_mode"),
+        ("ACK", "ack_type"),
+        ("MD_NOTIFICATION", "kind"),
+    }
+
+
+@pytest.mark.parametrize(("cls", "name"), ENUMERATED_FIELDS, ids=lambda v: v if isinstance(v, str) else v.TYPE)
+@SCHEMA
+@given(data=st.data())
+def test_value_outside_a_wire_enumeration_is_invalid_command_with_request_id(
+    cls: type[Command], name: str, data: st.DataObject
+) -> None:
+    command = data.draw(commands_of(cls, payload_bytes_max=16))
+    choices = next(spec.choices for spec in cls._FIELDS if spec.name == name)
+    outside = data.draw(st.text(max_size=12).filter(lambda v: v not in choices))
+    wire = {**command.to_wire(), name: outside}
+    with pytest.raises(MalformedCommandError) as caught:
+        over_the_wire(wire)
+    assert caught.value.request_id == expected_request_id(wire)
+    assert f"{cls.TYPE}.{name}: expected one of" in str(caught.value)
+
+
+def test_wire_enumeration_values_decode_unchanged() -> None:
+    wire = {"t": "SUBSCRIBE", "id": 1, "topic": "t", "subscription": "s", "consumer_id": 2}
+    for sub_type in ("Exclusive", "Shared", "Failover", "Key_Shared"):
+        assert over_the_wire({**wire, "sub_type": sub_type, "initial_position": "Earliest"}).sub_type == sub_type
+    with pytest.raises(
+        MalformedCommandError, match=r"SUBSCRIBE.sub_type: expected one of .*'Key_Shared'.*got 'KeyShared'"
+    ):
+        over_the_wire({**wire, "sub_type": "KeyShared"})
+    with pytest.raises(MalformedCommandError, match="initial_position"):
+        over_the_wire({**wire, "initial_position": "latest"})
