@@ -24,6 +24,7 @@ from typing import Any
 
 from minipulsar.client.message_id import MessageId
 from minipulsar.protocol import commands as cmd
+from minipulsar.supervision import guarded
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +98,8 @@ class PendingMessage:
                 future.set_result(message_id)
             else:
                 future.set_exception(error)
-        if self.callback is not None:
-            try:
-                self.callback(error, message_id)
-            except Exception:  # the application's bug must not stop the producer's bookkeeping
-                log.exception("a send_async callback raised")
+        if self.callback is not None:  # the application's code: its bug must not stop our bookkeeping
+            guarded(log, "a send_async callback", self.callback, error, message_id)
         if self.waiters:
             for waiter in self.waiters:
                 if not waiter.done():

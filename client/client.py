@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
 
-from minipulsar.client.client_surface import ClientSurface  # J: partitioned / multi-topic / reader
+from minipulsar.client.client_surface import ClientSurface
 from minipulsar.client.connection import ConnectionPool
 from minipulsar.client.consumer import Consumer
 from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
@@ -21,7 +22,10 @@ from minipulsar.client.producer import Producer
 from minipulsar.client.producer_config import ProducerConfig
 from minipulsar.client.routing import HashingScheme, PartitionsRoutingMode
 from minipulsar.client.service_url import ServiceUrl
+from minipulsar.errors import MiniPulsarError
 from minipulsar.topic_name import TopicName
+
+log = logging.getLogger(__name__)
 
 
 class Client(ClientSurface):
@@ -275,17 +279,13 @@ class Client(ClientSurface):
         if self._closed:
             return
         self._closed = True
-        await self._close_surface()  # J: pattern rediscovery
-        for producer in self._producers:
+        await self._close_surface()
+        closeables: list[Producer | Consumer] = [*self._producers, *self._consumers]
+        for closeable in closeables:
             try:
-                await producer.close()
-            except Exception:  # closing must go on for the others
-                pass
-        for consumer in self._consumers:
-            try:
-                await consumer.close()
-            except Exception:
-                pass
+                await closeable.close()
+            except MiniPulsarError as error:  # its broker is gone: nothing left there to close
+                log.debug("closing %s: %s", closeable, error)
         await self._pool.close()
 
     def _check_topic(self, topic: str) -> str:

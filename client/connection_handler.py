@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from minipulsar.client.connection import ClientConnection, ConnectionPool
     from minipulsar.client.lookup import LookupService
 
+from minipulsar.supervision import spawn
+
 log = logging.getLogger(__name__)
 
 FATAL_AFTER_CREATION = (TopicNotFoundError, AuthenticationError, AuthorizationError, InvalidCommandError, AlreadyClosed)
@@ -119,9 +121,7 @@ class ConnectionHandler:
             return  # start() retries by itself; a closed owner stays closed
         self.state = HandlerState.RECONNECTING
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(
-                self._reconnect(assigned_broker_url), name=f"reconnect {self.description}"
-            )
+            self._task = spawn(self._reconnect(assigned_broker_url), name=f"reconnect {self.description}", logger=log)
 
     def close(self) -> None:
         self.state = HandlerState.CLOSED
@@ -156,7 +156,7 @@ class ConnectionHandler:
                     self.state = HandlerState.CLOSED
                     self._owner.attach_failed(error)
                     return
-                except Exception as error:  # retriable, or unexpected: keep trying, never stop silently
+                except (MiniPulsarError, TimeoutError) as error:  # the broker or the network, for now
                     delay_s = self._backoff.next()
                     log.info(
                         "%s: reconnection failed (%s: %s); next attempt in %.2fs",
@@ -164,7 +164,6 @@ class ConnectionHandler:
                         type(error).__name__,
                         error,
                         delay_s,
-                        exc_info=not isinstance(error, (MiniPulsarError, asyncio.TimeoutError)),
                     )
                     assigned_broker_url = None  # the named broker did not take us: look up again
                     continue

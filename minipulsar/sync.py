@@ -28,12 +28,16 @@ import atexit
 import concurrent.futures
 import functools
 import inspect
+import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import minipulsar
+from minipulsar.supervision import guarded
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -181,10 +185,7 @@ class Client(_Blocking):
 @atexit.register
 def _close_live_clients() -> None:
     for client in list(_live_clients):
-        try:
-            client.close()
-        except Exception:  # at exit: nothing left to report to
-            pass
+        guarded(log, "closing a client at exit", client.close)
 
 
 def __getattr__(name: str) -> Any:

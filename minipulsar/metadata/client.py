@@ -68,7 +68,7 @@ from minipulsar.protocol.commands import (
     Success,
 )
 from minipulsar.protocol.schema import Command
-from minipulsar.supervision import guarded
+from minipulsar.supervision import Periodic, guarded
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,14 @@ class MetastoreClient(MetadataStore):
         self._session_lost = False
         self._last_renewed = time.monotonic()
         self._keepalive_suspended = False
-        self._supervisor: asyncio.Task[None] | None = None
+        self._backoff_s = BACKOFF_S_INITIAL
+        self._next_round_s = 0.0
+        self._supervisor = Periodic(
+            f"metastore session supervisor ({host}:{port})",
+            lambda: self._next_round_s,
+            self._supervise_round,
+            logger=log,
+        )
         self._session_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -150,7 +157,7 @@ class MetastoreClient(MetadataStore):
             conn.abort()
             raise
         self._install(conn)
-        self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+        self._supervisor.start()
 
     # -- MetadataStore --------------------------------------------------------------------------
 
@@ -208,9 +215,7 @@ class MetastoreClient(MetadataStore):
         self._connected.set()  # wake requests waiting for a connection: they fail now
         if self._session_timer is not None:
             self._session_timer.cancel()
-        if self._supervisor is not None:
-            self._supervisor.cancel()
-            await asyncio.gather(self._supervisor, return_exceptions=True)
+        await self._supervisor.stop()
         conn = self._conn
         if conn is None:
             return
@@ -301,26 +306,25 @@ class MetastoreClient(MetadataStore):
             log.warning("lost the connection to %s: %s", self.url, reason)
             self._emit(SessionEvent.CONNECTION_LOST)
 
-    async def _supervise(self) -> None:
-        """Keep the session renewed while connected; reconnect with backoff when not."""
-        backoff_s = BACKOFF_S_INITIAL
-        while not self._closed:
-            conn = self._conn
-            try:
-                if conn is None:
-                    await self._reconnect()
-                    backoff_s = BACKOFF_S_INITIAL
-                    continue
+    async def _supervise_round(self) -> None:
+        """One round of supervision: reconnect when not connected, else wait up to a third of
+        the session timeout for the connection to drop and renew the session. A round that
+        fails — the store unreachable, or a bug (which the Periodic reports) — is followed by
+        the next after a randomised, doubling backoff; a round that succeeds, at once."""
+        self._next_round_s = self._backoff_s * random.uniform(0.5, 1.0)
+        self._backoff_s = min(self._backoff_s * 2, BACKOFF_S_MAX, self._timeout_s / 3)
+        conn = self._conn
+        try:
+            if conn is None:
+                await self._reconnect()
+            else:
                 await asyncio.wait({conn.closed_future}, timeout=self._timeout_s / 3)
                 if conn is self._conn and conn.is_open:
                     await self._renew(conn)
-                continue
-            except MiniPulsarError as error:
-                log.info("reconnecting to %s: %s (next try in %.1fs)", self.url, error, backoff_s)
-            except Exception:  # a bug must not end supervision: the session would silently die
-                log.exception("metastore client supervisor error (next try in %.1fs)", backoff_s)
-            await asyncio.sleep(backoff_s * random.uniform(0.5, 1.0))
-            backoff_s = min(backoff_s * 2, BACKOFF_S_MAX, self._timeout_s / 3)
+        except MiniPulsarError as error:
+            log.info("reconnecting to %s: %s (next try in %.1fs)", self.url, error, self._next_round_s)
+            return
+        self._backoff_s, self._next_round_s = BACKOFF_S_INITIAL, 0.0
 
     async def _renew(self, conn: _MetastoreConnection) -> None:
         """One keep-alive round; on a lost session, replace it on this connection."""

@@ -24,6 +24,7 @@ from minipulsar.metadata import snapshot, txn
 from minipulsar.metadata.store import Notification, Stat
 from minipulsar.metadata.tree import KeyTree
 from minipulsar.metadata.wal import LogWriter, encode_record
+from minipulsar.supervision import guarded
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +140,4 @@ class DurableTree:
 
     @staticmethod
     def _run(callback: DurableCallback, error: BaseException | None) -> None:
-        try:
-            callback(error)
-        except Exception:
-            log.exception("error in a metastore durability callback")
+        guarded(log, "a metastore durability callback", callback, error)

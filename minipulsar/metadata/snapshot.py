@@ -22,6 +22,9 @@ import msgpack
 
 from minipulsar.durable_file import TEMP_SUFFIX, write_atomically
 from minipulsar.metadata.tree import KeyTree
+from minipulsar.protocol.codec import MSGPACK_SHAPE_ERRORS
+
+SNAPSHOT_BODY_ERRORS: tuple[type[Exception], ...] = (*MSGPACK_SHAPE_ERRORS, KeyError)
 
 MAGIC = b"MPSNAP1\n"
 _HEADER = struct.Struct(">QI")
@@ -72,7 +75,7 @@ def decode(data: bytes) -> tuple[KeyTree, int]:
     try:
         content: dict[str, Any] = msgpack.unpackb(body, raw=False)
         return KeyTree.restore(content["tree"]), int(content["txid"])
-    except Exception as exc:  # a CRC-valid body that does not decode: a foreign or newer format
+    except SNAPSHOT_BODY_ERRORS as exc:  # a CRC-valid body of a foreign or newer format
         raise CorruptSnapshotError(f"snapshot body does not decode: {exc!r}") from exc
 
 

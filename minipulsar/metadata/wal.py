@@ -37,6 +37,7 @@ import msgpack
 from minipulsar.durable_file import fsync_directory, sync_data
 from minipulsar.metadata import snapshot
 from minipulsar.metadata.txn import Txn
+from minipulsar.protocol.codec import MSGPACK_SHAPE_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,9 @@ def _decode_one(data: bytes, offset: int) -> tuple[str | None, Any, int]:
         return "CRC mismatch", None, offset
     try:
         txid, txn = msgpack.unpackb(body, raw=False)
-        assert isinstance(txid, int) and isinstance(txn, list) and txn
-    except Exception:
+    except MSGPACK_SHAPE_ERRORS:
+        return "undecodable record", None, offset
+    if not (isinstance(txid, int) and isinstance(txn, list) and txn):
         return "undecodable record", None, offset
     return None, (txid, txn), start + length
 

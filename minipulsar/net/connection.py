@@ -175,10 +175,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = None
         if not self.closed_future.done():
             self.closed_future.set_result(None)
-        try:
-            self.closed(reason)
-        except Exception:
-            log.exception("%s: error while cleaning up a closed connection", self.peer)
+        self.closed(reason)  # last: a bug in a subclass's hook reaches the loop's exception handler
 
     # -- dispatch -------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ import msgpack
 
 from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol import compression
+from minipulsar.protocol.codec import MSGPACK_SHAPE_ERRORS
 
 _ARRAY_OF_4 = 0x94
 _ARRAY_OF_5 = 0x95
@@ -108,9 +109,7 @@ def decode_batch(payload: bytes) -> Batch:
             codec = compression.codec_of_entry(codec_name)
             raw = msgpack.unpackb(compression.decompress(codec, blob, size), raw=False)
         messages = [BatchMessage(*m) for m in raw]
-    except MalformedCommandError:
-        raise
-    except Exception as exc:
+    except MSGPACK_SHAPE_ERRORS as exc:
         raise MalformedCommandError(f"entry payload is not a message batch: {exc}") from exc
     if count != len(messages):
         raise MalformedCommandError(f"batch says {count} messages but holds {len(messages)}")

@@ -21,6 +21,13 @@ from minipulsar.protocol.schema import Command, decode_command
 
 _packb = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 _unpackb = msgpack.unpackb
+
+MSGPACK_ERRORS: tuple[type[Exception], ...] = (ValueError, msgpack.UnpackException)
+"""What msgpack raises on bytes that are not msgpack: ``ValueError`` (incomplete input, a bad
+UTF-8 string, a map key of the wrong type, a length over the limits) and its own
+``FormatError``/``StackError``."""
+MSGPACK_SHAPE_ERRORS: tuple[type[Exception], ...] = (*MSGPACK_ERRORS, TypeError)
+"""Those, and the ``TypeError`` of unpacking a decoded value of the wrong shape (``a, b = 5``)."""
 _pack_length = LENGTH.pack
 
 
@@ -84,7 +91,7 @@ def decode_body(body: bytes) -> Command:
     """
     try:
         wire = _unpackb(body, raw=False)
-    except Exception as exc:  # msgpack raises several unrelated types on garbage
+    except MSGPACK_ERRORS as exc:
         raise MalformedCommandError(f"frame body is not valid msgpack: {exc}") from exc
     return decode_command(wire)
 
@@ -126,7 +133,7 @@ class CommandDecoder:
             return None
         try:
             wire = _unpackb(frames.view[span[0] : span[1]], raw=False)
-        except Exception as exc:  # msgpack raises several unrelated types on garbage
+        except MSGPACK_ERRORS as exc:
             raise MalformedCommandError(f"frame body is not valid msgpack: {exc}") from exc
         return decode_command(wire)
 

@@ -103,9 +103,7 @@ def decompress(codec: CompressionCodec, data: bytes, uncompressed_size: int) -> 
             result = inflater.decompress(data, uncompressed_size)
         else:
             raise MalformedCommandError(f"unknown compression codec {codec!r}")
-    except MalformedCommandError:
-        raise
-    except Exception as exc:  # each library has its own error type for corrupt input
+    except (lz4.block.LZ4BlockError, zstandard.ZstdError, zlib.error) as exc:  # each library's corrupt input
         raise MalformedCommandError(f"corrupt {codec} data: {exc}") from exc
     if len(result) != uncompressed_size:
         raise MalformedCommandError(f"{codec} data inflated to {len(result)} bytes, not {uncompressed_size}")

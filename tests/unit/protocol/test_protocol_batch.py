@@ -3,6 +3,7 @@ from its first bytes for every msgpack integer width the count can take."""
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -61,3 +62,34 @@ def test_peek_num_messages_falls_back_to_default(payload: bytes) -> None:
 def test_decode_batch_rejects_non_batches(payload: bytes) -> None:
     with pytest.raises(MalformedCommandError):
         decode_batch(payload)
+
+
+_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=8) | st.binary(max_size=8)
+_VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=6), max_leaves=30)
+
+
+_COMPRESSED = st.tuples(
+    _SCALARS,
+    _SCALARS,
+    _SCALARS,
+    _SCALARS,
+    st.tuples(
+        st.sampled_from(["LZ4", "ZLIB", "ZSTD", "NONE", "SNAPPY"]) | _SCALARS,
+        _SCALARS | st.integers(-5, 100),
+        st.binary(max_size=32) | _SCALARS,
+    ),
+).map(list)
+
+
+@given(
+    st.binary(max_size=64)
+    | _VALUES.map(lambda value: msgpack.packb(value, use_bin_type=True))
+    | _COMPRESSED.map(lambda value: msgpack.packb(value, use_bin_type=True))
+)
+def test_any_entry_payload_decodes_or_is_refused_as_malformed(payload: bytes) -> None:
+    """Garbage of any shape (raw bytes, or msgpack of the wrong structure) is a
+    MalformedCommandError, never another exception: the broker answers it and goes on."""
+    try:
+        decode_batch(payload)
+    except MalformedCommandError:
+        pass
