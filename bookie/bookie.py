@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Protocol
 
 from minipulsar.bookie import metrics
-from minipulsar.bookie.journal import AddSink, Journal, ReplayResult
-from minipulsar.bookie.journal_format import EntryLocation, JournalRecord, RecordType
-from minipulsar.bookie.journal_set import JournalSet
+from minipulsar.bookie.journal.format import EntryLocation, JournalRecord, RecordType
+from minipulsar.bookie.journal.journal import AddSink, Journal, ReplayResult
+from minipulsar.bookie.journal.journal_set import JournalSet
 from minipulsar.bookie.storage.base import LedgerStorage
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.bookie.storage.gc import NO_PRESSURE, DiskPressure, GarbageCollector, LedgerMetadataSource

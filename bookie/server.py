@@ -55,7 +55,7 @@ from typing import Any
 
 from minipulsar.bookie import metrics
 from minipulsar.bookie.bookie import Bookie
-from minipulsar.bookie.journal_format import INT64_MAX
+from minipulsar.bookie.journal.format import INT64_MAX
 from minipulsar.bookie.load import BookieLoad
 from minipulsar.bookie.state import BookieState
 from minipulsar.errors import ConnectionClosedError, InvalidCommandError, MiniPulsarError

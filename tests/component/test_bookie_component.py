@@ -286,7 +286,7 @@ async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, sto
 
 def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every journal write from now on fails as on a full journal disk."""
-    from minipulsar.bookie import journal_segment
+    from minipulsar.bookie.journal import segment as journal_segment
 
     def no_space(self, buffers, size=-1) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")

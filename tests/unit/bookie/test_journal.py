@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from minipulsar.bookie.group_commit import FlushReason, GroupCommitPolicy
-from minipulsar.bookie.journal import Journal, JournalSettings
-from minipulsar.bookie.journal_format import RECORD_HEADER_SIZE, EntryLocation, JournalRecord, RecordType
-from minipulsar.bookie.journal_segment import list_segments, segment_path
+from minipulsar.bookie.journal.format import RECORD_HEADER_SIZE, EntryLocation, JournalRecord, RecordType
+from minipulsar.bookie.journal.group_commit import FlushReason, GroupCommitPolicy
+from minipulsar.bookie.journal.journal import Journal, JournalSettings
+from minipulsar.bookie.journal.segment import list_segments, segment_path
 
 KIB = 1024
 
@@ -217,7 +217,7 @@ async def test_an_add_completes_only_after_its_group_is_synced(tmp_path: Path, m
     Method: hold the writer thread inside sync; the future must stay pending until released."""
     import threading
 
-    from minipulsar.bookie import journal_segment
+    from minipulsar.bookie.journal import segment as journal_segment
 
     in_sync, release = threading.Event(), threading.Event()
     real_write = journal_segment.SegmentWriter.append_synced  # the group's write + fdatasync
@@ -240,7 +240,7 @@ async def test_an_add_completes_only_after_its_group_is_synced(tmp_path: Path, m
 
 
 async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path, monkeypatch) -> None:
-    from minipulsar.bookie import journal_segment
+    from minipulsar.bookie.journal import segment as journal_segment
 
     def failing_append(self, buffers, size=-1) -> int:
         raise OSError(28, "No space left on device")
@@ -269,7 +269,7 @@ async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_a
     failed write: the adds being grouped and every later one are answered with the error, none
     waits forever, and the journal still closes. Method: the group timer, the policy's flush
     decision, or the split of a batch at a group boundary (the batch then in hand) raises."""
-    from minipulsar.bookie import journal_thread
+    from minipulsar.bookie.journal import writer_thread as journal_thread
 
     def broken_wait(self, group):
         if group:
@@ -307,7 +307,7 @@ async def test_adaptive_group_writes_decide_whether_a_group_takes_the_whole_queu
     fsync of a first add while 10 more are queued (threshold 4), then release it."""
     import threading
 
-    from minipulsar.bookie import journal_segment
+    from minipulsar.bookie.journal import segment as journal_segment
 
     in_sync, release = threading.Event(), threading.Event()
     real_write = journal_segment.SegmentWriter.append_synced  # the group's write + fdatasync
@@ -355,7 +355,7 @@ async def test_applied_mark_waits_for_the_loop_not_for_the_fsync(tmp_path: Path,
     synced the group; the mark must not have moved; it moves once the loop ran the group."""
     import threading
 
-    from minipulsar.bookie import journal_segment
+    from minipulsar.bookie.journal import segment as journal_segment
 
     synced = threading.Event()
     real_write = journal_segment.SegmentWriter.append_synced
@@ -383,7 +383,7 @@ async def test_applied_mark_waits_for_the_loop_not_for_the_fsync(tmp_path: Path,
 async def test_a_journal_whose_files_fail_to_close_still_stops(tmp_path: Path, monkeypatch) -> None:
     """Goal: close() returns even when closing the segments fails (EIO from a failing disk):
     the bookie's shutdown must not hang on it."""
-    from minipulsar.bookie import journal_files
+    from minipulsar.bookie.journal import directory as journal_files
 
     def failing_close(self) -> None:
         raise OSError(5, "Input/output error")

@@ -8,9 +8,9 @@ import asyncio
 import queue
 from pathlib import Path
 
-from minipulsar.bookie.group_commit import GroupCommitPolicy
-from minipulsar.bookie.journal import Journal, JournalSettings
-from minipulsar.bookie.journal_format import RecordType
+from minipulsar.bookie.journal.format import RecordType
+from minipulsar.bookie.journal.group_commit import GroupCommitPolicy
+from minipulsar.bookie.journal.journal import Journal, JournalSettings
 from minipulsar.errors import UnknownServerError
 
 KIB = 1024

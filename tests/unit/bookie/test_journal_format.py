@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     JournalRecord,
     RecordType,

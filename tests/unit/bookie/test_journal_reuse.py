@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from minipulsar.bookie.journal import Journal
-from minipulsar.bookie.journal_files import JournalFiles
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal.directory import JournalFiles
+from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     RecordType,
@@ -18,7 +17,8 @@ from minipulsar.bookie.journal_format import (
     encode_header,
     read_segment_header,
 )
-from minipulsar.bookie.journal_segment import (
+from minipulsar.bookie.journal.journal import Journal
+from minipulsar.bookie.journal.segment import (
     RECYCLED_SUFFIX,
     SegmentWriter,
     delete_segments_before,
@@ -28,7 +28,7 @@ from minipulsar.bookie.journal_segment import (
     segment_path,
     take_recycled,
 )
-from minipulsar.bookie.journal_types import JournalStats
+from minipulsar.bookie.journal.types import JournalStats
 from tests.unit.bookie.test_journal_segments import KIB, replay, settings
 
 

@@ -15,10 +15,8 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from minipulsar.bookie import journal_segment
-from minipulsar.bookie.group_commit import GroupCommitPolicy
-from minipulsar.bookie.journal import Journal, JournalSettings
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal import segment as journal_segment
+from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     SEGMENT_VERSION,
@@ -29,7 +27,9 @@ from minipulsar.bookie.journal_format import (
     encode_segment_header,
     read_segment_header,
 )
-from minipulsar.bookie.journal_segment import Preallocator, SegmentWriter, list_segments, scan_segment, segment_path
+from minipulsar.bookie.journal.group_commit import GroupCommitPolicy
+from minipulsar.bookie.journal.journal import Journal, JournalSettings
+from minipulsar.bookie.journal.segment import Preallocator, SegmentWriter, list_segments, scan_segment, segment_path
 from tests.support.process import wait_for
 
 KIB = 1024
@@ -157,7 +157,7 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     """Goal: with journalRemoveFromPageCache (the default) the segment's synced pages leave the
     page cache — all but the last step's — and every record still replays. Method: 3 MiB of
     64 KiB records, one group each, then mincore over the segment."""
-    from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES
+    from minipulsar.bookie.journal.segment import DROP_CACHE_STEP_BYTES
     from tests.support.page_cache import resident_bytes
 
     entries = [(4, i, os.urandom(64 * KIB)) for i in range(48)]
@@ -307,7 +307,7 @@ def test_trimming_that_fails_at_start_is_logged_and_left_for_the_next_checkpoint
 ) -> None:
     """Goal: deleting old segments is housekeeping: when it fails during start-up (the replay's
     checkpoint trims before the journal's threads run), the bookie still starts."""
-    from minipulsar.bookie import journal as journal_module
+    from minipulsar.bookie.journal import journal as journal_module
 
     def failing(*args) -> list[int]:
         raise OSError(errno.EACCES, "Permission denied")

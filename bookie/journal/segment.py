@@ -8,7 +8,7 @@ Invariants of :class:`SegmentWriter`:
   the file reads as zero (preallocated, or truncated and preallocated again when the segment
   is reopened after a crash), so a replay stops exactly at ``position`` — except in a reused
   file (journalReuseFiles, :func:`take_recycled`), where the previous use's bytes follow and
-  the grouped format (:mod:`bookie.journal_format`) is what stops the replay there;
+  the grouped format (:mod:`bookie.journal.format`) is what stops the replay there;
 - with ``direct_io`` the groups go through an ``O_DIRECT`` descriptor
   (:class:`bookie.direct_io.DirectAppender`), which rewrites the partial last block with
   every write, exactly as the page cache would write back the page holding it;
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from minipulsar.bookie.direct_io import DirectAppender, StagingBuffers, open_direct
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal.format import (
     FLAG_REUSED,
     GROUPED_VERSIONS,
     RECORD_CRC_BY_VERSION,
@@ -65,7 +65,7 @@ from minipulsar.bookie.journal_format import (
 )
 from minipulsar.durable_file import fsync_directory
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 _ZEROS = bytes(1024 * 1024)
 _READ_BUFFER_BYTES = 1024 * 1024

@@ -1,5 +1,5 @@
 """The journal's small types: its settings and counters, what callers hand it and are told,
-and the records in flight between its two halves (see :mod:`bookie.journal`).
+and the records in flight between its two halves (see :mod:`bookie.journal.journal`).
 
 Invariants:
 - a :data:`PendingRecord`'s ``size`` is its bytes in the segment: header + payload;
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from minipulsar.bookie.group_commit import FlushReason, GroupCommitPolicy
-from minipulsar.bookie.journal_format import EntryLocation, JournalRecord, LogMark
+from minipulsar.bookie.journal.format import EntryLocation, JournalRecord, LogMark
+from minipulsar.bookie.journal.group_commit import FlushReason, GroupCommitPolicy
 from minipulsar.config import BookieConfig
 
 MIB = 1024 * 1024
@@ -43,7 +43,7 @@ class JournalSettings:
     direct_io: bool = True
     """minipulsarJournalDirectIO: append with O_DIRECT (bookie/direct_io.py)."""
     reuse_files: bool = True
-    """journalReuseFiles: write new segments over trimmed ones (bookie/journal_files.py)."""
+    """journalReuseFiles: write new segments over trimmed ones (bookie/journal/directory.py)."""
 
     @classmethod
     def from_config(cls, config: BookieConfig) -> JournalSettings:

@@ -28,11 +28,11 @@ from collections.abc import Callable
 from typing import Any
 
 from minipulsar.bookie import disk_model, metrics
-from minipulsar.bookie.group_commit import FlushReason, GroupCommitPolicy
-from minipulsar.bookie.journal_files import JournalFiles
-from minipulsar.bookie.journal_format import RECORD_HEADER_SIZE, LogMark, encode_group_header
-from minipulsar.bookie.journal_segment import SegmentScan
-from minipulsar.bookie.journal_types import RECORD_SIZE, Batch, JournalStats
+from minipulsar.bookie.journal.directory import JournalFiles
+from minipulsar.bookie.journal.format import RECORD_HEADER_SIZE, LogMark, encode_group_header
+from minipulsar.bookie.journal.group_commit import FlushReason, GroupCommitPolicy
+from minipulsar.bookie.journal.segment import SegmentScan
+from minipulsar.bookie.journal.types import RECORD_SIZE, Batch, JournalStats
 from minipulsar.errors import MiniPulsarError, UnknownServerError
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines

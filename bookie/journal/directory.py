@@ -25,8 +25,8 @@ from pathlib import Path
 
 from minipulsar.bookie import metrics
 from minipulsar.bookie.direct_io import StagingBuffers
-from minipulsar.bookie.journal_format import SEGMENT_VERSION, LogMark, ScanEnd
-from minipulsar.bookie.journal_segment import (
+from minipulsar.bookie.journal.format import SEGMENT_VERSION, LogMark, ScanEnd
+from minipulsar.bookie.journal.segment import (
     Preallocator,
     SegmentScan,
     SegmentWriter,
@@ -35,7 +35,7 @@ from minipulsar.bookie.journal_segment import (
     scan_segment,
     segment_path,
 )
-from minipulsar.bookie.journal_types import JournalSettings, JournalStats
+from minipulsar.bookie.journal.types import JournalSettings, JournalStats
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 

@@ -7,15 +7,15 @@ adds of one read, :meth:`Journal.add_fence`): each is encoded there — header a
 and appended to the loop iteration's *batch* as a ``(request, sink, started, size)`` tuple; ONE
 callback per loop iteration hands the whole batch to the writer thread (one queue put, one
 wake-up, one GIL hand-off per batch instead of per add). The writer thread
-(:mod:`bookie.journal_thread`) writes whole groups with ONE ``pwritev`` each and rolls the
-segments (:mod:`bookie.journal_files`). It then completes every record of the group with ONE
+(:mod:`bookie.journal.writer_thread`) writes whole groups with ONE ``pwritev`` each and rolls the
+segments (:mod:`bookie.journal.directory`). It then completes every record of the group with ONE
 ``loop.call_soon_threadsafe``: a durable add is put into the ledger storage
 (:attr:`Journal.storage`, one ``add_entries`` call per run) and its sink told
 (``sink.adds_done(requests, started, None)``, once per run of adds that came together) — no
 future, no closure, no call per add; fences and
 :meth:`Journal.add_entry` complete a future with the record's location. The journals of a
-bookie form a :class:`bookie.journal_set.JournalSet`; the small types are in
-:mod:`bookie.journal_types` (and importable from here).
+bookie form a :class:`bookie.journal.journal_set.JournalSet`; the small types are in
+:mod:`bookie.journal.types` (and importable from here).
 
 Invariants:
 - a record completes only after its group was written and, with ``journalSyncData``,
@@ -48,8 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from minipulsar.bookie import metrics
-from minipulsar.bookie.journal_files import RECYCLED_SEGMENTS_KEPT, JournalFiles, trim_segments
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal.directory import RECYCLED_SEGMENTS_KEPT, JournalFiles, trim_segments
+from minipulsar.bookie.journal.format import (
     INT64_MAX,
     RECORD_HEADER_SIZE,
     EntryLocation,
@@ -59,9 +59,8 @@ from minipulsar.bookie.journal_format import (
     encode_add_headers,
     encode_header,
 )
-from minipulsar.bookie.journal_segment import SegmentScan, replay_directory, segment_path, tail_scan
-from minipulsar.bookie.journal_thread import JournalThread
-from minipulsar.bookie.journal_types import (
+from minipulsar.bookie.journal.segment import SegmentScan, replay_directory, segment_path, tail_scan
+from minipulsar.bookie.journal.types import (
     RECORD_SIZE,
     AddRequest,
     AddSink,
@@ -76,6 +75,7 @@ from minipulsar.bookie.journal_types import (
     ReplayVisitor,
     complete_on_durable,
 )
+from minipulsar.bookie.journal.writer_thread import JournalThread
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError, UnknownServerError
 
 __all__ = [
@@ -90,7 +90,7 @@ __all__ = [
     "ReplayVisitor",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 _ADD_ENTRY = int(RecordType.ADD_ENTRY)
 _PAYLOAD = operator.attrgetter("payload")

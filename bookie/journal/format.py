@@ -26,7 +26,7 @@ Invariants:
   record, a flipped bit and the zero-filled tail all fail the check;
 - records are contiguous: the first offset that does not hold a valid record (version 3: a
   valid group) is the end of the segment's data. Nothing after it is ever read, and the
-  writer truncates there before appending again (see :mod:`bookie.journal_segment`);
+  writer truncates there before appending again (see :mod:`bookie.journal.segment`);
 - ``payload_length`` of a valid record is at most :data:`PAYLOAD_BYTES_MAX`; larger values
   are garbage and end the scan without reading further.
 

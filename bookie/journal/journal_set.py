@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from minipulsar.bookie.journal import Journal
-from minipulsar.bookie.journal_types import EntryStore, JournalSettings
+from minipulsar.bookie.journal.journal import Journal
+from minipulsar.bookie.journal.types import EntryStore, JournalSettings
 from minipulsar.bookie.storage.checkpoint import Checkpoint
 from minipulsar.config import BookieConfig
 from minipulsar.errors import MiniPulsarError

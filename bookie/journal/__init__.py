@@ -1,0 +1,1 @@
+"""The journal: the bookie's write-ahead log with group commit (see :mod:`.journal`)."""
