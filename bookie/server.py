@@ -2,9 +2,9 @@
 
 ADD_ENTRY is handled synchronously in the read path: the adds of one read are collected and,
 once the read is dispatched (or before any other command, to keep request order), admitted
-to the journal together (:meth:`Bookie.try_add_all`: one fence check per ledger, one
+to the journal together (:meth:`Bookie.try_add`: one fence check per ledger, one
 write-cache reservation, one journal hand-over), then answered from the journal's group
-completion — the connection is the adds' sink (:meth:`BookieServerConnection.adds_done`, once per
+completion — the connection is the adds' sink (:meth:`BookieServerConnection.requests_done`, once per
 run of adds from one read, answered with one buffer of pre-laid-out frames) — without a
 task, a closure or a future per add: at ~100k adds/s every per-add Python call counts. Only
 when the journal or the write cache is full do adds wait, in order, in one task; the
@@ -241,12 +241,12 @@ class BookieServerConnection(ServerConnection):
         if self.state.read_only:
             refused = [cmd for cmd in adds if not cmd.recovery]
             if refused:
-                self.adds_done(refused, started, self.state.refusal(self.bookie_id))
+                self.requests_done(refused, started, self.state.refusal(self.bookie_id))
                 adds = [cmd for cmd in adds if cmd.recovery]
         if not adds:
             return
         if not self._waiting:
-            admitted = self.bookie.try_add_all(adds, self, started)
+            admitted = self.bookie.try_add(adds, self, started)
             if admitted == len(adds):
                 return
             adds = adds[admitted:]
@@ -270,7 +270,7 @@ class BookieServerConnection(ServerConnection):
                         raise state.refusal(self.bookie_id)
                     await self.bookie.add_when_admitted(cmd, self, started)
                 except Exception as error:
-                    self.add_done(cmd, started, error)
+                    self.requests_done([cmd], started, error)
                 waiting.popleft()
         finally:
             # Cancelled (the connection closed while adds waited): nobody to answer them.
@@ -279,10 +279,7 @@ class BookieServerConnection(ServerConnection):
             self._admitting = None
             self._resume_reading(_ADDS_WAITING)
 
-    def add_done(self, cmd: AddEntry, started: float, error: BaseException | None) -> None:
-        self.adds_done([cmd], started, error)
-
-    def adds_done(self, cmds: list[AddEntry], started: float, error: BaseException | None) -> None:
+    def requests_done(self, cmds: list[AddEntry], started: float, error: BaseException | None) -> None:
         """The outcome of adds that arrived together (the journal's sink callback): answer them
         — all successes in one joined buffer — and count their latency."""
         metrics.TOTALS.adds_in_progress -= len(cmds)

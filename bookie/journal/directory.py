@@ -35,7 +35,8 @@ from minipulsar.bookie.journal.segment import (
     scan_segment,
     segment_path,
 )
-from minipulsar.bookie.journal.types import JournalSettings, JournalStats
+from minipulsar.bookie.journal.settings import JournalSettings
+from minipulsar.bookie.journal.stats import JournalStats
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 

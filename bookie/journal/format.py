@@ -191,9 +191,9 @@ _LEDGER_ID, _ENTRY_ID = operator.attrgetter("ledger_id"), operator.attrgetter("e
 _LAC, _PAYLOAD = operator.attrgetter("lac"), operator.attrgetter("payload")
 
 
-def encode_add_headers(requests: Sequence[Any]) -> tuple[list[bytes], list[bytes], list[int]]:
-    """:func:`encode_header` for many ADD records at once (anything with ``ledger_id``,
-    ``entry_id``, ``lac`` and ``payload``): ``(headers, payloads, record sizes)``.
+def encode_headers(kind: int, requests: Sequence[Any]) -> tuple[list[bytes], list[bytes], list[int]]:
+    """:func:`encode_header` for many records of one type at once (anything with
+    ``ledger_id``, ``entry_id``, ``lac`` and ``payload``): ``(headers, payloads, record sizes)``.
 
     Same bytes, iterated in C (``map``) instead of one Python call per record: the event
     loop encodes every add a bookie receives, holding the GIL."""
@@ -201,7 +201,7 @@ def encode_add_headers(requests: Sequence[Any]) -> tuple[list[bytes], list[bytes
     payloads = list(map(_PAYLOAD, requests))
     ledger_ids, entry_ids, lacs = map(_LEDGER_ID, requests), map(_ENTRY_ID, requests), map(_LAC, requests)
     lengths = list(map(len, payloads))
-    rests = list(map(_pack_rest, lengths, itertools.repeat(int(RecordType.ADD_ENTRY)), ledger_ids, entry_ids, lacs))
+    rests = list(map(_pack_rest, lengths, itertools.repeat(kind), ledger_ids, entry_ids, lacs))
     crcs = map(crc32c, payloads, map(crc32c, rests))
     headers = list(map(bytes.__add__, map(_pack_crc, crcs), rests))
     return headers, payloads, list(map(RECORD_HEADER_SIZE.__add__, lengths))

@@ -1,37 +1,19 @@
-"""The journal: a write-ahead log with group commit, one writer thread per journal directory.
-This module is its loop side: admission, the hand-over to the writer thread, the capacity
-waiters and the completion of each group on the loop.
-
-The event loop admits records (:meth:`Journal.try_add`, :meth:`Journal.try_add_all` for the
-adds of one read, :meth:`Journal.add_fence`): each is encoded there — header and checksum —
-and appended to the loop iteration's *batch* as a ``(request, sink, started, size)`` tuple; ONE
-callback per loop iteration hands the whole batch to the writer thread (one queue put, one
-wake-up, one GIL hand-off per batch instead of per add). The writer thread
-(:mod:`bookie.journal.writer_thread`) writes whole groups with ONE ``pwritev`` each and rolls the
-segments (:mod:`bookie.journal.directory`). It then completes every record of the group with ONE
-``loop.call_soon_threadsafe``: a durable add is put into the ledger storage
-(:attr:`Journal.storage`, one ``add_entries`` call per run) and its sink told
-(``sink.adds_done(requests, started, None)``, once per run of adds that came together) — no
-future, no closure, no call per add; fences and
-:meth:`Journal.add_entry` complete a future with the record's location. The journals of a
-bookie form a :class:`bookie.journal.journal_set.JournalSet`; the small types are in
-:mod:`bookie.journal.types` (and importable from here).
+"""The loop side of one journal: admission, the hand-over to the writer thread, the waiters
+for room, and the completion of each group (the whole journal: :mod:`bookie.journal`).
 
 Invariants:
-- a record completes only after its group was written and, with ``journalSyncData``,
-  synced: an add is acknowledged only once durable; records complete in queue order;
-- records of one journal reach the disk in the order they were admitted (a batch is handed
-  over before any later one, and :meth:`Journal.close` hands over the last one before stopping);
-- admission is bounded (``journalQueueSize`` records, ``journalMaxMemorySizeMb`` bytes, from
-  admitted until durable): past the bound :meth:`Journal.try_add` returns False and callers
-  await :meth:`Journal.wait_for_capacity` (FIFO) — adds are slowed down, never dropped (the
-  adds of one read are admitted whole while the queue is below its bound: one run over it);
-- a failed write, sync or roll fails the group and every later add: the file position is no
-  longer trustworthy, so the journal stops accepting instead of guessing;
-- :attr:`Journal.applied_mark` is the end of the last group whose records were all completed
-  on the loop (for adds: put into the ledger storage). It is what a checkpoint captures; the
-  segments wholly before a persisted checkpoint are deleted (:meth:`Journal.trim`), and a
-  restart replays only from it (:meth:`Journal.replay`).
+- a record is encoded (header and checksum) when it is admitted and joins the loop
+  iteration's batch; ONE callback per loop iteration hands the batch to the writer thread,
+  so batches reach it in admission order (:meth:`Journal.close` hands over the last one
+  before stopping the thread);
+- :attr:`Journal.queued_entries` and the queued bytes count records from admission until
+  their group was completed; :attr:`Journal.has_room` is False from the bound on, and while
+  anyone waits in :meth:`Journal.wait_for_room` (first come, first served);
+- a group is completed on the loop in queue order: each run of adds goes into the storage
+  (one ``add_entries``), then its sink hears of it; only then do the queue counts drop,
+  :attr:`Journal.applied_mark` move past the group, and the next waiter for room wake;
+- once a group failed (or the writer thread stopped), every later admission is refused at
+  once, through its sink, with that failure.
 """
 
 from __future__ import annotations
@@ -43,58 +25,90 @@ import logging
 import operator
 import queue
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from minipulsar.bookie import metrics
+from minipulsar.bookie.journal.batch import RECORD_SIZE, Batch, PendingRecord
 from minipulsar.bookie.journal.directory import RECYCLED_SEGMENTS_KEPT, JournalFiles, trim_segments
 from minipulsar.bookie.journal.format import (
-    INT64_MAX,
     RECORD_HEADER_SIZE,
     EntryLocation,
+    JournalRecord,
     LogMark,
     RecordType,
     ScannedRecord,
-    encode_add_headers,
     encode_header,
+    encode_headers,
 )
 from minipulsar.bookie.journal.segment import SegmentScan, replay_directory, segment_path, tail_scan
-from minipulsar.bookie.journal.types import (
-    RECORD_SIZE,
-    AddRequest,
-    AddSink,
-    Batch,
-    EntryStore,
-    JournalSettings,
-    JournalStats,
-    NoStore,
-    OnDurable,
-    PendingRecord,
-    ReplayResult,
-    ReplayVisitor,
-    complete_on_durable,
-)
+from minipulsar.bookie.journal.settings import JournalSettings
+from minipulsar.bookie.journal.stats import JournalStats
 from minipulsar.bookie.journal.writer_thread import JournalThread
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError, UnknownServerError
 
-__all__ = [
-    "AddRequest",
-    "AddSink",
-    "EntryStore",
-    "Journal",
-    "JournalSettings",
-    "JournalStats",
-    "OnDurable",
-    "ReplayResult",
-    "ReplayVisitor",
-]
-
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
-_ADD_ENTRY = int(RecordType.ADD_ENTRY)
+_ADD_ENTRY = RecordType.ADD_ENTRY
 _PAYLOAD = operator.attrgetter("payload")
-_FENCE = int(RecordType.FENCE)
+
+
+class JournalRequest(Protocol):
+    """What a record is made of: the ADD_ENTRY command satisfies it, a fence is a :class:`Fence`."""
+
+    @property
+    def ledger_id(self) -> int: ...
+    @property
+    def entry_id(self) -> int: ...
+    @property
+    def lac(self) -> int: ...
+    @property
+    def payload(self) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The request of a FENCE record: the ledger was fenced (later non-recovery adds are refused)."""
+
+    ledger_id: int
+    entry_id: int = -1
+    lac: int = -1
+    payload: bytes = b""
+
+
+class JournalSink(Protocol):
+    """Who hears that admitted records completed, on the loop, once per record: after it is
+    durable (and, for an add, in the ledger storage), ``error`` None; or with the error that
+    stopped it. The records of one sink admitted one after the other with the same
+    ``started`` (the adds of one read) come in one call, in admission order."""
+
+    def requests_done(self, requests: list[Any], started: float, error: BaseException | None) -> None: ...
+
+
+class EntryStore(Protocol):
+    """Where durable adds go before their sinks hear of them (the bookie's ledger storage)."""
+
+    def add_entries(self, requests: Sequence[Any]) -> None:
+        """Store a run of durable adds (:class:`JournalRequest`), in order."""
+
+    def cancel_admission(self, ledger_id: int, payload_length: int) -> None:
+        """Give back the room reserved for an add that will not be stored."""
+
+
+ReplayVisitor = Callable[[JournalRecord, EntryLocation, bytes], None]
+"""Called once per valid record during replay: the record, where its payload is, the payload."""
+
+
+@dataclass(slots=True)
+class ReplayResult:
+    segments: int = 0
+    records: int = 0
+    lost_tail: bool = False
+    """The last segment written to ended with a torn or corrupt record (discarded)."""
+    end_mark: LogMark | None = None
+    """The end of the last valid record replayed (or the start mark when nothing followed it)."""
 
 
 class Journal:
@@ -105,8 +119,7 @@ class Journal:
         self.index = index
         self.settings = settings or JournalSettings()
         self.stats = JournalStats()
-        self.storage: EntryStore = NoStore()
-        """Where durable adds are put before their sinks are told (the bookie's ledger storage)."""
+        self._storage: EntryStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._queued_entries = 0
@@ -131,6 +144,10 @@ class Journal:
         self.on_failed: Callable[[int, MiniPulsarError], None] | None = None
         """Told ``(index, failure)`` on the loop, once, when the writer thread stops after a
         failed write, sync or roll (the bookie then turns read-only: :mod:`bookie.state`)."""
+
+    def attach_storage(self, storage: EntryStore) -> None:
+        """Where durable adds go before their sinks hear of them; before :meth:`start`."""
+        self._storage = storage
 
     # -- lifecycle: replay, start, trim, close --------------------------------------------------
 
@@ -158,6 +175,7 @@ class Journal:
     async def start(self) -> None:
         """Open (or create) the segment to append to and start the writer thread."""
         assert self._thread is None, "journal already started"
+        assert self._storage is not None, "attach_storage() first"
         self._loop = asyncio.get_running_loop()
         self._files = JournalFiles(self.directory, self.index, self.settings, self.stats)
         self._thread = JournalThread(
@@ -197,111 +215,58 @@ class Journal:
     def segment_path(self, segment_id: int) -> Path:
         return segment_path(self.directory, segment_id)
 
-    # -- admission --------------------------------------------------------------------------------
+    # -- admission: the one way in ----------------------------------------------------------------
 
     @property
-    def has_capacity(self) -> bool:
-        return self._queued_entries < self._entries_max and self._queued_bytes < self._bytes_max
+    def has_room(self) -> bool:
+        """Whether an add may be admitted now: the queue is below its bound (journalQueueSize
+        records, journalMaxMemorySizeMb bytes) and nobody waits for room before it."""
+        return not self._waiters and self._queued_entries < self._entries_max and self._queued_bytes < self._bytes_max
 
     @property
     def queued_entries(self) -> int:
         return self._queued_entries
 
-    def try_add(self, request: AddRequest, sink: AddSink, started: float) -> bool:
-        """Admit an ADD record: once it is durable, ``storage.add_entry(...)`` then
-        ``sink.adds_done([..., request, ...], started, None)`` run on the loop (with the error —
-        after ``storage.cancel_admission`` — if it cannot be). The hot path.
+    def add(
+        self,
+        requests: Sequence[JournalRequest],
+        sink: JournalSink,
+        started: float,
+        record_type: RecordType = _ADD_ENTRY,
+    ) -> None:
+        """Admit ``requests`` as records of ``record_type``, in order: the hot path, with no
+        future, closure or call per add.
 
-        Returns False when the queue is at its bound (or others are already waiting): await
-        :meth:`wait_for_capacity`, then :meth:`admit`.
+        Once their group is durable, on the loop, adds go into the storage
+        (``add_entries``), then ``sink.requests_done(requests, started, None)`` runs (see
+        :class:`JournalSink`). Refused — the journal failed or is closing — the adds' room
+        goes back to the storage (``cancel_admission``) and the sink hears the error at once.
+
+        The bound is the caller's to keep: admit adds while :attr:`has_room`, or right after
+        :meth:`wait_for_room` returned (no ``await`` in between: that return is the caller's
+        turn). A run admitted while there is room may pass the bound. A FENCE never waits:
+        fencing is rare and tiny, and ledger recovery must not wait behind adds.
         """
-        if self._waiters or self._queued_entries >= self._entries_max or self._queued_bytes >= self._bytes_max:
-            return False
-        self.admit(request, sink, started)
-        return True
-
-    def admit(self, request: AddRequest, sink: AddSink, started: float) -> None:
-        """Admit an ADD record regardless of the bound: only right after :meth:`wait_for_capacity`
-        returned, with no ``await`` in between (that return is the caller's turn)."""
-        payload = request.payload
         if self._failure is not None or self._closing:
-            self.storage.cancel_admission(request.ledger_id, len(payload))
-            sink.adds_done([request], started, self._refusal())
+            self._refuse(requests, sink, started, record_type)
             return
-        header = encode_header(_ADD_ENTRY, request.ledger_id, request.entry_id, request.lac, payload)
-        self._push((request, sink, started, RECORD_HEADER_SIZE + len(payload)), header, payload)
+        if len(requests) == 1:  # a lone add (big entries come one per read): one header, no lists
+            request = requests[0]
+            payload = request.payload
+            header = encode_header(record_type, request.ledger_id, request.entry_id, request.lac, payload)
+            self._push((request, sink, started, RECORD_HEADER_SIZE + len(payload), record_type), header, payload)
+        else:
+            self._push_all(requests, sink, started, record_type)
 
-    def try_add_all(self, requests: list[AddRequest], sink: AddSink, started: float) -> bool:
-        """:meth:`try_add` for every add of ``requests``, in order, or for none (False: the queue
-        is at its bound). The adds of one read come this way: their headers are encoded in one
-        go, and they complete in one ``sink.adds_done`` call. Like one add, the whole run is
-        admitted while the queue is below its bound, so the bound may be exceeded by one run."""
-        if self._waiters or self._queued_entries >= self._entries_max or self._queued_bytes >= self._bytes_max:
-            return False
-        if self._failure is not None or self._closing:
-            refusal, cancel = self._refusal(), self.storage.cancel_admission
+    def _refuse(
+        self, requests: Sequence[JournalRequest], sink: JournalSink, started: float, record_type: RecordType
+    ) -> None:
+        if record_type is _ADD_ENTRY:
+            assert self._storage is not None
+            cancel = self._storage.cancel_admission
             for request in requests:
                 cancel(request.ledger_id, len(request.payload))
-            sink.adds_done(requests, started, refusal)
-            return True
-        headers, payloads, sizes = encode_add_headers(requests)
-        records = self._batch_records
-        if not records:
-            self._batch_started = time.monotonic()
-            self._loop.call_soon(self._hand_over)  # type: ignore[union-attr]
-        records += zip(requests, itertools.repeat(sink), itertools.repeat(started), sizes)
-        buffers: list[bytes] = [b""] * (2 * len(headers))
-        buffers[0::2] = headers
-        buffers[1::2] = payloads
-        self._batch_buffers += buffers
-        size = sum(sizes)
-        self._batch_bytes += size
-        self._queued_entries += len(sizes)
-        self._queued_bytes += size
-        return True
-
-    def try_add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, on_durable: OnDurable) -> bool:
-        """Admit an ADD record completed with its location (no storage): tests and tools. False
-        when the queue is at its bound: await :meth:`wait_for_capacity`, then :meth:`admit_entry`."""
-        if self._waiters or not self.has_capacity:
-            return False
-        self.admit_entry(ledger_id, entry_id, lac, payload, on_durable)
-        return True
-
-    def admit_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes, on_durable: OnDurable) -> None:
-        """:meth:`try_add_entry` regardless of the bound (see :meth:`admit`)."""
-        self._enqueue(_ADD_ENTRY, ledger_id, entry_id, lac, payload, on_durable)
-
-    async def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> EntryLocation:
-        """Admit an ADD record, waiting for room first; returns its location once it is durable."""
-        assert self._loop is not None, "journal not started"
-        future: asyncio.Future[EntryLocation] = self._loop.create_future()
-        if not self.try_add_entry(ledger_id, entry_id, lac, payload, future):
-            await self.wait_for_capacity()
-            self.admit_entry(ledger_id, entry_id, lac, payload, future)
-        return await future
-
-    def add_fence(self, ledger_id: int) -> asyncio.Future:
-        """Queue a FENCE record; the future resolves once it is durable. Never refused for lack
-        of room: fencing is rare and tiny, and ledger recovery must not wait behind adds."""
-        assert self._loop is not None, "journal not started"
-        future: asyncio.Future[EntryLocation] = self._loop.create_future()
-        self._enqueue(_FENCE, ledger_id, -1, -1, b"", future)
-        return future
-
-    def _enqueue(
-        self, kind: int, ledger_id: int, entry_id: int, lac: int, payload: bytes, on_durable: OnDurable
-    ) -> None:
-        assert self._loop is not None, "journal not started"
-        assert 0 <= ledger_id <= INT64_MAX and -1 <= entry_id <= INT64_MAX
-        if self._failure is not None or self._closing:
-            complete_on_durable(on_durable, None, self._refusal())
-            return
-        header = encode_header(kind, ledger_id, entry_id, lac, payload)
-        self._push((on_durable, None, 0.0, RECORD_HEADER_SIZE + len(payload)), header, payload)
-
-    def _refusal(self) -> MiniPulsarError:
-        return self._failure or ServiceNotReadyError("the journal is closing")
+        sink.requests_done(list(requests), started, self._failure or ServiceNotReadyError("the journal is closing"))
 
     def _writer_failed(self, failure: MiniPulsarError) -> None:
         """On the writer thread: refuse admissions from now on, before the failed group's
@@ -316,20 +281,41 @@ class Journal:
 
     # -- the hand-over to the writer thread ---------------------------------------------------------
 
-    def _push(self, record: PendingRecord, header: bytes, payload: bytes) -> None:
-        """Add an encoded record to this loop iteration's batch (the first one schedules the
-        hand-over)."""
+    def _batch_for_this_iteration(self) -> list[PendingRecord]:
+        """This loop iteration's records; the first one admitted schedules the hand-over."""
         records = self._batch_records
         if not records:
+            assert self._loop is not None, "journal not started"
             self._batch_started = time.monotonic()
-            self._loop.call_soon(self._hand_over)  # type: ignore[union-attr]
-        records.append(record)
+            self._loop.call_soon(self._hand_over)
+        return records
+
+    def _push(self, record: PendingRecord, header: bytes, payload: bytes) -> None:
+        self._batch_for_this_iteration().append(record)
         buffers = self._batch_buffers
         buffers.append(header)
         buffers.append(payload)
         size = record[RECORD_SIZE]
         self._batch_bytes += size
         self._queued_entries += 1
+        self._queued_bytes += size
+
+    def _push_all(
+        self, requests: Sequence[JournalRequest], sink: JournalSink, started: float, record_type: RecordType
+    ) -> None:
+        """:meth:`_push` for many records: their headers encoded in one go, in C."""
+        headers, payloads, sizes = encode_headers(int(record_type), requests)
+        repeat = itertools.repeat
+        self._batch_for_this_iteration().extend(
+            zip(requests, repeat(sink), repeat(started), sizes, repeat(record_type))
+        )
+        buffers: list[bytes] = [b""] * (2 * len(headers))
+        buffers[0::2] = headers
+        buffers[1::2] = payloads
+        self._batch_buffers += buffers
+        size = sum(sizes)
+        self._batch_bytes += size
+        self._queued_entries += len(sizes)
         self._queued_bytes += size
 
     def _hand_over(self) -> None:
@@ -341,13 +327,14 @@ class Journal:
         self._batch_records, self._batch_buffers, self._batch_bytes = [], [], 0
         metrics.TOTALS.journal_queued += len(records)
 
-    # -- capacity waiters -----------------------------------------------------------------------
+    # -- waiting for room -----------------------------------------------------------------------
 
-    async def wait_for_capacity(self) -> None:
-        """Return once the queue has room and every earlier waiter has been served.
+    async def wait_for_room(self) -> None:
+        """Return once the queue has room and every earlier waiter has been served (at once
+        when the journal failed or is closing: :meth:`add` then refuses).
 
-        The caller must then queue its record at once (:meth:`admit`); the next waiter
-        is admitted after that, in a later callback.
+        The caller must then :meth:`add` at once; the next waiter is woken after that, in a
+        later callback.
         """
         assert self._loop is not None
         if self._failure is not None or self._closing:
@@ -367,92 +354,77 @@ class Journal:
         self._loop.call_soon(self._wake_waiters)
 
     def _wake_waiters(self) -> None:
-        if self._waiters and (self.has_capacity or self._failure or self._closing):
+        below_bound = self._queued_entries < self._entries_max and self._queued_bytes < self._bytes_max
+        if self._waiters and (below_bound or self._failure or self._closing):
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
 
     # -- group completion, on the loop ------------------------------------------------------------
 
-    def _group_done(
-        self,
-        group: list[Batch],
-        error: MiniPulsarError | None,
-        segment_id: int = 0,
-        offset: int = 0,
-        end_mark: LogMark | None = None,
-    ) -> None:
-        """On the loop, once per group (written at ``offset`` of ``segment_id``, or failed):
-        complete every record, in order, then move :attr:`applied_mark` past the group and
-        admit waiters."""
+    def _group_done(self, group: list[Batch], error: MiniPulsarError | None, end_mark: LogMark | None) -> None:
+        """On the loop, once per group (written and ending at ``end_mark``, or failed with
+        ``error``): complete every record, in order, a run at a time; then move
+        :attr:`applied_mark` past the group and wake a waiter."""
         if error is not None and self._failure is None:
             self._failure = error
         entries = size = payload_bytes = 0
         run: list[Any] = []
-        run_sink: AddSink | None = None
+        run_sink: JournalSink | None = None
         run_started = 0.0
+        run_type: RecordType | None = None
         for batch in group:
             entries += len(batch.records)
             size += batch.size
-            for request, sink, started, record_size in batch.records:
-                if sink is not None:
-                    if sink is run_sink and started == run_started:
-                        run.append(request)
-                    else:
-                        if run:
-                            payload_bytes += self._run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
-                        run, run_sink, run_started = [request], sink, started
-                else:
-                    if run:  # in queue order: the adds before this record complete first
-                        payload_bytes += self._run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
-                        run, run_sink = [], None
-                    location = (
-                        None
-                        if error is not None
-                        else EntryLocation(
-                            self.index, segment_id, offset + RECORD_HEADER_SIZE, record_size - RECORD_HEADER_SIZE
-                        )
-                    )
-                    try:
-                        complete_on_durable(request, location, error)
-                    except Exception:  # a bug in one completion must not strand the rest of the group
-                        log.exception("journal %s: completing a record failed", self.directory)
-                offset += record_size
-        if run:
-            payload_bytes += self._run_done(run_sink, run, run_started, error)  # type: ignore[arg-type]
+            for request, sink, started, _size, record_type in batch.records:
+                if sink is run_sink and started == run_started and record_type is run_type:
+                    run.append(request)
+                    continue
+                if run_sink is not None:
+                    payload_bytes += self._run_done(run, run_sink, run_started, run_type, error)
+                run, run_sink, run_started, run_type = [request], sink, started, record_type
+        if run_sink is not None:
+            payload_bytes += self._run_done(run, run_sink, run_started, run_type, error)
         self._group_released(entries, size, payload_bytes, end_mark)
 
-    def _run_done(self, sink: AddSink, run: list[Any], started: float, error: MiniPulsarError | None) -> int:
-        """Complete a run of adds (one sink, one arrival time): put them into the storage (or
-        give their room back), then tell the sink. Returns the payload bytes stored."""
-        store = self.storage
+    def _run_done(
+        self,
+        run: list[Any],
+        sink: JournalSink,
+        started: float,
+        record_type: RecordType | None,
+        error: MiniPulsarError | None,
+    ) -> int:
+        """Complete a run of one sink's records: adds go into the storage (or give their room
+        back), then the sink hears of them. Returns the payload bytes stored."""
         payload_bytes = 0
+        if record_type is _ADD_ENTRY:
+            error, payload_bytes = self._store(run, error)
         try:
-            if error is None:
-                # add_entries is optional (a store for tests may only have add_entry): one call per run
-                add_entries = getattr(store, "add_entries", None)
-                if add_entries is not None:
-                    add_entries(run)
-                else:
-                    for request in run:
-                        store.add_entry(request.ledger_id, request.entry_id, request.lac, request.payload)
-                payload_bytes = sum(map(len, map(_PAYLOAD, run)))
-            else:
-                for request in run:
-                    store.cancel_admission(request.ledger_id, len(request.payload))
-        except Exception as exc:  # a bug: these adds are not acknowledged (the mark may pass them)
-            log.exception("journal %s: storing %d journaled entries failed", self.directory, len(run))
-            if error is None:
-                error = UnknownServerError(f"the bookie could not store the entry: {exc!r}")
-        try:
-            sink.adds_done(run, started, error)
+            sink.requests_done(run, started, error)
         except Exception:  # a bug in one completion must not strand the rest of the group
             log.exception("journal %s: completing a record failed", self.directory)
         return payload_bytes
 
+    def _store(self, run: list[Any], error: MiniPulsarError | None) -> tuple[MiniPulsarError | None, int]:
+        """Put a run of durable adds into the storage, or give back their room if they failed.
+        Returns the error their sink hears, and the payload bytes stored."""
+        storage = self._storage
+        assert storage is not None
+        if error is not None:
+            for request in run:
+                storage.cancel_admission(request.ledger_id, len(request.payload))
+            return error, 0
+        try:
+            storage.add_entries(run)
+        except Exception as exc:  # a bug: these adds are not acknowledged (the mark may pass them)
+            log.exception("journal %s: storing %d journaled entries failed", self.directory, len(run))
+            return UnknownServerError(f"the bookie could not store the entry: {exc!r}"), 0
+        return None, sum(map(len, map(_PAYLOAD, run)))
+
     def _group_released(self, entries: int, size: int, payload_bytes: int, end_mark: LogMark | None) -> None:
         """The group's records left the queue: give their room back, move :attr:`applied_mark`
-        past the group (if it was written) and admit the next waiter."""
+        past the group (if it was written) and wake the next waiter."""
         self._queued_entries -= entries
         self._queued_bytes -= size
         totals = metrics.TOTALS

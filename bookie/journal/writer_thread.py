@@ -28,21 +28,22 @@ from collections.abc import Callable
 from typing import Any
 
 from minipulsar.bookie import disk_model, metrics
+from minipulsar.bookie.journal.batch import RECORD_SIZE, Batch
 from minipulsar.bookie.journal.directory import JournalFiles
 from minipulsar.bookie.journal.format import RECORD_HEADER_SIZE, LogMark, encode_group_header
 from minipulsar.bookie.journal.group_commit import FlushReason, GroupCommitPolicy
 from minipulsar.bookie.journal.segment import SegmentScan
-from minipulsar.bookie.journal.types import RECORD_SIZE, Batch, JournalStats
+from minipulsar.bookie.journal.stats import JournalStats
 from minipulsar.errors import MiniPulsarError, UnknownServerError
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 STOP = object()
 """Queued by the loop after its last batch: write what came before, then stop."""
-_GROUP_SIZES_KEPT = 1000
 
-GroupDone = Callable[..., None]
-"""The loop's ``(group, error[, segment_id, offset, end_mark])`` completion, run on the loop."""
+GroupDone = Callable[[list[Batch], MiniPulsarError | None, LogMark | None], None]
+"""The loop's completion of a group: ``(group, None, end mark)`` once it is written (and
+synced), ``(group, failure, None)`` if it failed; run on the loop."""
 
 
 class JournalThread:
@@ -199,7 +200,7 @@ class JournalThread:
         writer = self.files.current
         assert writer is not None
         if self._failure is not None:
-            self._call_on_loop(self._group_done, group, self._failure)
+            self._call_on_loop(self._group_done, group, self._failure, None)
             return
         buffers = [b""]
         for batch in group:
@@ -220,26 +221,18 @@ class JournalThread:
             log.error("journal %s: write failed, refusing further adds: %r", self.directory, exc)
             failure = UnknownServerError(f"journal write failed: {exc}")
             self._fail(failure)
-            self._call_on_loop(self._group_done, group, failure)
+            self._call_on_loop(self._group_done, group, failure, None)
             return
         if disk_model.MODEL is not None:  # bench only (minipulsarSimulatedDiskModel): a SIMULATED slow disk
             disk_model.MODEL.wrote(self.directory, written_bytes, self.settings.sync_data)
-        records_start = start + RECORD_HEADER_SIZE
-        end_mark = LogMark(writer.segment_id, records_start + group_bytes)
+        end_mark = LogMark(writer.segment_id, start + written_bytes)
         self._account(group, entries, written_bytes, reason)
-        self._call_on_loop(self._group_done, group, None, writer.segment_id, records_start, end_mark)
+        self._call_on_loop(self._group_done, group, None, end_mark)
         self._after_write()
 
     def _account(self, group: list[Batch], entries: int, group_bytes: int, reason: FlushReason) -> None:
         """Per group, never per record: the latency of each batch counts for all its records."""
-        stats = self.stats
-        stats.groups += 1
-        stats.records += entries
-        stats.bytes_written += group_bytes
-        stats.flushes[reason] += 1
-        if len(stats.group_sizes) >= _GROUP_SIZES_KEPT:
-            del stats.group_sizes[: _GROUP_SIZES_KEPT // 2]
-        stats.group_sizes.append(entries)
+        self.stats.group_written(entries, group_bytes, reason)
         metrics.JOURNAL_NUM_FLUSH[reason.value].inc()
         metrics.JOURNAL_FORCE_WRITE_GROUPING_COUNT.observe(entries)
         metrics.JOURNAL_WRITE_BYTES.inc(group_bytes)
@@ -269,7 +262,7 @@ class JournalThread:
         if self._failure is None:
             self._fail(failure)
         if group:
-            self._call_on_loop(self._group_done, group, failure)
+            self._call_on_loop(self._group_done, group, failure, None)
 
 
 def split_batch(batch: Batch, policy: GroupCommitPolicy, entries: int, group_bytes: int) -> tuple[Batch, Batch | None]:

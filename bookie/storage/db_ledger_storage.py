@@ -492,12 +492,8 @@ class DbLedgerStorage(LedgerStorage):
     def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:
         self._dirs[ledger_id % self._n].cancel_admission(payload_length, entries)
 
-    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
-        self._dirs[ledger_id % self._n].add_entry(ledger_id, entry_id, lac, payload)
-
     def add_entries(self, requests: Sequence[Any]) -> None:
-        """:meth:`add_entry` for a run of adds (``ledger_id``, ``entry_id``, ``lac``,
-        ``payload``): one call into the dir, with one ledger dir."""
+        """Each add into its ledger's dir: the whole run in one call with one ledger dir."""
         if self._n == 1:
             self._dirs[0].add_entries(requests)
             return

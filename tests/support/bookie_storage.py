@@ -12,6 +12,7 @@ from pathlib import Path
 from minipulsar.bookie.bookie import Bookie
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.config import BookieConfig, load_config
+from tests.support.journal import Add, RecordingSink
 
 _images = itertools.count()
 
@@ -43,18 +44,12 @@ def storage(bookie: Bookie) -> DbLedgerStorage:
 
 async def add(bookie: Bookie, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> None:
     """One add, through admission and the journal, returning once it is acknowledged."""
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def callback(error: BaseException | None) -> None:
-        if error is None:
-            done.set_result(None)
-        else:
-            done.set_exception(error)
-
-    lac = entry_id - 1
-    if not bookie.try_add_entry(ledger_id, entry_id, lac, payload, recovery, callback):
-        await bookie.add_entry_when_admitted(ledger_id, entry_id, lac, payload, recovery, callback)
-    await done
+    sink, request = RecordingSink(), Add(ledger_id, entry_id, payload, recovery=recovery)
+    if bookie.try_add([request], sink) == 0:
+        await bookie.add_when_admitted(request, sink)
+    await sink.wait(1)
+    if (error := sink.error_of(request)) is not None:
+        raise error
 
 
 def payload_for(ledger_id: int, entry_id: int, size: int = 1000) -> bytes:
