@@ -34,7 +34,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from minipulsar.bookie.journal.segment import list_segments
+from minipulsar.bookie.journal.directory import list_segments
 from minipulsar.bookie.storage.entry_logger import list_entry_logs
 from minipulsar.bookie.storage.index_db import INDEX_DB_FILE
 from minipulsar.durable_file import write_atomically

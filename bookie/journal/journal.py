@@ -32,7 +32,13 @@ from typing import Any, Protocol
 
 from minipulsar.bookie import metrics
 from minipulsar.bookie.journal.batch import RECORD_SIZE, Batch, PendingRecord
-from minipulsar.bookie.journal.directory import RECYCLED_SEGMENTS_KEPT, JournalFiles, trim_segments
+from minipulsar.bookie.journal.directory import (
+    RECYCLED_SEGMENTS_KEPT,
+    JournalFiles,
+    replay_directory,
+    tail_scan,
+    trim_segments,
+)
 from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     EntryLocation,
@@ -43,7 +49,7 @@ from minipulsar.bookie.journal.format import (
     encode_header,
     encode_headers,
 )
-from minipulsar.bookie.journal.segment import SegmentScan, replay_directory, segment_path, tail_scan
+from minipulsar.bookie.journal.segment import SegmentScan, segment_path
 from minipulsar.bookie.journal.settings import JournalSettings
 from minipulsar.bookie.journal.stats import JournalStats
 from minipulsar.bookie.journal.writer_thread import JournalThread

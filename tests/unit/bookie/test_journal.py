@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from minipulsar.bookie.journal.directory import list_segments
 from minipulsar.bookie.journal.format import RECORD_HEADER_SIZE, LogMark, RecordType
 from minipulsar.bookie.journal.group_commit import FlushReason, GroupCommitPolicy
 from minipulsar.bookie.journal.journal import Fence
-from minipulsar.bookie.journal.segment import list_segments, segment_path
+from minipulsar.bookie.journal.segment import segment_path
 from tests.support.journal import (
     KIB,
     Add,

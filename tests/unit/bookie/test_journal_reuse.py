@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from minipulsar.bookie.journal.directory import JournalFiles
+from minipulsar.bookie.journal.directory import JournalFiles, delete_segments_before, list_segments
 from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
@@ -20,9 +20,7 @@ from minipulsar.bookie.journal.format import (
 from minipulsar.bookie.journal.segment import (
     RECYCLED_SUFFIX,
     SegmentWriter,
-    delete_segments_before,
     list_recycled,
-    list_segments,
     scan_segment,
     segment_path,
     take_recycled,

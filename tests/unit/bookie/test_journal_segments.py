@@ -16,6 +16,7 @@ import pytest
 from crc32c import crc32c
 
 from minipulsar.bookie.journal import segment as journal_segment
+from minipulsar.bookie.journal.directory import list_segments
 from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
@@ -27,7 +28,7 @@ from minipulsar.bookie.journal.format import (
     encode_segment_header,
     read_segment_header,
 )
-from minipulsar.bookie.journal.segment import Preallocator, SegmentWriter, list_segments, scan_segment, segment_path
+from minipulsar.bookie.journal.segment import Preallocator, SegmentWriter, scan_segment, segment_path
 from tests.support.journal import KIB, Add, RecordingSink, new_journal, replay, submit, write
 from tests.support.process import wait_for
 
