@@ -71,6 +71,7 @@ from minipulsar.protocol.commands import (
     ReadLacResponse,
 )
 from minipulsar.protocol.schema import Command
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +256,7 @@ class BookieServerConnection(ServerConnection):
         self._waiting.extend((cmd, started) for cmd in adds)
         if self._admitting is None:
             self._pause_reading(_ADDS_WAITING)
-            task = self._admitting = self._loop.create_task(self._admit_waiting())
+            task = self._admitting = spawn(self._admit_waiting(), name=f"{self.peer}: adds waiting", logger=log)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -269,7 +270,7 @@ class BookieServerConnection(ServerConnection):
                     if state.read_only and not cmd.recovery:  # turned read-only while it waited
                         raise state.refusal(self.bookie_id)
                     await self.bookie.add_when_admitted(cmd, self, started)
-                except Exception as error:
+                except MiniPulsarError as error:  # TooManyRequests, BookieReadOnly, LedgerFenced, ...
                     self.requests_done([cmd], started, error)
                 waiting.popleft()
         finally:

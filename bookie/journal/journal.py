@@ -54,6 +54,7 @@ from minipulsar.bookie.journal.settings import JournalSettings
 from minipulsar.bookie.journal.stats import JournalStats
 from minipulsar.bookie.journal.writer_thread import JournalThread
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError, UnknownServerError
+from minipulsar.supervision import failure_of, guarded
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
@@ -147,6 +148,9 @@ class Journal:
         """JOURNAL_ADD_ENTRY, written by this journal's thread only."""
         self.applied_mark: LogMark | None = None
         """End of the last group completed on the loop (see the module docstring)."""
+        self._completing = f"journal {self.directory}: completing journaled records"
+        self._storing = f"journal {self.directory}: storing journaled entries"
+        """What :func:`guarded` and :func:`failure_of` log, made once."""
         self.on_failed: Callable[[int, MiniPulsarError], None] | None = None
         """Told ``(index, failure)`` on the loop, once, when the writer thread stops after a
         failed write, sync or roll (the bookie then turns read-only: :mod:`bookie.state`)."""
@@ -406,10 +410,8 @@ class Journal:
         payload_bytes = 0
         if record_type is _ADD_ENTRY:
             error, payload_bytes = self._store(run, error)
-        try:
-            sink.requests_done(run, started, error)
-        except Exception:  # a bug in one completion must not strand the rest of the group
-            log.exception("journal %s: completing a record failed", self.directory)
+        # One sink among the group's: a bug in it must not strand the rest of the group.
+        guarded(log, self._completing, sink.requests_done, run, started, error)
         return payload_bytes
 
     def _store(self, run: list[Any], error: MiniPulsarError | None) -> tuple[MiniPulsarError | None, int]:
@@ -421,11 +423,9 @@ class Journal:
             for request in run:
                 storage.cancel_admission(request.ledger_id, len(request.payload))
             return error, 0
-        try:
-            storage.add_entries(run)
-        except Exception as exc:  # a bug: these adds are not acknowledged (the mark may pass them)
-            log.exception("journal %s: storing %d journaled entries failed", self.directory, len(run))
-            return UnknownServerError(f"the bookie could not store the entry: {exc!r}"), 0
+        failure = failure_of(log, self._storing, storage.add_entries, run)
+        if failure is not None:  # a bug: these adds are not acknowledged (the mark may pass them)
+            return UnknownServerError(f"the bookie could not store the entry: {failure!r}"), 0
         return None, sum(map(len, map(_PAYLOAD, run)))
 
     def _group_released(self, entries: int, size: int, payload_bytes: int, end_mark: LogMark | None) -> None:
