@@ -23,7 +23,7 @@ the id brokers know with none of the ledgers they placed there — ledger recove
 its "no such ledger" as "no entries". It is refused until an operator deletes that key.
 With ``--port 0`` the id changes on each start and each start leaves its own key; a port the
 OS hands out whose id holds another instance's cookie is exchanged for another
-(:class:`bookie.service.BookieService`), since an ephemeral port is no identity.
+(:class:`bookie.bookie_server.BookieServer`), since an ephemeral port is no identity.
 """
 
 from __future__ import annotations

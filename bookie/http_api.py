@@ -29,14 +29,14 @@ from minipulsar.config import parse_bool
 from minipulsar.errors import ServiceNotReadyError
 
 if TYPE_CHECKING:
-    from minipulsar.bookie.service import BookieService
+    from minipulsar.bookie.bookie_server import BookieServer
 
 READ_ONLY_BY_HAND = "set read-only through PUT /api/v1/bookie/state/readonly"
 FORCE_READ_ONLY = "forceReadOnlyBookie=true"
 
 
 class BookieHttpApi:
-    def __init__(self, service: BookieService) -> None:
+    def __init__(self, service: BookieServer) -> None:
         self._service = service
 
     def routes(self) -> list[web.RouteDef]:

@@ -15,7 +15,7 @@ skips the hot ones, so the figures describe the last few seconds, not the proces
   ``ledgerDirsUsage`` and ``writableLedgerDirs``: from the disk monitor's last check;
 - ``pendingAdds``, ``pendingReads``, ``readPoolPending``: requests in the bookie right now;
 - ``readOnly`` and ``state`` (``writable`` / ``readonly``), and ``readOnlyReasons``
-  (:mod:`bookie.state`).
+  (:mod:`bookie.state_manager`).
 
 Invariants:
 - :meth:`BookieLoad.report` does no I/O (it runs on the loop for every BOOKIE_INFO);
@@ -43,7 +43,7 @@ from prometheus_client import Histogram
 from minipulsar.bookie import metrics
 from minipulsar.bookie.disk_monitor import LedgerDirsMonitor, filesystem_space, total_used_fraction
 from minipulsar.bookie.read_pool import ReadThreadPool
-from minipulsar.bookie.state import BookieState
+from minipulsar.bookie.state_manager import BookieStateManager
 from minipulsar.supervision import Periodic
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class BookieLoad:
         journal_dirs: Sequence[str],
         ledger_dirs: Sequence[str],
         disk_monitor: LedgerDirsMonitor,
-        state: BookieState,
+        state: BookieStateManager,
         read_pool: ReadThreadPool | None,
         sample_interval_s: float = SAMPLE_INTERVAL_S,
         window_s: float = WINDOW_S,

@@ -1,6 +1,6 @@
 """Where the bookie runs the blocking part of a read: the :class:`ReadExecutor` contract.
 
-:meth:`bookie.bookie.Bookie.read_entries` hands ``storage.read_entries`` (a thread-safe,
+:meth:`bookie.bookie_impl.BookieImpl.read_entries` hands ``storage.read_entries`` (a thread-safe,
 blocking function) to ``read_executor.submit(ledger_id, fn)``. The process wiring passes
 BookKeeper's ordered, bounded read thread pool (:class:`bookie.read_pool.ReadThreadPool`);
 :class:`ThreadPoolReadExecutor` is the plain default for everything else (tests, tools).

@@ -1,5 +1,5 @@
 """The adds of one socket read admitted together (``BookieServerConnection.commands_received``,
-``Bookie.try_add``, ``Journal.add``, ``add_entries``/``put_run``): fenced and
+``BookieImpl.try_add``, ``Journal.add``, ``add_entries``/``put_run``): fenced and
 recovery adds in a mixed read, ledgers on two journals, request order against the other
 commands of the read, duplicate (ledger, entry) pairs, and back-pressure with a tiny write
 cache or journal queue.
@@ -7,7 +7,7 @@ cache or journal queue.
 An in-process bookie on 127.0.0.1:0 (memory:// metadata) is driven by raw frames. A batch is
 sent in ONE write and delivered to the bookie in ONE read: its connection stops reading until
 every byte of the batch is in its socket (FIONREAD), then reads once; a spy on
-``Bookie.try_add`` checks that the whole batch did come as one read.
+``BookieImpl.try_add`` checks that the whole batch did come as one read.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from minipulsar.bookie import metrics as bookie_metrics
-from minipulsar.bookie.server import BookieServerConnection
-from minipulsar.bookie.service import BookieService
+from minipulsar.bookie.bookie_server import BookieServer
+from minipulsar.bookie.server_connection import BookieServerConnection
 from minipulsar.bookie.storage import metrics as storage_metrics
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
 from minipulsar.bookie.storage.write_cache import WriteCache
@@ -75,8 +75,8 @@ def bookie_config(root: Path, **overrides: Any) -> BookieConfig:
 
 
 @contextlib.asynccontextmanager
-async def running(config: BookieConfig) -> AsyncIterator[BookieService]:
-    service = BookieService(config)
+async def running(config: BookieConfig) -> AsyncIterator[BookieServer]:
+    service = BookieServer(config)
     await service.start()
     try:
         yield service
@@ -111,7 +111,7 @@ class RawBookieClient:
         return client
 
     @classmethod
-    async def open_in_process(cls, service: BookieService) -> RawBookieClient:
+    async def open_in_process(cls, service: BookieServer) -> RawBookieClient:
         before = set(service.listener.connections)
         client = await cls.open(service.host, service.port)
         (client.server,) = set(service.listener.connections) - before
@@ -187,7 +187,7 @@ class RawBookieClient:
 
 
 @contextlib.asynccontextmanager
-async def client_of(service: BookieService) -> AsyncIterator[RawBookieClient]:
+async def client_of(service: BookieServer) -> AsyncIterator[RawBookieClient]:
     client = await RawBookieClient.open_in_process(service)
     try:
         yield client
@@ -231,7 +231,7 @@ async def fence(client: RawBookieClient, ledger_id: int) -> ReadLacResponse:
     return response
 
 
-def reserved_bytes(service: BookieService) -> int:
+def reserved_bytes(service: BookieServer) -> int:
     """Write-cache room reserved for adds not yet in the cache: 0 once every add is answered."""
     return sum(directory._reserved for directory in service.bookie.storage.dirs)
 

@@ -1,4 +1,4 @@
-"""Helpers for the storage-engine tests: an in-process Bookie on tmp dirs, adds that await
+"""Helpers for the storage-engine tests: an in-process BookieImpl on tmp dirs, adds that await
 their acknowledgement, and crash images (a copy of every dir while the bookie runs)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 import shutil
 from pathlib import Path
 
-from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.config import BookieConfig, load_config
 from tests.support.journal import Add, RecordingSink
@@ -31,18 +31,18 @@ def bookie_config(root: Path, **overrides) -> BookieConfig:
     )
 
 
-async def started_bookie(root: Path, **overrides) -> Bookie:
-    bookie = Bookie(bookie_config(root, **overrides))
+async def started_bookie(root: Path, **overrides) -> BookieImpl:
+    bookie = BookieImpl(bookie_config(root, **overrides))
     await bookie.start()
     return bookie
 
 
-def storage(bookie: Bookie) -> DbLedgerStorage:
+def storage(bookie: BookieImpl) -> DbLedgerStorage:
     assert isinstance(bookie.storage, DbLedgerStorage)
     return bookie.storage
 
 
-async def add(bookie: Bookie, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> None:
+async def add(bookie: BookieImpl, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> None:
     """One add, through admission and the journal, returning once it is acknowledged."""
     sink, request = RecordingSink(), Add(ledger_id, entry_id, payload, recovery=recovery)
     if bookie.try_add([request], sink) == 0:
@@ -56,7 +56,7 @@ def payload_for(ledger_id: int, entry_id: int, size: int = 1000) -> bytes:
     return random.Random(ledger_id * 1_000_003 + entry_id).randbytes(size)
 
 
-async def add_many(bookie: Bookie, ledgers: range | list[int], entries: range, size: int = 1000) -> None:
+async def add_many(bookie: BookieImpl, ledgers: range | list[int], entries: range, size: int = 1000) -> None:
     """Pipelined adds of ``payload_for(l, e, size)`` for every ledger and entry."""
     await asyncio.gather(
         *(
@@ -67,7 +67,7 @@ async def add_many(bookie: Bookie, ledgers: range | list[int], entries: range, s
     )
 
 
-async def read_all(bookie: Bookie, ledger_id: int, first: int, count: int) -> list[tuple[int, bytes]]:
+async def read_all(bookie: BookieImpl, ledger_id: int, first: int, count: int) -> list[tuple[int, bytes]]:
     return await bookie.read_entries(ledger_id, first, count, 1 << 40)
 
 

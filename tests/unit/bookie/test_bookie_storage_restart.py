@@ -1,4 +1,4 @@
-"""The storage engine under a whole in-process Bookie (real journals, real files): replay from
+"""The storage engine under a whole in-process BookieImpl (real journals, real files): replay from
 the checkpoint, journal trimming, a torn journal tail, fences that outlive their journal
 record, throttled adds, periodic checkpoints.
 

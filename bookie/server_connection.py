@@ -2,7 +2,7 @@
 
 ADD_ENTRY is handled synchronously in the read path: the adds of one read are collected and,
 once the read is dispatched (or before any other command, to keep request order), admitted
-to the journal together (:meth:`Bookie.try_add`: one fence check per ledger, one
+to the journal together (:meth:`BookieImpl.try_add`: one fence check per ledger, one
 write-cache reservation, one journal hand-over), then answered from the journal's group
 completion — the connection is the adds' sink (:meth:`BookieServerConnection.requests_done`, once per
 run of adds from one read, answered with one buffer of pre-laid-out frames) — without a
@@ -36,7 +36,7 @@ that, a broker's adds, which share the connection with its reads, are not held u
 catch-up reader's.
 
 While the bookie is read-only (every ledger dir full, or a journal failed: see
-:mod:`bookie.state`) adds are refused with BookieReadOnly before they reach the journal —
+:mod:`bookie.state_manager`) adds are refused with BookieReadOnly before they reach the journal —
 except recovery adds, which ledger recovery needs to close a ledger — and reads are served as
 usual. Reads beyond the read thread pool's bound are refused with TooManyRequests
 (:mod:`bookie.read_pool`). BOOKIE_INFO answers from memory (:mod:`bookie.load`).
@@ -54,10 +54,10 @@ import time
 from typing import Any
 
 from minipulsar.bookie import metrics
-from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.journal.format import INT64_MAX
 from minipulsar.bookie.load import BookieLoad
-from minipulsar.bookie.state import BookieState
+from minipulsar.bookie.state_manager import BookieStateManager
 from minipulsar.errors import ConnectionClosedError, InvalidCommandError, MiniPulsarError
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses
@@ -105,7 +105,9 @@ class BookieServerConnection(ServerConnection):
     """Adds of tens of KiB arrive back to back from a few broker connections: read them 1 MiB
     at a time (a few such connections per bookie)."""
 
-    def __init__(self, bookie: Bookie, bookie_id: str, *, state: BookieState, load: BookieLoad, **kwargs: Any) -> None:
+    def __init__(
+        self, bookie: BookieImpl, bookie_id: str, *, state: BookieStateManager, load: BookieLoad, **kwargs: Any
+    ) -> None:
         super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
         self.bookie = bookie
         self.bookie_id = bookie_id

@@ -1,6 +1,6 @@
 """The bookie proper: journals + ledger storage, and the add / fence / read operations on them.
 
-Network-free (the request handlers in :mod:`bookie.server` call it) and owned by one event
+Network-free (the request handlers in :mod:`bookie.server_connection` call it) and owned by one event
 loop. Invariants:
 
 - an add is checked against the fence and admitted twice before it reaches the journal: the
@@ -53,7 +53,7 @@ _PAYLOAD = operator.attrgetter("payload")
 
 
 class AddRequest(JournalRequest, Protocol):
-    """An add as :meth:`Bookie.try_add` takes it (the ADD_ENTRY command satisfies it)."""
+    """An add as :meth:`BookieImpl.try_add` takes it (the ADD_ENTRY command satisfies it)."""
 
     @property
     def recovery(self) -> bool: ...
@@ -79,7 +79,7 @@ class _FenceDurable:
         self._fenced.set_result(state)
 
 
-class Bookie:
+class BookieImpl:
     def __init__(self, config: BookieConfig, read_executor: ReadExecutor | None = None) -> None:
         """``read_executor``: where blocking reads run (the process passes its bounded read
         thread pool); by default a plain pool of ``numReadWorkerThreads`` threads, owned here."""

@@ -11,7 +11,7 @@ bookie that already serves, in the state it serves in).
 While serving: garbage collection drops the ledgers deleted from the metadata store and
 compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round); the bookie is read-only —
 adds refused with BookieReadOnly, the registration moved to the read-only path — while any
-cause of :mod:`bookie.state` holds: no ledger dir writable (the disk monitor; cleared below
+cause of :mod:`bookie.state_manager` holds: no ledger dir writable (the disk monitor; cleared below
 ``diskUsageLwmThreshold``), a failed journal (a full or failing journal disk; until it
 restarts), an operator's ``PUT /api/v1/bookie/state/readonly``, or ``forceReadOnlyBookie``.
 With ``readOnlyModeEnabled=false`` the first two stop the bookie instead, as BookKeeper does.
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from minipulsar.bookie import disk_model, metrics
-from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.bookie_status import read_status, write_status
 from minipulsar.bookie.cookie import (
     Cookie,
@@ -48,8 +48,8 @@ from minipulsar.bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, Booki
 from minipulsar.bookie.load import BookieLoad
 from minipulsar.bookie.read_pool import ReadThreadPool
 from minipulsar.bookie.registration import DEFAULT_RACK, BookieRegistration
-from minipulsar.bookie.server import BookieServerConnection
-from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
+from minipulsar.bookie.server_connection import BookieServerConnection
+from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager, journal_failed
 from minipulsar.bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
 from minipulsar.metadata import MetadataStore, open_metadata_store
@@ -85,7 +85,7 @@ class StartAborted(Exception):
     """A stop was asked (SIGTERM, SIGINT) while the bookie was starting: it stops before serving."""
 
 
-class BookieService:
+class BookieServer:
     def __init__(
         self, config: BookieConfig, store: MetadataStore | None = None, stop: asyncio.Event | None = None
     ) -> None:
@@ -95,8 +95,8 @@ class BookieService:
         self.config = config
         disk_model.install(config.simulated_disk_model)  # bench only; None (the default): no model
         self.read_pool = ReadThreadPool(config.num_read_worker_threads, config.max_pending_read_requests_per_thread)
-        self.bookie = Bookie(config, read_executor=self.read_pool)
-        self.state = BookieState(self._read_only_changed)
+        self.bookie = BookieImpl(config, read_executor=self.read_pool)
+        self.state = BookieStateManager(self._read_only_changed)
         self.bookie.journals.on_failed(self._journal_failed)
         self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed)
         self.bookie.storage.no_space_listener = self._ledger_dir_out_of_space
