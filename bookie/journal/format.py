@@ -172,12 +172,6 @@ def read_segment_header(data: bytes) -> SegmentHeader | None:
     return SegmentHeader(segment_id, version, flags if version in GROUPED_VERSIONS else 0)
 
 
-def decode_segment_header(data: bytes) -> int | None:
-    """The segment id in a readable segment header, None when the header is missing or foreign."""
-    header = read_segment_header(data)
-    return None if header is None else header.segment_id
-
-
 def encode_header(kind: int, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
     """The record header (with its checksum) to write before ``payload``, current version.
 
@@ -221,10 +215,6 @@ def encode_end(segment_id: int) -> bytes:
 def encode_record(record: JournalRecord, payload: bytes = b"") -> tuple[bytes, bytes]:
     """``(header, payload)`` of one record; write both, header first."""
     return encode_header(record.type, record.ledger_id, record.entry_id, record.lac, payload), payload
-
-
-def record_size(payload_length: int) -> int:
-    return RECORD_HEADER_SIZE + payload_length
 
 
 class ScannedRecord(NamedTuple):

@@ -155,12 +155,6 @@ class EntryLogWriter:
             self._write_pending()
         return location
 
-    def append_run(self, ledger_id: int, entries: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
-        """:meth:`append` for one ledger's ``(entry_id, payload)`` in order; returns their
-        ``(entry_id, location)`` (see :meth:`append_entries`)."""
-        entry_ids = [entry_id for entry_id, _ in entries]
-        return list(zip(entry_ids, self.append_entries(ledger_id, entry_ids, [payload for _, payload in entries])))
-
     def append_entries(self, ledger_id: int, entry_ids: list[int], payloads: list[bytes]) -> list[int]:
         """:meth:`append` for one ledger's entries in order; returns their locations. The
         flush's inner loop, one call per ledger: headers, offsets and buffers are built in C
