@@ -153,7 +153,12 @@ class BookieServer:
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         if config.force_read_only_bookie:
             self.state.set_cause(FORCE_READ_ONLY, True)
-        if config.persist_bookie_status_enabled and await loop.run_in_executor(None, read_status, self._ledger_dirs):
+        persisted_read_only = (
+            await loop.run_in_executor(None, read_status, self._ledger_dirs)
+            if config.persist_bookie_status_enabled
+            else None
+        )
+        if persisted_read_only:
             log.info("starting read-only, as an operator left it (persistBookieStatusEnabled)")
             self.state.set_cause(READ_ONLY_BY_HAND, True)
         await self.listener.serve()
@@ -194,9 +199,11 @@ class BookieServer:
             ForeignStoreCookieError: the configured port's id belongs to another bookie instance
                 (with ``--port 0``: each of EPHEMERAL_PORT_ATTEMPTS ports' ids did).
         """
+        store = self.store
+        assert store is not None, "the metadata store is opened first"
         for attempt in range(1, EPHEMERAL_PORT_ATTEMPTS + 1):
             try:
-                await self._unless_stopping(check_store_cookie(self.store, self.bookie_id, cookie))
+                await self._unless_stopping(check_store_cookie(store, self.bookie_id, cookie))
                 return
             except ForeignStoreCookieError:
                 # An ephemeral port is no identity: the id of a bookie that ran here before with

@@ -127,17 +127,17 @@ def check_cookies(journal_dirs: list[Path], ledger_dirs: list[Path]) -> Cookie:
         for directory in missing:
             write_cookie(directory, reference)
         return reference
-    for directory, cookie in found.items():
-        if cookie is None:
+    for directory, dir_cookie in found.items():
+        if dir_cookie is None:
             raise InvalidCookieError(
                 f"{directory} has no cookie but {reference_dir} has one: directories were added or wiped"
             )
-        if not cookie.same_bookie(replace(expected, instanceId=reference.instanceId)):
-            reordered = sorted(cookie.journalDirs) == sorted(expected.journalDirs) and sorted(
-                cookie.ledgerDirs
+        if not dir_cookie.same_bookie(replace(expected, instanceId=reference.instanceId)):
+            reordered = sorted(dir_cookie.journalDirs) == sorted(expected.journalDirs) and sorted(
+                dir_cookie.ledgerDirs
             ) == sorted(expected.ledgerDirs)
             raise InvalidCookieError(
-                f"the cookie in {directory} ({cookie}) does not match this bookie's directories "
+                f"the cookie in {directory} ({dir_cookie}) does not match this bookie's directories "
                 f"(journalDirectories={expected.journalDirs}, ledgerDirectories={expected.ledgerDirs})"
                 + (
                     "; they are the same dirs in another order: list them as when the bookie was created "

@@ -177,7 +177,7 @@ class BookieLoad:
         devices = {d for d in (*self._journal_devices, *self._ledger_devices) if d is not None}
         return LoadSample(
             at_s=time.monotonic(),
-            journal_write_bytes=metrics.JOURNAL_WRITE_BYTES.collect()[0].samples[0].value,
+            journal_write_bytes=next(iter(metrics.JOURNAL_WRITE_BYTES.collect())).samples[0].value,
             journal_sync=snapshot(metrics.JOURNAL_SYNC),
             cpu_s=time.process_time(),
             io_ticks_ms=read_io_ticks(devices),

@@ -204,7 +204,7 @@ class BookieServerConnection(ServerConnection):
         """ADD_ENTRY takes this short cut (no handler lookup); every other command goes to its
         ``@handles`` method, after the adds received before it were admitted."""
         if command.__class__ is AddEntry and self.handshake_done:
-            self._add_received(command)  # type: ignore[arg-type]
+            self._add_received(command)
             return
         if self._adds:  # in request order: e.g. a fencing read behind adds sees them admitted
             self._admit_adds()

@@ -26,8 +26,8 @@ def copy_outcome(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
             return
         if done.cancelled():
             target.cancel()
-        elif done.exception() is not None:
-            target.set_exception(done.exception())
+        elif (error := done.exception()) is not None:
+            target.set_exception(error)
         else:
             target.set_result(done.result())
 
@@ -63,8 +63,8 @@ class ThreadPoolReadExecutor:
             if ready.cancelled() or result.cancelled():
                 result.cancel()
                 return
-            if ready.exception() is not None:
-                result.set_exception(ready.exception())
+            if (refusal := ready.exception()) is not None:
+                result.set_exception(refusal)
                 return
             try:
                 running = loop.run_in_executor(self._pool, fn)
