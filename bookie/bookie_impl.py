@@ -1,6 +1,7 @@
-"""The bookie proper: journals + ledger storage, and the add / fence / read operations on them.
+"""The storage engine (BookKeeper's ``BookieImpl``): journals + ledger storage, and the add /
+fence / read operations on them.
 
-Network-free (the request handlers in :mod:`bookie.server_connection` call it) and owned by one event
+Network-free (:mod:`bookie.server_connection` calls it) and owned by one event
 loop. Invariants:
 
 - an add is checked against the fence and admitted twice before it reaches the journal: the

@@ -1,24 +1,29 @@
-"""A whole bookie process: the bookie, its read thread pool, its disk monitor and load report,
-its listener, its HTTP server and its registration.
+"""The bookie process's root (BookKeeper's ``BookieServer``): it builds the storage engine
+(:class:`~bookie.bookie_impl.BookieImpl`), its read thread pool, disk monitor, load report,
+listener, HTTP server and registration, wires them together, starts and stops them.
 
-Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
-bind the port, serve HTTP (:mod:`bookie.http_api`), check the cookie the metadata store holds
-for this bookie id (:func:`bookie.cookie.check_store_cookie`; with ``--port 0``, a port the OS
-hands out that an earlier bookie's id used is exchanged for another), accept connections,
-then register under ``/ledgers/available`` — or, when every ledger dir is already full or
-``forceReadOnlyBookie`` is set, under ``/ledgers/available/readonly`` (so brokers only see a
-bookie that already serves, in the state it serves in).
-While serving: garbage collection drops the ledgers deleted from the metadata store and
-compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round); the bookie is read-only —
-adds refused with BookieReadOnly, the registration moved to the read-only path — while any
-cause of :mod:`bookie.state_manager` holds: no ledger dir writable (the disk monitor; cleared below
-``diskUsageLwmThreshold``), a failed journal (a full or failing journal disk; until it
-restarts), an operator's ``PUT /api/v1/bookie/state/readonly``, or ``forceReadOnlyBookie``.
-With ``readOnlyModeEnabled=false`` the first two stop the bookie instead, as BookKeeper does.
-Stop: first stop taking work (stop accepting connections and reading requests), answer the
+Start, in this order: check the cookies, replay the journals, open them, check the ledger
+dirs' disk space, bind the port, serve HTTP (:mod:`bookie.http_api`), check the cookie the
+metadata store holds for this bookie id (:func:`bookie.cookie.check_store_cookie`; with
+``--port 0``, a port whose id an earlier bookie used is exchanged for another), accept
+connections, then register under ``/ledgers/available`` — or, when every ledger dir is
+already full or ``forceReadOnlyBookie`` is set, under ``/ledgers/available/readonly``.
+
+Stop, in this order: stop taking work (accepting connections, reading requests), answer the
 reads already queued and stop the read pool, let every journal group in flight be written,
-synced and answered, close the journals and the storage, then delete the registration and
-close the metadata session.
+synced and answered, close the journals and the storage, delete the registration, close the
+metadata session.
+
+Invariants:
+- brokers see only a bookie that already serves, registered in the state it serves in;
+- while serving, the bookie is read-only — adds refused with BookieReadOnly, the
+  registration on the read-only path — exactly while a cause of
+  :mod:`bookie.state_manager` holds: no writable ledger dir (cleared below
+  ``diskUsageLwmThreshold``), a failed journal (until a restart), an operator's ``PUT
+  /api/v1/bookie/state/readonly``, or ``forceReadOnlyBookie``; with
+  ``readOnlyModeEnabled=false`` the first two stop the bookie instead, as BookKeeper does;
+- garbage collection runs only while serving (``PUT /api/v1/bookie/gc`` forces a round);
+- nothing accepted is dropped on a stop: what was read is answered before the journals close.
 """
 
 from __future__ import annotations

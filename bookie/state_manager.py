@@ -13,8 +13,10 @@ ledgers on it — while any cause holds:
 - an operator's ``PUT /api/v1/bookie/state/readonly`` (until the PUT that clears it), or
   ``forceReadOnlyBookie`` (for good): :mod:`bookie.http_api`.
 
-Invariant: :attr:`BookieStateManager.read_only` is a plain attribute (every admission reads it), true
-exactly while :attr:`BookieStateManager.causes` is not empty; the listener hears each flip once.
+Invariants:
+- :attr:`BookieStateManager.read_only` is a plain attribute (every admission reads it), true
+  exactly while :attr:`BookieStateManager.causes` is not empty;
+- the listener hears each flip once.
 """
 
 from __future__ import annotations

@@ -164,10 +164,9 @@ def _entries_replayed(directory: Path, segment_id: int) -> list[int]:
 @pytest.mark.parametrize("case", ["while-the-extension-runs", "group-bigger-than-the-extension"])
 def test_no_group_is_written_past_the_zeros_prepared_for_it(tmp_path: Path, monkeypatch, case: str) -> None:
     """Goal: the writer never writes past what preallocation finished, so a zero-fill (a file
-    system without fallocate) never lands on synced, acknowledged records. It did twice: a
-    group written while an extension was still running (only the extension's target was
-    checked), and a group bigger than what the extension it waited for prepared.
-    Method: posix_fallocate unsupported; the background zero-fill is held until the writer
+    system without fallocate) never lands on synced, acknowledged records: neither a group
+    written while an extension is still running, nor a group bigger than what the extension
+    it waited for prepared. Method: posix_fallocate unsupported; the background zero-fill is held until the writer
     waits for it (or to the end, if it never does); then every record written must replay."""
     release = threading.Event()
 
@@ -240,9 +239,9 @@ def test_preallocation_syncs_through_a_descriptor_of_its_own(tmp_path: Path, mon
 
 async def test_appending_after_a_group_cut_short_resumes_at_the_group_start(tmp_path: Path) -> None:
     """Goal: after a crash that cut a group short, appending resumes where that group starts,
-    so a replay from any earlier mark reads through to the groups written after the restart.
-    (It resumed after the cut group's surviving records, inside the range the group's header
-    announces: a replay from before stopped there as corrupt and lost every later add.)
+    so a replay from any earlier mark reads through to the groups written after the restart
+    (appended after the cut group's surviving records, inside the range its header announces,
+    a replay from before would stop there as corrupt and lose every later add).
     Method: two groups of 5 adds; the second cut inside its second record; a restart appends 3
     adds; then replays from the start and from the restart's mark."""
 
