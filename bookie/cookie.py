@@ -23,7 +23,7 @@ the id brokers know with none of the ledgers they placed there — ledger recove
 its "no such ledger" as "no entries". It is refused until an operator deletes that key.
 With ``--port 0`` the id changes on each start and each start leaves its own key; a port the
 OS hands out whose id holds another instance's cookie is exchanged for another
-(:class:`bookie.service.BookieService`), since an ephemeral port is no identity.
+(:class:`bookie.bookie_server.BookieServer`), since an ephemeral port is no identity.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from minipulsar.bookie.journal_segment import list_segments
+from minipulsar.bookie.journal.directory import list_segments
 from minipulsar.bookie.storage.entry_logger import list_entry_logs
 from minipulsar.bookie.storage.index_db import INDEX_DB_FILE
 from minipulsar.durable_file import write_atomically
@@ -127,17 +127,17 @@ def check_cookies(journal_dirs: list[Path], ledger_dirs: list[Path]) -> Cookie:
         for directory in missing:
             write_cookie(directory, reference)
         return reference
-    for directory, cookie in found.items():
-        if cookie is None:
+    for directory, dir_cookie in found.items():
+        if dir_cookie is None:
             raise InvalidCookieError(
                 f"{directory} has no cookie but {reference_dir} has one: directories were added or wiped"
             )
-        if not cookie.same_bookie(replace(expected, instanceId=reference.instanceId)):
-            reordered = sorted(cookie.journalDirs) == sorted(expected.journalDirs) and sorted(
-                cookie.ledgerDirs
+        if not dir_cookie.same_bookie(replace(expected, instanceId=reference.instanceId)):
+            reordered = sorted(dir_cookie.journalDirs) == sorted(expected.journalDirs) and sorted(
+                dir_cookie.ledgerDirs
             ) == sorted(expected.ledgerDirs)
             raise InvalidCookieError(
-                f"the cookie in {directory} ({cookie}) does not match this bookie's directories "
+                f"the cookie in {directory} ({dir_cookie}) does not match this bookie's directories "
                 f"(journalDirectories={expected.journalDirs}, ledgerDirectories={expected.ledgerDirs})"
                 + (
                     "; they are the same dirs in another order: list them as when the bookie was created "

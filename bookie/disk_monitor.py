@@ -12,7 +12,7 @@ rules (:func:`check_dirs`, pure):
   once) is below ``diskUsageLwmThreshold``. That gap is the hysteresis: a read-only bookie
   does not flap back to writable (and move its registration) on every small deletion.
 
-No writable dir left makes the bookie read-only (``readOnlyModeEnabled``, :mod:`bookie.state`;
+No writable dir left makes the bookie read-only (``readOnlyModeEnabled``, :mod:`bookie.state_manager`;
 otherwise the owner shuts the bookie down). The monitor only reports: its listener is told
 when the writable state changes.
 

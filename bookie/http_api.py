@@ -29,14 +29,14 @@ from minipulsar.config import parse_bool
 from minipulsar.errors import ServiceNotReadyError
 
 if TYPE_CHECKING:
-    from minipulsar.bookie.service import BookieService
+    from minipulsar.bookie.bookie_server import BookieServer
 
 READ_ONLY_BY_HAND = "set read-only through PUT /api/v1/bookie/state/readonly"
 FORCE_READ_ONLY = "forceReadOnlyBookie=true"
 
 
 class BookieHttpApi:
-    def __init__(self, service: BookieService) -> None:
+    def __init__(self, service: BookieServer) -> None:
         self._service = service
 
     def routes(self) -> list[web.RouteDef]:
@@ -114,11 +114,12 @@ class BookieHttpApi:
         gc = self._service.bookie.gc
         if gc is None or self._service.stopping:
             return _error(503, "the bookie is not serving")
-        body: dict[str, Any] | None = {}
+        body: dict[str, Any] = {}
         if request.can_read_body:
-            body = await _json_object(request)
-            if body is None:
+            parsed = await _json_object(request)
+            if parsed is None:
                 return _error(400, "the body must be a JSON object")
+            body = parsed
         try:
             force_major, force_minor = (_json_flag(body, key, default=True) for key in ("forceMajor", "forceMinor"))
         except ValueError as exc:

@@ -15,12 +15,15 @@ skips the hot ones, so the figures describe the last few seconds, not the proces
   ``ledgerDirsUsage`` and ``writableLedgerDirs``: from the disk monitor's last check;
 - ``pendingAdds``, ``pendingReads``, ``readPoolPending``: requests in the bookie right now;
 - ``readOnly`` and ``state`` (``writable`` / ``readonly``), and ``readOnlyReasons``
-  (:mod:`bookie.state`).
+  (:mod:`bookie.state_manager`).
 
-Invariant: :meth:`BookieLoad.report` does no I/O (it runs on the loop for every BOOKIE_INFO);
-a sampler task takes one :class:`LoadSample` per ``SAMPLE_INTERVAL_S`` in a thread, keeps the
-last ``WINDOW_S`` of them, and rates are differences between the newest and the oldest (so the
-report lags by up to one interval).
+Invariants:
+- :meth:`BookieLoad.report` does no I/O (it runs on the loop for every BOOKIE_INFO);
+- a sampler (:class:`~minipulsar.supervision.Periodic`) takes one :class:`LoadSample` per
+  ``SAMPLE_INTERVAL_S`` in a thread and keeps the last ``WINDOW_S`` of them; a failed sample
+  is logged and the next one taken on time;
+- rates are differences between the newest and the oldest sample (so the report lags by up
+  to one interval).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from prometheus_client import Histogram
 from minipulsar.bookie import metrics
 from minipulsar.bookie.disk_monitor import LedgerDirsMonitor, filesystem_space, total_used_fraction
 from minipulsar.bookie.read_pool import ReadThreadPool
-from minipulsar.bookie.state import BookieState
+from minipulsar.bookie.state_manager import BookieStateManager
+from minipulsar.supervision import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +140,7 @@ class BookieLoad:
         journal_dirs: Sequence[str],
         ledger_dirs: Sequence[str],
         disk_monitor: LedgerDirsMonitor,
-        state: BookieState,
+        state: BookieStateManager,
         read_pool: ReadThreadPool | None,
         sample_interval_s: float = SAMPLE_INTERVAL_S,
         window_s: float = WINDOW_S,
@@ -149,37 +153,31 @@ class BookieLoad:
         self._journal_devices: list[int | None] = []
         self._ledger_devices: list[int | None] = []
         self._samples: deque[LoadSample] = deque(maxlen=round(window_s / sample_interval_s) + 1)
-        self._task: asyncio.Task[None] | None = None
+        self._sampler = Periodic("bookie-load-sampler", sample_interval_s, self._sample_once, logger=log)
+        """A failed sample (a bug) is logged and the next one taken on time: the report never freezes."""
 
     async def start(self) -> None:
         """Take the first sample now (the dirs exist by then), then one per interval."""
         self._samples.append(await asyncio.to_thread(self._first_sample))
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="bookie-load-sampler")
+        self._sampler.start()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        await self._sampler.stop()
 
     def _first_sample(self) -> LoadSample:
         self._journal_devices = [device_of(d) for d in self._journal_dirs]
         self._ledger_devices = [device_of(d) for d in self._ledger_dirs]
         return self.sample()
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.sample_interval_s)
-            try:
-                self._samples.append(await asyncio.to_thread(self.sample))
-            except Exception:  # a bug here must not end the sampling (the report would freeze)
-                log.exception("sampling the bookie's load failed")
+    async def _sample_once(self) -> None:
+        self._samples.append(await asyncio.to_thread(self.sample))
 
     def sample(self) -> LoadSample:
         """Read the counters now (blocking: the io_ticks files)."""
         devices = {d for d in (*self._journal_devices, *self._ledger_devices) if d is not None}
         return LoadSample(
             at_s=time.monotonic(),
-            journal_write_bytes=metrics.JOURNAL_WRITE_BYTES.collect()[0].samples[0].value,
+            journal_write_bytes=next(iter(metrics.JOURNAL_WRITE_BYTES.collect())).samples[0].value,
             journal_sync=snapshot(metrics.JOURNAL_SYNC),
             cpu_s=time.process_time(),
             io_ticks_ms=read_io_ticks(devices),

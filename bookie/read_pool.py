@@ -14,7 +14,9 @@ Invariants:
 - ``pending`` counts are touched only on the event loop (incremented in ``submit``,
   decremented when the result is handed back), so they need no lock;
 - every submitted task's future is completed exactly once, on the loop, unless the loop is
-  already closed; ``close()`` runs the tasks already queued, then stops the threads.
+  already closed — with the task's result or the exception it raised (handed over by
+  :func:`~minipulsar.supervision.outcome_of`: the awaiting request answers it); ``close()``
+  runs the tasks already queued, then stops the threads.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, TypeVar
 
 from minipulsar.bookie import metrics
 from minipulsar.errors import ServiceNotReadyError, TooManyRequestsError
+from minipulsar.supervision import guarded, outcome_of
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +55,7 @@ class ReadThreadPool:
         """Tasks submitted to each thread and not yet handed back (queued + running)."""
         self._queues: list[queue.SimpleQueue] = [queue.SimpleQueue() for _ in range(threads)]
         self._threads = [
-            threading.Thread(target=self._work, args=(q,), name=f"{name}-{i}", daemon=True)
+            threading.Thread(target=guarded, args=(log, f"{name}-{i}", self._work, q), name=f"{name}-{i}", daemon=True)
             for i, q in enumerate(self._queues)
         ]
         self._closed = False
@@ -145,23 +148,20 @@ class ReadThreadPool:
             fn, future, loop, index, submitted = task
             started = time.monotonic()
             task_queued.observe((started - submitted) * 1000)
-            try:
-                outcome: tuple[bool, Any] = (True, fn())
-            except Exception as error:  # handed to the awaiting request, which answers it
-                outcome = (False, error)
+            outcome = outcome_of(fn)  # an error is handed to the awaiting request, which answers it
             task_execution.observe((time.monotonic() - started) * 1000)
             try:
                 loop.call_soon_threadsafe(self._complete, future, index, outcome)
             except RuntimeError:  # the loop is closed: nobody is waiting any more
                 log.debug("%s: loop closed, dropping a read result", self.name)
 
-    def _complete(self, future: asyncio.Future, index: int, outcome: tuple[bool, Any]) -> None:
+    def _complete(self, future: asyncio.Future[Any], index: int, outcome: tuple[Any, Exception | None]) -> None:
         self.pending[index] -= 1
         assert self.pending[index] >= 0, "a read was handed back twice"
         if future.cancelled():
             return
-        ok, value = outcome
-        if ok:
+        value, error = outcome
+        if error is None:
             future.set_result(value)
         else:
-            future.set_exception(value)
+            future.set_exception(error)

@@ -13,7 +13,12 @@ Invariants:
 - a failed :class:`Periodic` round does not end the task: the next round runs on time (a
   load report or an eviction pass that stopped for good would go unnoticed);
 - errors a round expects (``expected``) are logged at ``expected_level`` without a traceback:
-  they are the world (a store unreachable for a while), not bugs.
+  they are the world (a store unreachable for a while), not bugs;
+- :func:`failure_of` logs as :func:`guarded` does and hands the exception back, so that its
+  caller fails what depended on the call (a writer thread fails its journal, and no record
+  waits forever for it);
+- :func:`outcome_of` logs nothing: the exception is the outcome of a call made for a caller
+  waiting elsewhere (a future on the loop), and that caller raises it — the bug crashes there.
 """
 
 from __future__ import annotations
@@ -123,3 +128,28 @@ class Periodic:
             self._logger.log(self._expected_level, "%s: %s", self.name, error)
         except Exception:  # noqa: BLE001 -- the boundary of one round: the next one still runs
             self._logger.exception("%s failed", self.name)
+
+
+def failure_of(
+    logger: logging.Logger, what: str, fn: Callable[P, object], *args: P.args, **kwargs: P.kwargs
+) -> Exception | None:
+    """:func:`guarded` for a boundary that must know whether ``fn`` failed — a thread's loop
+    that fails its pending work on any error, so that nothing waits forever for it: the
+    exception is logged at ERROR as "``what`` failed", with its traceback, and returned;
+    None when ``fn`` returned."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as error:  # noqa: BLE001 -- the boundary: the caller fails what depended on fn
+        logger.exception("%s failed", what)
+        return error
+    return None
+
+
+def outcome_of(fn: Callable[[], T]) -> tuple[T, None] | tuple[None, Exception]:
+    """Call ``fn()`` for a caller waiting elsewhere (a worker thread's task, awaited as a future
+    on the loop): ``(result, None)``, or ``(None, exception)`` — not logged here: the waiting
+    caller raises it, so that a bug crashes there, as with :mod:`concurrent.futures`."""
+    try:
+        return fn(), None
+    except Exception as error:  # noqa: BLE001 -- handed to the waiting caller, which raises it
+        return None, error

@@ -6,7 +6,7 @@ The order of an add, which every implementation relies on:
    in the write cache *before* the journal write — an add the journal made durable must
    never find the storage full;
 2. the journal makes the record durable;
-3. the journal's group completion, on the loop, calls :meth:`LedgerStorage.add_entry`, and
+3. the journal's group completion, on the loop, calls :meth:`LedgerStorage.add_entries`, and
    only then is the add acknowledged. (:meth:`LedgerStorage.cancel_admission` gives the room
    back when step 2 fails or the add is refused.)
 
@@ -19,7 +19,8 @@ from, replayed records go in through :meth:`replay_entry` / :meth:`fence`, and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from minipulsar.bookie.storage.checkpoint import Checkpoint
 from minipulsar.bookie.storage.ledger_state import LedgerState
@@ -86,11 +87,12 @@ class LedgerStorage(ABC):
     @abstractmethod
     def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:
         """Give back the room of admitted adds (``entries`` of them, ``payload_length`` bytes in
-        all) that will not reach :meth:`add_entry`."""
+        all) that will not reach :meth:`add_entries`."""
 
     @abstractmethod
-    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
-        """Store one admitted entry that the journal made durable.
+    def add_entries(self, requests: Sequence[Any]) -> None:
+        """Store a run of admitted adds that the journal made durable (each with
+        ``ledger_id``, ``entry_id``, ``lac`` and ``payload``), in order.
 
         Adding an entry that exists replaces it (an idempotent retry, or ledger recovery
         re-writing the same bytes).

@@ -1,6 +1,6 @@
 """Checkpoints: up to where each journal is already held by the ledger storage (BookKeeper's lastMark).
 
-A :class:`Checkpoint` holds one :class:`~bookie.journal_format.LogMark` per journal (index =
+A :class:`Checkpoint` holds one :class:`~bookie.journal.format.LogMark` per journal (index =
 the journal's position in ``journalDirectories``). Invariants:
 
 - a checkpoint is captured on the event loop at the instant the write-cache halves are
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from minipulsar.bookie.journal_format import LogMark
+from minipulsar.bookie.journal.format import LogMark
 from minipulsar.durable_file import write_atomically
 
 log = logging.getLogger(__name__)

@@ -39,6 +39,7 @@ import concurrent.futures
 import errno
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -60,6 +61,9 @@ RETRY_DELAY_S = 1.0
 FAILURE_LOG_EVERY = 30
 """While a checkpoint keeps failing, one log line per this many attempts (after the first)."""
 _NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+FLUSH_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error)
+"""What a dir's flush may fail with in operation (the disk, the index): the dir keeps its half
+and retries it."""
 LAST_MARK_MIN_INTERVAL_S = 0.5
 """Under load, the lastMark files are written at most this often (see ``_mark_due``): the
 journals then keep up to this much more to replay after a crash, and are trimmed as often."""
@@ -324,8 +328,11 @@ class DbLedgerStorage(LedgerStorage):
     def _checkpoint_done(self, job: _Checkpointing, future: asyncio.Future) -> None:
         assert self._running is job
         self._running = None
-        if future.cancelled() or future.exception() is not None:  # a bug, or the executor shut down
-            job.errors.append(asyncio.CancelledError() if future.cancelled() else future.exception())
+        if future.cancelled():  # the executor shut down
+            job.errors.append(asyncio.CancelledError())
+        elif (bug := future.exception()) is not None:  # the flush thread's boundary: the halves are retried
+            log.error("checkpoint %d: the flush failed", job.sequence, exc_info=bug)
+            job.errors.append(bug)
         for index, (directory, batch) in enumerate(zip(self._dirs, job.batches)):
             if batch is None:
                 continue
@@ -414,8 +421,8 @@ class DbLedgerStorage(LedgerStorage):
 
     def _flush_blocking(self, job: _Checkpointing) -> None:
         """Flush the dirs' batches, at once (one failing leaves the others flushed), then write
-        the mark if it may move. Never raises for a dir: the outcome is in ``job.flushed`` and
-        ``job.errors``."""
+        the mark if it may move. A dir's I/O failure is not raised: the outcome is in
+        ``job.flushed`` and ``job.errors``; a bug is, once every dir has finished."""
         started = time.monotonic()
         batches = [batch for batch in job.batches if batch is not None]
         log.debug(
@@ -426,23 +433,20 @@ class DbLedgerStorage(LedgerStorage):
             job.checkpoint,
         )
         todo = [(index, batch) for index, batch in enumerate(job.batches) if batch is not None]
+        job.flushed = [False] * len(job.batches)
         others = (
-            [self._dir_flushers.submit(self._flush_dir, *item) for item in todo[1:]]
+            [self._dir_flushers.submit(self._flush_dir, job, *item) for item in todo[1:]]
             if self._dir_flushers is not None
             else []
         )  # with one dir there are no others
         try:
-            outcomes = [self._flush_dir(*todo[0])] if todo else []
+            if todo:
+                self._flush_dir(job, *todo[0])
         finally:  # even on a BaseException: a dir still flushing must not be retried beside itself
             concurrent.futures.wait(others)
-        outcomes += [future.result() for future in others]
-        job.flushed = [False] * len(job.batches)
-        for (index, _), error in zip(todo, outcomes):
-            if error is None:
-                job.flushed[index] = True
-            else:
-                job.errors.append(error)
-                job.dir_errors[index] = error
+        for future in others:
+            future.result()  # a bug in another dir's flush is raised here, once all have finished
+        job.errors += [job.dir_errors[index] for index in sorted(job.dir_errors)]
         if not job.failed and job.complete and job.checkpoint != self._persisted and job.persist_mark:
             for directory in self._dirs:
                 directory.write_last_mark(job.checkpoint)
@@ -458,15 +462,16 @@ class DbLedgerStorage(LedgerStorage):
             job.checkpoint,
         )
 
-    def _flush_dir(self, index: int, batch: FlushBatch) -> Exception | None:
-        """Flush one dir's batch; its failure (OSError mostly: ENOSPC, EIO), not raised: the
-        other dirs flush on."""
+    def _flush_dir(self, job: _Checkpointing, index: int, batch: FlushBatch) -> None:
+        """Flush one dir's batch and note the outcome in ``job``: flushed, or the dir's failure
+        (:data:`FLUSH_ERRORS`: ENOSPC, EIO), not raised — the other dirs flush on."""
         try:
             if batch.cache or batch.ledgers:
                 self._dirs[index].flush(batch)
-        except Exception as exc:
-            return exc
-        return None
+        except FLUSH_ERRORS as exc:
+            job.dir_errors[index] = exc
+            return
+        job.flushed[index] = True
 
     # -- adds, fences, reads: routed to the ledger's dir --------------------------------------------
 
@@ -492,12 +497,8 @@ class DbLedgerStorage(LedgerStorage):
     def cancel_admission(self, ledger_id: int, payload_length: int, entries: int = 1) -> None:
         self._dirs[ledger_id % self._n].cancel_admission(payload_length, entries)
 
-    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
-        self._dirs[ledger_id % self._n].add_entry(ledger_id, entry_id, lac, payload)
-
     def add_entries(self, requests: Sequence[Any]) -> None:
-        """:meth:`add_entry` for a run of adds (``ledger_id``, ``entry_id``, ``lac``,
-        ``payload``): one call into the dir, with one ledger dir."""
+        """Each add into its ledger's dir: the whole run in one call with one ledger dir."""
         if self._n == 1:
             self._dirs[0].add_entries(requests)
             return

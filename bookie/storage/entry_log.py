@@ -65,14 +65,6 @@ def encode_log_header(log_id: int) -> bytes:
     return LOG_HEADER.pack(LOG_MAGIC, LOG_VERSION, 0, log_id)
 
 
-def decode_log_header(data: bytes) -> int | None:
-    """The log id in a header, None when the header is missing or foreign."""
-    if len(data) < LOG_HEADER_SIZE:
-        return None
-    magic, version, _, log_id = LOG_HEADER.unpack_from(data)
-    return log_id if magic == LOG_MAGIC and version in LOG_VERSIONS_READ else None
-
-
 def make_location(log_id: int, offset: int) -> int:
     assert 0 < offset < (1 << 32), offset
     return (log_id << 32) | offset

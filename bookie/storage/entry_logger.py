@@ -17,7 +17,7 @@ Invariants:
   the page cache (``posix_fadvise(DONTNEED)``) except its last ``cache_window_bytes``, and a
   log is dropped whole when it rolls: recent entries stay cached for readers close behind the
   writers, and the page cache does not grow by every byte flushed (each new page is a fresh
-  allocation, on our VMs a host page fault: see :mod:`bookie.journal_segment`). Older
+  allocation, on our VMs a host page fault: see :mod:`bookie.journal.segment`). Older
   entries are read from the disk, as BookKeeper's direct-I/O entry logger always does;
 - :class:`EntryLogReader` is thread-safe and checks every record it returns against its CRC
   and the (ledger, entry) asked for;
@@ -44,7 +44,7 @@ from minipulsar.bookie.direct_io import (
     StagingBuffers,
     open_direct,
 )
-from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache
+from minipulsar.bookie.journal.segment import DROP_CACHE_STEP_BYTES, IOV_MAX, PAGE_BYTES, drop_from_page_cache
 from minipulsar.bookie.storage.entry_log import (
     LOG_HEADER_SIZE,
     RECORD_HEADER_SIZE,
@@ -154,12 +154,6 @@ class EntryLogWriter:
         if self._pending_bytes >= WRITE_BUFFER_BYTES:
             self._write_pending()
         return location
-
-    def append_run(self, ledger_id: int, entries: list[tuple[int, bytes]]) -> list[tuple[int, int]]:
-        """:meth:`append` for one ledger's ``(entry_id, payload)`` in order; returns their
-        ``(entry_id, location)`` (see :meth:`append_entries`)."""
-        entry_ids = [entry_id for entry_id, _ in entries]
-        return list(zip(entry_ids, self.append_entries(ledger_id, entry_ids, [payload for _, payload in entries])))
 
     def append_entries(self, ledger_id: int, entry_ids: list[int], payloads: list[bytes]) -> list[int]:
         """:meth:`append` for one ledger's entries in order; returns their locations. The

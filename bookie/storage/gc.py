@@ -29,7 +29,10 @@ Invariants:
   logs below the current one, read on the flush thread, are looked at);
 - nothing blocking runs on the event loop: scans and reads run on the GC thread, index and
   entry-log writes on the storage's flush thread (:meth:`DbLedgerStorage.run_exclusive`);
-- one round at a time; closing cancels a round between steps, which is as safe as a crash.
+- one round at a time; closing cancels a round between steps, which is as safe as a crash;
+- a step that fails with an I/O or index error (:data:`STEP_ERRORS`) is noted in the round's
+  errors and the next step runs; a round that fails otherwise (a bug) is logged, and the next
+  one still runs on time (:class:`~minipulsar.supervision.Periodic`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import asyncio
 import enum
 import functools
 import logging
+import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -59,11 +63,18 @@ from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.bookie.storage.entry_logger import entry_log_path, list_entry_logs
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
 from minipulsar.config import BookieConfig
-from minipulsar.errors import ServiceNotReadyError
+from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
 from minipulsar.ledger_paths import LEDGERS_ROOT, ledger_path, parse_ledger_node
 from minipulsar.metadata.store import MetadataStore
+from minipulsar.supervision import Periodic
 
 log = logging.getLogger(__name__)
+
+STEP_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error)
+"""What a round's step may fail with in operation (the disk, the index): the step is given up,
+noted in the round's errors, and the next step runs."""
+LISTING_ERRORS: tuple[type[Exception], ...] = (*STEP_ERRORS, MiniPulsarError)
+"""The step that lists the metadata store may also find it unreachable."""
 
 
 # -- what the collector needs from outside ------------------------------------------------------
@@ -231,22 +242,24 @@ class GarbageCollector:
         self.last_minor_s = now
         """BookKeeper starts both clocks at start-up: the first major compaction is a day away."""
         self._lock = asyncio.Lock()
-        self._timer_task: asyncio.Task[None] | None = None
+        self._timer = Periodic("bookie-gc", self.settings.gc_wait_s, self._timer_round, logger=log)
+        """A failed round (a bug) is logged, and the next one still runs on time."""
         self._rounds: set[asyncio.Task[GcRoundResult]] = set()
         self._forced_rounds = 0
         self._closed = False
 
     def start(self) -> None:
         """Run a round every gcWaitTime (the first one gcWaitTime from now, as BookKeeper)."""
-        self._timer_task = asyncio.get_running_loop().create_task(self._run_periodically(), name="bookie-gc")
+        self._timer.start()
 
     async def close(self) -> None:
         """Stop: a round in progress is cancelled between two steps (each step is crash-safe)."""
         self._closed = True
-        tasks = [t for t in (self._timer_task, *self._rounds) if t is not None]
-        for task in tasks:
+        await self._timer.stop()
+        rounds = list(self._rounds)
+        for task in rounds:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*rounds, return_exceptions=True)
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
 
     async def force(self, force_major: bool = True, force_minor: bool = True) -> GcRoundResult:
@@ -269,15 +282,8 @@ class GarbageCollector:
         """A forced round is running or waiting (``GET /api/v1/bookie/gc``: is_in_force_gc)."""
         return self._forced_rounds > 0
 
-    async def _run_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.gc_wait_s)
-            try:
-                await self._round(TIMER)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("garbage collection round failed; the next one is in %.0fs", self.settings.gc_wait_s)
+    async def _timer_round(self) -> None:
+        await self._round(TIMER)
 
     async def _round(self, trigger: Trigger) -> GcRoundResult:
         """One round as a task of its own, so that closing can cancel it."""
@@ -303,13 +309,13 @@ class GarbageCollector:
             log.info("garbage collection forced")
         try:
             result.deleted_ledgers = await self._collect_deleted_ledgers()
-        except Exception as exc:  # the metadata store is down, say: the rest of the round still helps
+        except LISTING_ERRORS as exc:  # the metadata store is down, say: the rest still helps
             log.warning("garbage collection: ledgers not collected this round: %r", exc)
             result.errors.append(f"ledgers: {exc!r}")
         try:
             for directory in self.storage.dirs:
                 await self._collect_dead_logs(directory, result)
-        except Exception as exc:
+        except STEP_ERRORS as exc:
             log.exception("garbage collection: deleting dead entry logs failed")
             result.errors.append(f"entry logs: {exc!r}")
         kind = compaction_due(
@@ -318,14 +324,14 @@ class GarbageCollector:
         if kind is not None:
             try:
                 await self._compact(kind, result)
-            except Exception as exc:  # an I/O error, say: what was committed stays, the rest waits
+            except STEP_ERRORS as exc:  # an I/O error, say: what was committed stays, the rest waits
                 log.exception("garbage collection: %s compaction failed", kind.value)
                 result.errors.append(f"compaction: {exc!r}")
         if result.deleted_ledgers or result.deleted_entry_logs or result.compacted_entry_logs:
             try:
                 for directory in self.storage.dirs:
                     await self.storage.run_exclusive(directory.checkpoint_index)
-            except Exception as exc:
+            except STEP_ERRORS as exc:
                 log.warning("garbage collection: checkpointing the index WAL failed: %r", exc)
         await self._update_gauges()
         result.duration_ms = (self._clock() - started) * 1000

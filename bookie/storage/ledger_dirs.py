@@ -21,10 +21,6 @@ class DiskUsage:
     free_bytes: int
     total_bytes: int
 
-    @property
-    def usage_fraction(self) -> float:
-        return 0.0 if self.total_bytes == 0 else 1 - self.free_bytes / self.total_bytes
-
 
 class LedgerDirs:
     def __init__(self, dirs: list[str] | tuple[str, ...]) -> None:

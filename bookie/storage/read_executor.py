@@ -1,6 +1,6 @@
 """Where the bookie runs the blocking part of a read: the :class:`ReadExecutor` contract.
 
-:meth:`bookie.bookie.Bookie.read_entries` hands ``storage.read_entries`` (a thread-safe,
+:meth:`bookie.bookie_impl.BookieImpl.read_entries` hands ``storage.read_entries`` (a thread-safe,
 blocking function) to ``read_executor.submit(ledger_id, fn)``. The process wiring passes
 BookKeeper's ordered, bounded read thread pool (:class:`bookie.read_pool.ReadThreadPool`);
 :class:`ThreadPoolReadExecutor` is the plain default for everything else (tests, tools).
@@ -26,8 +26,8 @@ def copy_outcome(source: asyncio.Future[T], target: asyncio.Future[T]) -> None:
             return
         if done.cancelled():
             target.cancel()
-        elif done.exception() is not None:
-            target.set_exception(done.exception())
+        elif (error := done.exception()) is not None:
+            target.set_exception(error)
         else:
             target.set_result(done.result())
 
@@ -63,8 +63,8 @@ class ThreadPoolReadExecutor:
             if ready.cancelled() or result.cancelled():
                 result.cancel()
                 return
-            if ready.exception() is not None:
-                result.set_exception(ready.exception())
+            if (refusal := ready.exception()) is not None:
+                result.set_exception(refusal)
                 return
             try:
                 running = loop.run_in_executor(self._pool, fn)

@@ -439,6 +439,7 @@ class SingleDirectoryDbLedgerStorage:
             # Per ledger, not per entry, and no object per entry: the flush holds the GIL.
             for ledger_id in sorted(cache.ledger_ids()):
                 ledger_entries = cache.entries_of(ledger_id)
+                assert ledger_entries is not None  # one of the cache's ledgers
                 entry_ids = sorted(ledger_entries)
                 payloads = list(map(ledger_entries.__getitem__, entry_ids))
                 locations = append_entries(ledger_id, entry_ids, payloads)
@@ -657,7 +658,7 @@ class SingleDirectoryDbLedgerStorage:
     def live_entries(self, log_id: int) -> list[tuple[int, int, int]]:
         """Any thread: ``(ledger_id, entry_id, location)`` of every entry the index points at in
         ``log_id``, in file order."""
-        found = []
+        found: list[tuple[int, int, int]] = []
         for ledger_id in self._log_metadata.usage(log_id):
             found.extend(
                 (ledger_id, entry_id, location)

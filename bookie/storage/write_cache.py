@@ -24,10 +24,6 @@ ENTRY_OVERHEAD_BYTES = 64
 """What one cached entry costs besides its payload (dict slot, key, bytes object header)."""
 
 
-def cached_size(payload_length: int) -> int:
-    return payload_length + ENTRY_OVERHEAD_BYTES
-
-
 class WriteCache:
     __slots__ = ("_ledgers", "count", "size_bytes")
 

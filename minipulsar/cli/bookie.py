@@ -90,9 +90,9 @@ async def serve(config: BookieConfig, stop: asyncio.Event) -> int:
     stop (also one asked while starting), :data:`EXIT_FAILURE` when the bookie shut itself down
     (every ledger dir full or a journal failed, with readOnlyModeEnabled=false)."""
     # The CLI is the only place that imports bookie code.
-    from minipulsar.bookie.service import BookieService, StartAborted, tune_gc
+    from minipulsar.bookie.bookie_server import BookieServer, StartAborted, tune_gc
 
-    service = BookieService(config, stop=stop)
+    service = BookieServer(config, stop=stop)
     try:
         try:
             await service.start()

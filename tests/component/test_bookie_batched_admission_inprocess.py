@@ -1,5 +1,5 @@
 """The adds of one socket read admitted together (``BookieServerConnection.commands_received``,
-``Bookie.try_add_all``, ``Journal.try_add_all``, ``add_entries``/``put_run``): fenced and
+``BookieImpl.try_add``, ``Journal.add``, ``add_entries``/``put_run``): fenced and
 recovery adds in a mixed read, ledgers on two journals, request order against the other
 commands of the read, duplicate (ledger, entry) pairs, and back-pressure with a tiny write
 cache or journal queue.
@@ -7,7 +7,7 @@ cache or journal queue.
 An in-process bookie on 127.0.0.1:0 (memory:// metadata) is driven by raw frames. A batch is
 sent in ONE write and delivered to the bookie in ONE read: its connection stops reading until
 every byte of the batch is in its socket (FIONREAD), then reads once; a spy on
-``Bookie.try_add_all`` checks that the whole batch did come as one read.
+``BookieImpl.try_add`` checks that the whole batch did come as one read.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from minipulsar.bookie import metrics as bookie_metrics
-from minipulsar.bookie.server import BookieServerConnection
-from minipulsar.bookie.service import BookieService
+from minipulsar.bookie.bookie_server import BookieServer
+from minipulsar.bookie.server_connection import BookieServerConnection
 from minipulsar.bookie.storage import metrics as storage_metrics
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
 from minipulsar.bookie.storage.write_cache import WriteCache
@@ -75,8 +75,8 @@ def bookie_config(root: Path, **overrides: Any) -> BookieConfig:
 
 
 @contextlib.asynccontextmanager
-async def running(config: BookieConfig) -> AsyncIterator[BookieService]:
-    service = BookieService(config)
+async def running(config: BookieConfig) -> AsyncIterator[BookieServer]:
+    service = BookieServer(config)
     await service.start()
     try:
         yield service
@@ -111,7 +111,7 @@ class RawBookieClient:
         return client
 
     @classmethod
-    async def open_in_process(cls, service: BookieService) -> RawBookieClient:
+    async def open_in_process(cls, service: BookieServer) -> RawBookieClient:
         before = set(service.listener.connections)
         client = await cls.open(service.host, service.port)
         (client.server,) = set(service.listener.connections) - before
@@ -187,7 +187,7 @@ class RawBookieClient:
 
 
 @contextlib.asynccontextmanager
-async def client_of(service: BookieService) -> AsyncIterator[RawBookieClient]:
+async def client_of(service: BookieServer) -> AsyncIterator[RawBookieClient]:
     client = await RawBookieClient.open_in_process(service)
     try:
         yield client
@@ -231,7 +231,7 @@ async def fence(client: RawBookieClient, ledger_id: int) -> ReadLacResponse:
     return response
 
 
-def reserved_bytes(service: BookieService) -> int:
+def reserved_bytes(service: BookieServer) -> int:
     """Write-cache room reserved for adds not yet in the cache: 0 once every add is answered."""
     return sum(directory._reserved for directory in service.bookie.storage.dirs)
 
@@ -242,15 +242,15 @@ def reserved_bytes(service: BookieService) -> int:
 async def test_one_read_of_adds_for_several_ledgers_is_admitted_and_answered_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Goal: the adds of one read for ledgers of one journal go through one ``try_add_all``,
-    one journal hand-over (``Journal.try_add_all``), one ``add_entries`` into the storage and
-    one ``adds_done``; every request id is acknowledged and reads back."""
+    """Goal: the adds of one read for ledgers of one journal go through one ``try_add``, one
+    journal admission (``Journal.add``), one ``add_entries`` into the storage and one
+    ``requests_done``; every request id is acknowledged and reads back."""
     async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
         bookie = service.bookie
         (journal,) = bookie.journals.journals
-        admitted, handed_over = Spy(monkeypatch, bookie, "try_add_all"), Spy(monkeypatch, journal, "try_add_all")
+        admitted, handed_over = Spy(monkeypatch, bookie, "try_add"), Spy(monkeypatch, journal, "add")
         stored = Spy(monkeypatch, bookie.storage, "add_entries")
-        answered = Spy(monkeypatch, client.server, "adds_done")
+        answered = Spy(monkeypatch, client.server, "requests_done")
         adds = [
             client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
             for entry_id in range(6)
@@ -260,11 +260,11 @@ async def test_one_read_of_adds_for_several_ledgers_is_admitted_and_answered_tog
         answers = await client.answers(adds)
         assert all(is_ack(answers[add.id], add) for add in adds), answers
         assert [(len(args[0]), result) for args, result in admitted.calls] == [(len(adds), len(adds))]
-        assert [(args[0], result) for args, result in handed_over.calls] == [(adds, True)], (
+        assert [args[0] for args, _ in handed_over.calls] == [adds], (
             "admitted together: one journal hand-over of the whole read"
         )
         assert [args[0] for args, _ in stored.calls] == [adds], "one add_entries call for the run"
-        assert [(args[0], args[2]) for args, _ in answered.calls] == [(adds, None)], "one adds_done for the run"
+        assert [(args[0], args[2]) for args, _ in answered.calls] == [(adds, None)], "one requests_done for the run"
         for ledger_id in (5, 6, 7):
             assert await client.read_all(ledger_id, 6) == [(e, payload(ledger_id, e)) for e in range(6)]
         assert reserved_bytes(service) == 0
@@ -278,7 +278,7 @@ async def test_a_fenced_ledger_in_one_read_refuses_only_its_own_adds(
     answered exactly once, and no write-cache room stays reserved."""
     async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
         await fence(client, 9)
-        admitted = Spy(monkeypatch, service.bookie, "try_add_all")
+        admitted = Spy(monkeypatch, service.bookie, "try_add")
         adds = [
             client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
             for entry_id in range(4)
@@ -311,7 +311,7 @@ async def test_recovery_adds_pass_a_fenced_ledger_in_the_same_read_as_refused_no
     unfenced ledger in that read are acknowledged too."""
     async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
         await fence(client, 21)
-        admitted = Spy(monkeypatch, service.bookie, "try_add_all")
+        admitted = Spy(monkeypatch, service.bookie, "try_add")
         adds: list[AddEntry] = []
         for entry_id in range(4):
             adds.append(client.add(21, entry_id, payload(21, entry_id, "recovered"), recovery=True))
@@ -361,7 +361,7 @@ async def test_one_read_for_ledgers_on_two_journals_is_durable_and_reads_back_af
     async with running(config) as service, client_of(service) as client:
         journals = service.bookie.journals.journals
         assert len(journals) == 2
-        handed_over = [Spy(monkeypatch, journal, "try_add_all") for journal in journals]
+        handed_over = [Spy(monkeypatch, journal, "add") for journal in journals]
         mixed = [
             client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
             for entry_id in range(5)
@@ -370,7 +370,11 @@ async def test_one_read_for_ledgers_on_two_journals_is_durable_and_reads_back_af
         await client.send_in_one_read(mixed)
         answers = await client.answers(mixed)
         assert all(is_ack(answers[add.id], add) for add in mixed), answers
-        assert not any(spy.calls for spy in handed_over), "ledgers of two journals: one by one"
+        assert [len(args[0]) for spy in handed_over for args, _ in spy.calls] == [1] * len(mixed), (
+            "ledgers of two journals: one by one"
+        )
+        for spy in handed_over:
+            spy.calls.clear()
         odd = [
             client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
             for entry_id in range(5, 10)
@@ -379,7 +383,7 @@ async def test_one_read_for_ledgers_on_two_journals_is_durable_and_reads_back_af
         await client.send_in_one_read(odd)
         answers = await client.answers(odd)
         assert all(is_ack(answers[add.id], add) for add in odd), answers
-        assert not handed_over[0].calls and [result for _, result in handed_over[1].calls] == [True]
+        assert not handed_over[0].calls and [len(args[0]) for args, _ in handed_over[1].calls] == [len(odd)]
     async with running(config) as service, client_of(service) as client:
         for ledger_id in ledgers:
             count = 10 if ledger_id in (41, 43) else 5

@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from minipulsar.bookie.bookie_server import BookieServer
 from minipulsar.bookie.registration import registration_path
-from minipulsar.bookie.service import BookieService
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import (
     BookieReadOnlyError,
@@ -65,8 +65,8 @@ async def store_url() -> str:
 
 
 @pytest_asyncio.fixture
-async def service(tmp_path: Path, store_url: str) -> AsyncIterator[BookieService]:
-    service = BookieService(bookie_config(tmp_path, store_url))
+async def service(tmp_path: Path, store_url: str) -> AsyncIterator[BookieServer]:
+    service = BookieServer(bookie_config(tmp_path, store_url))
     await service.start()
     try:
         yield service
@@ -75,7 +75,7 @@ async def service(tmp_path: Path, store_url: str) -> AsyncIterator[BookieService
 
 
 @pytest_asyncio.fixture
-async def client(service: BookieService) -> AsyncIterator[RawClient]:
+async def client(service: BookieServer) -> AsyncIterator[RawClient]:
     conn = await connect(RawClient, service.host, service.port, role="test")
     try:
         yield conn
@@ -192,7 +192,7 @@ async def test_out_of_range_ids_are_invalid_commands(client: RawClient) -> None:
         await read(client, 1, 0, count=0)
 
 
-async def test_bookie_info_reports_disk_space(client: RawClient, service: BookieService) -> None:
+async def test_bookie_info_reports_disk_space(client: RawClient, service: BookieServer) -> None:
     await add(client, 11, 0, b"x")
     response = await client.request(BookieInfo)
     assert 0 < response.free_disk_bytes <= response.total_disk_bytes
@@ -200,7 +200,7 @@ async def test_bookie_info_reports_disk_space(client: RawClient, service: Bookie
     assert response.info["entries"] >= 1
 
 
-async def test_registration_is_an_ephemeral_key_with_the_bookie_info(service: BookieService, store_url: str) -> None:
+async def test_registration_is_an_ephemeral_key_with_the_bookie_info(service: BookieServer, store_url: str) -> None:
     observer = await open_metadata_store(store_url)
     try:
         assert service.bookie_id in await observer.children("/ledgers/available")
@@ -214,7 +214,7 @@ async def test_registration_is_an_ephemeral_key_with_the_bookie_info(service: Bo
         await observer.close()
 
 
-async def test_registration_comes_back_after_the_session_is_lost(service: BookieService, store_url: str) -> None:
+async def test_registration_comes_back_after_the_session_is_lost(service: BookieServer, store_url: str) -> None:
     observer = await open_metadata_store(store_url)
     path = registration_path(service.bookie_id)
     try:
@@ -224,7 +224,7 @@ async def test_registration_comes_back_after_the_session_is_lost(service: Bookie
         await observer.close()
 
 
-async def test_http_serves_metrics_and_bookie_info(client: RawClient, service: BookieService) -> None:
+async def test_http_serves_metrics_and_bookie_info(client: RawClient, service: BookieServer) -> None:
     await add(client, 12, 0, b"x" * 10)
     await read(client, 12, 0)
     base = f"http://{service.host}:{service.http_port}"
@@ -248,7 +248,7 @@ async def test_http_serves_metrics_and_bookie_info(client: RawClient, service: B
 
 async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: str) -> None:
     config = bookie_config(tmp_path, store_url)
-    service = BookieService(config)
+    service = BookieServer(config)
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     await asyncio.gather(*(add(conn, 13, i, payload(13, i), lac=i - 1) for i in range(30)))
@@ -256,7 +256,7 @@ async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: s
     conn.close()
     await service.stop()
 
-    service = BookieService(config)
+    service = BookieServer(config)
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
@@ -272,7 +272,7 @@ async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: s
 
 async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, store_url: str) -> None:
     """Goal: past journalQueueSize the bookie stops reading and answers every add eventually."""
-    service = BookieService(bookie_config(tmp_path, store_url, journalQueueSize="3", journalMaxGroupWaitMSec="2"))
+    service = BookieServer(bookie_config(tmp_path, store_url, journalQueueSize="3", journalMaxGroupWaitMSec="2"))
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
@@ -286,7 +286,7 @@ async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, sto
 
 def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every journal write from now on fails as on a full journal disk."""
-    from minipulsar.bookie import journal_segment
+    from minipulsar.bookie.journal import segment as journal_segment
 
     def no_space(self, buffers, size=-1) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -297,7 +297,7 @@ def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.expect_error_log(r"write failed, refusing further adds", r"journal \d+ \(.*\) failed")
 async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
-    client: RawClient, service: BookieService, store_url: str, monkeypatch: pytest.MonkeyPatch
+    client: RawClient, service: BookieServer, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Goal: a journal that can no longer write (its disk full) takes the bookie out of new
     ensembles without taking it down. Method: the journal's writes fail from some add on:
@@ -334,7 +334,7 @@ async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
 ) -> None:
     """BookKeeper's behaviour: a journal that fails takes the bookie down (readOnlyModeEnabled=false)."""
     stop = asyncio.Event()
-    service = BookieService(bookie_config(tmp_path, store_url, readOnlyModeEnabled="false"), stop=stop)
+    service = BookieServer(bookie_config(tmp_path, store_url, readOnlyModeEnabled="false"), stop=stop)
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
@@ -385,7 +385,7 @@ async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_
     writable and the retried flush goes through. Method: a 1 MB write cache, 300 adds of
     10 KB sent together after flushes start failing with ENOSPC and the usage reads 0.99."""
     usage = tmp_path / "usage"
-    service = BookieService(
+    service = BookieServer(
         bookie_config(
             tmp_path,
             store_url,
@@ -429,7 +429,7 @@ async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_ref
     (none acknowledged is lost) and the bookie serves on; once a flush works, adds go through."""
     from minipulsar.bookie.storage import metrics as storage_metrics
 
-    service = BookieService(
+    service = BookieServer(
         bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100")
     )
     await service.start()
@@ -468,7 +468,7 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
     there, ledger 21 in ``ledgers-1``."""
     from minipulsar.bookie.storage import single_directory
 
-    service = BookieService(
+    service = BookieServer(
         bookie_config(
             tmp_path,
             store_url,
@@ -537,7 +537,7 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(
     reach it by host:port, registered or not); a plain restart on its own dirs starts.
     Method: in-process bookie on a fixed port; stop, restart; stop, wipe the dirs, restart
     (a connection tried during the check is refused); delete the key, restart."""
-    from minipulsar.bookie import service as service_module
+    from minipulsar.bookie import bookie_server as service_module
     from minipulsar.bookie.cookie import InvalidCookieError
     from minipulsar.ledger_paths import cookie_path
 
@@ -556,18 +556,18 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(
 
     monkeypatch.setattr(service_module, "check_store_cookie", connect_first)
 
-    first = BookieService(bookie_config(tmp_path / "run", store_url))
+    first = BookieServer(bookie_config(tmp_path / "run", store_url))
     await first.start()
     port, bookie_id = first.port, first.bookie_id
     stored = json.loads((await first.store.get(cookie_path(bookie_id))).value)
     await first.stop()
     config = bookie_config(tmp_path / "run", store_url, bookiePort=str(port))
-    again = BookieService(config)
+    again = BookieServer(config)
     await again.start()
     assert json.loads((await again.store.get(cookie_path(bookie_id))).value)["instanceId"] == stored["instanceId"]
     await again.stop()
     shutil.rmtree(tmp_path / "run")
-    wiped = BookieService(config)
+    wiped = BookieServer(config)
     try:
         with pytest.raises(InvalidCookieError, match="cookie mismatch"):
             await wiped.start()
@@ -575,7 +575,7 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(
         await wiped.store.delete(cookie_path(bookie_id))
     finally:
         await wiped.stop()
-    fresh = BookieService(config)
+    fresh = BookieServer(config)
     await fresh.start()
     try:
         assert json.loads((await fresh.store.get(cookie_path(bookie_id))).value)["instanceId"] != stored["instanceId"]
@@ -593,7 +593,7 @@ async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged
     from minipulsar.ledger_paths import cookie_path
     from minipulsar.net.server import Listener
 
-    first = BookieService(bookie_config(tmp_path / "a", store_url))
+    first = BookieServer(bookie_config(tmp_path / "a", store_url))
     await first.start()
     taken_port, taken_id = first.port, first.bookie_id
     await first.stop()
@@ -607,7 +607,7 @@ async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged
         return await real_start(self, host, taken_port if len(ports_asked) == 1 else port, serve=serve)
 
     monkeypatch.setattr(Listener, "start", first_bind_on_the_taken_port)
-    second = BookieService(bookie_config(tmp_path / "b", store_url))
+    second = BookieServer(bookie_config(tmp_path / "b", store_url))
     await second.start()
     try:
         assert second.port != taken_port and ports_asked == [0, 0]
@@ -631,7 +631,7 @@ async def _store_value(store_url: str, path: str) -> bytes:
 
 
 async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_connection(
-    service: BookieService, client: RawClient, monkeypatch
+    service: BookieServer, client: RawClient, monkeypatch
 ) -> None:
     """Goal: a connection with more reads than READS_IN_FLIGHT_MAX outstanding (the rest wait
     their turn) still has its adds read and acknowledged — a broker's adds and reads share its
@@ -639,7 +639,7 @@ async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_conn
     of one ledger block on a gate; 100 of them, then 20 adds to another ledger on the same
     connection; the adds are acknowledged before the gate opens; then every read is answered."""
     from minipulsar.bookie import metrics as bookie_metrics
-    from minipulsar.bookie.server import READS_IN_FLIGHT_MAX
+    from minipulsar.bookie.server_connection import READS_IN_FLIGHT_MAX
     from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 
     gate = threading.Event()

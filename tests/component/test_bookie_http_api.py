@@ -13,9 +13,9 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from minipulsar.bookie.bookie_server import BookieServer, StartAborted
 from minipulsar.bookie.registration import registration_path
-from minipulsar.bookie.service import BookieService, StartAborted
-from minipulsar.bookie.state import LEDGER_DIRS_FULL
+from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL
 from minipulsar.config import ConfigError
 from minipulsar.errors import BookieReadOnlyError
 from minipulsar.metadata import open_metadata_store
@@ -33,10 +33,10 @@ async def store_url() -> str:
 
 @pytest_asyncio.fixture
 async def started(tmp_path: Path, store_url: str):
-    services: list[BookieService] = []
+    services: list[BookieServer] = []
 
-    async def start(stop: asyncio.Event | None = None, **overrides: str) -> BookieService:
-        service = BookieService(bookie_config(tmp_path / str(len(services)), store_url, **overrides), stop=stop)
+    async def start(stop: asyncio.Event | None = None, **overrides: str) -> BookieServer:
+        service = BookieServer(bookie_config(tmp_path / str(len(services)), store_url, **overrides), stop=stop)
         services.append(service)
         await service.start()
         return service
@@ -56,7 +56,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 
 async def call(
     http: aiohttp.ClientSession,
-    service: BookieService,
+    service: BookieServer,
     method: str,
     path: str,
     body: Any = None,
@@ -70,7 +70,7 @@ async def call(
         return response.status, await response.text()
 
 
-async def registered(store_url: str, service: BookieService) -> str:
+async def registered(store_url: str, service: BookieServer) -> str:
     """Where the bookie is registered: "readonly", "available", or "both" during a move."""
     store = await open_metadata_store(store_url)
     try:
@@ -176,13 +176,13 @@ async def test_read_only_by_hand_survives_a_restart_with_persist_bookie_status_e
     restart (BOOKIE_STATUS in the ledger dirs; the bookie registers under readonly/ at once),
     and its clearing too; without it a restart comes back writable (BookKeeper's default)."""
     config = bookie_config(tmp_path, store_url, persistBookieStatusEnabled=str(persist).lower())
-    first = BookieService(config)
+    first = BookieServer(config)
     await first.start()
     try:
         await call(http, first, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
     finally:
         await first.stop()
-    again = BookieService(config)
+    again = BookieServer(config)
     await again.start()
     try:
         assert again.state.read_only is persist
@@ -190,7 +190,7 @@ async def test_read_only_by_hand_survives_a_restart_with_persist_bookie_status_e
         await call(http, again, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False})
     finally:
         await again.stop()
-    third = BookieService(config)
+    third = BookieServer(config)
     await third.start()
     try:
         assert not third.state.read_only
@@ -220,7 +220,7 @@ async def test_not_ready_while_it_waits_for_the_metadata_store(tmp_path: Path, h
     silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
     port = silent.sockets[0].getsockname()[1]
     stop = asyncio.Event()
-    service = BookieService(bookie_config(tmp_path, f"metastore://127.0.0.1:{port}"), stop=stop)
+    service = BookieServer(bookie_config(tmp_path, f"metastore://127.0.0.1:{port}"), stop=stop)
     starting = asyncio.create_task(service.start())
     try:
         await wait_for(lambda: service.http_port != 0 or starting.done(), 10, message="HTTP never started")

@@ -38,7 +38,7 @@ WINDOW = 24
 CHECKPOINT_STARTED = re.compile(r"checkpoint (\d+) started")
 CHECKPOINT_DONE = re.compile(r"checkpoint (\d+) done")
 ROLLING = re.compile(r"journal (\S+): rolling over (from segment|ahead of time)")
-"""A roll switches to a segment created ahead of time (bookie/journal_files.py): its creation is the
+"""A roll switches to a segment created ahead of time (bookie/journal/directory.py): its creation is the
 part of a rollover that touches the disk, so a kill during it counts as one mid-rollover."""
 ROLLED = re.compile(r"journal (\S+): (rolled over to segment|created segment \S+ ahead of time)")
 

@@ -1,4 +1,4 @@
-"""Helpers for the storage-engine tests: an in-process Bookie on tmp dirs, adds that await
+"""Helpers for the storage-engine tests: an in-process BookieImpl on tmp dirs, adds that await
 their acknowledgement, and crash images (a copy of every dir while the bookie runs)."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ import random
 import shutil
 from pathlib import Path
 
-from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.config import BookieConfig, load_config
+from tests.support.journal import Add, RecordingSink
 
 _images = itertools.count()
 
@@ -30,38 +31,32 @@ def bookie_config(root: Path, **overrides) -> BookieConfig:
     )
 
 
-async def started_bookie(root: Path, **overrides) -> Bookie:
-    bookie = Bookie(bookie_config(root, **overrides))
+async def started_bookie(root: Path, **overrides) -> BookieImpl:
+    bookie = BookieImpl(bookie_config(root, **overrides))
     await bookie.start()
     return bookie
 
 
-def storage(bookie: Bookie) -> DbLedgerStorage:
+def storage(bookie: BookieImpl) -> DbLedgerStorage:
     assert isinstance(bookie.storage, DbLedgerStorage)
     return bookie.storage
 
 
-async def add(bookie: Bookie, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> None:
+async def add(bookie: BookieImpl, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> None:
     """One add, through admission and the journal, returning once it is acknowledged."""
-    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def callback(error: BaseException | None) -> None:
-        if error is None:
-            done.set_result(None)
-        else:
-            done.set_exception(error)
-
-    lac = entry_id - 1
-    if not bookie.try_add_entry(ledger_id, entry_id, lac, payload, recovery, callback):
-        await bookie.add_entry_when_admitted(ledger_id, entry_id, lac, payload, recovery, callback)
-    await done
+    sink, request = RecordingSink(), Add(ledger_id, entry_id, payload, recovery=recovery)
+    if bookie.try_add([request], sink) == 0:
+        await bookie.add_when_admitted(request, sink)
+    await sink.wait(1)
+    if (error := sink.error_of(request)) is not None:
+        raise error
 
 
 def payload_for(ledger_id: int, entry_id: int, size: int = 1000) -> bytes:
     return random.Random(ledger_id * 1_000_003 + entry_id).randbytes(size)
 
 
-async def add_many(bookie: Bookie, ledgers: range | list[int], entries: range, size: int = 1000) -> None:
+async def add_many(bookie: BookieImpl, ledgers: range | list[int], entries: range, size: int = 1000) -> None:
     """Pipelined adds of ``payload_for(l, e, size)`` for every ledger and entry."""
     await asyncio.gather(
         *(
@@ -72,7 +67,7 @@ async def add_many(bookie: Bookie, ledgers: range | list[int], entries: range, s
     )
 
 
-async def read_all(bookie: Bookie, ledger_id: int, first: int, count: int) -> list[tuple[int, bytes]]:
+async def read_all(bookie: BookieImpl, ledger_id: int, first: int, count: int) -> list[tuple[int, bytes]]:
     return await bookie.read_entries(ledger_id, first, count, 1 << 40)
 
 

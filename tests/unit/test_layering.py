@@ -159,7 +159,7 @@ def test_walk_sees_every_layer(project_imports: list[Import]) -> None:
     assert {
         "minipulsar.protocol.frames",
         "minipulsar.broker.service",
-        "minipulsar.bookie.server",
+        "minipulsar.bookie.server_connection",
         "minipulsar.client.producer",
         "minipulsar.cli.main",
     } <= modules

@@ -1,4 +1,4 @@
-"""Garbage collection under a whole in-process Bookie (real journals, entry logs, index): deleted
+"""Garbage collection under a whole in-process BookieImpl (real journals, entry logs, index): deleted
 ledgers leave memory, index and disk; the scan never deletes a ledger created or written while
 it runs; dead entry logs go but never the current one; compaction moves live entries, updates
 the index and spares what moved meanwhile; a read that raced the move still succeeds.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.compaction import logs_to_compact
 from minipulsar.bookie.storage.entry_log import RECORD_HEADER_SIZE, split_location
@@ -52,7 +52,7 @@ class FakeLedgers:
         return ledger_id in self.ids
 
 
-async def gc_bookie(root: Path, **overrides) -> Bookie:
+async def gc_bookie(root: Path, **overrides) -> BookieImpl:
     """One ledger dir (so that the tests know where every ledger's entries are), small entry logs,
     no read-ahead (every read goes to the index and the entry log), compaction unthrottled."""
     return await started_bookie(
@@ -67,12 +67,12 @@ async def gc_bookie(root: Path, **overrides) -> Bookie:
     )
 
 
-def the_dir(bookie: Bookie) -> SingleDirectoryDbLedgerStorage:
+def the_dir(bookie: BookieImpl) -> SingleDirectoryDbLedgerStorage:
     [directory] = storage(bookie).dirs
     return directory
 
 
-async def usages(bookie: Bookie) -> list[EntryLogUsage]:
+async def usages(bookie: BookieImpl) -> list[EntryLogUsage]:
     directory = the_dir(bookie)
     current = await storage(bookie).run_exclusive(directory.current_entry_log_id)
     return await asyncio.to_thread(directory.entry_log_usages, current)
@@ -82,18 +82,18 @@ def entry_log_bytes(root: Path) -> int:
     return sum(path.stat().st_size for path in root.rglob("*.log"))
 
 
-def log_ids_on_disk(bookie: Bookie) -> set[int]:
+def log_ids_on_disk(bookie: BookieImpl) -> set[int]:
     return {int(path.stem, 16) for path in the_dir(bookie).directory.glob("*.log")}
 
 
-async def assert_ledgers_intact(bookie: Bookie, ledgers: Iterable[int], count: int) -> None:
+async def assert_ledgers_intact(bookie: BookieImpl, ledgers: Iterable[int], count: int) -> None:
     for ledger_id in ledgers:
         got = await read_all(bookie, ledger_id, 0, count)
         assert [e for e, _ in got] == list(range(count)), f"ledger {ledger_id}"
         assert all(p == payload_for(ledger_id, e, ENTRY_BYTES) for e, p in got), f"ledger {ledger_id} differs"
 
 
-async def assert_ledgers_gone(bookie: Bookie, ledgers: Iterable[int]) -> None:
+async def assert_ledgers_gone(bookie: BookieImpl, ledgers: Iterable[int]) -> None:
     persisted = set(await asyncio.to_thread(the_dir(bookie).persisted_ledger_ids))
     for ledger_id in ledgers:
         assert bookie.storage.ledger(ledger_id) is None and ledger_id not in persisted, f"ledger {ledger_id}"
@@ -101,7 +101,7 @@ async def assert_ledgers_gone(bookie: Bookie, ledgers: Iterable[int]) -> None:
             await read_all(bookie, ledger_id, 0, 1)
 
 
-async def write_and_checkpoint(bookie: Bookie, ledgers: Iterable[int], entries: int) -> None:
+async def write_and_checkpoint(bookie: BookieImpl, ledgers: Iterable[int], entries: int) -> None:
     await add_many(bookie, list(ledgers), range(entries), ENTRY_BYTES)
     await storage(bookie).checkpoint()
 

@@ -30,8 +30,8 @@ from tests.unit.bookie.test_bookie_gc import (
 )
 
 
-class SimulatedCrash(Exception):
-    pass
+class SimulatedCrash(OSError):
+    """What the step that follows the one under test raises: an I/O error stops a GC step."""
 
 
 STOPS = {

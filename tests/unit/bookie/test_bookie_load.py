@@ -12,7 +12,7 @@ from minipulsar.bookie import metrics
 from minipulsar.bookie.disk_monitor import LedgerDirsMonitor
 from minipulsar.bookie.load import BookieLoad, HistogramSnapshot, LoadSample, io_util_percent, latency_in_window
 from minipulsar.bookie.read_pool import ReadThreadPool
-from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState
+from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager
 from minipulsar.config import BookieConfig, load_config
 from tests.support.process import wait_for
 
@@ -68,7 +68,7 @@ async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) 
     samples; usage 0.97 makes the bookie read-only."""
     config = load_config_for(tmp_path)
     (tmp_path / "usage").write_text("0.3")
-    state = BookieState()
+    state = BookieStateManager()
     monitor = LedgerDirsMonitor(config, lambda writable: state.set_cause(LEDGER_DIRS_FULL, not writable))
     pool = ReadThreadPool(1, 10)
     load = BookieLoad(config.journal_dirs, config.ledger_dirs, monitor, state, pool, sample_interval_s=0.05, window_s=5)

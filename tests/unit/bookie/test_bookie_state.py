@@ -3,12 +3,12 @@ flip once, with the reason (bookie/state.py)."""
 
 from __future__ import annotations
 
-from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
+from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager, journal_failed
 
 
 def test_read_only_while_any_cause_holds_and_each_flip_is_told_once() -> None:
     flips: list[tuple[bool, str]] = []
-    state = BookieState(lambda read_only, reason: flips.append((read_only, reason)))
+    state = BookieStateManager(lambda read_only, reason: flips.append((read_only, reason)))
     journal = journal_failed(0, OSError(28, "No space left on device"))
     assert not state.read_only and state.reason == ""
 
@@ -25,6 +25,6 @@ def test_read_only_while_any_cause_holds_and_each_flip_is_told_once() -> None:
 
 def test_clearing_a_cause_that_never_held_changes_nothing() -> None:
     flips: list[tuple[bool, str]] = []
-    state = BookieState(lambda read_only, reason: flips.append((read_only, reason)))
+    state = BookieStateManager(lambda read_only, reason: flips.append((read_only, reason)))
     state.set_cause(LEDGER_DIRS_FULL, False)
     assert not state.read_only and flips == []

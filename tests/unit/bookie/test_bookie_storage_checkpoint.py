@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from minipulsar import durable_file
-from minipulsar.bookie.journal_format import LogMark
+from minipulsar.bookie.journal.format import LogMark
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, LastMarkFile, read_last_mark
 
 

@@ -157,7 +157,7 @@ def test_synced_entry_log_pages_beyond_the_cache_window_leave_the_page_cache(tmp
     ``cache_window_bytes`` in the page cache, and every entry still reads back intact (from the
     disk). Method: 6 MB of 100 KiB entries with a 1 MiB window and flushEntrylogBytes, then
     mincore over the log."""
-    from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES
+    from minipulsar.bookie.journal.segment import DROP_CACHE_STEP_BYTES
     from tests.support.page_cache import resident_bytes
 
     window = 1024 * KIB

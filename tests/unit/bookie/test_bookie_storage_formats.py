@@ -52,10 +52,11 @@ def test_records_of_the_zlib_format_still_read_back(tmp_path: Path) -> None:
 
 
 def test_a_flush_of_many_runs_and_rolls_keeps_every_location(tmp_path: Path) -> None:
-    """append_run (the flush's per-ledger loop) gives the same locations append would, across rolls."""
+    """append_entries (the flush's per-ledger loop) gives the same locations append would, across rolls."""
     entries = [(entry_id, os.urandom(700 + entry_id)) for entry_id in range(300)]
     writer = EntryLogWriter(tmp_path, 64 * 1024, 1)
-    locations = writer.append_run(5, entries)
+    entry_ids = [entry_id for entry_id, _ in entries]
+    locations = list(zip(entry_ids, writer.append_entries(5, entry_ids, [payload for _, payload in entries])))
     writer.flush()
     writer.close()
     assert len({location >> 32 for _, location in locations}) > 1, "rolled at least once"

@@ -1,4 +1,4 @@
-"""The storage engine under a whole in-process Bookie (real journals, real files): replay from
+"""The storage engine under a whole in-process BookieImpl (real journals, real files): replay from
 the checkpoint, journal trimming, a torn journal tail, fences that outlive their journal
 record, throttled adds, periodic checkpoints.
 
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from minipulsar.bookie.journal_format import RecordType
-from minipulsar.bookie.journal_segment import list_segments, replay_directory, segment_path
+from minipulsar.bookie.journal.directory import list_segments, replay_directory
+from minipulsar.bookie.journal.format import RecordType
+from minipulsar.bookie.journal.segment import segment_path
 from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage

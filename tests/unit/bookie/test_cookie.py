@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from minipulsar.bookie.cookie import InvalidCookieError, check_cookies, read_cookie, record_bookie_id
-from minipulsar.bookie.journal_format import segment_file_name
+from minipulsar.bookie.journal.format import segment_file_name
 
 
 def test_a_new_bookie_gets_one_cookie_in_every_directory(tmp_path: Path) -> None:

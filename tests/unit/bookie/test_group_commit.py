@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minipulsar.bookie.group_commit import FlushReason, GroupCommitPolicy
+from minipulsar.bookie.journal.group_commit import FlushReason, GroupCommitPolicy
 
 
 def test_nothing_pending_never_flushes() -> None:

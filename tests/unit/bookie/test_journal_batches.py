@@ -6,61 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import queue
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from minipulsar.bookie.group_commit import GroupCommitPolicy
-from minipulsar.bookie.journal import Journal, JournalSettings
-from minipulsar.bookie.journal_format import RecordType
+from minipulsar.bookie.journal.journal import Journal
 from minipulsar.errors import UnknownServerError
-
-KIB = 1024
-
-
-def settings(**overrides) -> JournalSettings:
-    policy = overrides.pop("policy", GroupCommitPolicy(max_group_wait_s=0))
-    return JournalSettings(policy=policy, prealloc_bytes=overrides.pop("prealloc_bytes", 64 * KIB), **overrides)
-
-
-class Add:
-    """An ADD_ENTRY as the journal reads it."""
-
-    __slots__ = ("entry_id", "lac", "ledger_id", "payload")
-
-    def __init__(self, ledger_id: int, entry_id: int, payload: bytes) -> None:
-        self.ledger_id, self.entry_id, self.lac, self.payload = ledger_id, entry_id, entry_id - 1, payload
-
-
-class Sink:
-    """Records every ``adds_done`` call; ``done`` resolves once ``expected`` adds completed."""
-
-    def __init__(self, expected: int) -> None:
-        self.calls: list[tuple[list[int], float, BaseException | None]] = []
-        self.expected = expected
-        self.done = asyncio.get_running_loop().create_future()
-
-    def adds_done(self, requests: list[Add], started: float, error: BaseException | None) -> None:
-        self.calls.append(([r.entry_id for r in requests], started, error))
-        if sum(len(c[0]) for c in self.calls) >= self.expected and not self.done.done():
-            self.done.set_result(None)
-
-
-class Store:
-    """The ledger storage as the journal sees it: what was put, what was given back."""
-
-    def __init__(self, sink: Sink) -> None:
-        self.sink = sink
-        self.added: list[int] = []
-        self.cancelled: list[int] = []
-        self.completed_before_put = 0
-
-    def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
-        self.completed_before_put += sum(entry_id in c[0] for c in self.sink.calls)
-        self.added.append(entry_id)
-
-    def cancel_admission(self, ledger_id: int, payload_length: int) -> None:
-        self.cancelled.append(payload_length)
+from tests.support.journal import KIB, Add, RecordingSink, RecordingStore, new_journal, replay, submit
 
 
 class CountingQueue(queue.SimpleQueue):
@@ -71,16 +25,21 @@ class CountingQueue(queue.SimpleQueue):
         super().put(item, block, timeout)
 
 
+def store_of(journal: Journal) -> RecordingStore:
+    store = journal._storage
+    assert isinstance(store, RecordingStore)
+    return store
+
+
 async def test_records_admitted_in_one_loop_iteration_reach_the_writer_as_one_batch(tmp_path: Path) -> None:
-    journal = Journal(tmp_path, 0, settings())
+    journal = new_journal(tmp_path)
     journal._queue = counting = CountingQueue()
     await journal.start()
-    sink = Sink(50)
-    journal.storage = Store(sink)
+    sink = RecordingSink()
     for entry_id in range(50):
-        assert journal.try_add(Add(1, entry_id, b"x" * 100), sink, 1.5)
+        assert submit(journal, sink, Add(1, entry_id, b"x" * 100), started=1.5)
     assert counting.puts == 0, "nothing is handed over before the loop iteration ends"
-    await asyncio.wait_for(sink.done, 10)
+    await sink.wait(50)
     assert counting.puts == 1
     await journal.close()
 
@@ -89,72 +48,80 @@ async def test_durable_adds_go_into_the_storage_then_to_their_sink_once_per_run(
     """Goal: a durable add is put into the storage before its sink hears of it, and the adds
     of one sink with the same arrival time come in one call, in order. Method: two runs
     (different ``started``) from one sink, and another sink in between."""
-    journal = Journal(tmp_path, 0, settings())
+    first, other = RecordingSink(), RecordingSink()
+
+    class CheckingStore(RecordingStore):
+        completed_before_put = 0
+
+        def add_entries(self, requests: Sequence[Any]) -> None:
+            told = [r for sink in (first, other) for call in sink.calls for r in call.requests]
+            self.completed_before_put += sum(any(r is t for t in told) for r in requests)
+            super().add_entries(requests)
+
+    journal = new_journal(tmp_path)
+    store = CheckingStore()
+    journal.attach_storage(store)
     await journal.start()
-    first, other = Sink(6), Sink(2)
-    store = journal.storage = Store(first)
     for entry_id in range(3):
-        journal.try_add(Add(1, entry_id, b"a"), first, 1.0)
+        submit(journal, first, Add(1, entry_id, b"a"), started=1.0)
     for entry_id in range(3, 5):
-        journal.try_add(Add(2, entry_id, b"b"), other, 1.0)
+        submit(journal, other, Add(2, entry_id, b"b"), started=1.0)
     for entry_id in range(5, 8):
-        journal.try_add(Add(1, entry_id, b"c"), first, 2.0)
-    await asyncio.wait_for(asyncio.gather(first.done, other.done), 10)
-    assert first.calls == [([0, 1, 2], 1.0, None), ([5, 6, 7], 2.0, None)]
-    assert other.calls == [([3, 4], 1.0, None)]
-    assert store.added == list(range(8)) and store.completed_before_put == 0
+        submit(journal, first, Add(1, entry_id, b"c"), started=2.0)
+    await asyncio.gather(first.wait(6), other.wait(2))
+    assert [([r.entry_id for r in c.requests], c.started, c.error) for c in first.calls] == [
+        ([0, 1, 2], 1.0, None),
+        ([5, 6, 7], 2.0, None),
+    ]
+    assert [([r.entry_id for r in c.requests], c.started, c.error) for c in other.calls] == [([3, 4], 1.0, None)]
+    assert [[r.entry_id for r in run] for run in store.runs] == [[0, 1, 2], [3, 4], [5, 6, 7]]
+    assert store.completed_before_put == 0
     await journal.close()
 
 
 async def test_a_refused_add_gives_its_write_cache_room_back_and_tells_its_sink(tmp_path: Path) -> None:
-    journal = Journal(tmp_path, 0, settings())
+    journal = new_journal(tmp_path)
     await journal.start()
-    sink = Sink(1)
-    store = journal.storage = Store(sink)
+    sink = RecordingSink()
     journal._failure = UnknownServerError("journal write failed: disk gone")
-    assert journal.try_add(Add(1, 0, b"12345"), sink, 3.0)
-    assert store.cancelled == [5] and store.added == []
-    assert [(ids, started, type(error)) for ids, started, error in sink.calls] == [([0], 3.0, UnknownServerError)]
+    assert submit(journal, sink, Add(1, 0, b"12345"), started=3.0)
+    assert store_of(journal).cancelled == [5] and store_of(journal).added == []
+    assert [([r.entry_id for r in c.requests], c.started, type(c.error)) for c in sink.calls] == [
+        ([0], 3.0, UnknownServerError)
+    ]
     journal._failure = None
     await journal.close()
 
 
-@pytest.mark.expect_error_log(r"storing \d+ journaled entries failed")
+@pytest.mark.expect_error_log(r"storing journaled entries failed")
 async def test_adds_the_storage_fails_to_take_are_answered_with_an_error(tmp_path: Path) -> None:
     """Goal: if putting journaled adds into the storage raises (a bug), their sink still hears
     of them, with an error — they are not acknowledged, and not left unanswered until the
-    client's timeout. Method: a store whose add_entry raises for one run of adds."""
-    journal = Journal(tmp_path, 0, settings())
-    await journal.start()
-    sink = Sink(3)
+    client's timeout. Method: a store whose add_entries raises for one run of adds."""
 
-    class FailingStore(Store):
-        def add_entry(self, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> None:
+    class FailingStore(RecordingStore):
+        def add_entries(self, requests: Sequence[Any]) -> None:
             raise RuntimeError("a bug in the write cache")
 
-    journal.storage = FailingStore(sink)
-    for entry_id in range(3):
-        assert journal.try_add(Add(1, entry_id, b"x" * 10), sink, 1.0)
-    await asyncio.wait_for(sink.done, 10)
-    assert [(ids, type(error)) for ids, _, error in sink.calls] == [([0, 1, 2], UnknownServerError)]
+    journal = new_journal(tmp_path)
+    journal.attach_storage(FailingStore())
+    await journal.start()
+    sink = RecordingSink()
+    assert submit(journal, sink, *(Add(1, entry_id, b"x" * 10) for entry_id in range(3)), started=1.0)
+    await sink.wait(3)
+    assert [([r.entry_id for r in c.requests], type(c.error)) for c in sink.calls] == [([0, 1, 2], UnknownServerError)]
     await journal.close()
 
 
 async def test_a_group_bigger_than_one_pwritev_is_written_whole(tmp_path: Path) -> None:
     """Goal: a group of more than IOV_MAX buffers (two per record) is written completely and in
     order. Method: 1500 records queued in one loop iteration, then replay."""
-    journal = Journal(tmp_path, 0, settings(prealloc_bytes=1024 * KIB))
+    journal = new_journal(tmp_path, prealloc_bytes=1024 * KIB)
     await journal.start()
-    futures = []
+    sink = RecordingSink()
     for entry_id in range(1500):
-        future = asyncio.get_running_loop().create_future()
-        assert journal.try_add_entry(3, entry_id, entry_id - 1, entry_id.to_bytes(4, "big") * 8, future)
-        futures.append(future)
-    locations = await asyncio.gather(*futures)
+        assert submit(journal, sink, Add(3, entry_id, entry_id.to_bytes(4, "big") * 8))
+    await sink.wait(1500)
     assert journal.stats.group_sizes == [1500]
     await journal.close()
-    seen = []
-    Journal(tmp_path, 0, settings()).replay(
-        lambda record, location, payload: seen.append((record.type, record.entry_id, bytes(payload), location))
-    )
-    assert seen == [(RecordType.ADD_ENTRY, i, i.to_bytes(4, "big") * 8, locations[i]) for i in range(1500)]
+    assert replay(tmp_path).adds == [(3, i, i.to_bytes(4, "big") * 8) for i in range(1500)]

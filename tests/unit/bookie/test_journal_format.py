@@ -7,16 +7,17 @@ import random
 
 import pytest
 
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
+    SEGMENT_VERSION,
     JournalRecord,
     RecordType,
     ScanEnd,
     ScannedRecord,
-    decode_segment_header,
     encode_record,
     encode_segment_header,
     parse_segment_file_name,
+    read_segment_header,
     scan_records,
     segment_file_name,
 )
@@ -95,5 +96,5 @@ def test_segment_names_and_header() -> None:
     assert parse_segment_file_name(segment_file_name(0x2A)) == 0x2A
     assert parse_segment_file_name("0000000000000001.tmp") is None
     assert parse_segment_file_name("VERSION") is None
-    assert decode_segment_header(encode_segment_header(9)) == 9
-    assert decode_segment_header(bytes(16)) is None
+    assert read_segment_header(encode_segment_header(9)) == (9, SEGMENT_VERSION, 0)
+    assert read_segment_header(bytes(16)) is None

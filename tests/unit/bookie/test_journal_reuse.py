@@ -7,9 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from minipulsar.bookie.journal import Journal
-from minipulsar.bookie.journal_files import JournalFiles
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal.directory import JournalFiles, delete_segments_before, list_segments
+from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     RecordType,
@@ -18,18 +17,16 @@ from minipulsar.bookie.journal_format import (
     encode_header,
     read_segment_header,
 )
-from minipulsar.bookie.journal_segment import (
+from minipulsar.bookie.journal.segment import (
     RECYCLED_SUFFIX,
     SegmentWriter,
-    delete_segments_before,
     list_recycled,
-    list_segments,
     scan_segment,
     segment_path,
     take_recycled,
 )
-from minipulsar.bookie.journal_types import JournalStats
-from tests.unit.bookie.test_journal_segments import KIB, replay, settings
+from minipulsar.bookie.journal.stats import JournalStats
+from tests.support.journal import KIB, add, journal_settings, replay, started_journal
 
 
 def _group(segment_id: int, records: list[tuple[int, int, bytes]]) -> list[bytes]:
@@ -50,15 +47,13 @@ async def test_trimmed_segments_are_written_over_and_replay_returns_only_the_new
     files (flagged reused, old bytes beyond the new data), and replays return exactly what is
     still journaled: nothing from a file's previous use. Method: 64 KiB segments, 12 rounds of
     40 adds of 1–3 KiB, a trim at the applied mark after each round but the last."""
-    journal = Journal(tmp_path, 0, settings(max_segment_bytes=64 * KIB, prealloc_bytes=16 * KIB))
-    journal.replay(lambda *a: None)
-    await journal.start()
+    journal = await started_journal(tmp_path, max_segment_bytes=64 * KIB, prealloc_bytes=16 * KIB)
     written: list[tuple[int, int, bytes]] = []
     last_mark = None
     for round_ in range(12):
         entries = [(7, round_ * 40 + i, os.urandom(1024 + (i * 37) % 2048)) for i in range(40)]
         for ledger_id, entry_id, payload in entries:
-            await journal.add_entry(ledger_id, entry_id, entry_id - 1, payload)
+            await add(journal, ledger_id, entry_id, payload)
         written += entries
         if round_ < 11:
             last_mark = journal.applied_mark
@@ -71,10 +66,10 @@ async def test_trimmed_segments_are_written_over_and_replay_returns_only_the_new
     ]
     assert reused, "some segment was written over a recycled file"
     assert len(list_recycled(tmp_path)) <= 2
-    seen, result = replay(tmp_path, start=last_mark)
-    assert seen == written[-40:] and not result.lost_tail
-    seen, result = replay(tmp_path)
-    assert seen == written[len(written) - len(seen) :] and not result.lost_tail
+    replayed = replay(tmp_path, start=last_mark)
+    assert replayed.adds == written[-40:] and not replayed.result.lost_tail
+    replayed = replay(tmp_path)
+    assert replayed.adds == written[len(written) - len(replayed.adds) :] and not replayed.result.lost_tail
 
 
 def test_a_reused_file_replays_its_new_groups_and_stops_at_the_old_bytes(tmp_path: Path) -> None:
@@ -128,7 +123,8 @@ def test_segments_rolling_over_write_through_the_same_two_staging_buffers(tmp_pa
     per segment (a fresh page is a page fault inside the writer's copy): the segment created
     ahead of time takes a second one, and each roll hands the old one back. Method: 64 KiB
     segments, groups appended through JournalFiles until six rolls; every record replays."""
-    files = JournalFiles(tmp_path, 0, settings(max_segment_bytes=64 * KIB, prealloc_bytes=16 * KIB), JournalStats())
+    settings = journal_settings(max_segment_bytes=64 * KIB, prealloc_bytes=16 * KIB)
+    files = JournalFiles(tmp_path, 0, settings, JournalStats())
     files.open(None, [])
     written: list[tuple[int, int, bytes]] = []
     try:
@@ -141,8 +137,8 @@ def test_segments_rolling_over_write_through_the_same_two_staging_buffers(tmp_pa
     finally:
         files.close()
     assert 1 <= files.staging.mapped <= 2
-    seen, result = replay(tmp_path)
-    assert seen == written and not result.lost_tail
+    replayed = replay(tmp_path)
+    assert replayed.adds == written and not replayed.result.lost_tail
 
 
 def test_a_segment_that_rolled_over_ends_with_an_end_record(tmp_path: Path) -> None:

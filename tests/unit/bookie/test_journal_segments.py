@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 from crc32c import crc32c
 
-from minipulsar.bookie import journal_segment
-from minipulsar.bookie.group_commit import GroupCommitPolicy
-from minipulsar.bookie.journal import Journal, JournalSettings
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal import segment as journal_segment
+from minipulsar.bookie.journal.directory import list_segments
+from minipulsar.bookie.journal.format import (
     RECORD_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,
     SEGMENT_VERSION,
@@ -29,37 +28,9 @@ from minipulsar.bookie.journal_format import (
     encode_segment_header,
     read_segment_header,
 )
-from minipulsar.bookie.journal_segment import Preallocator, SegmentWriter, list_segments, scan_segment, segment_path
+from minipulsar.bookie.journal.segment import Preallocator, SegmentWriter, scan_segment, segment_path
+from tests.support.journal import KIB, Add, RecordingSink, new_journal, replay, submit, write
 from tests.support.process import wait_for
-
-KIB = 1024
-
-
-def settings(**overrides) -> JournalSettings:
-    return JournalSettings(policy=GroupCommitPolicy(max_group_wait_s=0), **overrides)
-
-
-def replay(directory: Path, start: LogMark | None = None):
-    """Every ADD record replayed from ``start``, as ``(ledger, entry, payload)``, and the result."""
-    seen: list[tuple[int, int, bytes]] = []
-    result = Journal(directory, 0, settings()).replay(
-        lambda record, location, payload: (
-            seen.append((record.ledger_id, record.entry_id, bytes(payload)))
-            if record.type is RecordType.ADD_ENTRY
-            else None
-        ),
-        start,
-    )
-    return seen, result
-
-
-async def write(directory: Path, entries: list[tuple[int, int, bytes]], **overrides) -> Journal:
-    journal = Journal(directory, 0, settings(**overrides))
-    journal.replay(lambda *a: None)
-    await journal.start()
-    for ledger_id, entry_id, payload in entries:
-        await journal.add_entry(ledger_id, entry_id, entry_id - 1, payload)
-    return journal
 
 
 def test_records_carry_a_crc32c_of_the_header_rest_and_the_payload() -> None:
@@ -80,7 +51,7 @@ async def test_zeros_are_prepared_ahead_of_the_writer_and_the_file_never_grows_u
     assert size % (64 * KIB) == 0 and size >= writer.position + 32 * KIB
     assert segment_path(tmp_path, writer.segment_id).read_bytes()[writer.position :] == bytes(size - writer.position)
     await journal.close()
-    assert replay(tmp_path)[0] == entries
+    assert replay(tmp_path).adds == entries
 
 
 async def test_the_next_segment_is_created_ahead_and_rolls_keep_every_record_in_order(tmp_path: Path) -> None:
@@ -90,8 +61,8 @@ async def test_the_next_segment_is_created_ahead_and_rolls_keep_every_record_in_
     await journal.close()
     assert journal.stats.rolls >= 3
     assert list_segments(tmp_path)[-1] in (current, current + 1), "at most one segment created ahead"
-    seen, result = replay(tmp_path)
-    assert seen == entries and not result.lost_tail
+    replayed = replay(tmp_path)
+    assert replayed.adds == entries and not replayed.result.lost_tail
 
 
 async def test_a_restart_next_to_an_empty_segment_cuts_the_torn_tail_before_it(tmp_path: Path) -> None:
@@ -111,12 +82,12 @@ async def test_a_restart_next_to_an_empty_segment_cuts_the_torn_tail_before_it(t
     assert list_segments(tmp_path)[-1] == segment_id + 1
     with open(segment_path(tmp_path, segment_id), "r+b") as f:
         f.truncate(end - 500)  # mid-payload of the last record
-    seen, result = replay(tmp_path)
-    assert seen == first[:-1] and result.lost_tail
+    replayed = replay(tmp_path)
+    assert replayed.adds == first[:-1] and replayed.result.lost_tail
     second = [(3, 40 + i, b"new" * 10) for i in range(5)]
     await (await write(tmp_path, second, prealloc_bytes=16 * KIB, max_segment_bytes=80 * KIB)).close()
-    seen, result = replay(tmp_path)
-    assert seen == first[:-1] + second and not result.lost_tail
+    replayed = replay(tmp_path)
+    assert replayed.adds == first[:-1] + second and not replayed.result.lost_tail
     # cut where the last group began: its GROUP record and its one record
     assert os.path.getsize(segment_path(tmp_path, segment_id)) == end - 2 * RECORD_HEADER_SIZE - 1000
 
@@ -134,13 +105,13 @@ def _version_1_segment(directory: Path, segment_id: int, entries: list[tuple[int
 async def test_segments_of_the_zlib_format_replay_and_are_never_appended_to(tmp_path: Path) -> None:
     old = [(4, i, os.urandom(300)) for i in range(10)]
     _version_1_segment(tmp_path, 1, old)
-    assert replay(tmp_path)[0] == old
+    assert replay(tmp_path).adds == old
     new = [(4, 10 + i, os.urandom(300)) for i in range(3)]
     await (await write(tmp_path, new, prealloc_bytes=16 * KIB)).close()
     assert list_segments(tmp_path) == [1, 2], "the new records went to a new (current version) segment"
     assert read_segment_header(segment_path(tmp_path, 2).read_bytes()[:SEGMENT_HEADER_SIZE]).version == SEGMENT_VERSION
-    seen, result = replay(tmp_path)
-    assert seen == old + new and not result.lost_tail
+    replayed = replay(tmp_path)
+    assert replayed.adds == old + new and not replayed.result.lost_tail
 
 
 def test_a_write_past_the_preallocation_waits_for_it(tmp_path: Path) -> None:
@@ -157,7 +128,7 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     """Goal: with journalRemoveFromPageCache (the default) the segment's synced pages leave the
     page cache — all but the last step's — and every record still replays. Method: 3 MiB of
     64 KiB records, one group each, then mincore over the segment."""
-    from minipulsar.bookie.journal_segment import DROP_CACHE_STEP_BYTES
+    from minipulsar.bookie.journal.segment import DROP_CACHE_STEP_BYTES
     from tests.support.page_cache import resident_bytes
 
     entries = [(4, i, os.urandom(64 * KIB)) for i in range(48)]
@@ -169,8 +140,8 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     assert written > 3 * DROP_CACHE_STEP_BYTES
     assert resident_bytes(path) <= DROP_CACHE_STEP_BYTES + 64 * KIB
     await journal.close()
-    seen, result = replay(tmp_path)
-    assert seen == entries and not result.lost_tail
+    replayed = replay(tmp_path)
+    assert replayed.adds == entries and not replayed.result.lost_tail
 
 
 def _group(segment_id: int, first: int, count: int, size: int) -> tuple[list[bytes], int]:
@@ -193,10 +164,9 @@ def _entries_replayed(directory: Path, segment_id: int) -> list[int]:
 @pytest.mark.parametrize("case", ["while-the-extension-runs", "group-bigger-than-the-extension"])
 def test_no_group_is_written_past_the_zeros_prepared_for_it(tmp_path: Path, monkeypatch, case: str) -> None:
     """Goal: the writer never writes past what preallocation finished, so a zero-fill (a file
-    system without fallocate) never lands on synced, acknowledged records. It did twice: a
-    group written while an extension was still running (only the extension's target was
-    checked), and a group bigger than what the extension it waited for prepared.
-    Method: posix_fallocate unsupported; the background zero-fill is held until the writer
+    system without fallocate) never lands on synced, acknowledged records: neither a group
+    written while an extension is still running, nor a group bigger than what the extension
+    it waited for prepared. Method: posix_fallocate unsupported; the background zero-fill is held until the writer
     waits for it (or to the end, if it never does); then every record written must replay."""
     release = threading.Event()
 
@@ -269,22 +239,20 @@ def test_preallocation_syncs_through_a_descriptor_of_its_own(tmp_path: Path, mon
 
 async def test_appending_after_a_group_cut_short_resumes_at_the_group_start(tmp_path: Path) -> None:
     """Goal: after a crash that cut a group short, appending resumes where that group starts,
-    so a replay from any earlier mark reads through to the groups written after the restart.
-    (It resumed after the cut group's surviving records, inside the range the group's header
-    announces: a replay from before stopped there as corrupt and lost every later add.)
+    so a replay from any earlier mark reads through to the groups written after the restart
+    (appended after the cut group's surviving records, inside the range its header announces,
+    a replay from before would stop there as corrupt and lose every later add).
     Method: two groups of 5 adds; the second cut inside its second record; a restart appends 3
     adds; then replays from the start and from the restart's mark."""
 
     async def write_group(first: int) -> tuple[int, LogMark]:
-        journal = Journal(tmp_path, 0, settings(reuse_files=False, direct_io=False, prealloc_bytes=64 * KIB))
+        journal = new_journal(tmp_path, reuse_files=False, direct_io=False, prealloc_bytes=64 * KIB)
         result = journal.replay(lambda *args: None)
         await journal.start()
-        await asyncio.gather(
-            *(
-                journal.add_entry(1, first + i, first + i - 1, bytes([i + 1]) * 1000)
-                for i in range(5 if first < 100 else 3)
-            )
-        )
+        count = 5 if first < 100 else 3
+        sink = RecordingSink()
+        assert submit(journal, sink, *(Add(1, first + i, bytes([i + 1]) * 1000) for i in range(count)))
+        await sink.wait(count)
         end = journal._files.current.position  # type: ignore[union-attr]
         await journal.close()
         return end, result.end_mark
@@ -293,13 +261,13 @@ async def test_appending_after_a_group_cut_short_resumes_at_the_group_start(tmp_
     end, _ = await write_group(5)
     with open(segment_path(tmp_path, list_segments(tmp_path)[-1]), "r+b") as segment:
         segment.truncate(end - 3 * (RECORD_HEADER_SIZE + 1000) - 500)  # entry 5 whole, 6 torn
-    seen, result = replay(tmp_path)
-    assert [e for _, e, _ in seen] == [0, 1, 2, 3, 4, 5] and result.lost_tail
+    replayed = replay(tmp_path)
+    assert [e for _, e, _ in replayed.adds] == [0, 1, 2, 3, 4, 5] and replayed.result.lost_tail
     _, restart_mark = await write_group(100)
-    seen, result = replay(tmp_path)
-    assert [e for _, e, _ in seen] == [0, 1, 2, 3, 4, 100, 101, 102]
-    assert not result.lost_tail
-    assert [e for _, e, _ in replay(tmp_path, restart_mark)[0]] == [100, 101, 102]
+    replayed = replay(tmp_path)
+    assert [e for _, e, _ in replayed.adds] == [0, 1, 2, 3, 4, 100, 101, 102]
+    assert not replayed.result.lost_tail
+    assert [e for _, e, _ in replay(tmp_path, restart_mark).adds] == [100, 101, 102]
 
 
 def test_trimming_that_fails_at_start_is_logged_and_left_for_the_next_checkpoint(
@@ -307,11 +275,11 @@ def test_trimming_that_fails_at_start_is_logged_and_left_for_the_next_checkpoint
 ) -> None:
     """Goal: deleting old segments is housekeeping: when it fails during start-up (the replay's
     checkpoint trims before the journal's threads run), the bookie still starts."""
-    from minipulsar.bookie import journal as journal_module
+    from minipulsar.bookie.journal import journal as journal_module
 
     def failing(*args) -> list[int]:
         raise OSError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(journal_module, "trim_segments", failing)
-    Journal(tmp_path, 0, settings()).trim_soon(LogMark(2, SEGMENT_HEADER_SIZE))
+    new_journal(tmp_path).trim_soon(LogMark(2, SEGMENT_HEADER_SIZE))
     assert "deleting segments before" in caplog.text and "Permission denied" in caplog.text

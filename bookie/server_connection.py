@@ -1,48 +1,40 @@
-"""The bookie side of the broker ↔ bookie protocol: one :class:`BookieServerConnection` per peer.
+"""The bookie side of the broker ↔ bookie protocol: :class:`BookieServerConnection`, the
+request handler of one peer's connection (BookKeeper's ``BookieRequestHandler`` and
+``BookieRequestProcessor`` for one channel).
 
-ADD_ENTRY is handled synchronously in the read path: the adds of one read are collected and,
-once the read is dispatched (or before any other command, to keep request order), admitted
-to the journal together (:meth:`Bookie.try_add_all`: one fence check per ledger, one
-write-cache reservation, one journal hand-over), then answered from the journal's group
-completion — the connection is the adds' sink (:meth:`BookieServerConnection.adds_done`, once per
-run of adds from one read, answered with one buffer of pre-laid-out frames) — without a
-task, a closure or a future per add: at ~100k adds/s every per-add Python call counts. Only
-when the journal or the write cache is full do adds wait, in order, in one task; the
-connection then stops reading until every waiting add is admitted (TCP back-pressure instead
-of unbounded buffering). An add that found no write-cache room within
-``dbStorage_maxThrottleTimeMs`` of its arrival is refused with TooManyRequests (BookKeeper's
-rejected write), and the waiting adds are refused with BookieReadOnly once the bookie turns
-read-only: none of them reached the journal. Reads and fencing run as tasks: they wait for
-the disk or for a durable fence record.
+ADD_ENTRY is handled in the read path: the adds of one read are collected and, once the read
+is dispatched (or before any other command, to keep request order), admitted together
+(:meth:`BookieImpl.try_add`: one fence check per ledger, one write-cache reservation, one
+journal hand-over). The connection is the adds' journal sink
+(:meth:`BookieServerConnection.requests_done`, once per run of adds from one read, answered
+with one buffer of pre-laid-out frames): no task, closure or future per add — at ~100k
+adds/s every per-add Python call counts. Reads and fencing run as tasks: they wait for the
+disk or for a durable fence record.
 
-Memory per connection stays bounded whatever the peer does: at most
-:data:`READS_IN_FLIGHT_MAX` reads of a connection run at once, and none starts while its
-transport holds more unsent bytes than its high-water mark; the next ones wait their turn, in
-order, their fencing already applied — already admitted to the read thread pool, so that its
-bound (maxPendingReadRequestsPerThread) answers TooManyRequests on arrival, as BookKeeper's
-does, and they hold their places in its queue meanwhile, as BookKeeper's read threads do
-while blocked on a channel that is not writable. With ``waitTimeoutOnResponseBackpressureMs``
-(off by default, as in BookKeeper) a connection that has not taken its responses for that long
-gets no answer to a read until it takes them again: its waiting reads give their places back
-unanswered, and the reads that finish meanwhile, or fail, are not answered (BookKeeper drops
-every response then; here adds and the small READ_LAC and BOOKIE_INFO answers are still sent,
-and there are few of them, since the socket is not read meanwhile). With
-``closeChannelOnResponseTimeout`` the connection is closed instead. Either way the keep-alive
-closes a peer whose socket has stayed paused for two intervals.
-The socket is not read while the responses are not being taken (a peer that sends requests
-and never reads the answers, each of which may be MiBs, gets TCP back-pressure, not a bookie
-growing without bound), nor while more than :data:`READS_WAITING_MAX` reads wait — below
-that, a broker's adds, which share the connection with its reads, are not held up by a
-catch-up reader's.
-
-While the bookie is read-only (every ledger dir full, or a journal failed: see
-:mod:`bookie.state`) adds are refused with BookieReadOnly before they reach the journal —
-except recovery adds, which ledger recovery needs to close a ledger — and reads are served as
-usual. Reads beyond the read thread pool's bound are refused with TooManyRequests
-(:mod:`bookie.read_pool`). BOOKIE_INFO answers from memory (:mod:`bookie.load`).
-
-Requests with out-of-range numbers are refused with InvalidCommand (the schema has already
-checked the types).
+Invariants:
+- requests are answered in the order their effects apply: a command behind adds sees them
+  admitted (a fencing read sees every add that can still be acknowledged);
+- adds that find no room wait, in order, in one task, and the socket is not read until all
+  of them are admitted (TCP back-pressure, not unbounded buffering); one that found no
+  write-cache room within ``dbStorage_maxThrottleTimeMs`` of its arrival is refused with
+  TooManyRequests (BookKeeper's rejected write);
+- while the bookie is read-only (:mod:`bookie.state_manager`) adds are refused with
+  BookieReadOnly before they reach the journal, the waiting ones too — except recovery
+  adds, which ledger recovery needs — and reads are served as usual;
+- memory per connection is bounded whatever the peer does: at most
+  :data:`READS_IN_FLIGHT_MAX` reads run at once, and none starts while the transport holds
+  more unsent bytes than its high-water mark; the next ones wait their turn, in order, their
+  fencing applied, already admitted to the read thread pool (whose bound,
+  maxPendingReadRequestsPerThread, answers TooManyRequests on arrival: :mod:`bookie.read_pool`);
+  the socket is not read while the responses are not taken, nor while more than
+  :data:`READS_WAITING_MAX` reads wait;
+- with ``waitTimeoutOnResponseBackpressureMs`` (off by default, as in BookKeeper) a peer that
+  has not taken its responses for that long gets no read answered until it takes them again
+  (its waiting reads give their places back; adds and the small READ_LAC and BOOKIE_INFO
+  answers are still sent), or, with ``closeChannelOnResponseTimeout``, is closed; either way
+  the keep-alive closes a peer whose socket stayed paused for two intervals;
+- requests with out-of-range numbers are refused with InvalidCommand (the schema checked the
+  types); BOOKIE_INFO answers from memory (:mod:`bookie.load`).
 """
 
 from __future__ import annotations
@@ -54,10 +46,10 @@ import time
 from typing import Any
 
 from minipulsar.bookie import metrics
-from minipulsar.bookie.bookie import Bookie
-from minipulsar.bookie.journal_format import INT64_MAX
+from minipulsar.bookie.bookie_impl import BookieImpl
+from minipulsar.bookie.journal.format import INT64_MAX
 from minipulsar.bookie.load import BookieLoad
-from minipulsar.bookie.state import BookieState
+from minipulsar.bookie.state_manager import BookieStateManager
 from minipulsar.errors import ConnectionClosedError, InvalidCommandError, MiniPulsarError
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses
@@ -71,6 +63,7 @@ from minipulsar.protocol.commands import (
     ReadLacResponse,
 )
 from minipulsar.protocol.schema import Command
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +97,9 @@ class BookieServerConnection(ServerConnection):
     """Adds of tens of KiB arrive back to back from a few broker connections: read them 1 MiB
     at a time (a few such connections per bookie)."""
 
-    def __init__(self, bookie: Bookie, bookie_id: str, *, state: BookieState, load: BookieLoad, **kwargs: Any) -> None:
+    def __init__(
+        self, bookie: BookieImpl, bookie_id: str, *, state: BookieStateManager, load: BookieLoad, **kwargs: Any
+    ) -> None:
         super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
         self.bookie = bookie
         self.bookie_id = bookie_id
@@ -201,7 +196,7 @@ class BookieServerConnection(ServerConnection):
         """ADD_ENTRY takes this short cut (no handler lookup); every other command goes to its
         ``@handles`` method, after the adds received before it were admitted."""
         if command.__class__ is AddEntry and self.handshake_done:
-            self._add_received(command)  # type: ignore[arg-type]
+            self._add_received(command)
             return
         if self._adds:  # in request order: e.g. a fencing read behind adds sees them admitted
             self._admit_adds()
@@ -241,12 +236,12 @@ class BookieServerConnection(ServerConnection):
         if self.state.read_only:
             refused = [cmd for cmd in adds if not cmd.recovery]
             if refused:
-                self.adds_done(refused, started, self.state.refusal(self.bookie_id))
+                self.requests_done(refused, started, self.state.refusal(self.bookie_id))
                 adds = [cmd for cmd in adds if cmd.recovery]
         if not adds:
             return
         if not self._waiting:
-            admitted = self.bookie.try_add_all(adds, self, started)
+            admitted = self.bookie.try_add(adds, self, started)
             if admitted == len(adds):
                 return
             adds = adds[admitted:]
@@ -255,7 +250,7 @@ class BookieServerConnection(ServerConnection):
         self._waiting.extend((cmd, started) for cmd in adds)
         if self._admitting is None:
             self._pause_reading(_ADDS_WAITING)
-            task = self._admitting = self._loop.create_task(self._admit_waiting())
+            task = self._admitting = spawn(self._admit_waiting(), name=f"{self.peer}: adds waiting", logger=log)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -269,8 +264,8 @@ class BookieServerConnection(ServerConnection):
                     if state.read_only and not cmd.recovery:  # turned read-only while it waited
                         raise state.refusal(self.bookie_id)
                     await self.bookie.add_when_admitted(cmd, self, started)
-                except Exception as error:
-                    self.add_done(cmd, started, error)
+                except MiniPulsarError as error:  # TooManyRequests, BookieReadOnly, LedgerFenced, ...
+                    self.requests_done([cmd], started, error)
                 waiting.popleft()
         finally:
             # Cancelled (the connection closed while adds waited): nobody to answer them.
@@ -279,10 +274,7 @@ class BookieServerConnection(ServerConnection):
             self._admitting = None
             self._resume_reading(_ADDS_WAITING)
 
-    def add_done(self, cmd: AddEntry, started: float, error: BaseException | None) -> None:
-        self.adds_done([cmd], started, error)
-
-    def adds_done(self, cmds: list[AddEntry], started: float, error: BaseException | None) -> None:
+    def requests_done(self, cmds: list[AddEntry], started: float, error: BaseException | None) -> None:
         """The outcome of adds that arrived together (the journal's sink callback): answer them
         — all successes in one joined buffer — and count their latency."""
         metrics.TOTALS.adds_in_progress -= len(cmds)

@@ -13,8 +13,8 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
-from minipulsar.bookie.journal import Journal
-from minipulsar.bookie.journal_types import EntryStore, JournalSettings
+from minipulsar.bookie.journal.journal import EntryStore, Journal
+from minipulsar.bookie.journal.settings import JournalSettings
 from minipulsar.bookie.storage.checkpoint import Checkpoint
 from minipulsar.config import BookieConfig
 from minipulsar.errors import MiniPulsarError
@@ -35,7 +35,7 @@ class JournalSet:
     def attach_storage(self, storage: EntryStore) -> None:
         """Where every journal puts its durable adds (before telling their sinks)."""
         for journal in self.journals:
-            journal.storage = storage
+            journal.attach_storage(storage)
 
     def on_failed(self, listener: Callable[[int, MiniPulsarError], None]) -> None:
         """Tell ``listener(index, failure)`` on the loop when a journal's writer stops."""

@@ -1,12 +1,13 @@
-"""The bookie proper: journals + ledger storage, and the add / fence / read operations on them.
+"""The storage engine (BookKeeper's ``BookieImpl``): journals + ledger storage, and the add /
+fence / read operations on them.
 
-Network-free (the request handlers in :mod:`bookie.server` call it) and owned by one event
+Network-free (:mod:`bookie.server_connection` calls it) and owned by one event
 loop. Invariants:
 
 - an add is checked against the fence and admitted twice before it reaches the journal: the
   ledger storage reserves room for it in the write cache (adds wait while there is none:
   ``bookie_throttled_write_requests``), then the journal queue takes it. Once the journal made
-  it durable it goes into the ledger storage, and only then is its callback run — so a
+  it durable it goes into the ledger storage, and only then is its sink told — so a
   durable add always fits, and a checkpoint that captures a journal's applied mark knows that
   every record before it is in the storage;
 - fencing sets the flag at once (later adds are refused) and journals a FENCE record in the
@@ -29,14 +30,14 @@ import asyncio
 import logging
 import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from minipulsar.bookie import metrics
-from minipulsar.bookie.journal import AddSink, Journal, ReplayResult
-from minipulsar.bookie.journal_format import EntryLocation, JournalRecord, RecordType
-from minipulsar.bookie.journal_set import JournalSet
+from minipulsar.bookie.journal.format import EntryLocation, JournalRecord, RecordType
+from minipulsar.bookie.journal.journal import Fence, Journal, JournalRequest, JournalSink, ReplayResult
+from minipulsar.bookie.journal.journal_set import JournalSet
 from minipulsar.bookie.storage.base import LedgerStorage
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.bookie.storage.gc import NO_PRESSURE, DiskPressure, GarbageCollector, LedgerMetadataSource
@@ -51,37 +52,35 @@ log = logging.getLogger(__name__)
 _LEDGER_ID = operator.attrgetter("ledger_id")
 _PAYLOAD = operator.attrgetter("payload")
 
-AddCallback = Callable[[BaseException | None], None]
-"""Called once per add, on the loop: None when the entry is durable and stored, else the error."""
+
+class AddRequest(JournalRequest, Protocol):
+    """An add as :meth:`BookieImpl.try_add` takes it (the ADD_ENTRY command satisfies it)."""
+
+    @property
+    def recovery(self) -> bool: ...
 
 
-class AddRequest(Protocol):
-    """An add as :meth:`Bookie.try_add` takes it (the ADD_ENTRY command satisfies it)."""
+class _FenceDurable:
+    """The journal's sink for one FENCE record: resolves ``fenced`` with the ledger's state."""
 
-    ledger_id: int
-    entry_id: int
-    lac: int
-    payload: bytes
-    recovery: bool
+    __slots__ = ("_fenced", "_storage")
 
+    def __init__(self, fenced: asyncio.Future[LedgerState], storage: LedgerStorage) -> None:
+        self._fenced, self._storage = fenced, storage
 
-class CallbackAdd:
-    """An add that is its own sink: its completion calls ``callback(error)``."""
-
-    __slots__ = ("callback", "entry_id", "lac", "ledger_id", "payload", "recovery")
-
-    def __init__(
-        self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool, callback: AddCallback
-    ) -> None:
-        self.ledger_id, self.entry_id, self.lac, self.payload = ledger_id, entry_id, lac, payload
-        self.recovery, self.callback = recovery, callback
-
-    def adds_done(self, requests: list, started: float, error: BaseException | None) -> None:
-        for request in requests:
-            request.callback(error)
+    def requests_done(self, requests: list[Fence], started: float, error: BaseException | None) -> None:
+        if self._fenced.done():
+            return
+        if error is not None:
+            self._fenced.set_exception(error)
+            return
+        (fence,) = requests
+        state = self._storage.ledger(fence.ledger_id)
+        assert state is not None and state.fenced
+        self._fenced.set_result(state)
 
 
-class Bookie:
+class BookieImpl:
     def __init__(self, config: BookieConfig, read_executor: ReadExecutor | None = None) -> None:
         """``read_executor``: where blocking reads run (the process passes its bounded read
         thread pool); by default a plain pool of ``numReadWorkerThreads`` threads, owned here."""
@@ -161,33 +160,17 @@ class Bookie:
 
     # -- adds -----------------------------------------------------------------------------------
 
-    def try_add(self, request: AddRequest, sink: AddSink, started: float = 0.0) -> bool:
-        """Admit an add to the write cache and its journal; False when either is full (then
-        see :meth:`add_when_admitted`). ``request`` is the ADD_ENTRY command (or anything with
-        its ``ledger_id``, ``entry_id``, ``lac``, ``payload`` and ``recovery``); once the entry
-        is durable and in the storage — or could not be — ``sink.adds_done([..., request, ...],
-        started, error)`` runs on the loop (see :class:`bookie.journal.AddSink`).
-        The hot path: no closure, no future per add.
+    def try_add(self, requests: Sequence[AddRequest], sink: JournalSink, started: float = 0.0) -> int:
+        """Admit the adds of one read, in order, to the write cache and their journal. Returns
+        how many of them were dealt with — admitted, or refused (LedgerFenced) with ``sink``
+        told; the rest, from the first one that found no room, must go through
+        :meth:`add_when_admitted`, in order.
 
-        Raises:
-            LedgerFencedError: the ledger is fenced and this is not a recovery add.
-        """
-        ledger_id, storage = request.ledger_id, self.storage
-        state = storage.ledger(ledger_id)
-        if state is not None and state.fenced and not request.recovery:
-            raise LedgerFencedError(f"ledger {ledger_id} is fenced")
-        size = len(request.payload)
-        if not storage.try_admit(ledger_id, size):
-            return False
-        if self.journals.for_ledger(ledger_id).try_add(request, sink, started):
-            return True
-        storage.cancel_admission(ledger_id, size)
-        return False
-
-    def try_add_all(self, requests: list[AddRequest], sink: AddSink, started: float = 0.0) -> int:
-        """:meth:`try_add` for the adds of one read, in order. Returns how many of them were
-        dealt with — admitted, or refused (LedgerFenced) with ``sink`` told; the rest, from
-        the first one that found no room, must go through :meth:`add_when_admitted`, in order.
+        ``requests`` are ADD_ENTRY commands (or anything with their ``ledger_id``,
+        ``entry_id``, ``lac``, ``payload`` and ``recovery``); once an entry is durable and in
+        the storage — or could not be — ``sink.requests_done([..., request, ...], started,
+        error)`` runs on the loop (see :class:`bookie.journal.journal.JournalSink`). The hot
+        path: no closure, no future per add.
 
         Usually they are admitted together: one fence check per ledger, one write-cache
         reservation and one journal hand-over for the lot (the per-add checks are what the
@@ -199,14 +182,30 @@ class Bookie:
             return len(requests)
         for index, request in enumerate(requests):
             try:
-                if not self.try_add(request, sink, started):
+                if not self._try_add_one(request, sink, started):
                     return index
             except LedgerFencedError as error:
-                sink.adds_done([request], started, error)
+                sink.requests_done([request], started, error)
         return len(requests)
 
+    def _try_add_one(self, request: AddRequest, sink: JournalSink, started: float) -> bool:
+        """Admit one add; False when the journal or the write cache has no room for it.
+
+        Raises:
+            LedgerFencedError: the ledger is fenced and this is not a recovery add.
+        """
+        ledger_id, storage = request.ledger_id, self.storage
+        state = storage.ledger(ledger_id)
+        if state is not None and state.fenced and not request.recovery:
+            raise LedgerFencedError(f"ledger {ledger_id} is fenced")
+        journal = self.journals.for_ledger(ledger_id)
+        if not journal.has_room or not storage.try_admit(ledger_id, len(request.payload)):
+            return False
+        journal.add([request], sink, started)
+        return True
+
     def _try_add_together(
-        self, ledger_ids: set[int], requests: list[AddRequest], sink: AddSink, started: float
+        self, ledger_ids: set[int], requests: Sequence[AddRequest], sink: JournalSink, started: float
     ) -> bool:
         storage = self.storage
         for ledger_id in ledger_ids:
@@ -214,17 +213,14 @@ class Bookie:
             if state is not None and state.fenced:
                 return False  # one by one: recovery adds pass, the others are refused
         journal = self.journals.for_ledgers(ledger_ids)
-        if journal is None:
+        if journal is None or not journal.has_room:
             return False
-        payload_bytes = sum(map(len, map(_PAYLOAD, requests)))
-        if not storage.try_admit_all(ledger_ids, payload_bytes, len(requests)):
+        if not storage.try_admit_all(ledger_ids, sum(map(len, map(_PAYLOAD, requests))), len(requests)):
             return False
-        if journal.try_add_all(requests, sink, started):
-            return True
-        storage.cancel_admission(next(iter(ledger_ids)), payload_bytes, len(requests))
-        return False
+        journal.add(requests, sink, started)
+        return True
 
-    async def add_when_admitted(self, request: AddRequest, sink: AddSink, started: float = 0.0) -> None:
+    async def add_when_admitted(self, request: AddRequest, sink: JournalSink, started: float = 0.0) -> None:
         """Wait for room in the write cache, then in the journal (both FIFO), then admit the
         add; the fence is checked again. ``started``: when the add arrived (0: unknown); the
         write cache refuses it dbStorage_maxThrottleTimeMs after that (TooManyRequests)."""
@@ -233,28 +229,13 @@ class Bookie:
         journal: Journal = self.journals.for_ledger(ledger_id)
         try:
             self._check_not_fenced(ledger_id, recovery)  # fenced while this add waited?
-            if journal.try_add(request, sink, started):
-                return
-            await journal.wait_for_capacity()
-            self._check_not_fenced(ledger_id, recovery)
+            if not journal.has_room:
+                await journal.wait_for_room()
+                self._check_not_fenced(ledger_id, recovery)
         except BaseException:
             storage.cancel_admission(ledger_id, size)
             raise
-        journal.admit(request, sink, started)
-
-    def try_add_entry(
-        self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool, callback: AddCallback
-    ) -> bool:
-        """:meth:`try_add` answered through ``callback(error)`` (tests and tools)."""
-        request = CallbackAdd(ledger_id, entry_id, lac, payload, recovery, callback)
-        return self.try_add(request, request)
-
-    async def add_entry_when_admitted(
-        self, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool, callback: AddCallback
-    ) -> None:
-        """:meth:`add_when_admitted` answered through ``callback(error)``."""
-        request = CallbackAdd(ledger_id, entry_id, lac, payload, recovery, callback)
-        await self.add_when_admitted(request, request)
+        journal.add([request], sink, started)
 
     def _check_not_fenced(self, ledger_id: int, recovery: bool) -> None:
         state = self.storage.ledger(ledger_id)
@@ -263,25 +244,15 @@ class Bookie:
 
     # -- fencing and reads ----------------------------------------------------------------------
 
-    def fence(self, ledger_id: int) -> asyncio.Future:
+    def fence(self, ledger_id: int) -> asyncio.Future[LedgerState]:
         """Fence the ledger now (creating it if unknown): adds from here on are refused. The
         future resolves with the ledger's state once the FENCE record is durable."""
         if self.storage.fence(ledger_id):
             log.info("ledger %d fenced", ledger_id)
-        durable = self.journals.for_ledger(ledger_id).add_fence(ledger_id)
-        fenced: asyncio.Future = asyncio.get_running_loop().create_future()
-        durable.add_done_callback(lambda f: self._fence_durable(f, ledger_id, fenced))
+        fenced: asyncio.Future[LedgerState] = asyncio.get_running_loop().create_future()
+        sink = _FenceDurable(fenced, self.storage)
+        self.journals.for_ledger(ledger_id).add([Fence(ledger_id)], sink, 0.0, RecordType.FENCE)
         return fenced
-
-    def _fence_durable(self, durable: asyncio.Future, ledger_id: int, fenced: asyncio.Future) -> None:
-        if fenced.done():
-            return
-        if durable.exception() is not None:
-            fenced.set_exception(durable.exception())
-            return
-        state = self.storage.ledger(ledger_id)
-        assert state is not None and state.fenced
-        fenced.set_result(state)
 
     def ledger(self, ledger_id: int) -> LedgerState:
         """The ledger's state.

@@ -26,7 +26,7 @@ Invariants:
   record, a flipped bit and the zero-filled tail all fail the check;
 - records are contiguous: the first offset that does not hold a valid record (version 3: a
   valid group) is the end of the segment's data. Nothing after it is ever read, and the
-  writer truncates there before appending again (see :mod:`bookie.journal_segment`);
+  writer truncates there before appending again (see :mod:`bookie.journal.segment`);
 - ``payload_length`` of a valid record is at most :data:`PAYLOAD_BYTES_MAX`; larger values
   are garbage and end the scan without reading further.
 
@@ -172,12 +172,6 @@ def read_segment_header(data: bytes) -> SegmentHeader | None:
     return SegmentHeader(segment_id, version, flags if version in GROUPED_VERSIONS else 0)
 
 
-def decode_segment_header(data: bytes) -> int | None:
-    """The segment id in a readable segment header, None when the header is missing or foreign."""
-    header = read_segment_header(data)
-    return None if header is None else header.segment_id
-
-
 def encode_header(kind: int, ledger_id: int, entry_id: int, lac: int, payload: bytes) -> bytes:
     """The record header (with its checksum) to write before ``payload``, current version.
 
@@ -191,9 +185,9 @@ _LEDGER_ID, _ENTRY_ID = operator.attrgetter("ledger_id"), operator.attrgetter("e
 _LAC, _PAYLOAD = operator.attrgetter("lac"), operator.attrgetter("payload")
 
 
-def encode_add_headers(requests: Sequence[Any]) -> tuple[list[bytes], list[bytes], list[int]]:
-    """:func:`encode_header` for many ADD records at once (anything with ``ledger_id``,
-    ``entry_id``, ``lac`` and ``payload``): ``(headers, payloads, record sizes)``.
+def encode_headers(kind: int, requests: Sequence[Any]) -> tuple[list[bytes], list[bytes], list[int]]:
+    """:func:`encode_header` for many records of one type at once (anything with
+    ``ledger_id``, ``entry_id``, ``lac`` and ``payload``): ``(headers, payloads, record sizes)``.
 
     Same bytes, iterated in C (``map``) instead of one Python call per record: the event
     loop encodes every add a bookie receives, holding the GIL."""
@@ -201,7 +195,7 @@ def encode_add_headers(requests: Sequence[Any]) -> tuple[list[bytes], list[bytes
     payloads = list(map(_PAYLOAD, requests))
     ledger_ids, entry_ids, lacs = map(_LEDGER_ID, requests), map(_ENTRY_ID, requests), map(_LAC, requests)
     lengths = list(map(len, payloads))
-    rests = list(map(_pack_rest, lengths, itertools.repeat(int(RecordType.ADD_ENTRY)), ledger_ids, entry_ids, lacs))
+    rests = list(map(_pack_rest, lengths, itertools.repeat(kind), ledger_ids, entry_ids, lacs))
     crcs = map(crc32c, payloads, map(crc32c, rests))
     headers = list(map(bytes.__add__, map(_pack_crc, crcs), rests))
     return headers, payloads, list(map(RECORD_HEADER_SIZE.__add__, lengths))
@@ -221,10 +215,6 @@ def encode_end(segment_id: int) -> bytes:
 def encode_record(record: JournalRecord, payload: bytes = b"") -> tuple[bytes, bytes]:
     """``(header, payload)`` of one record; write both, header first."""
     return encode_header(record.type, record.ledger_id, record.entry_id, record.lac, payload), payload
-
-
-def record_size(payload_length: int) -> int:
-    return RECORD_HEADER_SIZE + payload_length
 
 
 class ScannedRecord(NamedTuple):

@@ -1,24 +1,29 @@
-"""A whole bookie process: the bookie, its read thread pool, its disk monitor and load report,
-its listener, its HTTP server and its registration.
+"""The bookie process's root (BookKeeper's ``BookieServer``): it builds the storage engine
+(:class:`~bookie.bookie_impl.BookieImpl`), its read thread pool, disk monitor, load report,
+listener, HTTP server and registration, wires them together, starts and stops them.
 
-Start: check the cookies, replay the journals, open them, check the ledger dirs' disk space,
-bind the port, serve HTTP (:mod:`bookie.http_api`), check the cookie the metadata store holds
-for this bookie id (:func:`bookie.cookie.check_store_cookie`; with ``--port 0``, a port the OS
-hands out that an earlier bookie's id used is exchanged for another), accept connections,
-then register under ``/ledgers/available`` — or, when every ledger dir is already full or
-``forceReadOnlyBookie`` is set, under ``/ledgers/available/readonly`` (so brokers only see a
-bookie that already serves, in the state it serves in).
-While serving: garbage collection drops the ledgers deleted from the metadata store and
-compacts entry logs (``PUT /api/v1/bookie/gc`` forces a round); the bookie is read-only —
-adds refused with BookieReadOnly, the registration moved to the read-only path — while any
-cause of :mod:`bookie.state` holds: no ledger dir writable (the disk monitor; cleared below
-``diskUsageLwmThreshold``), a failed journal (a full or failing journal disk; until it
-restarts), an operator's ``PUT /api/v1/bookie/state/readonly``, or ``forceReadOnlyBookie``.
-With ``readOnlyModeEnabled=false`` the first two stop the bookie instead, as BookKeeper does.
-Stop: first stop taking work (stop accepting connections and reading requests), answer the
+Start, in this order: check the cookies, replay the journals, open them, check the ledger
+dirs' disk space, bind the port, serve HTTP (:mod:`bookie.http_api`), check the cookie the
+metadata store holds for this bookie id (:func:`bookie.cookie.check_store_cookie`; with
+``--port 0``, a port whose id an earlier bookie used is exchanged for another), accept
+connections, then register under ``/ledgers/available`` — or, when every ledger dir is
+already full or ``forceReadOnlyBookie`` is set, under ``/ledgers/available/readonly``.
+
+Stop, in this order: stop taking work (accepting connections, reading requests), answer the
 reads already queued and stop the read pool, let every journal group in flight be written,
-synced and answered, close the journals and the storage, then delete the registration and
-close the metadata session.
+synced and answered, close the journals and the storage, delete the registration, close the
+metadata session.
+
+Invariants:
+- brokers see only a bookie that already serves, registered in the state it serves in;
+- while serving, the bookie is read-only — adds refused with BookieReadOnly, the
+  registration on the read-only path — exactly while a cause of
+  :mod:`bookie.state_manager` holds: no writable ledger dir (cleared below
+  ``diskUsageLwmThreshold``), a failed journal (until a restart), an operator's ``PUT
+  /api/v1/bookie/state/readonly``, or ``forceReadOnlyBookie``; with
+  ``readOnlyModeEnabled=false`` the first two stop the bookie instead, as BookKeeper does;
+- garbage collection runs only while serving (``PUT /api/v1/bookie/gc`` forces a round);
+- nothing accepted is dropped on a stop: what was read is answered before the journals close.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from minipulsar.bookie import disk_model, metrics
-from minipulsar.bookie.bookie import Bookie
+from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.bookie_status import read_status, write_status
 from minipulsar.bookie.cookie import (
     Cookie,
@@ -48,8 +53,8 @@ from minipulsar.bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, Booki
 from minipulsar.bookie.load import BookieLoad
 from minipulsar.bookie.read_pool import ReadThreadPool
 from minipulsar.bookie.registration import DEFAULT_RACK, BookieRegistration
-from minipulsar.bookie.server import BookieServerConnection
-from minipulsar.bookie.state import LEDGER_DIRS_FULL, BookieState, journal_failed
+from minipulsar.bookie.server_connection import BookieServerConnection
+from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager, journal_failed
 from minipulsar.bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
 from minipulsar.metadata import MetadataStore, open_metadata_store
@@ -85,7 +90,7 @@ class StartAborted(Exception):
     """A stop was asked (SIGTERM, SIGINT) while the bookie was starting: it stops before serving."""
 
 
-class BookieService:
+class BookieServer:
     def __init__(
         self, config: BookieConfig, store: MetadataStore | None = None, stop: asyncio.Event | None = None
     ) -> None:
@@ -95,8 +100,8 @@ class BookieService:
         self.config = config
         disk_model.install(config.simulated_disk_model)  # bench only; None (the default): no model
         self.read_pool = ReadThreadPool(config.num_read_worker_threads, config.max_pending_read_requests_per_thread)
-        self.bookie = Bookie(config, read_executor=self.read_pool)
-        self.state = BookieState(self._read_only_changed)
+        self.bookie = BookieImpl(config, read_executor=self.read_pool)
+        self.state = BookieStateManager(self._read_only_changed)
         self.bookie.journals.on_failed(self._journal_failed)
         self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed)
         self.bookie.storage.no_space_listener = self._ledger_dir_out_of_space
@@ -153,7 +158,12 @@ class BookieService:
         await loop.run_in_executor(None, record_bookie_id, cookie, self.bookie_id)
         if config.force_read_only_bookie:
             self.state.set_cause(FORCE_READ_ONLY, True)
-        if config.persist_bookie_status_enabled and await loop.run_in_executor(None, read_status, self._ledger_dirs):
+        persisted_read_only = (
+            await loop.run_in_executor(None, read_status, self._ledger_dirs)
+            if config.persist_bookie_status_enabled
+            else None
+        )
+        if persisted_read_only:
             log.info("starting read-only, as an operator left it (persistBookieStatusEnabled)")
             self.state.set_cause(READ_ONLY_BY_HAND, True)
         await self.listener.serve()
@@ -194,9 +204,11 @@ class BookieService:
             ForeignStoreCookieError: the configured port's id belongs to another bookie instance
                 (with ``--port 0``: each of EPHEMERAL_PORT_ATTEMPTS ports' ids did).
         """
+        store = self.store
+        assert store is not None, "the metadata store is opened first"
         for attempt in range(1, EPHEMERAL_PORT_ATTEMPTS + 1):
             try:
-                await self._unless_stopping(check_store_cookie(self.store, self.bookie_id, cookie))
+                await self._unless_stopping(check_store_cookie(store, self.bookie_id, cookie))
                 return
             except ForeignStoreCookieError:
                 # An ephemeral port is no identity: the id of a bookie that ran here before with

@@ -1,8 +1,11 @@
-"""The segment files of one journal as its writer thread sees them: the segment appended to
-(:attr:`JournalFiles.current`), the next one created ahead of time, the preallocation thread
-that prepares both, and the trim thread that deletes the old ones.
+"""The directory of one journal's segments: listing and replaying them in order, trimming the
+old ones, and the segment files as the writer thread sees them (:class:`JournalFiles`): the
+one appended to, the next one created ahead of time, the preallocation thread that prepares
+both, and the trim thread that deletes the old ones.
 
 Invariants:
+- segments are replayed in id order; only the last one written to (:func:`tail_scan`) may
+  end torn (a crash mid-write), any other damage is reported as lost data;
 - only the writer thread appends, opens and rolls (:meth:`JournalFiles.open`,
   :meth:`JournalFiles.after_write`); appending never resumes below the replay's end;
 - segments roll at ``journalMaxSizeMB`` after a group, never inside one; the next segment is
@@ -25,22 +28,113 @@ from pathlib import Path
 
 from minipulsar.bookie import metrics
 from minipulsar.bookie.direct_io import StagingBuffers
-from minipulsar.bookie.journal_format import SEGMENT_VERSION, LogMark, ScanEnd
-from minipulsar.bookie.journal_segment import (
+from minipulsar.bookie.journal.format import (
+    SEGMENT_HEADER_SIZE,
+    SEGMENT_VERSION,
+    LogMark,
+    ScanEnd,
+    parse_segment_file_name,
+    segment_file_name,
+)
+from minipulsar.bookie.journal.segment import (
+    RECYCLED_SUFFIX,
     Preallocator,
     SegmentScan,
     SegmentWriter,
-    delete_segments_before,
-    list_segments,
+    list_recycled,
     scan_segment,
     segment_path,
 )
-from minipulsar.bookie.journal_types import JournalSettings, JournalStats
+from minipulsar.bookie.journal.settings import JournalSettings
+from minipulsar.bookie.journal.stats import JournalStats
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 RECYCLED_SEGMENTS_KEPT = 2
 """journalReuseFiles: trimmed segment files kept for reuse (each up to journalMaxSizeMB)."""
+
+
+def list_segments(directory: Path) -> list[int]:
+    """Segment ids in ``directory``, oldest first."""
+    ids = (parse_segment_file_name(name) for name in os.listdir(directory))
+    return sorted(i for i in ids if i is not None)
+
+
+def replay_directory(directory: Path, visit, start: LogMark | None = None) -> list[SegmentScan]:
+    """Scan the segments of ``directory`` in order from ``start``; ``visit(segment_id, scanned_record)``.
+
+    ``start`` (a checkpoint's mark) skips every segment before ``start.segment_id`` and the
+    bytes of that segment before ``start.offset``: what they hold is already in the ledger
+    storage. A segment whose data ends torn or corrupt is reported and the scan goes on with
+    the next segment: only the last segment written to (:func:`tail_scan`) can legitimately
+    end torn (a crash mid-write); anything else is logged as lost data.
+    """
+    scans = []
+    segment_ids = [s for s in list_segments(directory) if start is None or s >= start.segment_id]
+    for segment_id in segment_ids:
+        offset = start.offset if start is not None and segment_id == start.segment_id else SEGMENT_HEADER_SIZE
+        scan = scan_segment(
+            segment_path(directory, segment_id), segment_id, lambda item, sid=segment_id: visit(sid, item), offset
+        )
+        scans.append(scan)
+    tail = tail_scan(scans)
+    for scan in scans:
+        if not scan.header_ok:
+            log.warning("journal %s: segment %x has no valid header; skipped", directory, scan.segment_id)
+        elif scan.end is ScanEnd.STALE and (scan is tail or scan.empty):
+            log.debug(
+                "journal %s: reused segment %x ends at offset %d after %d records",
+                directory,
+                scan.segment_id,
+                scan.end_offset,
+                scan.records,
+            )
+        elif scan.end is not ScanEnd.CLEAN:
+            is_tail = scan is tail
+            (log.info if is_tail else log.warning)(
+                "journal %s: segment %x ends %s at offset %d after %d records%s",
+                directory,
+                scan.segment_id,
+                scan.end.value,
+                scan.end_offset,
+                scan.records,
+                " (a crash mid-write; the tail is discarded)" if is_tail else "",
+            )
+    return scans
+
+
+def tail_scan(scans: list[SegmentScan]) -> SegmentScan | None:
+    """The last segment written to: the last one that is not merely an empty segment created
+    ahead of time (or a file without a header, never made durable)."""
+    for scan in reversed(scans):
+        if scan.header_ok and not scan.empty:
+            return scan
+    return None
+
+
+def delete_segments_before(directory: Path, segment_id: int, keep_for_reuse: int = 0) -> list[int]:
+    """Delete every segment file whose id is below ``segment_id``; returns the ids deleted.
+
+    Used once a checkpoint made everything before a mark durable in the ledger storage: those
+    segments lie wholly before the mark. The segment holding the mark (and any later one,
+    including the one being appended to) is never touched. ``keep_for_reuse``
+    (journalReuseFiles): up to that many of them are renamed for reuse instead
+    (:func:`take_recycled`); the newest are kept, being the most likely to be whole.
+    """
+    old_ids = [old for old in list_segments(directory) if old < segment_id]
+    room = max(0, keep_for_reuse - len(list_recycled(directory)))
+    recycle = set(old_ids[len(old_ids) - room :]) if room else set()
+    deleted = []
+    for old in old_ids:
+        try:
+            if old in recycle:
+                os.rename(segment_path(directory, old), directory / f"{segment_file_name(old)}{RECYCLED_SUFFIX}")
+            else:
+                os.unlink(segment_path(directory, old))
+        except FileNotFoundError:
+            continue
+        deleted.append(old)
+    return deleted
 
 
 def trim_segments(directory: Path, mark: LogMark | None, keep_for_reuse: int = 0) -> list[int]:

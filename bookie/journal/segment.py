@@ -1,14 +1,15 @@
-"""Journal segment files: listing, replay, and the one segment being appended to.
+"""One journal segment file: scanning it, appending to it (:class:`SegmentWriter`), preparing
+it ahead of the writer (:class:`Preallocator`), and the recycled files reused as segments.
 
-Blocking file I/O only: every function here runs on the journal's writer thread or, at start,
-on a worker thread, never on the event loop.
+Blocking file I/O only: every function here runs on the journal's writer thread, its helper
+threads or, at start, a worker thread, never on the event loop.
 
 Invariants of :class:`SegmentWriter`:
 - ``position`` is the end of the valid records; every byte from ``position`` to the end of
   the file reads as zero (preallocated, or truncated and preallocated again when the segment
   is reopened after a crash), so a replay stops exactly at ``position`` — except in a reused
   file (journalReuseFiles, :func:`take_recycled`), where the previous use's bytes follow and
-  the grouped format (:mod:`bookie.journal_format`) is what stops the replay there;
+  the grouped format (:mod:`bookie.journal.format`) is what stops the replay there;
 - with ``direct_io`` the groups go through an ``O_DIRECT`` descriptor
   (:class:`bookie.direct_io.DirectAppender`), which rewrites the partial last block with
   every write, exactly as the page cache would write back the page holding it;
@@ -46,26 +47,24 @@ from pathlib import Path
 from typing import Any
 
 from minipulsar.bookie.direct_io import DirectAppender, StagingBuffers, open_direct
-from minipulsar.bookie.journal_format import (
+from minipulsar.bookie.journal.format import (
     FLAG_REUSED,
     GROUPED_VERSIONS,
     RECORD_CRC_BY_VERSION,
     SEGMENT_HEADER_SIZE,
     SEGMENT_VERSION,
     GroupCut,
-    LogMark,
     ScanEnd,
     ScannedRecord,
     encode_end,
     encode_segment_header,
-    parse_segment_file_name,
     read_segment_header,
     scan_records,
     segment_file_name,
 )
 from minipulsar.durable_file import fsync_directory, sync_data
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 _ZEROS = bytes(1024 * 1024)
 _READ_BUFFER_BYTES = 1024 * 1024
@@ -78,12 +77,6 @@ _FADV_DONTNEED = getattr(os, "POSIX_FADV_DONTNEED", None)
 _RWF_DSYNC = getattr(os, "RWF_DSYNC", 0)
 """Per-write O_DSYNC (Linux >= 4.7): the write returns once its data is durable, as write +
 fdatasync would."""
-
-
-def list_segments(directory: Path) -> list[int]:
-    """Segment ids in ``directory``, oldest first."""
-    ids = (parse_segment_file_name(name) for name in os.listdir(directory))
-    return sorted(i for i in ids if i is not None)
 
 
 def segment_path(directory: Path, segment_id: int) -> Path:
@@ -506,83 +499,6 @@ def _pwrite_rest(fd: int, buffers: list[bytes], written: int, offset: int) -> No
     while view:
         done = os.pwrite(fd, view, offset)
         view, offset = view[done:], offset + done
-
-
-def replay_directory(directory: Path, visit, start: LogMark | None = None) -> list[SegmentScan]:
-    """Scan the segments of ``directory`` in order from ``start``; ``visit(segment_id, scanned_record)``.
-
-    ``start`` (a checkpoint's mark) skips every segment before ``start.segment_id`` and the
-    bytes of that segment before ``start.offset``: what they hold is already in the ledger
-    storage. A segment whose data ends torn or corrupt is reported and the scan goes on with
-    the next segment: only the last segment written to (:func:`tail_scan`) can legitimately
-    end torn (a crash mid-write); anything else is logged as lost data.
-    """
-    scans = []
-    segment_ids = [s for s in list_segments(directory) if start is None or s >= start.segment_id]
-    for segment_id in segment_ids:
-        offset = start.offset if start is not None and segment_id == start.segment_id else SEGMENT_HEADER_SIZE
-        scan = scan_segment(
-            segment_path(directory, segment_id), segment_id, lambda item, sid=segment_id: visit(sid, item), offset
-        )
-        scans.append(scan)
-    tail = tail_scan(scans)
-    for scan in scans:
-        if not scan.header_ok:
-            log.warning("journal %s: segment %x has no valid header; skipped", directory, scan.segment_id)
-        elif scan.end is ScanEnd.STALE and (scan is tail or scan.empty):
-            log.debug(
-                "journal %s: reused segment %x ends at offset %d after %d records",
-                directory,
-                scan.segment_id,
-                scan.end_offset,
-                scan.records,
-            )
-        elif scan.end is not ScanEnd.CLEAN:
-            is_tail = scan is tail
-            (log.info if is_tail else log.warning)(
-                "journal %s: segment %x ends %s at offset %d after %d records%s",
-                directory,
-                scan.segment_id,
-                scan.end.value,
-                scan.end_offset,
-                scan.records,
-                " (a crash mid-write; the tail is discarded)" if is_tail else "",
-            )
-    return scans
-
-
-def tail_scan(scans: list[SegmentScan]) -> SegmentScan | None:
-    """The last segment written to: the last one that is not merely an empty segment created
-    ahead of time (or a file without a header, never made durable)."""
-    for scan in reversed(scans):
-        if scan.header_ok and not scan.empty:
-            return scan
-    return None
-
-
-def delete_segments_before(directory: Path, segment_id: int, keep_for_reuse: int = 0) -> list[int]:
-    """Delete every segment file whose id is below ``segment_id``; returns the ids deleted.
-
-    Used once a checkpoint made everything before a mark durable in the ledger storage: those
-    segments lie wholly before the mark. The segment holding the mark (and any later one,
-    including the one being appended to) is never touched. ``keep_for_reuse``
-    (journalReuseFiles): up to that many of them are renamed for reuse instead
-    (:func:`take_recycled`); the newest are kept, being the most likely to be whole.
-    """
-    old_ids = [old for old in list_segments(directory) if old < segment_id]
-    room = max(0, keep_for_reuse - len(list_recycled(directory)))
-    recycle = set(old_ids[len(old_ids) - room :]) if room else set()
-    deleted = []
-    for old in old_ids:
-        try:
-            if old in recycle:
-                os.rename(segment_path(directory, old), directory / f"{segment_file_name(old)}{RECYCLED_SUFFIX}")
-            else:
-                os.unlink(segment_path(directory, old))
-        except FileNotFoundError:
-            continue
-        deleted.append(old)
-    return deleted
 
 
 RECYCLED_SUFFIX = ".recycled"

@@ -13,8 +13,10 @@ ledgers on it — while any cause holds:
 - an operator's ``PUT /api/v1/bookie/state/readonly`` (until the PUT that clears it), or
   ``forceReadOnlyBookie`` (for good): :mod:`bookie.http_api`.
 
-Invariant: :attr:`BookieState.read_only` is a plain attribute (every admission reads it), true
-exactly while :attr:`BookieState.causes` is not empty; the listener hears each flip once.
+Invariants:
+- :attr:`BookieStateManager.read_only` is a plain attribute (every admission reads it), true
+  exactly while :attr:`BookieStateManager.causes` is not empty;
+- the listener hears each flip once.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def journal_failed(index: int, error: BaseException) -> str:
     return f"journal {index} failed ({error}); it takes no more records until the bookie restarts"
 
 
-class BookieState:
+class BookieStateManager:
     __slots__ = ("_listener", "causes", "read_only")
 
     def __init__(self, listener: Callable[[bool, str], None] | None = None) -> None:

@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import threading
@@ -28,32 +29,39 @@ from collections.abc import Callable
 from typing import Any
 
 from minipulsar.bookie import disk_model, metrics
-from minipulsar.bookie.group_commit import FlushReason, GroupCommitPolicy
-from minipulsar.bookie.journal_files import JournalFiles
-from minipulsar.bookie.journal_format import RECORD_HEADER_SIZE, LogMark, encode_group_header
-from minipulsar.bookie.journal_segment import SegmentScan
-from minipulsar.bookie.journal_types import RECORD_SIZE, Batch, JournalStats
+from minipulsar.bookie.journal.batch import RECORD_SIZE, Batch
+from minipulsar.bookie.journal.directory import JournalFiles
+from minipulsar.bookie.journal.format import RECORD_HEADER_SIZE, LogMark, encode_group_header
+from minipulsar.bookie.journal.group_commit import FlushReason, GroupCommitPolicy
+from minipulsar.bookie.journal.segment import SegmentScan
+from minipulsar.bookie.journal.stats import JournalStats
+from minipulsar.bookie.metrics import LatencyCounts
 from minipulsar.errors import MiniPulsarError, UnknownServerError
+from minipulsar.supervision import failure_of, guarded, outcome_of
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 STOP = object()
 """Queued by the loop after its last batch: write what came before, then stop."""
-_GROUP_SIZES_KEPT = 1000
 
-GroupDone = Callable[..., None]
-"""The loop's ``(group, error[, segment_id, offset, end_mark])`` completion, run on the loop."""
+GroupDone = Callable[[list[Batch], MiniPulsarError | None, LogMark | None], None]
+"""The loop's completion of a group: ``(group, None, end mark)`` once it is written (and
+synced), ``(group, failure, None)`` if it failed; run on the loop."""
 
 
 class JournalThread:
-    """The thread that writes one journal's groups; created and started on the loop."""
+    """The thread that writes one journal's groups; created and started on the loop.
+
+    The group being assembled lives in the thread's attributes, so that a failed round (a bug:
+    :meth:`_round` runs through :func:`~minipulsar.supervision.failure_of`) still knows every
+    batch it must answer."""
 
     def __init__(
         self,
         files: JournalFiles,
-        q: queue.SimpleQueue,
+        q: queue.SimpleQueue[Any],
         stats: JournalStats,
-        add_latency: Any,
+        add_latency: LatencyCounts,
         group_done: GroupDone,
         on_failure: Callable[[MiniPulsarError], None],
     ) -> None:
@@ -75,6 +83,16 @@ class JournalThread:
         self._failure: MiniPulsarError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Future[None] | None = None
+        self._group: list[Batch] = []
+        """The batches of the group being assembled (records: ``_entries``, bytes: ``_group_bytes``)."""
+        self._entries = 0
+        self._group_bytes = 0
+        self._in_hand: Batch | None = None
+        """A batch taken off the queue and not yet in the group (being split)."""
+        self._carry: Batch | None = None
+        """The rest of a batch split at a group boundary (journalAdaptiveGroupWrites=false)."""
+        self._stopping = False
+        """:data:`STOP` was taken off the queue: nothing follows what is in hand."""
 
     async def start(self, applied_mark: LogMark | None, replay_scans: list[SegmentScan]) -> None:
         """Start the thread; return once it has opened the segment to append to.
@@ -85,11 +103,12 @@ class JournalThread:
         self._loop = asyncio.get_running_loop()
         self._stopped = self._loop.create_future()
         started: asyncio.Future[None] = self._loop.create_future()
+        name = f"journal-{self.files.index}"
         thread = threading.Thread(
-            target=self._run,
-            args=(started, applied_mark, replay_scans),
+            target=guarded,
+            args=(log, f"journal {self.directory}: thread {name}", self._run, started, applied_mark, replay_scans),
             daemon=True,
-            name=f"journal-{self.files.index}",
+            name=name,
         )
         thread.start()
         await started
@@ -107,78 +126,81 @@ class JournalThread:
         except RuntimeError:  # the loop is closed: nobody is waiting any more
             pass
 
-    def _run(self, started: asyncio.Future, applied_mark: LogMark | None, replay_scans: list[SegmentScan]) -> None:
+    def _run(
+        self, started: asyncio.Future[None], applied_mark: LogMark | None, replay_scans: list[SegmentScan]
+    ) -> None:
+        """The thread's body: open the segment to append to (start() hears how that went),
+        write groups until :data:`STOP`, close the files; ``stop()`` returns after that."""
         try:
-            self.files.open(applied_mark, replay_scans)
-        except BaseException as exc:  # reported to start(); the thread has nothing to do
-            self.files.close()
-            self._call_on_loop(_set_exception, started, exc)
-            self._call_on_loop(_set_result, self._stopped, None)
-            return
-        self._call_on_loop(_set_result, started, None)
-        try:
+            _, error = outcome_of(functools.partial(self.files.open, applied_mark, replay_scans))
+            if error is not None:  # start() raises it
+                self._call_on_loop(_set_exception, started, error)
+                return
+            self._call_on_loop(_set_result, started, None)
             self._write_loop()
         finally:
             try:
-                self.files.close()
-            except Exception as exc:  # closed as far as they could be: stop anyway, or close() would wait forever
-                log.error("journal %s: closing the segments failed: %r", self.directory, exc)
-            self._call_on_loop(_set_result, self._stopped, None)
+                self._close_files()
+            finally:  # even after a bug: close() must not wait forever
+                self._call_on_loop(_set_result, self._stopped, None)
+
+    def _close_files(self) -> None:
+        try:
+            self.files.close()
+        except OSError as exc:  # closed as far as they could be (a failing disk): stop anyway
+            log.error("journal %s: closing the segments failed: %r", self.directory, exc)
 
     # -- group assembly -------------------------------------------------------------------------
 
     def _write_loop(self) -> None:
-        policy, q = self.settings.policy, self._queue
-        group: list[Batch] = []
-        entries = group_bytes = 0
-        stopping = False
-        carry: Batch | None = None
-        """The rest of a batch split at a group boundary (journalAdaptiveGroupWrites=false)."""
-        item: Any = None
-        while True:
-            try:
-                if carry is not None:
-                    item, carry = carry, None
-                else:
-                    item = self._next_item(group)
-                while item is not None:  # drain whatever is queued: it joins this group (see group_full)
-                    if item is STOP:
-                        stopping = True
-                    else:
-                        if not policy.adaptive_group_writes:
-                            item, carry = split_batch(item, policy, entries, group_bytes)
-                        group.append(item)
-                        entries += len(item.records)
-                        group_bytes += item.size
-                        if carry is not None or policy.group_full(entries, group_bytes):
-                            break
-                    item = _get_nowait(q)
-                if not group:
-                    if stopping:
-                        return
-                    continue
-                reason = (
-                    FlushReason.SHUTDOWN
-                    if stopping
-                    else policy.should_flush(
-                        entries, group_bytes, time.monotonic() - group[0].enqueued_at, carry is None and q.empty()
-                    )
+        """Assemble and write groups until :data:`STOP`. A round that fails (a bug) fails the
+        journal, but never strands a record: see :meth:`_broken`."""
+        what = f"journal {self.directory}: the writer thread"
+        while not (self._stopping and not self._group and self._carry is None):
+            error = failure_of(log, what, self._round)
+            if error is not None:
+                self._broken(error)
+
+    def _round(self) -> None:
+        """Take what is queued into the group; write it once the policy says it is due."""
+        self._take_batches()
+        group = self._group
+        if not group:
+            return
+        if self._stopping:
+            reason: FlushReason | None = FlushReason.SHUTDOWN
+        else:
+            waited_s = time.monotonic() - group[0].enqueued_at
+            queue_empty = self._carry is None and self._queue.empty()
+            reason = self.settings.policy.should_flush(self._entries, self._group_bytes, waited_s, queue_empty)
+        if reason is not None:
+            self._commit(reason)
+
+    def _take_batches(self) -> None:
+        """Drain whatever is queued (waiting for a group's first batch, or until the group is
+        due): it joins this group, up to a full one (see :meth:`GroupCommitPolicy.group_full`)."""
+        policy = self.settings.policy
+        if self._carry is not None:
+            item, self._carry = self._carry, None
+        else:
+            item = self._next_item(self._group)
+        while item is not None:
+            if item is STOP:
+                self._stopping = True
+            else:
+                self._in_hand = item
+                head, rest = (
+                    (item, None)
+                    if policy.adaptive_group_writes
+                    else split_batch(item, policy, self._entries, self._group_bytes)
                 )
-                if reason is None:
-                    continue
-                self._commit(group, entries, group_bytes, reason)
-                group, entries, group_bytes = [], 0, 0
-                if stopping and carry is None:
+                self._group.append(head)
+                self._in_hand, self._carry = None, rest
+                self._entries += len(head.records)
+                self._group_bytes += head.size
+                if rest is not None or policy.group_full(self._entries, self._group_bytes):
                     return
-            except Exception as exc:  # a bug: fail the journal, but no add may wait forever for this thread
-                # The batch in hand (taken off the queue, not yet in the group) goes with it.
-                in_hand = [
-                    b for b in (item, carry) if b is not None and b is not STOP and all(b is not g for g in group)
-                ]
-                self._broken(group + in_hand, exc)
-                group, entries, group_bytes, carry, item = [], 0, 0, None, None
-                if stopping:
-                    return
+            item = _get_nowait(self._queue)
 
     def _next_item(self, group: list[Batch]) -> Any:
         """Block for the first batch of a group; then wait at most until the group is due."""
@@ -192,20 +214,41 @@ class JournalThread:
         except queue.Empty:
             return None
 
+    def _broken(self, error: Exception) -> None:
+        """A round failed outside the write itself (a bug, logged by ``failure_of``): fail the
+        journal as a failed write does, and answer the batches being assembled with it; later
+        groups fail in :meth:`_commit`."""
+        failure = self._failure or UnknownServerError(f"journal writer failed: {error!r}")
+        if self._failure is None:
+            self._fail(failure)
+        pending = [*self._group, *(b for b in (self._in_hand, self._carry) if b is not None)]
+        self._group, self._entries, self._group_bytes, self._in_hand, self._carry = [], 0, 0, None, None
+        if pending:
+            self._call_on_loop(self._group_done, pending, failure, None)
+
     # -- one group: write, sync, account, hand back ---------------------------------------------
 
-    def _commit(self, group: list[Batch], entries: int, group_bytes: int, reason: FlushReason) -> None:
-        """Write one group, sync it, and hand it back to the loop."""
+    def _commit(self, reason: FlushReason) -> None:
+        """Write the group, sync it, and hand it back to the loop (failed, if the journal has)."""
+        group, entries, group_bytes = self._group, self._entries, self._group_bytes
+        end_mark = self._write(group, group_bytes) if self._failure is None else None
+        if end_mark is not None:
+            self._account(group, entries, RECORD_HEADER_SIZE + group_bytes, reason)
+        self._call_on_loop(self._group_done, group, self._failure if end_mark is None else None, end_mark)
+        self._group, self._entries, self._group_bytes = [], 0, 0
+        if end_mark is not None:
+            self._after_write()
+
+    def _write(self, group: list[Batch], group_bytes: int) -> LogMark | None:
+        """Write (and sync) one group: where it ends, or None when the write failed (the
+        journal has failed then)."""
         writer = self.files.current
         assert writer is not None
-        if self._failure is not None:
-            self._call_on_loop(self._group_done, group, self._failure)
-            return
         buffers = [b""]
         for batch in group:
             buffers += batch.buffers
         # The GROUP record first: its checksum covers the record headers (buffers[1::2]), which
-        # cover their payloads; a replay takes the group whole or not at all (journal_format).
+        # cover their payloads; a replay takes the group whole or not at all (journal format).
         buffers[0] = encode_group_header(writer.segment_id, buffers[1::2], group_bytes)
         written_bytes = RECORD_HEADER_SIZE + group_bytes
         try:
@@ -216,30 +259,17 @@ class JournalThread:
                 self.stats.syncs += 1
             else:
                 start = writer.append(buffers, written_bytes)
-        except Exception as exc:  # OSError, or a bug: either way the position is unknown
+        except OSError as exc:  # the file position is unknown now
             log.error("journal %s: write failed, refusing further adds: %r", self.directory, exc)
-            failure = UnknownServerError(f"journal write failed: {exc}")
-            self._fail(failure)
-            self._call_on_loop(self._group_done, group, failure)
-            return
+            self._fail(UnknownServerError(f"journal write failed: {exc}"))
+            return None
         if disk_model.MODEL is not None:  # bench only (minipulsarSimulatedDiskModel): a SIMULATED slow disk
             disk_model.MODEL.wrote(self.directory, written_bytes, self.settings.sync_data)
-        records_start = start + RECORD_HEADER_SIZE
-        end_mark = LogMark(writer.segment_id, records_start + group_bytes)
-        self._account(group, entries, written_bytes, reason)
-        self._call_on_loop(self._group_done, group, None, writer.segment_id, records_start, end_mark)
-        self._after_write()
+        return LogMark(writer.segment_id, start + written_bytes)
 
     def _account(self, group: list[Batch], entries: int, group_bytes: int, reason: FlushReason) -> None:
         """Per group, never per record: the latency of each batch counts for all its records."""
-        stats = self.stats
-        stats.groups += 1
-        stats.records += entries
-        stats.bytes_written += group_bytes
-        stats.flushes[reason] += 1
-        if len(stats.group_sizes) >= _GROUP_SIZES_KEPT:
-            del stats.group_sizes[: _GROUP_SIZES_KEPT // 2]
-        stats.group_sizes.append(entries)
+        self.stats.group_written(entries, group_bytes, reason)
         metrics.JOURNAL_NUM_FLUSH[reason.value].inc()
         metrics.JOURNAL_FORCE_WRITE_GROUPING_COUNT.observe(entries)
         metrics.JOURNAL_WRITE_BYTES.inc(group_bytes)
@@ -251,7 +281,7 @@ class JournalThread:
         """Let the files create the next segment ahead of time, or roll."""
         try:
             self.files.after_write()
-        except Exception as exc:  # OSError (a full disk), or a bug: either way no more appends
+        except OSError as exc:  # a full disk: no more appends
             log.error("journal %s: cannot roll to a new segment, refusing further adds: %r", self.directory, exc)
             self._fail(UnknownServerError(f"journal roll failed: {exc}"))
 
@@ -259,17 +289,6 @@ class JournalThread:
         """Fail every later group here, and every later admission on the loop at once."""
         self._failure = failure
         self._on_failure(failure)
-
-    def _broken(self, group: list[Batch], exc: Exception) -> None:
-        """The group assembly failed (a bug, not a write: :meth:`_commit` answers those): fail
-        the journal as a failed write does, and the batches being assembled with it; later
-        groups fail in :meth:`_commit`."""
-        log.error("journal %s: the writer thread failed, refusing further adds: %r", self.directory, exc, exc_info=exc)
-        failure = self._failure or UnknownServerError(f"journal writer failed: {exc!r}")
-        if self._failure is None:
-            self._fail(failure)
-        if group:
-            self._call_on_loop(self._group_done, group, failure)
 
 
 def split_batch(batch: Batch, policy: GroupCommitPolicy, entries: int, group_bytes: int) -> tuple[Batch, Batch | None]:
