@@ -8,7 +8,7 @@ message is one entry, one SEND, one bookie add and one receipt, and the broker's
 per-entry costs bound it to a few thousand msgs/s on 2 cores.
 
 What one run does: start a cluster exactly as the tests do (``tests/support/cluster.py``
-``process_cluster``: a metastore, ``--bookies`` bookies, a broker, as processes), then in this
+``make_cluster``: a metastore, ``--bookies`` bookies, a broker, as processes), then in this
 process an asyncio :class:`minipulsar.Client`; for each mode (batching on, off) a producer on a
 fresh topic sends ``--warmup-messages`` (not measured), then ``--messages`` messages of
 ``--size`` bytes as fast as ``send_async`` accepts them (``block_if_queue_full``, at most
@@ -46,7 +46,7 @@ from bench.common import (
     progress,
 )
 from minipulsar import Client
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 
 MODES = {"on": True, "off": False}
 
@@ -181,7 +181,7 @@ async def run_mode(client: Client, cluster: ProcessCluster, batching: bool, args
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     settings = dict(item.split("=", 1) for item in args.broker_set)
     with tempfile.TemporaryDirectory(prefix="client-bench-") as root:
-        async with process_cluster(Path(root), bookies=args.bookies, broker_settings=settings) as cluster:
+        async with make_cluster(Path(root), bookies=args.bookies, broker_settings=settings) as cluster:
             progress(f"cluster up: broker {cluster.broker.address}, {args.bookies} bookie(s)")
             async with Client(cluster.service_url) as client:
                 runs = [await run_mode(client, cluster, MODES[mode], args) for mode in args.modes]

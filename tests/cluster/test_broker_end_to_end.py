@@ -12,19 +12,13 @@ from pathlib import Path
 import pytest
 
 from minipulsar import Client, ConsumerType, InitialPosition, MessageId
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import wait_for
 
 
 @pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, bookies=1) as cluster:
-        yield cluster
-
-
-@pytest.fixture
 async def replicated_cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, bookies=3) as cluster:
+    async with make_cluster(tmp_path, bookies=3) as cluster:
         yield cluster
 
 

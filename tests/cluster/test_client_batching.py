@@ -5,10 +5,8 @@ One cluster serves the whole module (the tests use distinct topics)."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar import (
     BatchingType,
@@ -19,7 +17,7 @@ from minipulsar import (
     MemoryBufferIsFull,
     ProducerQueueIsFull,
 )
-from tests.support.cluster import process_cluster
+from tests.support.fixtures import client_fixture, cluster_fixture
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -33,16 +31,10 @@ def submit(producer, data: bytes) -> asyncio.Future:
     return future
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory):
-    async with process_cluster(Path(tmp_path_factory.mktemp("batching"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(cluster):
-    async with Client(cluster.service_url) as client:
-        yield client
+client = client_fixture(loop_scope="module")
 
 
 @pytest.mark.parametrize(

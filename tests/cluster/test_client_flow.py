@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from minipulsar import Client, ConsumerType, InitialPosition, Timeout
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import wait_for
 
 TOPIC = "slow"
@@ -41,7 +41,7 @@ async def test_a_slow_consumer_holds_at_most_its_queue_plus_one_batch_and_resume
     and has no permits left. (2) Receiving without acknowledging stops near 60 unacknowledged
     (a receive times out). (3) Acknowledging them, then receiving and acknowledging one by one,
     gets the other messages in order. The queue is measured at every receive."""
-    async with process_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
+    async with make_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer(
                 TOPIC, batching_max_messages=BATCH, batching_max_publish_delay_ms=1000

@@ -13,7 +13,6 @@ import asyncio
 import re
 import socket
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +22,6 @@ from minipulsar.client.retry import LAST_ATTEMPT_S_MIN
 from minipulsar.errors import ServiceNotReadyError
 from minipulsar.net import Listener, ServerConnection, handles
 from minipulsar.protocol import commands as cmd
-from tests.support.cluster import process_cluster
 
 
 class RedirectingBroker:
@@ -73,12 +71,6 @@ def dead_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path) as cluster:
-        yield cluster
 
 
 async def test_redirects_are_followed_carrying_the_authoritative_flag(cluster) -> None:

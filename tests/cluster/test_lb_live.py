@@ -17,7 +17,7 @@ from pathlib import Path
 
 from minipulsar import Client
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import wait_for
 
 SETTINGS = {
@@ -63,7 +63,7 @@ async def test_threshold_shedder_moves_bundles_off_the_loaded_broker(tmp_path: P
     Method: 3 brokers; stop brokers 1 and 2; create 8 topics (4 bundles) with a producer each
     through broker 0; start brokers 1 and 2; wait until their load reports list bundles; check
     every producer still gets acks after the move and the leader counted the unloads."""
-    async with process_cluster(tmp_path, bookies=1, brokers=3, broker_settings=SETTINGS) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=3, broker_settings=SETTINGS) as cluster:
         await asyncio.gather(cluster.stop_broker(1), cluster.stop_broker(2))
         store = await open_metadata_store(cluster.metadata_url)
         stop = asyncio.Event()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from minipulsar import Client
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import wait_for
 
 FAST = {
@@ -42,7 +42,7 @@ async def test_a_broker_reports_its_bundles_traffic_and_usage(tmp_path: Path) ->
     bundles. Method: one producer publishing 1 KiB messages; read the key until it shows the
     topic's bundle with a message rate, then check the usages and the lb metrics."""
     settings = {**FAST, "loadBalancerOverrideBrokerNicSpeedGbps": 0.001, "defaultNumberOfNamespaceBundles": 1}
-    async with process_cluster(tmp_path, bookies=1, brokers=1, broker_settings=settings) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=1, broker_settings=settings) as cluster:
         store = await open_metadata_store(cluster.metadata_url)
         key = f"/loadbalance/brokers/{broker_id(cluster, 0)}"
         try:
@@ -76,7 +76,7 @@ async def test_the_leader_moves_when_the_leading_broker_dies(tmp_path: Path) -> 
     """Goal: /loadbalance/leader is re-elected when the leader's session ends. Method: 2 brokers;
     SIGKILL the leader; the other one leads within the session timeout (2 s) plus slack and counts
     the change."""
-    async with process_cluster(tmp_path, bookies=1, brokers=2, broker_settings=FAST) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=2, broker_settings=FAST) as cluster:
         store = await open_metadata_store(cluster.metadata_url)
         try:
 
@@ -115,7 +115,7 @@ async def test_the_leader_splits_a_bundle_with_too_many_topics(tmp_path: Path) -
         "loadBalancerNamespaceBundleMaxTopics": 2,
         "defaultNumberOfNamespaceBundles": 1,
     }
-    async with process_cluster(tmp_path, bookies=1, brokers=2, broker_settings=settings) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=2, broker_settings=settings) as cluster:
         async with Client(cluster.service_url) as client:
             for i in range(3):
                 producer = await client.create_producer(f"persistent://public/default/split-{i}")

@@ -16,17 +16,16 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar.cli.main import build_parser
 from minipulsar.errors import NotOwnerError
 from minipulsar.net import Connection, connect, parse_address
 from minipulsar.protocol import commands as cmd
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import ServerProcess, wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -39,10 +38,7 @@ class Raw(Connection):
         pass
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(tmp_path_factory.mktemp("ns"), bookies=1, brokers=3) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True, brokers=3)
 
 
 def web(broker: ServerProcess) -> str:

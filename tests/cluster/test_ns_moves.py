@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
-
-import pytest_asyncio
 
 from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.cli.admin import AdminClient
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import ServerProcess, wait_for
 
 TOPIC = "persistent://public/default/moving"
@@ -139,10 +137,7 @@ class Traffic:
         assert len(self.receipted) > 3 * PROGRESS
 
 
-@pytest_asyncio.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(tmp_path, bookies=1, brokers=3) as cluster:
-        yield cluster
+cluster = cluster_fixture(brokers=3)
 
 
 def service_url(cluster: ProcessCluster) -> str:

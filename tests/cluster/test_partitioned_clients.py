@@ -15,15 +15,14 @@ import subprocess
 import sys
 import urllib.request
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar import Client, ConsumerType, HashingScheme, InitialPosition, PartitionsRoutingMode
 from minipulsar.client.routing import java_string_hash, murmur3_32_hash
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import client_fixture, cluster_fixture
 from tests.support.process import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -31,16 +30,10 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 EARLIEST = InitialPosition.Earliest
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(Path(tmp_path_factory.mktemp("partitioned"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(cluster: ProcessCluster) -> AsyncIterator[Client]:
-    async with Client(cluster.service_url) as client:
-        yield client
+client = client_fixture(loop_scope="module")
 
 
 def _put_partitions(cluster: ProcessCluster, local_name: str, partitions: int) -> None:

@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import process_cluster
+from tests.support.cluster import make_cluster
+from tests.support.fixtures import cluster_fixture
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -50,10 +50,7 @@ LATENCY_AGGREGATE = re.compile(
 RUN_TIMEOUT_S = 60
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory):
-    async with process_cluster(Path(tmp_path_factory.mktemp("perf"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
 async def start_perf(*args: str) -> asyncio.subprocess.Process:
@@ -195,7 +192,7 @@ async def test_managed_ledger_writes_to_the_bookies_without_a_broker(tmp_path: P
     Method: -e 2 -w 2 -a 2 on 2 ledgers; then read the ledgers' metadata: closed, on both
     bookies, holding every entry counted."""
     report = tmp_path / "ledger.json"
-    async with process_cluster(tmp_path / "cluster", bookies=2, brokers=0) as cluster:
+    async with make_cluster(tmp_path / "cluster", bookies=2, brokers=0) as cluster:
         code, lines, err = await perf(
             "managed-ledger",
             "-md",

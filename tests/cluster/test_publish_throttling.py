@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 
 LIMIT_MB = 1
 SMALL_BYTES, LARGE_BYTES = 100, 64 * 1024
@@ -92,7 +92,7 @@ async def test_a_slow_bookie_throttles_producers_without_losing_messages(tmp_pat
         "maxMessagePublishBufferSizeInMB": LIMIT_MB,
         "maxPendingPublishRequestsPerConnection": MAX_PENDING_PER_CONNECTION,
     }
-    async with process_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
+    async with make_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
         acked: dict[bytes, object] = {}
         observed_global, observed_throttled = 0.0, 0.0
         stop = asyncio.Event()

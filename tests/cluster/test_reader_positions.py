@@ -12,29 +12,21 @@ import asyncio
 import json
 import time
 import urllib.request
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar import Client, MessageId, Timeout
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import client_fixture, cluster_fixture
 from tests.support.process import wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(Path(tmp_path_factory.mktemp("readers"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(cluster: ProcessCluster) -> AsyncIterator[Client]:
-    async with Client(cluster.service_url) as client:
-        yield client
+client = client_fixture(loop_scope="module")
 
 
 async def publish(client: Client, topic: str, texts: list[str], *, batched: bool) -> list[MessageId]:

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, MessageId
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import wait_for
 
 TOPIC = "non-persistent://public/default/live"
@@ -31,7 +31,7 @@ def metrics(cluster: ProcessCluster) -> str:
 
 
 async def test_delivery_within_permits_and_drops_beyond_them(tmp_path: Path) -> None:
-    async with process_cluster(tmp_path, broker_settings={"statsUpdateFrequencyInSecs": 0.2}) as cluster:
+    async with make_cluster(tmp_path, broker_settings={"statsUpdateFrequencyInSecs": 0.2}) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer(TOPIC)
             assert await producer.send(b"before anyone listens") == MessageId(-1, -1, -1, -1)

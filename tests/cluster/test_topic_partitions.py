@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 
 SETTINGS = {"allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": 3}
 
@@ -34,7 +34,7 @@ async def admin(cluster: ProcessCluster, method: str, topic: str, body: object =
 
 
 async def test_partition_metadata_admin_and_auto_creation(tmp_path: Path) -> None:
-    async with process_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
+    async with make_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
         assert await admin(cluster, "PUT", "orders", 4) == (204, None)
         assert await admin(cluster, "GET", "orders") == (200, {"partitions": 4})
         status, answer = await admin(cluster, "PUT", "orders", 2)

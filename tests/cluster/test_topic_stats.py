@@ -8,12 +8,12 @@ import json
 import re
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from minipulsar import Client, InitialPosition
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import wait_for
 
 TOPIC = "persistent://public/default/observed"
@@ -30,10 +30,7 @@ async def stats(cluster: ProcessCluster, kind: str = "stats", topic: str = "obse
     return json.loads(await asyncio.to_thread(http_get, cluster, f"/admin/v2/persistent/public/default/{topic}/{kind}"))
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, broker_settings={"statsUpdateFrequencyInSecs": 0.2}) as cluster:
-        yield cluster
+cluster = cluster_fixture(broker_settings={"statsUpdateFrequencyInSecs": 0.2})
 
 
 async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: ProcessCluster) -> None:

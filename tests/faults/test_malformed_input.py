@@ -10,17 +10,15 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
-from pathlib import Path
 
 import msgpack
-import pytest
 
 from minipulsar import Client
 from minipulsar.metadata import open_metadata_store
 from minipulsar.net import Connection, connect
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.codec import CommandDecoder, encode_bytes
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
 
 CONNECT = encode_bytes(cmd.Connect(id=1, protocol_version=cmd.PROTOCOL_VERSION))
 
@@ -84,12 +82,6 @@ async def normal_traffic_works(cluster: ProcessCluster, client: Client, round_: 
     assert (await consumer.receive(timeout_millis=10_000)).data() == b"still here"
     await producer.close()
     await consumer.close()
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, bookies=1) as cluster:
-        yield cluster
 
 
 async def test_every_server_survives_garbage(cluster: ProcessCluster) -> None:

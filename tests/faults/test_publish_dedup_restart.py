@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition, MessageId
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 
 DUPLICATE = MessageId(-1, -1, -1, -1)
 SETTINGS = {"brokerDeduplicationEnabled": True, "brokerDeduplicationEntriesInterval": 10}
@@ -33,7 +33,7 @@ async def consume(service_url: str, topic: str, count: int) -> list[bytes]:
 
 
 async def test_resent_sequence_ids_are_stored_once_across_a_broker_crash(tmp_path: Path) -> None:
-    async with process_cluster(tmp_path, bookies=1, broker_settings=SETTINGS) as cluster:
+    async with make_cluster(tmp_path, bookies=1, broker_settings=SETTINGS) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer("dedup", producer_name="p1")
             assert producer.last_sequence_id() == -1
