@@ -26,9 +26,10 @@ from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.errors import NoSuchLedgerError
 from minipulsar.ledger_paths import ledger_path
 from minipulsar.metadata import MetadataStore, open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
 from tests.support.process import ServerProcess, started, wait_for
+from tests.support.raw_client import RawClient
 
 LEDGERS = range(1, 41)
 LIVE = [ledger_id for ledger_id in LEDGERS if ledger_id % 8 in (0, 1)]
@@ -36,11 +37,6 @@ LIVE = [ledger_id for ledger_id in LEDGERS if ledger_id % 8 in (0, 1)]
 ENTRIES = 50
 WINDOW = 64
 READ_BATCH = 10
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
 
 
 def payload_for(ledger_id: int, entry_id: int) -> bytes:

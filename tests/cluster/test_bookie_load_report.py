@@ -12,9 +12,10 @@ import aiohttp
 import pytest_asyncio
 
 from minipulsar.errors import TooManyRequestsError
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry
 from tests.support.process import ServerProcess, started, wait_for
+from tests.support.raw_client import RawClient
 
 LOAD_KEYS = {
     "journalWriteBytesPerSecond",
@@ -45,11 +46,6 @@ METRIC_NAMES = (
     "bookie_SERVER_STATUS",
     "bookie_ledger_writable_dirs",
 )
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
 
 
 @pytest_asyncio.fixture

@@ -22,20 +22,16 @@ import pytest
 
 from minipulsar.cli.main import build_parser
 from minipulsar.errors import NotOwnerError
-from minipulsar.net import Connection, connect, parse_address
+from minipulsar.net import connect, parse_address
 from minipulsar.protocol import commands as cmd
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import cluster_fixture
 from tests.support.process import ServerProcess, wait_for
+from tests.support.raw_client import RawClient
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TOPICS = [f"persistent://public/default/lookup-{i}" for i in range(8)]
-
-
-class Raw(Connection):
-    def command_received(self, command) -> None:
-        pass
 
 
 cluster = cluster_fixture(per_module=True, brokers=3)
@@ -46,7 +42,7 @@ def web(broker: ServerProcess) -> str:
 
 
 async def lookup_once(address: tuple[str, int], topic: str, authoritative: bool) -> cmd.LookupResponse:
-    connection = await connect(Raw, *address)
+    connection = await connect(RawClient, *address)
     try:
         return await connection.request(cmd.Lookup, topic=topic, authoritative=authoritative)
     finally:
@@ -120,14 +116,14 @@ async def test_producer_on_a_broker_that_does_not_own_the_bundle_gets_not_owner(
     topic = TOPICS[0]
     owner = await owner_via(cluster.broker, topic)
     other = next(b for b in cluster.brokers if f"pulsar://{b.address}" != owner)
-    connection = await connect(Raw, other.host, other.port)
+    connection = await connect(RawClient, other.host, other.port)
     try:
         with pytest.raises(NotOwnerError):
             await connection.request(cmd.Producer, topic=topic, producer_id=1)
     finally:
         connection.close()
     owner_broker = broker_of(cluster, owner)
-    connection = await connect(Raw, owner_broker.host, owner_broker.port)
+    connection = await connect(RawClient, owner_broker.host, owner_broker.port)
     try:
         created = await connection.request(cmd.Producer, topic=topic, producer_id=1)
         assert isinstance(created, cmd.ProducerSuccess)

@@ -13,16 +13,12 @@ import pytest
 
 from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata import open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
 from tests.support.process import ServerProcess, started
+from tests.support.raw_client import RawClient
 
 SESSION_TIMEOUT_MS = 2000
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
 
 
 def bookie_process(root: Path, metadata_url: str, port: int = 0, name: str = "bookie") -> ServerProcess:

@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
 from tests.support.process import ServerProcess, started
+from tests.support.raw_client import RawClient
 
 SEED = int(os.environ.get("MINIPULSAR_CRASH_SEED", "20240603"))
 KILLS_MIN = 20
@@ -41,11 +42,6 @@ ROLLING = re.compile(r"journal (\S+): rolling over (from segment|ahead of time)"
 """A roll switches to a segment created ahead of time (bookie/journal_files.py): its creation is the
 part of a rollover that touches the disk, so a kill during it counts as one mid-rollover."""
 ROLLED = re.compile(r"journal (\S+): (rolled over to segment|created segment \S+ ahead of time)")
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
 
 
 def payload_for(ledger_id: int, entry_id: int) -> bytes:

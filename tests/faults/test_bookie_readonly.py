@@ -18,17 +18,13 @@ import pytest_asyncio
 
 from minipulsar.errors import BookieReadOnlyError
 from minipulsar.metadata import MetadataStore, open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry
 from tests.support.process import ServerProcess, started, wait_for
+from tests.support.raw_client import RawClient
 
 SESSION_TIMEOUT_MS = 2000
 AVAILABLE, READONLY = "/ledgers/available", "/ledgers/available/readonly"
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
 
 
 def bookie_process(root: Path, metadata_url: str, *extra: str, port: int = 0) -> ServerProcess:

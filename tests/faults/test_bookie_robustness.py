@@ -18,13 +18,9 @@ import pytest_asyncio
 from minipulsar.net import Connection, connect
 from minipulsar.protocol.commands import PROTOCOL_VERSION, AddEntry, BookieInfo, ReadEntry, ReadLac
 from tests.support.process import ServerProcess, started, wait_for
+from tests.support.raw_client import RawClient
 
 REPLY_TIMEOUT_S = 5.0
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
 
 
 def frame(body: dict) -> bytes:

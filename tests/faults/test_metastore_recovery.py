@@ -17,9 +17,9 @@ from minipulsar.errors import MiniPulsarError
 from minipulsar.metadata import MetastoreClient, SessionEvent, open_metadata_store
 from minipulsar.metadata import snapshot as snapshot_files
 from minipulsar.net.client import connect
-from minipulsar.net.connection import Connection
 from minipulsar.protocol.commands import MdPut, MdSessionCreate
 from tests.support.process import ServerProcess, wait_for
+from tests.support.raw_client import RawClient
 
 
 def metastore_process(tmp_path: Path, *extra: str) -> ServerProcess:
@@ -121,11 +121,6 @@ async def test_snapshot_and_wal_restore_across_snap_count_boundary(tmp_path: Pat
         await asyncio.to_thread(server.stop)
 
 
-class _RawConnection(Connection):
-    def command_received(self, command) -> None:
-        pass
-
-
 async def test_restart_keeps_live_sessions_and_expires_dead_owners_one_timeout_later(server: ServerProcess) -> None:
     timeout_ms = 3000
     live = MetastoreClient(server.host, server.port, session_timeout_ms=timeout_ms)
@@ -134,7 +129,7 @@ async def test_restart_keeps_live_sessions_and_expires_dead_owners_one_timeout_l
     live.add_session_listener(events.append)
     await live.put("/sessions/live", b"", ephemeral=True)
     # A "dead" owner: creates a session and an ephemeral key, then vanishes without closing.
-    dead = await connect(_RawConnection, server.host, server.port)
+    dead = await connect(RawClient, server.host, server.port)
     created = await dead.request(MdSessionCreate, timeout_ms=timeout_ms)
     await dead.request(MdPut, path="/sessions/dead", value=b"", ephemeral=True, session_id=created.session_id)
     dead.abort()

@@ -23,7 +23,8 @@ from minipulsar.bookie.storage.entry_log import RECORD_HEADER_SIZE, split_locati
 from minipulsar.bookie.storage.entry_logger import entry_log_path
 from minipulsar.bookie.storage.single_directory import EntryLogUsage, SingleDirectoryDbLedgerStorage
 from minipulsar.errors import NoSuchLedgerError
-from tests.support.bookie_storage import add, add_many, payload_for, read_all, started_bookie, storage
+from tests.support.bookie_storage import add, add_many, read_all, started_bookie, storage
+from tests.support.entries import payload_for
 
 ENTRY_BYTES = 1000
 LOG_SIZE_LIMIT = 64 * 1024

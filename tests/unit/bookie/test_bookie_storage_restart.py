@@ -27,11 +27,11 @@ from tests.support.bookie_storage import (
     add,
     add_many,
     crash_image,
-    payload_for,
     read_all,
     started_bookie,
     storage,
 )
+from tests.support.entries import payload_for
 from tests.support.process import wait_for
 
 KIB = 1024
