@@ -8,6 +8,7 @@
       cluster = cluster_fixture(brokers=3, broker_settings={"loadBalancerEnabled": True})
       cluster = cluster_fixture(per_module=True)   # its tests run on the module's event loop
       client = client_fixture(loop_scope="module")
+      bookie = bookie_fixture(settings={"numReadWorkerThreads": 2})   # beside its own metastore
 
 - Every process is stopped (TERM, then KILL) at teardown whatever the test did; a metastore still
   running then must exit cleanly (code 0).
@@ -25,7 +26,7 @@ import pytest_asyncio
 from minipulsar import Client
 from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import ServerProcess
-from tests.support.servers import metastore_process
+from tests.support.servers import bookie_beside_metastore, metastore_process
 
 
 class ClusterSettings(TypedDict, total=False):
@@ -67,6 +68,17 @@ def client_fixture(*, loop_scope: Literal["function", "module"] = "function") ->
             yield client
 
     return cluster_client
+
+
+def bookie_fixture(settings: Mapping[str, object] | None = None) -> Any:
+    """A ``bookie`` fixture: a bookie process with ``settings`` beside its own metastore, per test."""
+
+    @pytest_asyncio.fixture(name="bookie")
+    async def test_bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+        async with bookie_beside_metastore(tmp_path, settings) as bookie:
+            yield bookie
+
+    return test_bookie
 
 
 def metastore_fixture(*, per_module: bool = False, settings: Mapping[str, object] | None = None) -> Any:

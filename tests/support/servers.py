@@ -1,4 +1,5 @@
-"""The command lines of the servers tests start as real processes (not started here).
+"""The servers tests start as real processes: their command lines, and a bookie beside its
+own metastore.
 
 - Every server listens on port 0 unless given a port (a restart on the same port passes the old
   one), keeps its data under the test's ``root`` and logs to ``<root>/logs/<name>.log``.
@@ -6,14 +7,17 @@
   defaults below, so a test's setting wins.
 - A bookie's defaults keep tests quick: a short metadata session (``zkTimeout``) and small
   preallocated journal files.
+- :func:`bookie_beside_metastore` stops both (TERM, then KILL) when its context exits, whatever
+  happened inside; a start that fails raises with the log's tail.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 
-from tests.support.process import ServerProcess
+from tests.support.process import ServerProcess, started
 
 BOOKIE_DEFAULTS: Mapping[str, object] = {"zkTimeout": 2000, "journalPreAllocSizeMB": 1}
 """Every test bookie's settings unless the test sets them: a 2 s session, 1 MB journal files."""
@@ -29,10 +33,15 @@ def set_flags(settings: Mapping[str, object]) -> list[str]:
 
 
 def metastore_process(
-    root: Path, *, port: int = 0, settings: Mapping[str, object] | None = None, name: str = "metastore"
+    root: Path,
+    *,
+    port: int = 0,
+    settings: Mapping[str, object] | None = None,
+    name: str = "metastore",
+    data_dir: Path | None = None,
 ) -> ServerProcess:
-    """A metastore keeping its data in ``root/<name>``."""
-    args = ["--port", str(port), "--data-dir", str(root / name), *set_flags(settings or {})]
+    """A metastore keeping its data in ``data_dir`` (default ``root/<name>``)."""
+    args = ["--port", str(port), "--data-dir", str(data_dir or root / name), *set_flags(settings or {})]
     return ServerProcess("metastore", args, root / "logs" / f"{name}.log")
 
 
@@ -62,3 +71,15 @@ def bookie_process(
     flags += ["--ledger-dirs", ",".join(str(root / ledger) for ledger in ledgers)]
     flags += set_flags({**defaults, **(settings or {})})
     return ServerProcess("bookie", [*flags, *args], root / "logs" / f"{name}.log")
+
+
+@contextlib.asynccontextmanager
+async def bookie_beside_metastore(
+    root: Path, settings: Mapping[str, object] | None = None
+) -> AsyncIterator[ServerProcess]:
+    """A started metastore and a started :func:`bookie_process` with ``settings`` registered in it;
+    yields the bookie."""
+    metastore = metastore_process(root)
+    async with started(metastore):
+        async with started(bookie_process(root, metastore.url, settings=settings)) as (bookie,):
+            yield bookie

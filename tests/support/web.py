@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.error
 import urllib.request
@@ -80,3 +81,10 @@ def sample_value(text: str, name: str, labels: Mapping[str, str] | None = None, 
             if sample.labels == wanted or (not exact and wanted.items() <= sample.labels.items()):
                 return float(sample.value)
     return None
+
+
+async def metric_value(
+    process: ServerProcess, name: str, labels: Mapping[str, str] | None = None, *, exact: bool = False
+) -> float | None:
+    """:func:`sample_value` of what ``process`` exports now (read on a thread)."""
+    return sample_value(await asyncio.to_thread(metrics_text, process), name, labels, exact=exact)
