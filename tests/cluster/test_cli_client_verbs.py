@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from minipulsar.cli.client_verbs import UsageError, format_message, hexdump, message_bodies, parse_properties
 from minipulsar.cli.main import build_parser
+from tests.support.cli import run_cli
 from tests.support.client_fakes import make_message
 
 
@@ -122,12 +122,6 @@ def test_hexdump_has_sixteen_bytes_a_line() -> None:
     lines = hexdump(bytes(range(20))).splitlines()
     assert lines[0].startswith("00000000  00 01 02") and lines[0].endswith("|................|")
     assert lines[1].startswith("00000010  10 11 12 13 ")
-
-
-def run_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "minipulsar", *args], capture_output=True, text=True, timeout=timeout_s
-    )
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from minipulsar import Client, InitialPosition
 from tests.support.cluster import make_cluster
-from tests.support.dispatch import BatchProducer, consumer_stats
+from tests.support.dispatch import BatchProducer
 from tests.support.process import wait_for
+from tests.support.web import consumer_stats
 
 ENTRIES = 30
 PER_ENTRY = 100

@@ -9,8 +9,9 @@ from pathlib import Path
 from minipulsar import Client, MessageId
 from minipulsar.protocol import commands as cmd
 from tests.support.cluster import make_cluster
-from tests.support.dispatch import raw_connection, topic_stats
+from tests.support.dispatch import raw_connection
 from tests.support.process import wait_for
+from tests.support.web import topic_stats
 
 
 async def test_seek_by_message_id_and_by_publish_time(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from minipulsar import Client, ConsumerType, InitialPosition, Timeout
 from minipulsar.errors import ConsumerBusyError
-from tests.support.dispatch import consumer_stats
 from tests.support.fixtures import cluster_fixture
 from tests.support.process import wait_for
+from tests.support.web import consumer_stats
 
 cluster = cluster_fixture(broker_settings={"activeConsumerFailoverDelayTimeMillis": 200})
 

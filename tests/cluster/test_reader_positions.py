@@ -9,9 +9,7 @@ topic. Batches are made by sending concurrently with batching on.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.request
 
 import pytest
 
@@ -19,6 +17,7 @@ from minipulsar import Client, MessageId, Timeout
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import client_fixture, cluster_fixture
 from tests.support.process import wait_for
+from tests.support.web import topic_stats
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -104,14 +103,6 @@ async def test_seek_by_message_id_and_by_publish_time(client: Client) -> None:
     assert await drain(reader, 2) == ["new-0", "new-1"]
     await reader.seek(MessageId.earliest)
     assert (await reader.read_next(5000)).data() == b"old-0"
-
-
-def topic_stats(cluster: ProcessCluster, local_name: str) -> dict:
-    url = (
-        f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{local_name}/stats"
-    )
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
 
 
 async def test_a_readers_subscription_is_non_durable_and_ends_with_it(client: Client, cluster: ProcessCluster) -> None:

@@ -5,22 +5,17 @@ Method: the CLI's functions in-process; a tiny aiohttp server that redirects a P
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 
 import pytest
 from aiohttp import web
 
 from minipulsar.cli.admin import AdminClient, AdminError
-from minipulsar.cli.main import build_parser
+from tests.support.cli import run_admin
 
 
 def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        args = build_parser().parse_args(["admin", "--admin-url", "http://127.0.0.1:1", *argv])
-        code = args.func(args)
-    return code, out.getvalue(), err.getvalue()
+    """``minipulsar admin`` against an address nobody serves: what it says before it connects."""
+    return run_admin("--admin-url", "http://127.0.0.1:1", *argv)
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,11 @@ class ProcessCluster:
         else:
             self.brokers.append(process)
 
+    def broker_id(self, index: int = 0) -> str:
+        """Broker ``index``'s id in the load manager's keys: the host and port of its web service."""
+        process = self.brokers[index]
+        return f"{process.host}:{process.http_port}"
+
     @property
     def service_url(self) -> str:
         assert self.broker is not None

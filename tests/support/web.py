@@ -65,6 +65,12 @@ def topic_stats(cluster: ProcessCluster, topic: str, kind: str = "stats", *, dom
     return get_json(f"{broker_web_url(cluster)}/admin/v2/{domain}/public/default/{topic}/{kind}")
 
 
+def consumer_stats(cluster: ProcessCluster, topic: str, subscription: str) -> list[dict[str, Any]]:
+    """The stats of each consumer of a subscription of a persistent topic."""
+    consumers: list[dict[str, Any]] = topic_stats(cluster, topic)["subscriptions"][subscription]["consumers"]
+    return consumers
+
+
 def metrics_text(process: ServerProcess) -> str:
     """What a server's /metrics exports now."""
     return http_get(f"{web_url(process)}/metrics")
