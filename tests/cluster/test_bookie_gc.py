@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.errors import NoSuchLedgerError
 from minipulsar.ledger_paths import ledger_path
-from minipulsar.metadata import MetadataStore, open_metadata_store
+from minipulsar.metadata import MetadataStore
 from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
 from tests.support.entries import payload_of_varied_size
@@ -55,15 +53,6 @@ PAYLOAD_SIZES = (200, 1000, 2000, 4000)
 
 def gc_payload(ledger_id: int, entry_id: int) -> bytes:
     return payload_of_varied_size(ledger_id, entry_id, PAYLOAD_SIZES)
-
-
-@pytest_asyncio.fixture
-async def store(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
-    client = await open_metadata_store(f"metastore://{metastore.address}", session_timeout_ms=2000)
-    try:
-        yield client
-    finally:
-        await client.close()
 
 
 def ledger_dirs_bytes(root: Path) -> int:

@@ -10,26 +10,17 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from minipulsar.metadata import MetadataStore, open_metadata_store
+from minipulsar.metadata import MetadataStore
 from minipulsar.protocol.commands import Connected
 from tests.support.fixtures import metastore_fixture
 from tests.support.process import ServerProcess
 from tests.support.raw_client import RawPeer
 
 metastore = metastore_fixture(per_module=True)
-
-
-@pytest_asyncio.fixture
-async def store(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
-    store = await open_metadata_store(metastore.url)
-    yield store
-    await store.close()
 
 
 async def open_peer(metastore: ServerProcess, *, handshake: bool = True) -> RawPeer:

@@ -1,7 +1,7 @@
 """Fixtures shared by the cluster and fault tests (a plugin of tests/conftest.py).
 
-- ``metastore``: a real metastore process per test; ``cluster``: a :func:`make_cluster` cluster
-  (one bookie, one broker) per test.
+- ``metastore``: a real metastore process per test, ``store`` a client of it; ``cluster``: a
+  :func:`make_cluster` cluster (one bookie, one broker) per test.
 - A module that needs other settings, or one server for all its tests, declares its own with a
   factory, visible where its tests read it::
 
@@ -24,9 +24,12 @@ import pytest
 import pytest_asyncio
 
 from minipulsar import Client
+from minipulsar.metadata import MetadataStore, open_metadata_store
 from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import ServerProcess
 from tests.support.servers import bookie_beside_metastore, metastore_process
+
+STORE_SESSION_TIMEOUT_MS = 2000
 
 
 class ClusterSettings(TypedDict, total=False):
@@ -111,3 +114,13 @@ def _exits_cleanly(process: ServerProcess) -> Iterator[ServerProcess]:
 
 cluster = cluster_fixture()
 metastore = metastore_fixture()
+
+
+@pytest_asyncio.fixture
+async def store(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
+    """A client of the ``metastore`` fixture (a 2 s session, as the test servers'), closed after the test."""
+    client = await open_metadata_store(metastore.url, session_timeout_ms=STORE_SESSION_TIMEOUT_MS)
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -35,7 +35,7 @@ class SampleConfig:
     name: str | None = setting("advertisedAddress", None)
 
 
-def write(tmp_path: Path, text: str) -> Path:
+def write_conf(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "test.conf"
     path.write_text(text)
     return path
@@ -62,7 +62,7 @@ def test_parse_rejects_a_line_without_key_and_equals(line: str) -> None:
 
 
 def test_load_reads_a_file_into_typed_fields(tmp_path: Path) -> None:
-    path = write(
+    path = write_conf(
         tmp_path,
         "brokerServicePort=6651\nmanagedLedgerDefaultEnsembleSize=3\n"
         "managedLedgerDefaultWriteQuorum=3\nmanagedLedgerDefaultAckQuorum=2\n"
@@ -74,7 +74,7 @@ def test_load_reads_a_file_into_typed_fields(tmp_path: Path) -> None:
 
 
 def test_load_parses_lists_and_bools(tmp_path: Path) -> None:
-    path = write(tmp_path, "ledgerDirectories=/d1, /d2 ,/d3\njournalSyncData=false\n")
+    path = write_conf(tmp_path, "ledgerDirectories=/d1, /d2 ,/d3\njournalSyncData=false\n")
     config = load_config(BookieConfig, path)
     assert config.ledger_dirs == ("/d1", "/d2", "/d3")
     assert config.journal_sync_data is False
@@ -89,7 +89,7 @@ def test_bool_spellings(text: str, expected: bool) -> None:
 
 
 def test_unknown_key_is_a_warning_naming_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = write(tmp_path, "brokerDeleteInactiveTopicsEnabled=true\nbrokerServicePort=6652\n")
+    path = write_conf(tmp_path, "brokerDeleteInactiveTopicsEnabled=true\nbrokerServicePort=6652\n")
     with caplog.at_level(logging.WARNING, logger="minipulsar.config"):
         config = load_config(BrokerConfig, path)
     assert config.port == 6652
@@ -126,12 +126,12 @@ def test_bad_value_names_the_key_and_accepted_values(key: str, value: str, accep
 def test_bad_value_in_a_file_names_the_key(tmp_path: Path, text: str, key: str, accepted: str) -> None:
     cls = BookieConfig if key.startswith("journal") else BrokerConfig
     with pytest.raises(ConfigError) as caught:
-        load_config(cls, write(tmp_path, text + "\n"))
+        load_config(cls, write_conf(tmp_path, text + "\n"))
     assert key in str(caught.value) and accepted in str(caught.value)
 
 
 def test_cli_overrides_win_over_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "brokerServicePort=6651\nwebServicePort=8081\n")
+    path = write_conf(tmp_path, "brokerServicePort=6651\nwebServicePort=8081\n")
     config = load_config(BrokerConfig, path, {"brokerServicePort": 0, "webServicePort": None})
     assert config.port == 0  # the flag wins
     assert config.http_port == 8081  # a flag not given (None) leaves the file's value
