@@ -3,7 +3,6 @@ one-line errors (exit code 1, no traceback) for bad input and an unreachable bro
 
 from __future__ import annotations
 
-import socket
 import subprocess
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from minipulsar.cli.client_verbs import UsageError, format_message, hexdump, mes
 from minipulsar.cli.main import build_parser
 from tests.support.cli import run_cli
 from tests.support.client_fakes import make_message
+from tests.support.net import unused_port
 
 
 def test_produce_and_consume_take_pulsar_clients_flags() -> None:
@@ -143,15 +143,11 @@ def test_produce_without_messages_says_how_to_give_them() -> None:
     assert_one_line_error(run_cli("produce", "t", "--url", "pulsar://127.0.0.1:1"), "-m TEXT or -f FILE")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("verb", [["produce", "-m", "x"], ["consume", "-s", "sub"]])
 def test_an_unreachable_broker_is_one_line_and_exit_code_1(verb: list[str]) -> None:
     """Nothing listens on the port: the lookup gives up after --operation-timeout and the
     command says why in one line."""
-    result = run_cli(verb[0], "t", *verb[1:], "--url", f"pulsar://127.0.0.1:{free_port()}", "--operation-timeout", "1")
+    result = run_cli(
+        verb[0], "t", *verb[1:], "--url", f"pulsar://127.0.0.1:{unused_port()}", "--operation-timeout", "1"
+    )
     assert_one_line_error(result, "127.0.0.1")

@@ -11,7 +11,6 @@ import asyncio
 import json
 import re
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerS
 from minipulsar.metadata import open_metadata_store
 from tests.support.cluster import make_cluster
 from tests.support.fixtures import cluster_fixture
+from tests.support.net import unused_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -237,14 +237,8 @@ async def test_managed_ledger_writes_to_the_bookies_without_a_broker(tmp_path: P
         assert entries == result["messages"]
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def test_an_unreachable_cluster_is_one_error_line_and_exit_1() -> None:
-    port = closed_port()
+    port = unused_port()
     (code, lines, err), (ml_code, _, ml_err) = await asyncio.gather(
         perf("produce", "t", "-u", f"pulsar://127.0.0.1:{port}", "--operation-timeout", "1", "-time", "1"),
         perf("managed-ledger", "-md", f"metastore://127.0.0.1:{port}", "-time", "1"),

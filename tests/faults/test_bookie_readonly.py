@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from minipulsar.errors import BookieReadOnlyError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry
+from tests.support.net import unused_port
 from tests.support.process import ServerProcess, started, wait_for
 from tests.support.raw_client import RawClient
 from tests.support.servers import bookie_process
@@ -176,9 +176,7 @@ async def test_sigterm_while_starting_stops_the_bookie_before_it_registers(
     """Goal: SIGTERM while the bookie waits to register (here: for a key of its id that another
     instance holds) stops it at once with exit 0, never registered — it carried on, registered,
     printed READY and only then stopped, past a supervisor's SIGKILL if the wait was long."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = unused_port()
     held = f"{AVAILABLE}/127.0.0.1:{port}"
     await observer.put(held, json.dumps({"instanceId": "another-instance"}).encode(), ephemeral=True)
     bookie = usage_bookie(tmp_path, metastore.url, port=port)

@@ -1,10 +1,11 @@
-"""Test peers for the connection layer: a scripted server and a recording client (a raw socket
-is :class:`tests.support.raw_client.RawPeer`)."""
+"""Test peers for the connection layer: a scripted server, a recording client (a raw socket
+is :class:`tests.support.raw_client.RawPeer`), and a port nothing listens on."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import socket
 from typing import Any
 
 from minipulsar.errors import ServerError, error_for_code
@@ -118,3 +119,12 @@ class TestClientConnection(RecordingMixin, Connection):
 
     def command_received(self, command: Command) -> None:
         self.received.append(command)
+
+
+def unused_port() -> int:
+    """A port of 127.0.0.1 that was free a moment ago and is closed now: connecting to it is
+    refused (until someone else binds it, which the tests that use it do not wait for)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
