@@ -33,7 +33,7 @@ STORE_SESSION_TIMEOUT_MS = 2000
 
 
 class ClusterSettings(TypedDict, total=False):
-    """The keywords of :func:`tests.support.cluster.make_cluster` after its root."""
+    """What a cluster fixture may ask :func:`tests.support.cluster.make_cluster` for (all but its dirs)."""
 
     bookies: int
     brokers: int
@@ -54,11 +54,11 @@ def cluster_fixture(*, per_module: bool = False, **settings: Unpack[ClusterSetti
         return module_cluster
 
     @pytest_asyncio.fixture(name="cluster")
-    async def test_cluster(tmp_path: Path) -> AsyncIterator[ProcessCluster]:
+    async def per_test_cluster(tmp_path: Path) -> AsyncIterator[ProcessCluster]:
         async with make_cluster(tmp_path, **settings) as cluster:
             yield cluster
 
-    return test_cluster
+    return per_test_cluster
 
 
 def client_fixture(*, loop_scope: Literal["function", "module"] = "function") -> Any:
@@ -77,11 +77,11 @@ def bookie_fixture(settings: Mapping[str, object] | None = None) -> Any:
     """A ``bookie`` fixture: a bookie process with ``settings`` beside its own metastore, per test."""
 
     @pytest_asyncio.fixture(name="bookie")
-    async def test_bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
+    async def per_test_bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
         async with bookie_beside_metastore(tmp_path, settings) as bookie:
             yield bookie
 
-    return test_bookie
+    return per_test_bookie
 
 
 def metastore_fixture(*, per_module: bool = False, settings: Mapping[str, object] | None = None) -> Any:
@@ -95,10 +95,10 @@ def metastore_fixture(*, per_module: bool = False, settings: Mapping[str, object
         return module_metastore
 
     @pytest.fixture(name="metastore")
-    def test_metastore(tmp_path: Path) -> Iterator[ServerProcess]:
+    def per_test_metastore(tmp_path: Path) -> Iterator[ServerProcess]:
         yield from _exits_cleanly(metastore_process(tmp_path, settings=settings))
 
-    return test_metastore
+    return per_test_metastore
 
 
 def _exits_cleanly(process: ServerProcess) -> Iterator[ServerProcess]:
