@@ -8,7 +8,7 @@ message is one entry, one SEND, one bookie add and one receipt, and the broker's
 per-entry costs bound it to a few thousand msgs/s on 2 cores.
 
 What one run does: start a cluster exactly as the tests do (``tests/support/cluster.py``
-``process_cluster``: a metastore, ``--bookies`` bookies, a broker, as processes); the load is
+``make_cluster``: a metastore, ``--bookies`` bookies, a broker, as processes); the load is
 ``minipulsar perf produce`` (its library, ``minipulsar.cli.perf.run_produce``, in this
 process). For each mode (batching on, off), on a fresh topic: a warm-up run of
 ``--warmup-messages`` (``-m``; not measured), then the measured run of ``--messages`` messages
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import MB, emit_result, environment, fmt, process_cpu_s, progress
 from minipulsar.cli.perf import ProduceOptions, run_produce
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 
 MODES = {"on": True, "off": False}
 CLIENT_BATCH_MAX_BYTES = 128 * 1024
@@ -141,7 +141,7 @@ def broker_process_id(cluster: ProcessCluster) -> int:
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     settings = dict(item.split("=", 1) for item in args.broker_set)
     with tempfile.TemporaryDirectory(prefix="client-bench-") as root:
-        async with process_cluster(Path(root), bookies=args.bookies, broker_settings=settings) as cluster:
+        async with make_cluster(Path(root), bookies=args.bookies, broker_settings=settings) as cluster:
             progress(f"cluster up: broker {cluster.service_url}, {args.bookies} bookie(s)")
             runs = [await run_mode(cluster, MODES[mode], args) for mode in args.modes]
     by_mode = {("on" if run["batching"] else "off"): run for run in runs}

@@ -1,4 +1,4 @@
-"""The suite's cluster: the test suite's ``process_cluster`` (a metastore, N bookies, one
+"""The suite's cluster: the test suite's ``make_cluster`` (a metastore, N bookies, one
 broker, each a ``python -m minipulsar`` process), with every bookie's journal and ledgers
 under the mounts the user names.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ async def bench_cluster(spec: ClusterSpec, logs_root: Path) -> AsyncIterator[Ben
         journal_root = fresh(spec.journal_dir)
         ledger_root = fresh(spec.ledger_dir)
         logs_root.mkdir(parents=True, exist_ok=True)
-        async with process_cluster(
+        async with make_cluster(
             logs_root,
             bookies=spec.bookies,
             broker_settings=spec.broker_settings,

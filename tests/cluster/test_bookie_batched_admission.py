@@ -7,36 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 
 from minipulsar.protocol.commands import AddEntry
-from tests.component.test_bookie_batched_admission_inprocess import RawBookieClient, is_ack, payload
+from tests.support.entries import entry_payload
 from tests.support.process import ServerProcess, started
+from tests.support.raw_client import RawBookieClient, is_ack
+from tests.support.servers import bookie_process
 
 SESSION_TIMEOUT_MS = 2000
 
 
-def bookie_process(root: Path, metadata_url: str, port: int = 0, name: str = "bookie") -> ServerProcess:
-    return ServerProcess(
-        "bookie",
-        [
-            "--port",
-            str(port),
-            "--http-port",
-            "0",
-            "--journal-dir",
-            str(root / "journal-a"),
-            "--journal-dir",
-            str(root / "journal-b"),
-            "--ledger-dirs",
-            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-            "--metadata-url",
-            metadata_url,
-            "--set",
-            f"zkTimeout={SESSION_TIMEOUT_MS}",
-            "--set",
-            "journalPreAllocSizeMB=1",
-            "--set",
-            "flushInterval=3600000",  # no checkpoint: the restart replays both journals
-        ],
-        root / "logs" / f"{name}.log",
+def replaying_bookie(root: Path, metadata_url: str, port: int = 0, name: str = "bookie") -> ServerProcess:
+    """A bookie with two journals and no checkpoint: a restart replays both journals."""
+    return bookie_process(
+        root,
+        metadata_url,
+        port=port,
+        journals=("journal-a", "journal-b"),
+        ledgers=("ledgers-a", "ledgers-b"),
+        settings={"zkTimeout": SESSION_TIMEOUT_MS, "flushInterval": 3_600_000},
+        name=name,
     )
 
 
@@ -52,34 +40,34 @@ async def test_one_write_over_two_journals_survives_sigkill(tmp_path: Path, meta
     Method: ledgers 1..4 (journals 1, 0, 1, 0); one write over all four with entry 1:0 again
     at its end, one over ledgers 1 and 3, one over 2 and 4; SIGKILL; restart; read all."""
     url = f"metastore://{metastore.address}"
-    first = bookie_process(tmp_path, url)
+    first = replaying_bookie(tmp_path, url)
     async with started(first):
-        client = await RawBookieClient.open(first.host, first.port)
+        client = await RawBookieClient.connected(first.host, first.port)
         mixed = [
-            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            client.add(ledger_id, entry_id, entry_payload(ledger_id, entry_id))
             for entry_id in range(5)
             for ledger_id in (1, 2, 3, 4)
         ]
-        await write_and_ack(client, [*mixed, client.add(1, 0, payload(1, 0, "last"))])
+        await write_and_ack(client, [*mixed, client.add(1, 0, entry_payload(1, 0, "last"))])
         for ledgers in ((1, 3), (2, 4)):
             await write_and_ack(
                 client,
                 [
-                    client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+                    client.add(ledger_id, entry_id, entry_payload(ledger_id, entry_id))
                     for entry_id in range(5, 10)
                     for ledger_id in ledgers
                 ],
             )
         first.kill()
         client.close()
-    second = bookie_process(tmp_path, url, port=first.port, name="bookie-restarted")
+    second = replaying_bookie(tmp_path, url, port=first.port, name="bookie-restarted")
     async with started(second):
-        client = await RawBookieClient.open(second.host, second.port)
+        client = await RawBookieClient.connected(second.host, second.port)
         try:
             for ledger_id in (1, 2, 3, 4):
-                expected = [(e, payload(ledger_id, e)) for e in range(10)]
+                expected = [(e, entry_payload(ledger_id, e)) for e in range(10)]
                 if ledger_id == 1:
-                    expected[0] = (0, payload(1, 0, "last"))
+                    expected[0] = (0, entry_payload(1, 0, "last"))
                 assert await client.read_all(ledger_id, 10) == expected, f"ledger {ledger_id}"
         finally:
             client.close()

@@ -13,22 +13,23 @@ concurrent reader to cross it many times.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.errors import NoSuchLedgerError
 from minipulsar.ledger_paths import ledger_path
-from minipulsar.metadata import MetadataStore, open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.metadata import MetadataStore
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
+from tests.support.entries import payload_of_varied_size
 from tests.support.process import ServerProcess, started, wait_for
+from tests.support.raw_client import RawClient
+from tests.support.servers import bookie_process
+from tests.support.web import metric_value
 
 LEDGERS = range(1, 41)
 LIVE = [ledger_id for ledger_id in LEDGERS if ledger_id % 8 in (0, 1)]
@@ -38,69 +39,24 @@ WINDOW = 64
 READ_BATCH = 10
 
 
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
+LEDGER_DIRS = ("ledgers-a", "ledgers-b")
+GC_BOOKIE = {
+    "logSizeLimit": 65536,
+    "flushInterval": 100,
+    "dbStorage_writeCacheMaxSizeMb": 1,
+    "dbStorage_readAheadCacheBatchSize": 0,
+    "compactionRateByEntries": 500,
+}
+"""Small entry logs, no read-ahead, a throttled compaction (see the module docstring)."""
+PAYLOAD_SIZES = (200, 1000, 2000, 4000)
 
 
-def payload_for(ledger_id: int, entry_id: int) -> bytes:
-    rng = random.Random(ledger_id * 1_000_003 + entry_id)
-    return rng.randbytes(rng.choice([200, 1000, 2000, 4000]))
-
-
-def bookie_process(root: Path, metadata_url: str, port: int = 0) -> ServerProcess:
-    return ServerProcess(
-        "bookie",
-        [
-            "--port",
-            str(port),
-            "--http-port",
-            "0",
-            "--journal-dir",
-            str(root / "journal"),
-            "--ledger-dirs",
-            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-            "--metadata-url",
-            metadata_url,
-            "--set",
-            "zkTimeout=2000",
-            "--set",
-            "journalPreAllocSizeMB=1",
-            "--set",
-            "logSizeLimit=65536",
-            "--set",
-            "flushInterval=100",
-            "--set",
-            "dbStorage_writeCacheMaxSizeMb=1",
-            "--set",
-            "dbStorage_readAheadCacheBatchSize=0",
-            "--set",
-            "compactionRateByEntries=500",
-        ],
-        root / "logs" / "bookie.log",
-    )
-
-
-@pytest_asyncio.fixture
-async def store(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
-    client = await open_metadata_store(f"metastore://{metastore.address}", session_timeout_ms=2000)
-    try:
-        yield client
-    finally:
-        await client.close()
+def gc_payload(ledger_id: int, entry_id: int) -> bytes:
+    return payload_of_varied_size(ledger_id, entry_id, PAYLOAD_SIZES)
 
 
 def ledger_dirs_bytes(root: Path) -> int:
-    return sum(
-        path.stat().st_size for d in ("ledgers-a", "ledgers-b") for path in (root / d).rglob("*") if path.is_file()
-    )
-
-
-async def metric(bookie: ServerProcess, name: str) -> float:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as response:
-            text = await response.text()
-    return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
+    return sum(path.stat().st_size for d in LEDGER_DIRS for path in (root / d).rglob("*") if path.is_file())
 
 
 async def write_ledgers(conn: RawClient, store: MetadataStore, bookie: ServerProcess) -> None:
@@ -116,7 +72,7 @@ async def write_ledgers(conn: RawClient, store: MetadataStore, bookie: ServerPro
                 ledger_id=ledger_id,
                 entry_id=entry_id,
                 lac=entry_id - 1,
-                payload=payload_for(ledger_id, entry_id),
+                payload=gc_payload(ledger_id, entry_id),
             )
 
     await asyncio.gather(*(add(ledger_id, entry_id) for entry_id in range(ENTRIES) for ledger_id in LEDGERS))
@@ -132,7 +88,7 @@ async def read_ledger(conn: RawClient, ledger_id: int) -> list[bytes]:
 
 async def assert_live_ledgers_intact(conn: RawClient) -> None:
     for ledger_id in LIVE:
-        assert await read_ledger(conn, ledger_id) == [payload_for(ledger_id, e) for e in range(ENTRIES)], ledger_id
+        assert await read_ledger(conn, ledger_id) == [gc_payload(ledger_id, e) for e in range(ENTRIES)], ledger_id
 
 
 class ConcurrentReader:
@@ -148,7 +104,7 @@ class ConcurrentReader:
         while not self._stop.is_set():
             for ledger_id in LIVE:
                 try:
-                    if await read_ledger(self.conn, ledger_id) != [payload_for(ledger_id, e) for e in range(ENTRIES)]:
+                    if await read_ledger(self.conn, ledger_id) != [gc_payload(ledger_id, e) for e in range(ENTRIES)]:
                         self.failures.append(f"ledger {ledger_id}: different bytes")
                 except Exception as exc:
                     self.failures.append(f"ledger {ledger_id}: {exc!r}")
@@ -161,7 +117,7 @@ class ConcurrentReader:
 async def test_gc_shrinks_the_ledger_dirs_and_live_ledgers_stay_readable_throughout(
     tmp_path: Path, metastore: ServerProcess, store: MetadataStore
 ) -> None:
-    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}")
+    bookie = bookie_process(tmp_path, metastore.url, ledgers=LEDGER_DIRS, settings=GC_BOOKIE)
     async with started(bookie):
         conn = await connect(RawClient, bookie.host, bookie.port)
         await write_ledgers(conn, store, bookie)
@@ -196,9 +152,9 @@ async def test_gc_shrinks_the_ledger_dirs_and_live_ledgers_stay_readable_through
         await assert_live_ledgers_intact(conn)
         with pytest.raises(NoSuchLedgerError):
             await conn.request(ReadEntry, ledger_id=2, first_entry_id=0, count=1)
-        assert await metric(bookie, "bookie_gc_DELETED_LEDGER_TOTAL") == len(LEDGERS) - len(LIVE)
-        assert await metric(bookie, "bookie_gc_MAJOR_COMPACTION_TOTAL") == 1
-        assert await metric(bookie, "bookie_gc_RECLAIMED_COMPACTION_SPACE_BYTES") > 0
+        assert await metric_value(bookie, "bookie_gc_DELETED_LEDGER_TOTAL") == len(LEDGERS) - len(LIVE)
+        assert await metric_value(bookie, "bookie_gc_MAJOR_COMPACTION_TOTAL") == 1
+        assert await metric_value(bookie, "bookie_gc_RECLAIMED_COMPACTION_SPACE_BYTES") > 0
         async with aiohttp.ClientSession() as http:
             async with http.get(f"http://{bookie.host}:{bookie.http_port}/api/v1/bookie/gc") as response:
                 assert await response.json() == {"is_in_force_gc": False}
@@ -211,7 +167,7 @@ async def test_gc_shrinks_the_ledger_dirs_and_live_ledgers_stay_readable_through
         reader.conn.close()
 
         bookie.kill()
-        restarted = bookie_process(tmp_path, f"metastore://{metastore.address}", port=bookie.port)
+        restarted = bookie_process(tmp_path, metastore.url, port=bookie.port, ledgers=LEDGER_DIRS, settings=GC_BOOKIE)
         async with started(restarted):
             conn = await connect(RawClient, restarted.host, restarted.port)
             await assert_live_ledgers_intact(conn)
@@ -219,7 +175,7 @@ async def test_gc_shrinks_the_ledger_dirs_and_live_ledgers_stay_readable_through
 
 
 async def _write_cache_empty(bookie: ServerProcess) -> bool:
-    return await metric(bookie, "bookie_write_cache_count") == 0
+    return await metric_value(bookie, "bookie_write_cache_count") == 0
 
 
 def _files(root: Path) -> str:

@@ -5,16 +5,14 @@ non-storage metrics on ``/metrics``."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import aiohttp
-import pytest_asyncio
 
 from minipulsar.errors import TooManyRequestsError
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry
-from tests.support.process import ServerProcess, started, wait_for
+from tests.support.fixtures import bookie_fixture
+from tests.support.process import ServerProcess, wait_for
+from tests.support.raw_client import RawClient
+from tests.support.web import get_json, metric_value, metrics_text, web_url
 
 LOAD_KEYS = {
     "journalWriteBytesPerSecond",
@@ -35,6 +33,7 @@ LOAD_KEYS = {
     "readOnly",
     "state",
 }
+bookie = bookie_fixture(settings={"numReadWorkerThreads": 2, "maxPendingReadRequestsPerThread": 100})
 METRIC_NAMES = (
     "bookkeeper_server_ADD_ENTRY_REQUEST_bucket",
     "bookkeeper_server_READ_ENTRY_REQUEST_bucket",
@@ -45,45 +44,6 @@ METRIC_NAMES = (
     "bookie_SERVER_STATUS",
     "bookie_ledger_writable_dirs",
 )
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
-
-
-@pytest_asyncio.fixture
-async def bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    metastore = ServerProcess(
-        "metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")], tmp_path / "logs" / "metastore.log"
-    )
-    async with started(metastore):
-        bookie = ServerProcess(
-            "bookie",
-            [
-                "--port",
-                "0",
-                "--http-port",
-                "0",
-                "--journal-dir",
-                str(tmp_path / "journal"),
-                "--ledger-dirs",
-                str(tmp_path / "ledgers"),
-                "--metadata-url",
-                f"metastore://{metastore.address}",
-                "--set",
-                "zkTimeout=2000",
-                "--set",
-                "journalPreAllocSizeMB=1",
-                "--set",
-                "numReadWorkerThreads=2",
-                "--set",
-                "maxPendingReadRequestsPerThread=100",
-            ],
-            tmp_path / "logs" / "bookie.log",
-        )
-        async with started(bookie):
-            yield bookie
 
 
 async def test_bookie_info_reports_journal_throughput_fsync_latency_disk_and_state(bookie: ServerProcess) -> None:
@@ -109,19 +69,10 @@ async def test_bookie_info_reports_journal_throughput_fsync_latency_disk_and_sta
     assert 0 <= info["ledgerDirsUsedFraction"] <= 1 and info["readOnly"] is False and info["state"] == "writable"
     assert 0 < response.free_disk_bytes == info["ledgerDirsFreeBytes"] <= response.total_disk_bytes
     assert info["pendingAdds"] >= 0 and info["readPoolPending"] == 0
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://{bookie.host}:{bookie.http_port}/api/v1/bookie/info") as got:
-            over_http = await got.json()
+    over_http = await asyncio.to_thread(get_json, f"{web_url(bookie)}/api/v1/bookie/info")
     assert over_http.keys() >= LOAD_KEYS and over_http["bookieId"] == info["bookieId"]
     assert over_http["freeSpace"] == over_http["ledgerDirsFreeBytes"] and over_http["state"] == "writable"
     conn.close()
-
-
-async def metric(bookie: ServerProcess, name: str) -> float:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as got:
-            text = await got.text()
-    return float(next(line.split()[1] for line in text.splitlines() if line.startswith(name + " ")))
 
 
 async def test_a_heavy_reader_gets_too_many_requests_while_adds_complete(bookie: ServerProcess) -> None:
@@ -133,7 +84,7 @@ async def test_a_heavy_reader_gets_too_many_requests_while_adds_complete(bookie:
     writer = await connect(RawClient, bookie.host, bookie.port)
     reader = await connect(RawClient, bookie.host, bookie.port)
     await asyncio.gather(*(writer.request(AddEntry, ledger_id=1, entry_id=i, payload=bytes(100)) for i in range(50)))
-    rejected_before = await metric(bookie, "bookkeeper_server_READ_ENTRY_REJECTED")
+    rejected_before = await metric_value(bookie, "bookkeeper_server_READ_ENTRY_REJECTED")
     reads = [reader.request(ReadEntry, ledger_id=1, first_entry_id=i % 50, count=10) for i in range(400)]
     adds = [writer.request(AddEntry, ledger_id=2, entry_id=i, payload=bytes(1000)) for i in range(300)]
     read_results, add_results = await asyncio.gather(
@@ -144,15 +95,13 @@ async def test_a_heavy_reader_gets_too_many_requests_while_adds_complete(bookie:
     assert refused and served and len(refused) + len(served) == 400, {type(r) for r in read_results}
     assert all(r.entries and r.entries[0][1] == bytes(100) for r in served)
     assert [r.entry_id for r in add_results] == list(range(300)), "every add is acknowledged"
-    assert await metric(bookie, "bookkeeper_server_READ_ENTRY_REJECTED") == rejected_before + len(refused)
+    assert await metric_value(bookie, "bookkeeper_server_READ_ENTRY_REJECTED") == rejected_before + len(refused)
     writer.close()
     reader.close()
 
 
 async def test_metrics_use_bookkeepers_names(bookie: ServerProcess) -> None:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as got:
-            text = await got.text()
+    text = await asyncio.to_thread(metrics_text, bookie)
     names = {line.split("{")[0].split()[0] for line in text.splitlines() if line and not line.startswith("#")}
     missing = [name for name in METRIC_NAMES if name not in names]
     assert not missing, f"missing on /metrics: {missing}"

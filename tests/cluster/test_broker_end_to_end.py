@@ -3,35 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from minipulsar import Client, ConsumerType, InitialPosition, MessageId
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import wait_for
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, bookies=1) as cluster:
-        yield cluster
+from tests.support.web import metrics_text, topic_stats
 
 
 @pytest.fixture
 async def replicated_cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, bookies=3) as cluster:
+    async with make_cluster(tmp_path, bookies=3) as cluster:
         yield cluster
-
-
-def topic_stats(cluster: ProcessCluster, topic: str) -> dict:
-    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{topic}/stats"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
 
 
 async def test_messages_arrive_in_order_with_their_metadata(cluster: ProcessCluster) -> None:
@@ -150,13 +137,7 @@ async def test_broker_serves_pulsar_metrics(cluster: ProcessCluster) -> None:
             await producer.send(b"abc")
         for _ in range(3):
             await consumer.acknowledge(await consumer.receive(timeout_millis=10_000))
-    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/metrics"
-
-    def scrape() -> str:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-
-    text = await asyncio.to_thread(scrape)
+    text = await asyncio.to_thread(metrics_text, cluster.broker)
     labels = '{cluster="standalone",namespace="public/default",topic="persistent://public/default/metered"}'
     assert f"pulsar_in_messages_total{labels} 3.0" in text
     assert f"pulsar_out_messages_total{labels} 3.0" in text, "counted after the consumer left"

@@ -3,16 +3,16 @@ one-line errors (exit code 1, no traceback) for bad input and an unreachable bro
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from minipulsar.cli.client_verbs import UsageError, format_message, hexdump, message_bodies, parse_properties
 from minipulsar.cli.main import build_parser
+from tests.support.cli import run_cli
 from tests.support.client_fakes import make_message
+from tests.support.net import unused_port
 
 
 def test_produce_and_consume_take_pulsar_clients_flags() -> None:
@@ -124,12 +124,6 @@ def test_hexdump_has_sixteen_bytes_a_line() -> None:
     assert lines[1].startswith("00000010  10 11 12 13 ")
 
 
-def run_cli(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "minipulsar", *args], capture_output=True, text=True, timeout=timeout_s
-    )
-
-
 def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> None:
     assert result.returncode == 1, result
     lines = result.stderr.strip().splitlines()
@@ -149,15 +143,11 @@ def test_produce_without_messages_says_how_to_give_them() -> None:
     assert_one_line_error(run_cli("produce", "t", "--url", "pulsar://127.0.0.1:1"), "-m TEXT or -f FILE")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("verb", [["produce", "-m", "x"], ["consume", "-s", "sub"]])
 def test_an_unreachable_broker_is_one_line_and_exit_code_1(verb: list[str]) -> None:
     """Nothing listens on the port: the lookup gives up after --operation-timeout and the
     command says why in one line."""
-    result = run_cli(verb[0], "t", *verb[1:], "--url", f"pulsar://127.0.0.1:{free_port()}", "--operation-timeout", "1")
+    result = run_cli(
+        verb[0], "t", *verb[1:], "--url", f"pulsar://127.0.0.1:{unused_port()}", "--operation-timeout", "1"
+    )
     assert_one_line_error(result, "127.0.0.1")

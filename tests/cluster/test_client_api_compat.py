@@ -22,15 +22,12 @@ a subprocess of the project's interpreter from an unrelated directory, its text 
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import cluster_fixture
 
 OFFICIAL_ASYNC_IMPORTS = "import pulsar\nfrom pulsar.asyncio import Client, PulsarException\n"
 MINIPULSAR_ASYNC_IMPORTS = "import minipulsar as pulsar\nfrom minipulsar import Client, PulsarException\n"
@@ -135,16 +132,7 @@ print("OK")
 """
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessCluster]:
-    """One cluster for the module's programs (they only talk to it over TCP)."""
-    loop = asyncio.new_event_loop()
-    context = process_cluster(tmp_path_factory.mktemp("compat"))
-    try:
-        yield loop.run_until_complete(context.__aenter__())
-    finally:
-        loop.run_until_complete(context.__aexit__(None, None, None))
-        loop.close()
+cluster = cluster_fixture(per_module=True)
 
 
 def run_program(tmp_path: Path, source: str, cluster: ProcessCluster, topic: str) -> subprocess.CompletedProcess:

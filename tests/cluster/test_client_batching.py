@@ -5,10 +5,8 @@ One cluster serves the whole module (the tests use distinct topics)."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar import (
     BatchingType,
@@ -19,12 +17,12 @@ from minipulsar import (
     MemoryBufferIsFull,
     ProducerQueueIsFull,
 )
-from tests.support.cluster import process_cluster
+from tests.support.fixtures import client_fixture, cluster_fixture
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-def submit(producer, data: bytes) -> asyncio.Future:
+def send_async_outcome(producer, data: bytes) -> asyncio.Future:
     """send_async (taken or queued before it returns) with its outcome as a future."""
     future = asyncio.get_running_loop().create_future()
     producer.send_async(
@@ -33,16 +31,10 @@ def submit(producer, data: bytes) -> asyncio.Future:
     return future
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory):
-    async with process_cluster(Path(tmp_path_factory.mktemp("batching"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(cluster):
-    async with Client(cluster.service_url) as client:
-        yield client
+client = client_fixture(loop_scope="module")
 
 
 @pytest.mark.parametrize(
@@ -104,7 +96,7 @@ async def test_a_full_producer_fails_sends_when_not_blocking(client) -> None:
     producer = await client.create_producer(
         "full-raises", max_pending_messages=10, block_if_queue_full=False, batching_max_publish_delay_ms=1000
     )
-    pending = [submit(producer, b"%d" % i) for i in range(10)]
+    pending = [send_async_outcome(producer, b"%d" % i) for i in range(10)]
     with pytest.raises(ProducerQueueIsFull):
         await producer.send(b"one too many")
     failed = []
@@ -112,7 +104,7 @@ async def test_a_full_producer_fails_sends_when_not_blocking(client) -> None:
     await producer.flush()
     assert len(set(await asyncio.gather(*pending))) == 10
     assert len(failed) == 1 and isinstance(failed[0], ProducerQueueIsFull)
-    again = submit(producer, b"room again")
+    again = send_async_outcome(producer, b"room again")
     await producer.flush()
     assert (await again).entry_id() >= 0
 
@@ -151,10 +143,10 @@ async def test_the_client_memory_limit_bounds_pending_bytes(cluster) -> None:
         blocking = await client.create_producer(
             "memory-b", block_if_queue_full=True, batching_max_publish_delay_ms=1000
         )
-        first = [submit(raising, bytes(400)) for _ in range(2)]
+        first = [send_async_outcome(raising, bytes(400)) for _ in range(2)]
         with pytest.raises(MemoryBufferIsFull):
             await raising.send(bytes(400))
-        waiting = submit(blocking, bytes(400))
+        waiting = send_async_outcome(blocking, bytes(400))
         assert len(blocking._waiting) == 1
         await raising.flush()
         await asyncio.gather(*first)

@@ -5,15 +5,14 @@ resumes as it acknowledges."""
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from minipulsar import Client, ConsumerType, InitialPosition, Timeout
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import make_cluster
 from tests.support.process import wait_for
+from tests.support.web import consumer_stats
 
 TOPIC = "slow"
 QUEUE = 10
@@ -22,12 +21,6 @@ MESSAGES = 400
 UNACKED_MAX = 60
 """maxUnackedMessagesPerConsumer: the broker stops a Shared consumer with this many unacknowledged."""
 SETTINGS = {"preciseDispatcherFlowControl": True, "maxUnackedMessagesPerConsumer": UNACKED_MAX}
-
-
-def consumer_stats(cluster: ProcessCluster) -> dict:
-    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{TOPIC}/stats"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)["subscriptions"]["sub"]["consumers"][0]
 
 
 async def test_a_slow_consumer_holds_at_most_its_queue_plus_one_batch_and_resumes_as_it_acknowledges(
@@ -41,7 +34,7 @@ async def test_a_slow_consumer_holds_at_most_its_queue_plus_one_batch_and_resume
     and has no permits left. (2) Receiving without acknowledging stops near 60 unacknowledged
     (a receive times out). (3) Acknowledging them, then receiving and acknowledging one by one,
     gets the other messages in order. The queue is measured at every receive."""
-    async with process_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
+    async with make_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer(
                 TOPIC, batching_max_messages=BATCH, batching_max_publish_delay_ms=1000
@@ -57,7 +50,9 @@ async def test_a_slow_consumer_holds_at_most_its_queue_plus_one_batch_and_resume
                 initial_position=InitialPosition.Earliest,
             )
             await wait_for(lambda: len(consumer._queue) > 0, message="nothing was pushed")
-            await wait_for(lambda: consumer_stats(cluster)["availablePermits"] <= 0, message="permits left")
+            await wait_for(
+                lambda: consumer_stats(cluster, TOPIC, "sub")[0]["availablePermits"] <= 0, message="permits left"
+            )
             await consumer.get_last_message_id()  # whatever the broker pushed has arrived
             assert len(consumer._queue) == BATCH, "one entry for 10 permits"
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import time
-from pathlib import Path
 
 import pytest
 
@@ -23,7 +21,7 @@ from minipulsar.client.retry import LAST_ATTEMPT_S_MIN
 from minipulsar.errors import ServiceNotReadyError
 from minipulsar.net import Listener, ServerConnection, handles
 from minipulsar.protocol import commands as cmd
-from tests.support.cluster import process_cluster
+from tests.support.net import unused_port
 
 
 class RedirectingBroker:
@@ -68,19 +66,6 @@ class _Redirecting(ServerConnection):
         self.send(cmd.PartitionedMetadataResponse(id=command.id, partitions=0))
 
 
-def dead_port() -> int:
-    """A port nothing listens on (bound, then closed: connecting to it is refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path) as cluster:
-        yield cluster
-
-
 async def test_redirects_are_followed_carrying_the_authoritative_flag(cluster) -> None:
     """Goal: a lookup redirected twice reaches the real broker, and each hop is asked with the
     ``authoritative`` flag the previous hop sent. Method: the service URL is broker A, which
@@ -114,7 +99,7 @@ async def test_a_multi_host_service_url_moves_past_a_dead_host(cluster) -> None:
     """Goal: with ``pulsar://dead,alive`` lookups go on to the second host after the first
     refuses, and stay there. Method: create a producer and a consumer, exchange a message."""
     alive = cluster.service_url.removeprefix("pulsar://")
-    async with Client(f"pulsar://127.0.0.1:{dead_port()},{alive}", lookup_timeout_ms=10_000) as client:
+    async with Client(f"pulsar://127.0.0.1:{unused_port()},{alive}", lookup_timeout_ms=10_000) as client:
         producer = await client.create_producer("rotated")
         consumer = await client.subscribe("rotated", "sub", initial_position=InitialPosition.Earliest)
         await producer.send(b"through the second host")
@@ -126,7 +111,7 @@ async def test_an_unreachable_cluster_fails_after_the_lookup_timeout_naming_the_
     """Goal: when no host of the service URL accepts connections the error comes after
     ``lookup_timeout_ms`` (retries with backoff in between) and says which host refused.
     Method: two dead ports, lookup_timeout_ms=1500."""
-    ports = dead_port(), dead_port()
+    ports = unused_port(), unused_port()
     async with Client(f"pulsar://127.0.0.1:{ports[0]},127.0.0.1:{ports[1]}", lookup_timeout_ms=1500) as client:
         started = time.monotonic()
         with pytest.raises(ConnectError) as raised:

@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition
-from tests.support.cluster import process_cluster
-from tests.support.dispatch import BatchProducer, consumer_stats
+from tests.support.cluster import make_cluster
+from tests.support.dispatch import BatchProducer
 from tests.support.process import wait_for
+from tests.support.web import consumer_stats
 
 ENTRIES = 30
 PER_ENTRY = 100
@@ -32,7 +33,7 @@ async def test_precise_flow_control_keeps_a_consumer_within_one_entry_of_its_que
     earliest; before the application takes anything the broker has pushed exactly one entry
     (100 messages) and stopped (no permits left); then, receiving everything, the queue never
     holds more than 100 + 100 messages."""
-    async with process_cluster(tmp_path, broker_settings={"preciseDispatcherFlowControl": True}) as cluster:
+    async with make_cluster(tmp_path, broker_settings={"preciseDispatcherFlowControl": True}) as cluster:
         await _fill(cluster, "precise")
         async with Client(cluster.service_url) as client:
             consumer = await client.subscribe(
@@ -57,7 +58,7 @@ async def test_without_precise_flow_control_permits_are_spent_per_entry(tmp_path
     """Goal: show the contrast — Pulsar's default reads min(permits, batch) *entries*, so the
     same consumer is sent every one of the 30 entries, 3000 messages for 100 permits.
     Method: as above with the default config; the queue fills to 3000 before any receive."""
-    async with process_cluster(tmp_path) as cluster:
+    async with make_cluster(tmp_path) as cluster:
         await _fill(cluster, "imprecise")
         async with Client(cluster.service_url) as client:
             consumer = await client.subscribe(

@@ -10,13 +10,7 @@ import pytest
 
 from minipulsar import Client, ConsumerType
 from minipulsar.client.exceptions import CumulativeAcknowledgementNotAllowedError
-from tests.support.cluster import process_cluster
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path) as cluster:
-        yield cluster
+from tests.support.cluster import make_cluster
 
 
 async def _send(client: Client, topic: str, count: int) -> list:
@@ -112,7 +106,7 @@ async def test_acknowledgements_survive_a_broker_restart(tmp_path: Path, kill: b
     Method: 20 messages; subscription "ind" acks 0-4, 10, 12, 14 one by one; "cum" acks up to 9
     cumulatively; the broker restarts (stopped, or killed); an "end" message is sent and each
     subscription receives exactly its unacknowledged messages, then "end"."""
-    async with process_cluster(tmp_path) as cluster:
+    async with make_cluster(tmp_path) as cluster:
         async with Client(cluster.service_url) as client:
             individual = await client.subscribe("restart", "ind")
             cumulative = await client.subscribe("restart", "cum", consumer_type=ConsumerType.Failover)

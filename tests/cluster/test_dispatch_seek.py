@@ -8,9 +8,10 @@ from pathlib import Path
 
 from minipulsar import Client, MessageId
 from minipulsar.protocol import commands as cmd
-from tests.support.cluster import process_cluster
-from tests.support.dispatch import raw_connection, topic_stats
+from tests.support.cluster import make_cluster
+from tests.support.dispatch import raw_connection
 from tests.support.process import wait_for
+from tests.support.web import topic_stats
 
 
 async def test_seek_by_message_id_and_by_publish_time(tmp_path: Path) -> None:
@@ -19,7 +20,7 @@ async def test_seek_by_message_id_and_by_publish_time(tmp_path: Path) -> None:
     already acknowledged, and drops what the receiver queue held from before.
     Method: 5 messages, then (once the clock moved on) 5 more; everything is received and
     acknowledged; each seek is followed by the messages expected from there, in order."""
-    async with process_cluster(tmp_path) as cluster:
+    async with make_cluster(tmp_path) as cluster:
         async with Client(cluster.service_url) as client:
             consumer = await client.subscribe("seek", "sub")
             producer = await client.create_producer("seek")
@@ -51,7 +52,7 @@ async def test_non_durable_subscription_starts_at_its_message_id_and_ends_with_i
     and the subscription disappears with its consumer (a Reader's lifecycle).
     Method: 6 messages; a raw non-durable subscription from the 4th receives the last 3; once
     its consumer closes the topic's stats no longer list it."""
-    async with process_cluster(tmp_path) as cluster:
+    async with make_cluster(tmp_path) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer("reader")
             ids = [await producer.send(f"m-{i}".encode()) for i in range(6)]

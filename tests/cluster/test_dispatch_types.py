@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from minipulsar import Client, ConsumerType, InitialPosition, Timeout
 from minipulsar.errors import ConsumerBusyError
-from tests.support.cluster import process_cluster
-from tests.support.dispatch import consumer_stats
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import wait_for
+from tests.support.web import consumer_stats
 
-
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, broker_settings={"activeConsumerFailoverDelayTimeMillis": 200}) as cluster:
-        yield cluster
+cluster = cluster_fixture(broker_settings={"activeConsumerFailoverDelayTimeMillis": 200})
 
 
 async def test_exclusive_subscription_refuses_a_second_consumer(cluster) -> None:

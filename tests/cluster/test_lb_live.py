@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.request
 from pathlib import Path
 
 from minipulsar import Client
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import make_cluster
 from tests.support.process import wait_for
+from tests.support.web import metrics_text, sample_value
 
 SETTINGS = {
     "loadBalancerLoadSheddingStrategy": "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder",
@@ -39,18 +39,7 @@ async def reported_bundles(store, broker_id: str) -> set[str]:
     return set(json.loads(found.value).get("bundles", [])) if found is not None else set()
 
 
-def broker_id(cluster: ProcessCluster, index: int) -> str:
-    process = cluster.brokers[index]
-    return f"{process.host}:{process.http_port}"
-
-
-def metrics(cluster: ProcessCluster, index: int) -> str:
-    process = cluster.brokers[index]
-    with urllib.request.urlopen(f"http://{process.host}:{process.http_port}/metrics", timeout=10) as response:
-        return response.read().decode()
-
-
-async def keep_sending(producer, acked: list[int], stop: asyncio.Event) -> None:
+async def send_counting_acks(producer, acked: list[int], stop: asyncio.Event) -> None:
     payload = b"x" * 1024
     while not stop.is_set():
         await producer.send(payload)
@@ -63,7 +52,7 @@ async def test_threshold_shedder_moves_bundles_off_the_loaded_broker(tmp_path: P
     Method: 3 brokers; stop brokers 1 and 2; create 8 topics (4 bundles) with a producer each
     through broker 0; start brokers 1 and 2; wait until their load reports list bundles; check
     every producer still gets acks after the move and the leader counted the unloads."""
-    async with process_cluster(tmp_path, bookies=1, brokers=3, broker_settings=SETTINGS) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=3, broker_settings=SETTINGS) as cluster:
         await asyncio.gather(cluster.stop_broker(1), cluster.stop_broker(2))
         store = await open_metadata_store(cluster.metadata_url)
         stop = asyncio.Event()
@@ -71,15 +60,15 @@ async def test_threshold_shedder_moves_bundles_off_the_loaded_broker(tmp_path: P
             async with Client(cluster.service_url) as client:
                 producers = [await client.create_producer(topic) for topic in TOPICS]
                 counts = [[0] for _ in producers]
-                senders = [asyncio.ensure_future(keep_sending(p, c, stop)) for p, c in zip(producers, counts)]
-                first = broker_id(cluster, 0)
+                senders = [asyncio.ensure_future(send_counting_acks(p, c, stop)) for p, c in zip(producers, counts)]
+                first = cluster.broker_id(0)
                 await wait_for(
                     lambda: _has_bundles(store, first, 4),
                     timeout_s=20,
                     message="broker 0 does not report the 4 bundles",
                 )
                 await asyncio.gather(cluster.start_broker(1), cluster.start_broker(2))
-                others = [broker_id(cluster, 1), broker_id(cluster, 2)]
+                others = [cluster.broker_id(1), cluster.broker_id(2)]
 
                 async def moved() -> bool:
                     return any([await reported_bundles(store, b) for b in others])
@@ -98,12 +87,14 @@ async def test_threshold_shedder_moves_bundles_off_the_loaded_broker(tmp_path: P
         finally:
             stop.set()
             await store.close()
-        texts = [metrics(cluster, i) for i in range(3)]
-        leaders = [i for i, text in enumerate(texts) if _sample(text, "pulsar_lb_is_leader{") == 1.0]
+        texts = [metrics_text(cluster.brokers[i]) for i in range(3)]
+        leaders = [i for i, text in enumerate(texts) if sample_value(text, "pulsar_lb_is_leader") == 1.0]
         assert len(leaders) == 1, "\n".join(line for t in texts for line in t.splitlines() if "pulsar_lb" in line)
         assert (
-            _sample(
-                metrics(cluster, leaders[0]), 'pulsar_lb_unload_bundle_total{cluster="standalone",reason="Overloaded"}'
+            sample_value(
+                metrics_text(cluster.brokers[leaders[0]]),
+                "pulsar_lb_unload_bundle_total",
+                {"cluster": "standalone", "reason": "Overloaded"},
             )
             >= 1
         )
@@ -111,10 +102,3 @@ async def test_threshold_shedder_moves_bundles_off_the_loaded_broker(tmp_path: P
 
 async def _has_bundles(store, broker: str, count: int) -> bool:
     return len(await reported_bundles(store, broker)) >= count
-
-
-def _sample(text: str, prefix: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            return float(line.rsplit(" ", 1)[1])
-    return float("nan")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 
 from minipulsar import Client
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import make_cluster
 from tests.support.process import wait_for
+from tests.support.web import broker_web_url, get_json, metrics_text, sample_value
 
 FAST = {
     "loadBalancerReportUpdateMinIntervalMillis": 200,
@@ -20,31 +20,14 @@ FAST = {
 }
 
 
-def http_get(cluster: ProcessCluster, index: int, path: str) -> str:
-    process = cluster.brokers[index]
-    with urllib.request.urlopen(f"http://{process.host}:{process.http_port}{path}", timeout=10) as response:
-        return response.read().decode()
-
-
-def sample(text: str, prefix: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-def broker_id(cluster: ProcessCluster, index: int) -> str:
-    return f"{cluster.brokers[index].host}:{cluster.brokers[index].http_port}"
-
-
 async def test_a_broker_reports_its_bundles_traffic_and_usage(tmp_path: Path) -> None:
     """Goal: the broker's /loadbalance/brokers value is a LocalBrokerData with the traffic of its
     bundles. Method: one producer publishing 1 KiB messages; read the key until it shows the
     topic's bundle with a message rate, then check the usages and the lb metrics."""
     settings = {**FAST, "loadBalancerOverrideBrokerNicSpeedGbps": 0.001, "defaultNumberOfNamespaceBundles": 1}
-    async with process_cluster(tmp_path, bookies=1, brokers=1, broker_settings=settings) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=1, broker_settings=settings) as cluster:
         store = await open_metadata_store(cluster.metadata_url)
-        key = f"/loadbalance/brokers/{broker_id(cluster, 0)}"
+        key = f"/loadbalance/brokers/{cluster.broker_id(0)}"
         try:
             async with Client(cluster.service_url) as client:
                 producer = await client.create_producer("persistent://public/default/reported")
@@ -66,17 +49,17 @@ async def test_a_broker_reports_its_bundles_traffic_and_usage(tmp_path: Path) ->
         assert report["lastStats"][bundle]["msgThroughputIn"] > 0
         assert report["bandwidthIn"]["limit"] == 1000 and report["bandwidthIn"]["usage"] > 0  # kbit/s
         assert report["cpu"]["limit"] >= 100 and report["memory"]["usage"] > 0
-        metrics = http_get(cluster, 0, "/metrics")
-        assert sample(metrics, "pulsar_lb_bandwidth_in_usage{") > 0
-        assert sample(metrics, "pulsar_lb_is_leader{") == 1.0  # alone: it leads
-        assert sample(metrics, f'pulsar_lb_bundles_count{{broker="{broker_id(cluster, 0)}"') == 1
+        metrics = metrics_text(cluster.brokers[0])
+        assert sample_value(metrics, "pulsar_lb_bandwidth_in_usage") > 0
+        assert sample_value(metrics, "pulsar_lb_is_leader") == 1.0  # alone: it leads
+        assert sample_value(metrics, "pulsar_lb_bundles_count", {"broker": cluster.broker_id(0)}) == 1
 
 
 async def test_the_leader_moves_when_the_leading_broker_dies(tmp_path: Path) -> None:
     """Goal: /loadbalance/leader is re-elected when the leader's session ends. Method: 2 brokers;
     SIGKILL the leader; the other one leads within the session timeout (2 s) plus slack and counts
     the change."""
-    async with process_cluster(tmp_path, bookies=1, brokers=2, broker_settings=FAST) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=2, broker_settings=FAST) as cluster:
         store = await open_metadata_store(cluster.metadata_url)
         try:
 
@@ -86,19 +69,19 @@ async def test_the_leader_moves_when_the_leading_broker_dies(tmp_path: Path) -> 
 
             await wait_for(leader, timeout_s=10, message="no leader elected")
             first = await leader()
-            dying = [broker_id(cluster, i) for i in range(2)].index(first)
+            dying = [cluster.broker_id(i) for i in range(2)].index(first)
             survivor = 1 - dying
             await cluster.kill_broker(dying)
             await wait_for(
-                lambda: _leads(leader, broker_id(cluster, survivor)),
+                lambda: _leads(leader, cluster.broker_id(survivor)),
                 timeout_s=15,
                 message="the surviving broker did not take over",
             )
         finally:
             await store.close()
-        metrics = http_get(cluster, survivor, "/metrics")
-        assert sample(metrics, "pulsar_lb_is_leader{") == 1.0
-        assert sample(metrics, "pulsar_lb_leader_changes_total{") >= 2
+        metrics = metrics_text(cluster.brokers[survivor])
+        assert sample_value(metrics, "pulsar_lb_is_leader") == 1.0
+        assert sample_value(metrics, "pulsar_lb_leader_changes_total") >= 2
 
 
 async def _leads(leader, expected: str) -> bool:
@@ -115,7 +98,7 @@ async def test_the_leader_splits_a_bundle_with_too_many_topics(tmp_path: Path) -
         "loadBalancerNamespaceBundleMaxTopics": 2,
         "defaultNumberOfNamespaceBundles": 1,
     }
-    async with process_cluster(tmp_path, bookies=1, brokers=2, broker_settings=settings) as cluster:
+    async with make_cluster(tmp_path, bookies=1, brokers=2, broker_settings=settings) as cluster:
         async with Client(cluster.service_url) as client:
             for i in range(3):
                 producer = await client.create_producer(f"persistent://public/default/split-{i}")
@@ -123,13 +106,15 @@ async def test_the_leader_splits_a_bundle_with_too_many_topics(tmp_path: Path) -
 
             def bundles() -> int:
                 return (
-                    len(json.loads(http_get(cluster, 0, "/admin/v2/namespaces/public/default/bundles"))["boundaries"])
+                    len(get_json(f"{broker_web_url(cluster)}/admin/v2/namespaces/public/default/bundles")["boundaries"])
                     - 1
                 )
 
             await wait_for(lambda: bundles() >= 2, timeout_s=20, message="the bundle was not split")
 
         def splits_counted() -> float:  # the leader counts once the owner answered (after unloading the halves)
-            return max(sample(http_get(cluster, i, "/metrics"), "pulsar_lb_bundles_split_total{") for i in range(2))
+            return max(
+                sample_value(metrics_text(cluster.brokers[i]), "pulsar_lb_bundles_split_total") for i in range(2)
+            )
 
         await wait_for(lambda: splits_counted() >= 1, timeout_s=10, message="the leader did not count the split")

@@ -23,23 +23,12 @@ from minipulsar.metadata import (
     SessionEvent,
     open_metadata_store,
 )
-from tests.support.process import ServerProcess, wait_for
+from tests.support.fixtures import metastore_fixture
+from tests.support.process import wait_for
 
 StoreFactory = Callable[..., Awaitable[MetadataStore]]
 SHORT_SESSION_MS = 300
-
-
-@pytest.fixture(scope="module")
-def metastore(tmp_path_factory: pytest.TempPathFactory):
-    tmp = tmp_path_factory.mktemp("metastore")
-    server = ServerProcess(
-        "metastore",
-        ["--port", "0", "--data-dir", str(tmp / "data"), "--set", "minSessionTimeout=100"],
-        tmp / "metastore.log",
-    )
-    server.start()
-    yield server
-    assert server.stop() == 0, server.log_tail()
+metastore = metastore_fixture(per_module=True, settings={"minSessionTimeout": 100})
 
 
 @pytest_asyncio.fixture(params=["memory", "metastore"])

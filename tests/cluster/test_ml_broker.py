@@ -9,7 +9,7 @@ from pathlib import Path
 
 from minipulsar import Client, InitialPosition
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import process_cluster
+from tests.support.cluster import make_cluster
 from tests.support.process import wait_for
 
 ML_PATH = "/managed-ledgers/public/default/persistent/rolling"
@@ -27,7 +27,7 @@ async def test_broker_rolls_ledgers_and_trims_them_once_every_subscription_consu
         "defaultRetentionSizeInMB": 0,
         "retentionCheckIntervalInSeconds": 1,
     }
-    async with process_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
+    async with make_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
         store = await open_metadata_store(cluster.metadata_url, session_timeout_ms=2000)
         try:
             async with Client(cluster.service_url) as client:

@@ -82,11 +82,11 @@ async def env(tmp_path: Path, metastore: ServerProcess) -> AsyncIterator[Env]:
             await store.close()
 
 
-def payload(i: int, size: int = 0, publish_time_ms: int = 0) -> bytes:
+def batch_entry(i: int, size: int = 0, publish_time_ms: int = 0) -> bytes:
     return encode_batch(publish_time_ms, "p", [BatchMessage(i, b"m-%d" % i + bytes(size))])
 
 
-async def read_all(cursor: ManagedCursor) -> list:
+async def read_to_end(cursor: ManagedCursor) -> list:
     entries = []
     while cursor.has_more_entries():
         entries += await cursor.read_entries(100)
@@ -110,12 +110,12 @@ async def test_rollover_by_entries_keeps_every_queued_add_in_order(env: Env) -> 
     neither lost nor reordered. Method: 35 adds issued at once with 10 entries per ledger."""
     async with opened(env, max_entries_per_ledger=10, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
-        positions = await asyncio.gather(*(ledger.add_entry(payload(i)) for i in range(35)))
+        positions = await asyncio.gather(*(ledger.add_entry(batch_entry(i)) for i in range(35)))
         assert positions == sorted(positions) and len(set(positions)) == 35
         assert [info.entries for info in ledger.ledgers] == [10, 10, 10, None]
         assert [p.entry_id for p in positions[:12]] == [*range(10), 0, 1]
-        entries = await read_all(cursor)
-        assert [e.payload for e in entries] == [payload(i) for i in range(35)]
+        entries = await read_to_end(cursor)
+        assert [e.payload for e in entries] == [batch_entry(i) for i in range(35)]
         stored = await env.ledger_list()
         assert [item["entries"] for item in stored[:3]] == [10, 10, 10], "closed ledgers recorded in the ML info"
 
@@ -124,7 +124,7 @@ async def test_rollover_by_size(env: Env) -> None:
     """Goal: at managedLedgerMaxSizePerLedgerMbytes the ledger rolls after the entry that filled it."""
     async with opened(env, max_size_per_ledger_bytes=10_000, **KEEP_FOREVER) as ledger:
         for i in range(10):
-            await ledger.add_entry(payload(i, size=3_000))
+            await ledger.add_entry(batch_entry(i, size=3_000))
         sizes = [info.size for info in ledger.ledgers if info.entries is not None]
         assert [info.entries for info in ledger.ledgers][:2] == [4, 4], "3 entries < 10 kB ≤ 4 entries"
         assert all(10_000 <= size < 13_000 for size in sizes)
@@ -134,15 +134,15 @@ async def test_rollover_by_time_and_never_before_the_minimum_age(env: Env) -> No
     """Goal: a ledger rolls once managedLedgerMaxLedgerRolloverTimeMinutes passed (by the timer,
     without a write), and a full ledger waits for managedLedgerMinLedgerRolloverTimeMinutes."""
     async with opened(env, max_rollover_s=0.3, **KEEP_FOREVER) as ledger:
-        await ledger.add_entry(payload(0))
+        await ledger.add_entry(batch_entry(0))
         first = ledger.ledgers[0]
         await wait_for(lambda: first.entries == 1, timeout_s=5, interval_s=0.02, message="not rolled by age")
         assert len(ledger.ledgers) == 1, "the next ledger is created on the next write"
-        assert (await ledger.add_entry(payload(1))).ledger_id != first.ledger_id
+        assert (await ledger.add_entry(batch_entry(1))).ledger_id != first.ledger_id
     # The minimum age leaves a loaded 2-core CI machine ample time for three adds.
     async with opened(env, name=TOPIC + "-min", max_entries_per_ledger=1, min_rollover_s=2.0, **KEEP_FOREVER) as ledger:
         started_s = time.monotonic()
-        positions = [await ledger.add_entry(payload(i)) for i in range(3)]
+        positions = [await ledger.add_entry(batch_entry(i)) for i in range(3)]
         assert time.monotonic() - started_s < 2.0
         assert len({p.ledger_id for p in positions}) == 1, "full at 1 entry, but younger than the minimum"
         await wait_for(
@@ -162,15 +162,15 @@ async def test_consumed_ledgers_are_trimmed_without_retention_and_kept_while_nee
     async with opened(env, max_entries_per_ledger=5, retention_time_minutes=0, retention_size_mb=0) as ledger:
         fast = await ManagedCursor.open(ledger, "fast", env.store, start_at_earliest=True)
         slow = await ManagedCursor.open(ledger, "slow", env.store, start_at_earliest=True)
-        positions = [await ledger.add_entry(payload(i)) for i in range(17)]
+        positions = [await ledger.add_entry(batch_entry(i)) for i in range(17)]
         ids = sorted({p.ledger_id for p in positions})
         await fast.acknowledge_cumulative(positions[-1])
         await slow.acknowledge_cumulative(positions[7])  # inside the second ledger
         await wait_for(lambda: ledger.ledgers_trimmed == 1, timeout_s=5, message="ledger 1 not trimmed")
         assert not await env.ledger_exists(ids[0]) and await env.ledger_exists(ids[1])
         assert [item["ledgerId"] for item in await env.ledger_list()] == ids[1:]
-        entries = await read_all(slow)
-        assert [e.payload for e in entries[:2]] == [payload(8), payload(9)], "unacknowledged data still read"
+        entries = await read_to_end(slow)
+        assert [e.payload for e in entries[:2]] == [batch_entry(8), batch_entry(9)], "unacknowledged data still read"
         await slow.acknowledge_cumulative(positions[-1])
         await wait_for(lambda: ledger.ledgers_trimmed == len(ids) - 1, timeout_s=5, message="not trimmed")
         assert ledger.ledgers[0].ledger_id == ids[-1], "the current ledger is never trimmed"
@@ -183,12 +183,12 @@ async def test_retention_keeps_consumed_ledgers(env: Env) -> None:
     """Goal: with retention -1/-1 consumed ledgers are kept and stay readable from the start."""
     async with opened(env, max_entries_per_ledger=5, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
-        positions = [await ledger.add_entry(payload(i)) for i in range(12)]
+        positions = [await ledger.add_entry(batch_entry(i)) for i in range(12)]
         await cursor.acknowledge_cumulative(positions[-1])
         assert await ledger.trim_consumed_ledgers() == []
         assert len(ledger.ledgers) == 3
         reader = ManagedCursor.open_non_durable(ledger, "reader", Position(-1, -1))
-        assert len(await read_all(reader)) == 12
+        assert len(await read_to_end(reader)) == 12
 
 
 async def test_non_durable_cursors_hold_nothing_and_skip_forward(env: Env) -> None:
@@ -196,11 +196,11 @@ async def test_non_durable_cursors_hold_nothing_and_skip_forward(env: Env) -> No
     async with opened(env, max_entries_per_ledger=4, retention_time_minutes=0, retention_size_mb=0) as ledger:
         durable = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
         reader = ManagedCursor.open_non_durable(ledger, "reader", Position(-1, -1))
-        positions = [await ledger.add_entry(payload(i)) for i in range(10)]
+        positions = [await ledger.add_entry(batch_entry(i)) for i in range(10)]
         await durable.acknowledge_cumulative(positions[-1])
         await wait_for(lambda: len(ledger.ledgers) == 1, timeout_s=5, message="not trimmed")
         assert reader.read_position >= Position(ledger.ledgers[0].ledger_id, 0)
-        assert [e.payload for e in await read_all(reader)] == [payload(8), payload(9)]
+        assert [e.payload for e in await read_to_end(reader)] == [batch_entry(8), batch_entry(9)]
 
 
 async def test_trimming_waits_for_durable_cursors_not_yet_opened(env: Env) -> None:
@@ -209,12 +209,12 @@ async def test_trimming_waits_for_durable_cursors_not_yet_opened(env: Env) -> No
     async with opened(env, max_entries_per_ledger=3, **KEEP_FOREVER) as ledger:
         await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
         for i in range(7):
-            await ledger.add_entry(payload(i))
+            await ledger.add_entry(batch_entry(i))
     async with opened(env, max_entries_per_ledger=3, retention_time_minutes=0, retention_size_mb=0) as ledger:
         assert ledger.cursors == []
         assert await ledger.trim_consumed_ledgers() == []
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
-        assert [e.payload for e in await read_all(cursor)] == [payload(i) for i in range(7)]
+        assert [e.payload for e in await read_to_end(cursor)] == [batch_entry(i) for i in range(7)]
 
 
 # -- cursors --------------------------------------------------------------------------------------
@@ -225,14 +225,14 @@ async def test_individual_acks_persist_as_ranges_within_the_bound(env: Env) -> N
     only the first ranges are stored and the rest is delivered again (never lost)."""
     async with opened(env, max_unacked_ranges_to_persist=4, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
-        positions = [await ledger.add_entry(payload(i)) for i in range(20)]
+        positions = [await ledger.add_entry(batch_entry(i)) for i in range(20)]
         await cursor.acknowledge([p for i, p in enumerate(positions) if i % 4 in (1, 2)])  # 5 ranges of 2
         assert cursor.non_contiguous_deleted_ranges == 5 and cursor.unpersisted_ranges == 1
         stored = json.loads((await env.store.get(cursor.path)).value)["individualDeletedMessages"]
         assert len(stored) == 4 and all(len(item) == 4 for item in stored)
     async with opened(env, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
-        redelivered = [decode_batch(e.payload).messages[0].sequence_id for e in await read_all(cursor)]
+        redelivered = [decode_batch(e.payload).messages[0].sequence_id for e in await read_to_end(cursor)]
         assert redelivered == [0, 3, 4, 7, 8, 11, 12, 15, 16, 17, 18, 19], "17, 18 were acked but not stored"
         assert cursor.backlog_entries == 12
 
@@ -242,14 +242,14 @@ async def test_reset_by_position_and_by_publish_time(env: Env) -> None:
     entries before it count as acknowledged, durably."""
     async with opened(env, max_entries_per_ledger=4, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
-        positions = [await ledger.add_entry(payload(i, publish_time_ms=1000 * (i + 1))) for i in range(10)]
+        positions = [await ledger.add_entry(batch_entry(i, publish_time_ms=1000 * (i + 1))) for i in range(10)]
         assert await ledger.find_position_by_publish_time(0) == positions[0]
         assert await ledger.find_position_by_publish_time(5000) == positions[4]
         assert await ledger.find_position_by_publish_time(5001) == positions[5], "first published at or after"
         assert await ledger.find_position_by_publish_time(99_999) > positions[-1], "after the tail"
         await cursor.reset(await ledger.find_position_by_publish_time(7000))
-        assert [e.payload for e in await read_all(cursor)] == [
-            payload(i, publish_time_ms=1000 * (i + 1)) for i in range(6, 10)
+        assert [e.payload for e in await read_to_end(cursor)] == [
+            batch_entry(i, publish_time_ms=1000 * (i + 1)) for i in range(6, 10)
         ]
         await cursor.reset(positions[2])
         assert cursor.backlog_entries == 8
@@ -264,7 +264,7 @@ async def test_reset_by_position_and_by_publish_time(env: Env) -> None:
 async def tail(ledger: ManagedLedger, cursor: ManagedCursor, count: int) -> None:
     """Publish ``count`` entries one by one, the cursor reading each as it arrives."""
     for i in range(count):
-        await ledger.add_entry(payload(i, size=100))
+        await ledger.add_entry(batch_entry(i, size=100))
         while cursor.has_more_entries():
             await cursor.read_entries(10)
 
@@ -300,7 +300,7 @@ async def test_a_cursor_rewinding_behind_its_read_position_hits_only_with_mark_d
         env.cache.evict()  # one round of the periodic eviction
         hits, misses = cursor.cache_hits, cursor.cache_misses
         cursor.rewind()  # the consumer reconnected: redeliver from the mark-delete position
-        assert len(await read_all(cursor)) == 30
+        assert len(await read_to_end(cursor)) == 30
         if by_mark_delete:
             assert (cursor.cache_hits - hits, cursor.cache_misses - misses) == (30, 0)
         else:
@@ -313,9 +313,9 @@ async def test_catch_up_reads_are_misses_and_bounded_in_flight(env: Env) -> None
     env.cache.reads_in_flight.max_bytes = 300
     async with opened(env, cursor_backlogged_threshold=10, **KEEP_FOREVER) as ledger:
         for i in range(50):
-            await ledger.add_entry(payload(i, size=100))
+            await ledger.add_entry(batch_entry(i, size=100))
         readers = [ManagedCursor.open_non_durable(ledger, f"r{n}", Position(-1, -1)) for n in range(4)]
-        results = await asyncio.gather(*(read_all(reader) for reader in readers))
+        results = await asyncio.gather(*(read_to_end(reader) for reader in readers))
         assert all(len(entries) == 50 for entries in results)
         assert all(reader.cache_misses_catch_up >= 40 for reader in readers)
         assert env.cache.reads_in_flight.waited > 0 and env.cache.reads_in_flight.in_flight_bytes == 0
@@ -324,10 +324,10 @@ async def test_catch_up_reads_are_misses_and_bounded_in_flight(env: Env) -> None
 async def test_an_add_failure_does_not_lose_queued_adds(env: Env) -> None:
     """Goal: when the current ledger fails, the failed adds go first, in order, on the next ledger."""
     async with opened(env, **KEEP_FOREVER) as ledger:
-        first = await ledger.add_entry(payload(0))
+        first = await ledger.add_entry(batch_entry(0))
         handle = ledger._ledgers.current
         handle._fail(MiniPulsarError("simulated bookie write failure"))  # what a lost ensemble does
-        positions = await asyncio.gather(*(ledger.add_entry(payload(i)) for i in range(1, 6)))
+        positions = await asyncio.gather(*(ledger.add_entry(batch_entry(i)) for i in range(1, 6)))
         assert all(p.ledger_id != first.ledger_id for p in positions) and positions == sorted(positions)
         reader = ManagedCursor.open_non_durable(ledger, "r", Position(-1, -1))
-        assert [e.payload for e in await read_all(reader)] == [payload(i) for i in range(6)]
+        assert [e.payload for e in await read_to_end(reader)] == [batch_entry(i) for i in range(6)]

@@ -10,47 +10,35 @@ operations use namespaces of their own so the tests do not disturb each other.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 import json
 import subprocess
 import sys
-import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
-from minipulsar.cli.main import build_parser
 from minipulsar.errors import NotOwnerError
-from minipulsar.net import Connection, connect, parse_address
+from minipulsar.net import connect, parse_address
 from minipulsar.protocol import commands as cmd
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cli import run_admin
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import ServerProcess, wait_for
+from tests.support.raw_client import RawClient
+from tests.support.web import get_json, metrics_text, sample_value, web_url
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 TOPICS = [f"persistent://public/default/lookup-{i}" for i in range(8)]
+LOOKUP_TIMEOUT_S = 20.0
+"""An HTTP lookup or admin GET, following the 307s to the owner."""
 
 
-class Raw(Connection):
-    def command_received(self, command) -> None:
-        pass
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(tmp_path_factory.mktemp("ns"), bookies=1, brokers=3) as cluster:
-        yield cluster
-
-
-def web(broker: ServerProcess) -> str:
-    return f"http://{broker.host}:{broker.http_port}"
+cluster = cluster_fixture(per_module=True, brokers=3)
 
 
 async def lookup_once(address: tuple[str, int], topic: str, authoritative: bool) -> cmd.LookupResponse:
-    connection = await connect(Raw, *address)
+    connection = await connect(RawClient, *address)
     try:
         return await connection.request(cmd.Lookup, topic=topic, authoritative=authoritative)
     finally:
@@ -79,22 +67,9 @@ async def owner_via(broker: ServerProcess, topic: str) -> str:
     return found[-1]
 
 
-def http_get(url: str) -> object:
-    with urllib.request.urlopen(url, timeout=20) as response:  # follows the 307s of GET
-        return json.loads(response.read())
-
-
 async def admin(*argv: str) -> tuple[int, str, str]:
     """``minipulsar admin ARGV`` in-process (on a thread): (exit code, stdout, stderr)."""
-
-    def run() -> tuple[int, str, str]:
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            args = build_parser().parse_args(["admin", *argv])
-            code = args.func(args)
-        return code, out.getvalue(), err.getvalue()
-
-    return await asyncio.to_thread(run)
+    return await asyncio.to_thread(run_admin, *argv)
 
 
 def broker_of(cluster: ProcessCluster, service_url: str) -> ServerProcess:
@@ -102,9 +77,8 @@ def broker_of(cluster: ProcessCluster, service_url: str) -> ServerProcess:
 
 
 async def owned_bundles(broker: ServerProcess) -> dict:
-    return await asyncio.to_thread(
-        http_get, f"{web(broker)}/admin/v2/brokers/standalone/{broker.host}:{broker.http_port}/ownedNamespaces"
-    )
+    url = f"{web_url(broker)}/admin/v2/brokers/standalone/{broker.host}:{broker.http_port}/ownedNamespaces"
+    return await asyncio.to_thread(get_json, url, LOOKUP_TIMEOUT_S)
 
 
 async def test_lookups_from_any_broker_agree_on_the_owner(cluster: ProcessCluster) -> None:
@@ -114,7 +88,8 @@ async def test_lookups_from_any_broker_agree_on_the_owner(cluster: ProcessCluste
         owner = owners.pop()
         for broker in cluster.brokers:  # HTTP lookup on each broker agrees (307s followed)
             local = topic.rsplit("/", 1)[1]
-            data = await asyncio.to_thread(http_get, f"{web(broker)}/lookup/v2/topic/persistent/public/default/{local}")
+            url = f"{web_url(broker)}/lookup/v2/topic/persistent/public/default/{local}"
+            data = await asyncio.to_thread(get_json, url, LOOKUP_TIMEOUT_S)
             assert data["brokerUrl"] == owner
     owned = {name for broker in cluster.brokers for name in await owned_bundles(broker)}
     assert owned and all(name.startswith("public/default/0x") for name in owned)
@@ -124,14 +99,14 @@ async def test_producer_on_a_broker_that_does_not_own_the_bundle_gets_not_owner(
     topic = TOPICS[0]
     owner = await owner_via(cluster.broker, topic)
     other = next(b for b in cluster.brokers if f"pulsar://{b.address}" != owner)
-    connection = await connect(Raw, other.host, other.port)
+    connection = await connect(RawClient, other.host, other.port)
     try:
         with pytest.raises(NotOwnerError):
             await connection.request(cmd.Producer, topic=topic, producer_id=1)
     finally:
         connection.close()
     owner_broker = broker_of(cluster, owner)
-    connection = await connect(Raw, owner_broker.host, owner_broker.port)
+    connection = await connect(RawClient, owner_broker.host, owner_broker.port)
     try:
         created = await connection.request(cmd.Producer, topic=topic, producer_id=1)
         assert isinstance(created, cmd.ProducerSuccess)
@@ -140,14 +115,14 @@ async def test_producer_on_a_broker_that_does_not_own_the_bundle_gets_not_owner(
 
 
 async def test_admin_lists_brokers_and_creates_tenants_and_namespaces(cluster: ProcessCluster) -> None:
-    url = ["--admin-url", web(cluster.brokers[1])]
+    url = ["--admin-url", web_url(cluster.brokers[1])]
     code, out, _ = await admin(*url, "brokers", "list")
     assert code == 0 and sorted(out.split()) == sorted(f"{b.host}:{b.http_port}" for b in cluster.brokers)
     assert (await admin(*url, "tenants", "create", "acme"))[0] == 0
     assert (await admin(*url, "namespaces", "create", "acme/orders", "--bundles", "8"))[0] == 0
     code, out, _ = await admin(*url, "namespaces", "bundles", "acme/orders")
     assert code == 0 and json.loads(out)["numBundles"] == 8 and json.loads(out)["boundaries"][-1] == "0xffffffff"
-    code, out, _ = await admin("--admin-url", web(cluster.brokers[2]), "namespaces", "list", "acme")
+    code, out, _ = await admin("--admin-url", web_url(cluster.brokers[2]), "namespaces", "list", "acme")
     assert (code, out.split()) == (0, ["acme/orders"])
     code, out, _ = await admin(*url, "tenants", "list")
     assert {"public", "acme"} <= set(out.split())
@@ -156,7 +131,7 @@ async def test_admin_lists_brokers_and_creates_tenants_and_namespaces(cluster: P
 
 
 async def test_admin_names_bad_input_and_unreachable_brokers_clearly(cluster: ProcessCluster) -> None:
-    url = ["--admin-url", web(cluster.broker)]
+    url = ["--admin-url", web_url(cluster.broker)]
     code, _, err = await admin(*url, "namespaces", "bundles", "no-slash")
     assert code == 2 and "invalid namespace 'no-slash'" in err
     code, _, err = await admin(*url, "namespaces", "unload", "public/default", "--bundle", "0x1_0x2")
@@ -178,7 +153,7 @@ async def test_topics_lookup_cli_agrees_with_the_binary_lookup(cluster: ProcessC
             "minipulsar",
             "admin",
             "--admin-url",
-            web(cluster.brokers[0]),
+            web_url(cluster.brokers[0]),
             "topics",
             "lookup",
             topic,
@@ -197,7 +172,7 @@ async def test_unloading_a_bundle_through_any_broker_releases_it(cluster: Proces
     bundle = next(name for name in await owned_bundles(owner) if _contains(name, topic))
     other = next(b for b in cluster.brokers if b is not owner)  # forwarded to the owner by a 307
     code, _, err = await admin(
-        "--admin-url", web(other), "namespaces", "unload", "public/default", "--bundle", bundle.rsplit("/", 1)[1]
+        "--admin-url", web_url(other), "namespaces", "unload", "public/default", "--bundle", bundle.rsplit("/", 1)[1]
     )
     assert code == 0, err
     assert bundle not in await owned_bundles(owner)
@@ -205,7 +180,7 @@ async def test_unloading_a_bundle_through_any_broker_releases_it(cluster: Proces
 
 
 async def test_split_bundle_owns_both_halves_on_the_same_broker(cluster: ProcessCluster) -> None:
-    url = ["--admin-url", web(cluster.brokers[0])]
+    url = ["--admin-url", web_url(cluster.brokers[0])]
     await admin(*url, "tenants", "create", "split")
     assert (await admin(*url, "namespaces", "create", "split/ns", "--bundles", "2"))[0] == 0
     topic = "persistent://split/ns/t"
@@ -213,7 +188,7 @@ async def test_split_bundle_owns_both_halves_on_the_same_broker(cluster: Process
     bundle = next(name for name in await owned_bundles(owner) if _contains(name, topic)).rsplit("/", 1)[1]
     code, out, err = await admin(
         "--admin-url",
-        web(cluster.brokers[2]),
+        web_url(cluster.brokers[2]),
         "namespaces",
         "split-bundle",
         "split/ns",
@@ -245,19 +220,9 @@ async def test_split_bundle_owns_both_halves_on_the_same_broker(cluster: Process
 
 async def test_metrics_count_owned_bundles_and_lookups(cluster: ProcessCluster) -> None:
     owner = broker_of(cluster, await owner_via(cluster.broker, TOPICS[2]))
-
-    def scrape() -> str:
-        with urllib.request.urlopen(f"{web(owner)}/metrics", timeout=20) as response:
-            return response.read().decode()
-
-    text = await asyncio.to_thread(scrape)
-    values = {
-        line.split("{")[0]: float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("pulsar_") and "{" in line
-    }
-    assert values["pulsar_broker_bundles_count"] >= 1
-    assert values["pulsar_broker_lookup_answers_total"] >= 1
+    text = await asyncio.to_thread(metrics_text, owner)
+    assert sample_value(text, "pulsar_broker_bundles_count") >= 1
+    assert sample_value(text, "pulsar_broker_lookup_answers_total") >= 1
     for name in (
         "pulsar_broker_lookup_redirects_total",
         "pulsar_broker_lookup_failures_total",
@@ -266,7 +231,7 @@ async def test_metrics_count_owned_bundles_and_lookups(cluster: ProcessCluster) 
         "pulsar_broker_topic_load_pending_requests",
         "pulsar_topic_load_times_count",
     ):
-        assert name in values, name
+        assert sample_value(text, name) is not None, name
 
 
 def _contains(bundle_name: str, topic: str) -> bool:
@@ -282,7 +247,9 @@ async def test_a_missing_namespace_in_a_lookup_is_created_with_the_default_bundl
     cluster: ProcessCluster, tmp_path: Path
 ) -> None:
     await owner_via(cluster.brokers[1], "persistent://fresh-tenant/fresh-ns/t")
-    code, out, _ = await admin("--admin-url", web(cluster.brokers[0]), "namespaces", "bundles", "fresh-tenant/fresh-ns")
+    code, out, _ = await admin(
+        "--admin-url", web_url(cluster.brokers[0]), "namespaces", "bundles", "fresh-tenant/fresh-ns"
+    )
     assert code == 0 and json.loads(out)["numBundles"] == 4
 
 
@@ -293,7 +260,7 @@ async def test_unload_with_a_destination_hands_the_bundle_to_that_broker(cluster
     destination = next(b for b in cluster.brokers if b is not owner)
     code, _, err = await admin(
         "--admin-url",
-        web(cluster.brokers[2]),
+        web_url(cluster.brokers[2]),
         "namespaces",
         "unload",
         "public/default",

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
-
-import pytest_asyncio
 
 from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.cli.admin import AdminClient
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import ServerProcess, wait_for
 
 TOPIC = "persistent://public/default/moving"
@@ -139,17 +137,14 @@ class Traffic:
         assert len(self.receipted) > 3 * PROGRESS
 
 
-@pytest_asyncio.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(tmp_path, bookies=1, brokers=3) as cluster:
-        yield cluster
+cluster = cluster_fixture(brokers=3)
 
 
 def service_url(cluster: ProcessCluster) -> str:
     return "pulsar://" + ",".join(b.address for b in cluster.brokers)
 
 
-def http(method: str, url: str) -> bytes:
+def admin_http(method: str, url: str) -> bytes:
     """``method url`` following redirects (a PUT's 307 to a bundle's owner too), as the admin CLI does."""
     parts = urlsplit(url)
     answer = AdminClient(f"http://{parts.netloc}", 60).request(
@@ -162,14 +157,14 @@ async def owner(cluster: ProcessCluster, via: ServerProcess | None = None) -> Se
     """The broker serving TOPIC, by the HTTP lookup (307s followed)."""
     via = via or next(b for b in cluster.brokers if b.running)
     url = f"http://{via.host}:{via.http_port}/lookup/v2/topic/persistent/public/default/moving"
-    broker_url = json.loads(await asyncio.to_thread(http, "GET", url))["brokerUrl"]
+    broker_url = json.loads(await asyncio.to_thread(admin_http, "GET", url))["brokerUrl"]
     return next(b for b in cluster.brokers if f"pulsar://{b.address}" == broker_url)
 
 
 async def bundle_of_topic(broker: ServerProcess) -> str:
     owned = json.loads(
         await asyncio.to_thread(
-            http,
+            admin_http,
             "GET",
             f"http://{broker.host}:{broker.http_port}/admin/v2/brokers/standalone/"
             f"{broker.host}:{broker.http_port}/ownedNamespaces",
@@ -206,21 +201,23 @@ async def test_unload_and_split_move_the_bundle_while_clients_keep_running(clust
         bundle = await bundle_of_topic(current)
         other = next(b for b in cluster.brokers if b is not current)  # 307 to the owner
         await asyncio.to_thread(
-            http, "PUT", f"http://{other.host}:{other.http_port}/admin/v2/namespaces/public/default/{bundle}/unload"
+            admin_http,
+            "PUT",
+            f"http://{other.host}:{other.http_port}/admin/v2/namespaces/public/default/{bundle}/unload",
         )
 
     async def split_with_unload() -> None:
         current = await owner(cluster)
         bundle = await bundle_of_topic(current)
         await asyncio.to_thread(
-            http,
+            admin_http,
             "PUT",
             f"http://{current.host}:{current.http_port}/admin/v2/namespaces/public/default/{bundle}/split?unload=true",
         )
 
     async def unload_namespace() -> None:
         await asyncio.to_thread(
-            http,
+            admin_http,
             "PUT",
             f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/namespaces/public/default/unload",
         )
@@ -229,7 +226,7 @@ async def test_unload_and_split_move_the_bundle_while_clients_keep_running(clust
     traffic.check()
     bundles = json.loads(
         await asyncio.to_thread(
-            http,
+            admin_http,
             "GET",
             f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/namespaces/public/default/bundles",
         )

@@ -9,50 +9,35 @@ partition a message went to is read from its id and from consumers of single par
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import subprocess
-import sys
-import urllib.request
 from collections import defaultdict
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar import Client, ConsumerType, HashingScheme, InitialPosition, PartitionsRoutingMode
 from minipulsar.client.routing import java_string_hash, murmur3_32_hash
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cli import run_cli
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import client_fixture, cluster_fixture
 from tests.support.process import wait_for
+from tests.support.web import broker_web_url, http_request
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 EARLIEST = InitialPosition.Earliest
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(Path(tmp_path_factory.mktemp("partitioned"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(cluster: ProcessCluster) -> AsyncIterator[Client]:
-    async with Client(cluster.service_url) as client:
-        yield client
+client = client_fixture(loop_scope="module")
 
 
 def _put_partitions(cluster: ProcessCluster, local_name: str, partitions: int) -> None:
-    url = (
-        f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-        f"/admin/v2/persistent/public/default/{local_name}/partitions"
-    )
-    request = urllib.request.Request(
-        url, data=json.dumps(partitions).encode(), method="PUT", headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 204
+    url = f"{broker_web_url(cluster)}/admin/v2/persistent/public/default/{local_name}/partitions"
+    status, answer = http_request("PUT", url, partitions)
+    assert status == 204, (status, answer)
 
 
 async def partitioned(cluster: ProcessCluster, local_name: str, partitions: int) -> str:
@@ -167,10 +152,6 @@ async def test_a_list_of_topics_and_a_regex_are_one_subscription_with_rediscover
     assert (await pattern.receive(10_000)).data() == b"late"
     await late.close()
     await pattern.close()
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minipulsar", *args], capture_output=True, text=True, timeout=60)
 
 
 async def test_cli_produce_and_consume_with_key_properties_files_and_hex(

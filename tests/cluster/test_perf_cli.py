@@ -11,18 +11,18 @@ import asyncio
 import json
 import re
 import signal
-import socket
 import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
+from tests.support.fixtures import cluster_fixture
+from tests.support.net import unused_port
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -52,10 +52,7 @@ LATENCY_AGGREGATE = re.compile(
 RUN_TIMEOUT_S = 60
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory):
-    async with process_cluster(Path(tmp_path_factory.mktemp("perf"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
 async def start_perf(*args: str) -> asyncio.subprocess.Process:
@@ -250,7 +247,7 @@ async def test_managed_ledger_writes_to_the_bookies_without_a_broker(tmp_path: P
     Method: -e 2 -w 2 -a 2 on 2 ledgers; then read the ledgers' metadata: closed, on both
     bookies, holding every entry counted."""
     report = tmp_path / "ledger.json"
-    async with process_cluster(tmp_path / "cluster", bookies=2, brokers=0) as cluster:
+    async with make_cluster(tmp_path / "cluster", bookies=2, brokers=0) as cluster:
         code, lines, err = await perf(
             "managed-ledger",
             "-md",
@@ -295,14 +292,8 @@ async def test_managed_ledger_writes_to_the_bookies_without_a_broker(tmp_path: P
         assert entries == result["messages"]
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def test_an_unreachable_cluster_is_one_error_line_and_exit_1() -> None:
-    port = closed_port()
+    port = unused_port()
     (code, lines, err), (ml_code, _, ml_err) = await asyncio.gather(
         perf("produce", "t", "-u", f"pulsar://127.0.0.1:{port}", "--operation-timeout", "1", "-time", "1"),
         perf("managed-ledger", "-md", f"metastore://127.0.0.1:{port}", "-time", "1"),

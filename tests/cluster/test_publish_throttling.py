@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import time
-import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
+from tests.support.web import metrics_text, sample_value
 
 LIMIT_MB = 1
 SMALL_BYTES, LARGE_BYTES = 100, 64 * 1024
@@ -32,16 +31,11 @@ PRODUCE_FOR_S = 3.0
 STOPPED_S, RUNNING_S = 0.2, 0.1
 
 
-def metrics(cluster: ProcessCluster) -> str:
-    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read().decode()
-
-
-def metric(text: str, name: str) -> float:
-    match = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.MULTILINE)
-    assert match is not None, f"{name} is not exported"
-    return float(match.group(1))
+def exported(text: str, name: str) -> float:
+    """The value of ``name`` in /metrics ``text``; fails when it is not exported."""
+    value = sample_value(text, name)
+    assert value is not None, f"{name} is not exported"
+    return value
 
 
 async def slow_bookie(cluster: ProcessCluster, stop: asyncio.Event) -> None:
@@ -92,7 +86,7 @@ async def test_a_slow_bookie_throttles_producers_without_losing_messages(tmp_pat
         "maxMessagePublishBufferSizeInMB": LIMIT_MB,
         "maxPendingPublishRequestsPerConnection": MAX_PENDING_PER_CONNECTION,
     }
-    async with process_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
+    async with make_cluster(tmp_path, bookies=1, broker_settings=settings) as cluster:
         acked: dict[bytes, object] = {}
         observed_global, observed_throttled = 0.0, 0.0
         stop = asyncio.Event()
@@ -106,25 +100,27 @@ async def test_a_slow_bookie_throttles_producers_without_losing_messages(tmp_pat
         )
         try:
             while not producers.done():
-                text = await asyncio.to_thread(metrics, cluster)
-                observed_global = max(observed_global, metric(text, "pulsar_broker_throttled_connections_global_limit"))
-                observed_throttled = max(observed_throttled, metric(text, "pulsar_broker_throttled_connections"))
+                text = await asyncio.to_thread(metrics_text, cluster.broker)
+                observed_global = max(
+                    observed_global, exported(text, "pulsar_broker_throttled_connections_global_limit")
+                )
+                observed_throttled = max(observed_throttled, exported(text, "pulsar_broker_throttled_connections"))
                 await asyncio.wait({producers}, timeout=0.05)
         finally:
             stop.set()
             await slowing
         await producers
 
-        text = await asyncio.to_thread(metrics, cluster)
+        text = await asyncio.to_thread(metrics_text, cluster.broker)
         limit = LIMIT_MB * 1024 * 1024
-        peak = metric(text, "pulsar_broker_publish_buffer_max_usage")
-        assert metric(text, "pulsar_broker_publish_buffer_limit") == limit
-        assert metric(text, "pulsar_broker_publish_buffer_pauses_total") >= 1, "the buffer never filled"
-        assert metric(text, "pulsar_broker_connection_pauses_total") >= 1, "the per-connection limit never held"
+        peak = exported(text, "pulsar_broker_publish_buffer_max_usage")
+        assert exported(text, "pulsar_broker_publish_buffer_limit") == limit
+        assert exported(text, "pulsar_broker_publish_buffer_pauses_total") >= 1, "the buffer never filled"
+        assert exported(text, "pulsar_broker_connection_pauses_total") >= 1, "the per-connection limit never held"
         assert observed_global == 2 and observed_throttled >= 2, "both producer connections were paused at once"
         assert limit <= peak <= limit + 2 * (READ_BUFFER_BYTES + LARGE_BYTES), f"peak {peak} bytes"
-        assert metric(text, "pulsar_broker_publish_buffer_usage") == 0, "everything was persisted in the end"
-        assert metric(text, "pulsar_broker_throttled_connections") == 0
+        assert exported(text, "pulsar_broker_publish_buffer_usage") == 0, "everything was persisted in the end"
+        assert exported(text, "pulsar_broker_throttled_connections") == 0
 
         async with Client(cluster.service_url) as client:
             consumer = await client.subscribe("throttled", "check", initial_position=InitialPosition.Earliest)

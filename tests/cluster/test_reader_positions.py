@@ -9,32 +9,23 @@ topic. Batches are made by sending concurrently with batching on.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
-import urllib.request
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from minipulsar import Client, MessageId, Timeout
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import client_fixture, cluster_fixture
 from tests.support.process import wait_for
+from tests.support.web import topic_stats
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ProcessCluster]:
-    async with process_cluster(Path(tmp_path_factory.mktemp("readers"))) as cluster:
-        yield cluster
+cluster = cluster_fixture(per_module=True)
 
 
-@pytest_asyncio.fixture(loop_scope="module")
-async def client(cluster: ProcessCluster) -> AsyncIterator[Client]:
-    async with Client(cluster.service_url) as client:
-        yield client
+client = client_fixture(loop_scope="module")
 
 
 async def publish(client: Client, topic: str, texts: list[str], *, batched: bool) -> list[MessageId]:
@@ -47,7 +38,7 @@ async def publish(client: Client, topic: str, texts: list[str], *, batched: bool
     return list(ids)
 
 
-async def drain(reader, expected: int) -> list[str]:
+async def drain_reader(reader, expected: int) -> list[str]:
     """The next ``expected`` messages (each waited for generously), then proof that no other
     follows soon (a short wait that must time out)."""
     out = [(await reader.read_next(10_000)).data().decode() for _ in range(expected)]
@@ -66,22 +57,23 @@ async def test_reader_start_positions_follow_pulsars_rules(client: Client) -> No
     assert len({(i.ledger_id(), i.entry_id()) for i in batch}) < 6, "the concurrent sends were batched"
     everything = [f"p{i}" for i in range(3)] + [f"b{i}" for i in range(6)]
 
-    assert await drain(await client.create_reader(topic, MessageId.earliest), 9) == everything
-    assert await drain(await client.create_reader(topic, plain[1]), 7) == everything[2:]
+    assert await drain_reader(await client.create_reader(topic, MessageId.earliest), 9) == everything
+    assert await drain_reader(await client.create_reader(topic, plain[1]), 7) == everything[2:]
     assert (
-        await drain(await client.create_reader(topic, plain[1], start_message_id_inclusive=True), 8) == everything[1:]
+        await drain_reader(await client.create_reader(topic, plain[1], start_message_id_inclusive=True), 8)
+        == everything[1:]
     )
-    assert await drain(await client.create_reader(topic, batch[2]), 3) == everything[6:], "inside a batch"
+    assert await drain_reader(await client.create_reader(topic, batch[2]), 3) == everything[6:], "inside a batch"
     inclusive = await client.create_reader(topic, batch[2], start_message_id_inclusive=True)
-    assert await drain(inclusive, 4) == everything[5:]
+    assert await drain_reader(inclusive, 4) == everything[5:]
     restored = MessageId.deserialize(batch[3].serialize())
-    assert await drain(await client.create_reader(topic, restored), 2) == everything[7:]
+    assert await drain_reader(await client.create_reader(topic, restored), 2) == everything[7:]
 
     latest = await client.create_reader(topic, MessageId.latest)
     assert not await latest.has_message_available()
     await publish(client, topic, ["new"], batched=False)
     assert await latest.has_message_available()
-    assert await drain(latest, 1) == ["new"]
+    assert await drain_reader(latest, 1) == ["new"]
 
 
 async def test_has_message_available_tracks_what_was_read(client: Client) -> None:
@@ -107,19 +99,11 @@ async def test_seek_by_message_id_and_by_publish_time(client: Client) -> None:
     await publish(client, topic, ["new-0", "new-1"], batched=False)
     reader = await client.create_reader(topic, MessageId.latest)
     await reader.seek(first[0])
-    assert await drain(reader, 3) == ["old-1", "new-0", "new-1"], "exclusive: after the id"
+    assert await drain_reader(reader, 3) == ["old-1", "new-0", "new-1"], "exclusive: after the id"
     await reader.seek(boundary_ms)
-    assert await drain(reader, 2) == ["new-0", "new-1"]
+    assert await drain_reader(reader, 2) == ["new-0", "new-1"]
     await reader.seek(MessageId.earliest)
     assert (await reader.read_next(5000)).data() == b"old-0"
-
-
-def topic_stats(cluster: ProcessCluster, local_name: str) -> dict:
-    url = (
-        f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{local_name}/stats"
-    )
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
 
 
 async def test_a_readers_subscription_is_non_durable_and_ends_with_it(client: Client, cluster: ProcessCluster) -> None:

@@ -5,33 +5,18 @@ durable position, and nothing is kept for a subscriber that comes later."""
 from __future__ import annotations
 
 import asyncio
-import json
-import re
-import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, MessageId
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import make_cluster
 from tests.support.process import wait_for
+from tests.support.web import metrics_text, sample_value, topic_stats
 
 TOPIC = "non-persistent://public/default/live"
 
 
-def admin(cluster: ProcessCluster, path: str) -> dict:
-    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/non-persistent/public/default/{path}"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
-def metrics(cluster: ProcessCluster) -> str:
-    with urllib.request.urlopen(
-        f"http://{cluster.broker.host}:{cluster.broker.http_port}/metrics", timeout=10
-    ) as response:
-        return response.read().decode()
-
-
 async def test_delivery_within_permits_and_drops_beyond_them(tmp_path: Path) -> None:
-    async with process_cluster(tmp_path, broker_settings={"statsUpdateFrequencyInSecs": 0.2}) as cluster:
+    async with make_cluster(tmp_path, broker_settings={"statsUpdateFrequencyInSecs": 0.2}) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer(TOPIC)
             assert await producer.send(b"before anyone listens") == MessageId(-1, -1, -1, -1)
@@ -40,7 +25,7 @@ async def test_delivery_within_permits_and_drops_beyond_them(tmp_path: Path) -> 
                 assert await producer.send(f"m-{i}".encode()) == MessageId(-1, -1, -1, -1)
 
             def subscription() -> dict:
-                return admin(cluster, "live/stats")["subscriptions"]["sub"]
+                return topic_stats(cluster, "live", domain="non-persistent")["subscriptions"]["sub"]
 
             await wait_for(
                 lambda: subscription()["msgDropRate"] > 0, timeout_s=10, message="dropped messages were not counted"
@@ -48,13 +33,9 @@ async def test_delivery_within_permits_and_drops_beyond_them(tmp_path: Path) -> 
             stats = subscription()
             assert stats["msgOutCounter"] == 5
             assert stats["consumers"][0]["availablePermits"] == 0
-            text = await asyncio.to_thread(metrics, cluster)
-            assert re.search(
-                r'^pulsar_subscription_msg_drop_rate\{[^}]*subscription="sub",'
-                rf'topic="{TOPIC}"\}} [1-9]',
-                text,
-                re.MULTILINE,
-            ), "a positive drop rate per subscription"
+            text = await asyncio.to_thread(metrics_text, cluster.broker)
+            drop_rate = sample_value(text, "pulsar_subscription_msg_drop_rate", {"subscription": "sub", "topic": TOPIC})
+            assert drop_rate is not None and drop_rate > 0, "a positive drop rate per subscription"
 
             received = [(await consumer.receive(timeout_millis=10_000)).data() for _ in range(5)]
             assert received == [f"m-{i}".encode() for i in range(5)], "the first ones, in order"
@@ -62,7 +43,7 @@ async def test_delivery_within_permits_and_drops_beyond_them(tmp_path: Path) -> 
             assert (await consumer.receive(timeout_millis=10_000)).data() == b"after the queue drained"
 
             assert await consumer.get_last_message_id() == MessageId(-1, -1, 20, -1), "21 had a subscriber to go to"
-            topic = admin(cluster, "live/stats")
+            topic = topic_stats(cluster, "live", domain="non-persistent")
             assert topic["msgInCounter"] == 22 and topic["storageSize"] == 0
-            internal = admin(cluster, "live/internalStats")
+            internal = topic_stats(cluster, "live", "internalStats", domain="non-persistent")
             assert internal["numberOfEntries"] == 0 and internal["ledgers"] == [] and internal["cursors"] == {}

@@ -5,43 +5,30 @@ creation with ``allowAutoTopicCreationType=partitioned``, and partitions as ordi
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
+from tests.support.web import broker_web_url, http_request
 
 SETTINGS = {"allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": 3}
 
 
-def request(cluster: ProcessCluster, method: str, topic: str, body: object = None) -> tuple[int, object]:
-    base = f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-    url = f"{base}/admin/v2/persistent/public/default/{topic}/partitions"
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as response:
-            text = response.read()
-            return response.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
-async def admin(cluster: ProcessCluster, method: str, topic: str, body: object = None) -> tuple[int, object]:
-    return await asyncio.to_thread(request, cluster, method, topic, body)
+async def partitions_admin(cluster: ProcessCluster, method: str, topic: str, body: object = None) -> tuple[int, object]:
+    """``method`` on the topic's ``partitions`` admin path: (status, JSON answer)."""
+    url = f"{broker_web_url(cluster)}/admin/v2/persistent/public/default/{topic}/partitions"
+    return await asyncio.to_thread(http_request, method, url, body)
 
 
 async def test_partition_metadata_admin_and_auto_creation(tmp_path: Path) -> None:
-    async with process_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
-        assert await admin(cluster, "PUT", "orders", 4) == (204, None)
-        assert await admin(cluster, "GET", "orders") == (200, {"partitions": 4})
-        status, answer = await admin(cluster, "PUT", "orders", 2)
+    async with make_cluster(tmp_path, broker_settings=SETTINGS) as cluster:
+        assert await partitions_admin(cluster, "PUT", "orders", 4) == (204, None)
+        assert await partitions_admin(cluster, "GET", "orders") == (200, {"partitions": 4})
+        status, answer = await partitions_admin(cluster, "PUT", "orders", 2)
         assert status == 409 and "exists" in answer["reason"]
-        assert (await admin(cluster, "PUT", "bad", 0))[0] == 400
-        assert (await admin(cluster, "POST", "orders", 2))[0] == 400, "the count only grows"
-        assert await admin(cluster, "POST", "orders", 6) == (204, None)
+        assert (await partitions_admin(cluster, "PUT", "bad", 0))[0] == 400
+        assert (await partitions_admin(cluster, "POST", "orders", 2))[0] == 400, "the count only grows"
+        assert await partitions_admin(cluster, "POST", "orders", 6) == (204, None)
 
         async with Client(cluster.service_url) as client:
             partitions = await client.get_topic_partitions("orders")
@@ -59,10 +46,10 @@ async def test_partition_metadata_admin_and_auto_creation(tmp_path: Path) -> Non
 
             # allowAutoTopicCreationType=partitioned: a new topic gets defaultNumPartitions ...
             assert len(await client.get_topic_partitions("fresh")) == 3
-            assert await admin(cluster, "GET", "fresh") == (200, {"partitions": 3})
+            assert await partitions_admin(cluster, "GET", "fresh") == (200, {"partitions": 3})
             # ... but a topic that exists already stays what it is.
             assert await client.get_topic_partitions(partitions[2]) == [partitions[2]]
 
-        assert await admin(cluster, "DELETE", "orders") == (204, None)
-        assert await admin(cluster, "GET", "orders") == (200, {"partitions": 0})
-        assert (await admin(cluster, "DELETE", "orders"))[0] == 404
+        assert await partitions_admin(cluster, "DELETE", "orders") == (204, None)
+        assert await partitions_admin(cluster, "GET", "orders") == (200, {"partitions": 0})
+        assert (await partitions_admin(cluster, "DELETE", "orders"))[0] == 404

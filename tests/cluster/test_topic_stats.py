@@ -4,36 +4,25 @@ Pulsar's field and metric names; rates come from the counters every statsUpdateF
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 from minipulsar import Client, InitialPosition
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import wait_for
+from tests.support.web import metrics_text, sample_value, topic_stats
 
 TOPIC = "persistent://public/default/observed"
 
 
-def http_get(cluster: ProcessCluster, path: str) -> str:
-    with urllib.request.urlopen(
-        f"http://{cluster.broker.host}:{cluster.broker.http_port}{path}", timeout=10
-    ) as response:
-        return response.read().decode()
+async def observed_stats(cluster: ProcessCluster, kind: str = "stats", topic: str = "observed") -> dict:
+    return await asyncio.to_thread(topic_stats, cluster, topic, kind)
 
 
-async def stats(cluster: ProcessCluster, kind: str = "stats", topic: str = "observed") -> dict:
-    return json.loads(await asyncio.to_thread(http_get, cluster, f"/admin/v2/persistent/public/default/{topic}/{kind}"))
-
-
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, broker_settings={"statsUpdateFrequencyInSecs": 0.2}) as cluster:
-        yield cluster
+cluster = cluster_fixture(broker_settings={"statsUpdateFrequencyInSecs": 0.2})
 
 
 async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: ProcessCluster) -> None:
@@ -47,7 +36,7 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
         for _ in range(30):
             await consumer.acknowledge(await consumer.receive(timeout_millis=10_000))
 
-        topic = await stats(cluster)
+        topic = await observed_stats(cluster)
         for field in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "averageMsgSize"):
             assert isinstance(topic[field], (int, float)), field
         assert topic["msgInCounter"] == 50 and topic["bytesInCounter"] > 50 * 5
@@ -70,7 +59,7 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
         } <= set(consumer_stats)
         assert consumer_stats["unackedMessages"] == subscription["unackedMessages"] <= 10
 
-        internal = await stats(cluster, "internalStats")
+        internal = await observed_stats(cluster, "internalStats")
         assert internal["entriesAddedCounter"] == 50 and internal["numberOfEntries"] == 50
         assert internal["totalSize"] == topic["storageSize"] > 0
         assert internal["currentLedgerEntries"] == 50 and internal["currentLedgerSize"] == internal["totalSize"]
@@ -82,13 +71,13 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
         assert {"readPosition", "individuallyDeletedMessages", "messagesConsumedCounter"} <= set(cursor)
 
         # Rates: the producer keeps sending; msgRateIn turns positive within a few intervals.
-        sending = asyncio.ensure_future(keep_sending(producer))
+        sending = asyncio.ensure_future(send_until_cancelled(producer))
         try:
             await wait_for(lambda: rate_in_positive(cluster), timeout_s=10, message="msgRateIn stayed 0")
         finally:
             sending.cancel()
 
-    text = await asyncio.to_thread(http_get, cluster, "/metrics")
+    text = await asyncio.to_thread(metrics_text, cluster.broker)
     topic_labels = {"cluster": "standalone", "namespace": "public/default", "topic": TOPIC}
     for name in (
         "pulsar_in_bytes_total",
@@ -102,14 +91,14 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
         "pulsar_storage_size",
         "pulsar_msg_backlog",
     ):
-        assert sample(text, name, topic_labels) is not None, name
-    assert sample(text, "pulsar_in_messages_total", topic_labels) >= 50
+        assert sample_value(text, name, topic_labels, exact=True) is not None, name
+    assert sample_value(text, "pulsar_in_messages_total", topic_labels, exact=True) >= 50
     for name in (
         "pulsar_subscription_back_log",
         "pulsar_subscription_unacked_messages",
         "pulsar_subscription_msg_rate_out",
     ):
-        assert sample(text, name, {**topic_labels, "subscription": "sub"}) is not None, name
+        assert sample_value(text, name, {**topic_labels, "subscription": "sub"}, exact=True) is not None, name
     for name in (
         "pulsar_ml_cache_hits_rate",
         "pulsar_ml_cache_misses_rate",
@@ -119,25 +108,16 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
         "pulsar_broker_rate_in",
         "pulsar_broker_rate_out",
     ):
-        assert sample(text, name, {"cluster": "standalone"}) is not None, name
+        assert sample_value(text, name, {"cluster": "standalone"}, exact=True) is not None, name
 
 
-def sample(text: str, name: str, labels: dict[str, str]) -> float | None:
-    """The value of ``name`` with exactly ``labels`` (in any order), or None."""
-    for line in text.splitlines():
-        match = re.fullmatch(rf"{name}{{(.*)}} (\S+)", line)
-        if match and dict(re.findall(r'(\w+)="([^"]*)"', match.group(1))) == labels:
-            return float(match.group(2))
-    return None
-
-
-async def keep_sending(producer) -> None:
+async def send_until_cancelled(producer) -> None:
     while True:
         await producer.send(b"more")
 
 
 async def rate_in_positive(cluster: ProcessCluster) -> bool:
-    return (await stats(cluster))["msgRateIn"] > 0
+    return (await observed_stats(cluster))["msgRateIn"] > 0
 
 
 async def test_consumer_metrics_and_unknown_topics(cluster: ProcessCluster) -> None:
@@ -145,15 +125,10 @@ async def test_consumer_metrics_and_unknown_topics(cluster: ProcessCluster) -> N
         await client.subscribe(TOPIC, "sub", receiver_queue_size=7)
 
         async def permits_exported() -> bool:  # the FLOW follows the subscription's SUCCESS
-            text = await asyncio.to_thread(http_get, cluster, "/metrics")
-            return (
-                re.search(
-                    r'^pulsar_consumer_available_permits\{[^}]*subscription="sub"[^}]*\} 7\.0$', text, re.MULTILINE
-                )
-                is not None
-            )
+            text = await asyncio.to_thread(metrics_text, cluster.broker)
+            return sample_value(text, "pulsar_consumer_available_permits", {"subscription": "sub"}) == 7.0
 
         await wait_for(permits_exported, timeout_s=10, message="the consumer's permits are not exported")
     with pytest.raises(urllib.error.HTTPError) as missing:
-        await stats(cluster, topic="never-created")
+        await observed_stats(cluster, topic="never-created")
     assert missing.value.code == 404

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.bookie_service import memory_store_url
+
 
 class NotAComponentTest(AssertionError):
     """A component test started a process: it belongs in tests/cluster/ or tests/faults/."""
@@ -20,3 +22,9 @@ def no_processes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     monkeypatch.setattr(subprocess.Popen, "__init__", popen)
     yield
+
+
+@pytest.fixture
+def store_url() -> str:
+    """A fresh ``memory://`` metadata store for the test's in-process servers."""
+    return memory_store_url()

@@ -16,7 +16,6 @@ import array
 import asyncio
 import contextlib
 import fcntl
-import itertools
 import termios
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -28,60 +27,35 @@ from minipulsar.bookie import metrics as bookie_metrics
 from minipulsar.bookie.bookie_server import BookieServer
 from minipulsar.bookie.server_connection import BookieServerConnection
 from minipulsar.bookie.storage import metrics as storage_metrics
-from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
 from minipulsar.bookie.storage.write_cache import WriteCache
-from minipulsar.config import BookieConfig, load_config
-from minipulsar.protocol.codec import decode_body, encode_bytes
+from minipulsar.config import BookieConfig
+from minipulsar.protocol.codec import encode_bytes
 from minipulsar.protocol.commands import (
-    PROTOCOL_VERSION,
     AddEntry,
-    AddEntryResponse,
-    Connect,
-    Connected,
     Error,
     ReadEntry,
     ReadEntryResponse,
     ReadLac,
     ReadLacResponse,
 )
-from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
+from tests.support.bookie_service import running_service, service_config
+from tests.support.bookie_storage import open_single_directory
+from tests.support.entries import entry_payload
 from tests.support.process import wait_for
+from tests.support.raw_client import RawBookieClient, is_ack
 
-REPLY_TIMEOUT_S = 10.0
 ONE_READ_BYTES_MAX = 12 * 1024
 """A batch meant for one read stays below the decoder's smallest read (16 KiB)."""
-_store_names = itertools.count()
 
 
 # -- an in-process bookie and a raw connection to it -------------------------------------------
 
 
-def bookie_config(root: Path, **overrides: Any) -> BookieConfig:
-    return load_config(
-        BookieConfig,
-        overrides={
-            "bookiePort": 0,
-            "httpServerPort": 0,
-            "metadataServiceUri": f"memory://batched-admission-{next(_store_names)}",
-            "journalDirectories": str(root / "journal"),
-            "ledgerDirectories": str(root / "ledgers"),
-            "journalPreAllocSizeMB": 1,
-            "journalMaxGroupWaitMSec": 0,
-            "zkTimeout": 2000,
-            **{key: str(value) for key, value in overrides.items()},
-        },
-    )
-
-
-@contextlib.asynccontextmanager
-async def running(config: BookieConfig) -> AsyncIterator[BookieServer]:
-    service = BookieServer(config)
-    await service.start()
-    try:
-        yield service
-    finally:
-        await service.stop()
+def admission_config(root: Path, **overrides: Any) -> BookieConfig:
+    """An in-process bookie that commits each journal group at once (no group wait)."""
+    return service_config(root, **{"journalMaxGroupWaitMSec": 0, **overrides})
 
 
 def _unread_bytes(fd: int) -> int:
@@ -91,104 +65,38 @@ def _unread_bytes(fd: int) -> int:
     return count[0]
 
 
-class RawBookieClient:
-    """Frames out, decoded commands in, over a plain stream; knows its server-side connection."""
+class InProcessBookieClient(RawBookieClient):
+    """A raw client that knows the bookie's side of its connection (the bookie runs in this process)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.server: BookieServerConnection | None = None
-        """The bookie's side of this connection, when the bookie runs in this process."""
-        self._ids = itertools.count(2)
-        self.received: list[Command] = []
-        """Every response, in arrival order."""
+    server: BookieServerConnection
 
     @classmethod
-    async def open(cls, host: str, port: int) -> RawBookieClient:
-        reader, writer = await asyncio.open_connection(host, port)
-        writer.write(encode_bytes(Connect(id=1, protocol_version=PROTOCOL_VERSION, client_version="test")))
-        client = cls(reader, writer)
-        assert isinstance(await client._next(), Connected)
-        return client
-
-    @classmethod
-    async def open_in_process(cls, service: BookieServer) -> RawBookieClient:
+    async def open_in_process(cls, service: BookieServer) -> InProcessBookieClient:
         before = set(service.listener.connections)
-        client = await cls.open(service.host, service.port)
-        (client.server,) = set(service.listener.connections) - before
+        client = await cls.connected(service.host, service.port)
+        (server,) = set(service.listener.connections) - before
+        assert isinstance(server, BookieServerConnection)
+        client.server = server
         return client
-
-    def close(self) -> None:
-        self.writer.close()
-
-    def next_id(self) -> int:
-        return next(self._ids)
-
-    def add(self, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> AddEntry:
-        return AddEntry(
-            id=self.next_id(),
-            ledger_id=ledger_id,
-            entry_id=entry_id,
-            payload=payload,
-            lac=entry_id - 1,
-            recovery=recovery,
-        )
 
     async def send_in_one_read(self, commands: list[Command]) -> None:
         """One write of every frame, which the bookie then takes in one read."""
         data = b"".join(map(encode_bytes, commands))
         assert len(data) <= ONE_READ_BYTES_MAX, "too big to be sure of one read"
-        assert self.server is not None, "the bookie runs in another process"
         transport = self.server.transport
         assert transport is not None
         fd = transport.get_extra_info("socket").fileno()
         transport.pause_reading()
         try:
-            self.writer.write(data)
-            await self.writer.drain()
+            await self.send(data)
             await wait_for(lambda: _unread_bytes(fd) >= len(data), 5, 0.001, "the batch never reached the bookie")
         finally:
             transport.resume_reading()
 
-    async def send(self, commands: list[Command]) -> None:
-        """One write, read by the bookie as it comes (several reads when large)."""
-        self.writer.write(b"".join(map(encode_bytes, commands)))
-        await self.writer.drain()
-
-    async def request(self, command: Command) -> Command:
-        await self.send([command])
-        return (await self.answers([command]))[command.id]  # type: ignore[attr-defined]
-
-    async def answers(self, commands: list[Command]) -> dict[int, Command]:
-        """The response (or ERROR) to each of ``commands``, by request id; fails on a missing one."""
-        wanted = {command.id for command in commands}  # type: ignore[attr-defined]
-        got: dict[int, Command] = {}
-        while not wanted <= got.keys():
-            response = await self._next()
-            self.received.append(response)
-            assert getattr(response, "id", None) is not None, f"unrequested {response!r}"
-            assert response.id not in got, f"two answers to request {response.id}"  # type: ignore[attr-defined]
-            got[response.id] = response  # type: ignore[attr-defined]
-        return got
-
-    async def _next(self) -> Command:
-        header = await asyncio.wait_for(self.reader.readexactly(LENGTH.size), REPLY_TIMEOUT_S)
-        (length,) = LENGTH.unpack(header)
-        return decode_body(await self.reader.readexactly(length))
-
-    async def read_all(self, ledger_id: int, count: int) -> list[tuple[int, bytes]]:
-        got: list[tuple[int, bytes]] = []
-        while len(got) < count:
-            response = await self.request(
-                ReadEntry(id=self.next_id(), ledger_id=ledger_id, first_entry_id=len(got), count=count - len(got))
-            )
-            assert isinstance(response, ReadEntryResponse), response
-            got.extend((entry_id, payload) for entry_id, payload in response.entries)
-        return got
-
 
 @contextlib.asynccontextmanager
-async def client_of(service: BookieServer) -> AsyncIterator[RawBookieClient]:
-    client = await RawBookieClient.open_in_process(service)
+async def client_of(service: BookieServer) -> AsyncIterator[InProcessBookieClient]:
+    client = await InProcessBookieClient.open_in_process(service)
     try:
         yield client
     finally:
@@ -210,22 +118,11 @@ class Spy:
         monkeypatch.setattr(owner, name, spy)
 
 
-def payload(ledger_id: int, entry_id: int, tag: str = "", size: int = 100) -> bytes:
-    return f"{ledger_id}:{entry_id}:{tag}:".encode().ljust(size, b".")
-
-
-def is_ack(response: Command, add: AddEntry) -> bool:
-    return isinstance(response, AddEntryResponse) and (response.ledger_id, response.entry_id) == (
-        add.ledger_id,
-        add.entry_id,
-    )
-
-
 def is_error(response: Command, code: str) -> bool:
     return isinstance(response, Error) and response.code == code
 
 
-async def fence(client: RawBookieClient, ledger_id: int) -> ReadLacResponse:
+async def fence_ledger(client: RawBookieClient, ledger_id: int) -> ReadLacResponse:
     response = await client.request(ReadLac(id=client.next_id(), ledger_id=ledger_id, fence=True))
     assert isinstance(response, ReadLacResponse), response
     return response
@@ -245,14 +142,14 @@ async def test_one_read_of_adds_for_several_ledgers_is_admitted_and_answered_tog
     """Goal: the adds of one read for ledgers of one journal go through one ``try_add``, one
     journal admission (``Journal.add``), one ``add_entries`` into the storage and one
     ``requests_done``; every request id is acknowledged and reads back."""
-    async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
+    async with running_service(admission_config(tmp_path)) as service, client_of(service) as client:
         bookie = service.bookie
         (journal,) = bookie.journals.journals
         admitted, handed_over = Spy(monkeypatch, bookie, "try_add"), Spy(monkeypatch, journal, "add")
         stored = Spy(monkeypatch, bookie.storage, "add_entries")
         answered = Spy(monkeypatch, client.server, "requests_done")
         adds = [
-            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            client.add(ledger_id, entry_id, entry_payload(ledger_id, entry_id))
             for entry_id in range(6)
             for ledger_id in (5, 6, 7)
         ]
@@ -266,7 +163,7 @@ async def test_one_read_of_adds_for_several_ledgers_is_admitted_and_answered_tog
         assert [args[0] for args, _ in stored.calls] == [adds], "one add_entries call for the run"
         assert [(args[0], args[2]) for args, _ in answered.calls] == [(adds, None)], "one requests_done for the run"
         for ledger_id in (5, 6, 7):
-            assert await client.read_all(ledger_id, 6) == [(e, payload(ledger_id, e)) for e in range(6)]
+            assert await client.read_all(ledger_id, 6) == [(e, entry_payload(ledger_id, e)) for e in range(6)]
         assert reserved_bytes(service) == 0
 
 
@@ -276,11 +173,11 @@ async def test_a_fenced_ledger_in_one_read_refuses_only_its_own_adds(
     """Goal: in one read carrying adds for several ledgers, one of them fenced, the fenced
     ledger's adds get LedgerFenced and the others are acknowledged; every request id is
     answered exactly once, and no write-cache room stays reserved."""
-    async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
-        await fence(client, 9)
+    async with running_service(admission_config(tmp_path)) as service, client_of(service) as client:
+        await fence_ledger(client, 9)
         admitted = Spy(monkeypatch, service.bookie, "try_add")
         adds = [
-            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            client.add(ledger_id, entry_id, entry_payload(ledger_id, entry_id))
             for entry_id in range(4)
             for ledger_id in (8, 9, 10)
         ]
@@ -296,7 +193,7 @@ async def test_a_fenced_ledger_in_one_read_refuses_only_its_own_adds(
                 assert is_ack(answers[add.id], add), answers[add.id]
         assert len(client.received) == len(adds), "one answer per request"
         for ledger_id in (8, 10):
-            assert await client.read_all(ledger_id, 4) == [(e, payload(ledger_id, e)) for e in range(4)]
+            assert await client.read_all(ledger_id, 4) == [(e, entry_payload(ledger_id, e)) for e in range(4)]
         missing = await client.request(ReadEntry(id=client.next_id(), ledger_id=9, first_entry_id=0))
         assert is_error(missing, "NoSuchEntry"), missing
         assert reserved_bytes(service) == 0
@@ -309,14 +206,14 @@ async def test_recovery_adds_pass_a_fenced_ledger_in_the_same_read_as_refused_no
     """Goal: on a fenced ledger, the recovery adds of a read are acknowledged and stored while
     the normal adds of the same read (same entry ids, other bytes) are refused; adds of an
     unfenced ledger in that read are acknowledged too."""
-    async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
-        await fence(client, 21)
+    async with running_service(admission_config(tmp_path)) as service, client_of(service) as client:
+        await fence_ledger(client, 21)
         admitted = Spy(monkeypatch, service.bookie, "try_add")
         adds: list[AddEntry] = []
         for entry_id in range(4):
-            adds.append(client.add(21, entry_id, payload(21, entry_id, "recovered"), recovery=True))
-            adds.append(client.add(21, entry_id, payload(21, entry_id, "writer")))
-            adds.append(client.add(22, entry_id, payload(22, entry_id)))
+            adds.append(client.add(21, entry_id, entry_payload(21, entry_id, "recovered"), recovery=True))
+            adds.append(client.add(21, entry_id, entry_payload(21, entry_id, "writer")))
+            adds.append(client.add(22, entry_id, entry_payload(22, entry_id)))
         await client.send_in_one_read(adds)
         answers = await client.answers(adds)
         assert [len(args[0]) for args, _ in admitted.calls] == [len(adds)], "the whole batch came in one read"
@@ -325,21 +222,21 @@ async def test_recovery_adds_pass_a_fenced_ledger_in_the_same_read_as_refused_no
                 assert is_error(answers[add.id], "LedgerFenced"), answers[add.id]
             else:
                 assert is_ack(answers[add.id], add), answers[add.id]
-        assert await client.read_all(21, 4) == [(e, payload(21, e, "recovered")) for e in range(4)]
-        assert await client.read_all(22, 4) == [(e, payload(22, e)) for e in range(4)]
+        assert await client.read_all(21, 4) == [(e, entry_payload(21, e, "recovered")) for e in range(4)]
+        assert await client.read_all(22, 4) == [(e, entry_payload(22, e)) for e in range(4)]
         lac = await client.request(ReadLac(id=client.next_id(), ledger_id=21))
         assert (lac.lac, lac.last_entry_id) == (2, 3)
         assert reserved_bytes(service) == 0
 
 
 async def test_a_read_of_only_recovery_adds_on_a_fenced_ledger_is_acknowledged(tmp_path: Path) -> None:
-    async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
-        await fence(client, 31)
-        adds = [client.add(31, entry_id, payload(31, entry_id), recovery=True) for entry_id in range(8)]
+    async with running_service(admission_config(tmp_path)) as service, client_of(service) as client:
+        await fence_ledger(client, 31)
+        adds = [client.add(31, entry_id, entry_payload(31, entry_id), recovery=True) for entry_id in range(8)]
         await client.send_in_one_read(adds)
         answers = await client.answers(adds)
         assert all(is_ack(answers[add.id], add) for add in adds), answers
-        assert await client.read_all(31, 8) == [(e, payload(31, e)) for e in range(8)]
+        assert await client.read_all(31, 8) == [(e, entry_payload(31, e)) for e in range(8)]
 
 
 # -- two journals ------------------------------------------------------------------------------
@@ -351,19 +248,19 @@ async def test_one_read_for_ledgers_on_two_journals_is_durable_and_reads_back_af
     """Goal: a read mixing ledgers of two journals is admitted one by one (no single journal
     for the lot), a read of one journal's ledgers together; both are acknowledged in full and
     read back after a restart (the journals are replayed into the storage)."""
-    config = bookie_config(
+    config = admission_config(
         tmp_path,
         journalDirectories=f"{tmp_path / 'journal-a'},{tmp_path / 'journal-b'}",
         ledgerDirectories=f"{tmp_path / 'ledgers-a'},{tmp_path / 'ledgers-b'}",
         flushInterval=3_600_000,
     )  # nothing checkpointed: the restart replays both journals
     ledgers = (40, 41, 42, 43)  # journals 0, 1, 0, 1
-    async with running(config) as service, client_of(service) as client:
+    async with running_service(config) as service, client_of(service) as client:
         journals = service.bookie.journals.journals
         assert len(journals) == 2
         handed_over = [Spy(monkeypatch, journal, "add") for journal in journals]
         mixed = [
-            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            client.add(ledger_id, entry_id, entry_payload(ledger_id, entry_id))
             for entry_id in range(5)
             for ledger_id in ledgers
         ]
@@ -376,7 +273,7 @@ async def test_one_read_for_ledgers_on_two_journals_is_durable_and_reads_back_af
         for spy in handed_over:
             spy.calls.clear()
         odd = [
-            client.add(ledger_id, entry_id, payload(ledger_id, entry_id))
+            client.add(ledger_id, entry_id, entry_payload(ledger_id, entry_id))
             for entry_id in range(5, 10)
             for ledger_id in (41, 43)
         ]
@@ -384,10 +281,10 @@ async def test_one_read_for_ledgers_on_two_journals_is_durable_and_reads_back_af
         answers = await client.answers(odd)
         assert all(is_ack(answers[add.id], add) for add in odd), answers
         assert not handed_over[0].calls and [len(args[0]) for args, _ in handed_over[1].calls] == [len(odd)]
-    async with running(config) as service, client_of(service) as client:
+    async with running_service(config) as service, client_of(service) as client:
         for ledger_id in ledgers:
             count = 10 if ledger_id in (41, 43) else 5
-            assert await client.read_all(ledger_id, count) == [(e, payload(ledger_id, e)) for e in range(count)]
+            assert await client.read_all(ledger_id, count) == [(e, entry_payload(ledger_id, e)) for e in range(count)]
 
 
 # -- request order: the adds before any other command ---------------------------------------
@@ -398,13 +295,13 @@ async def test_a_fencing_read_behind_adds_in_the_same_read_sees_them(tmp_path: P
     """Goal: the adds received before another command of the same read are admitted before it
     runs: a fencing READ_LAC / READ_ENTRY sent right after adds in one write sees every one of
     them (all acknowledged, none LedgerFenced), and the adds sent after it are refused."""
-    async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
-        before = [client.add(50, entry_id, payload(50, entry_id)) for entry_id in range(5)]
+    async with running_service(admission_config(tmp_path)) as service, client_of(service) as client:
+        before = [client.add(50, entry_id, entry_payload(50, entry_id)) for entry_id in range(5)]
         if fencing_read == "READ_LAC":
             read: Command = ReadLac(id=client.next_id(), ledger_id=50, fence=True)
         else:
             read = ReadEntry(id=client.next_id(), ledger_id=50, first_entry_id=0, count=100, fence=True)
-        after = [client.add(50, entry_id, payload(50, entry_id)) for entry_id in range(5, 7)]
+        after = [client.add(50, entry_id, entry_payload(50, entry_id)) for entry_id in range(5, 7)]
         await client.send_in_one_read([*before, read, *after])
         answers = await client.answers([*before, read, *after])
         assert all(is_ack(answers[add.id], add) for add in before), answers
@@ -414,22 +311,22 @@ async def test_a_fencing_read_behind_adds_in_the_same_read_sees_them(tmp_path: P
             assert isinstance(response, ReadLacResponse) and (response.lac, response.last_entry_id) == (3, 4), response
         else:
             assert isinstance(response, ReadEntryResponse), response
-            assert [(e, p) for e, p in response.entries] == [(e, payload(50, e)) for e in range(5)]
+            assert [(e, p) for e, p in response.entries] == [(e, entry_payload(50, e)) for e in range(5)]
         assert reserved_bytes(service) == 0
 
 
 async def test_an_invalid_add_in_a_read_is_refused_alone(tmp_path: Path) -> None:
     """An add with an out-of-range id is answered InvalidCommand; the valid adds around it in
     the same read are admitted together and acknowledged."""
-    async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
-        adds = [client.add(60, entry_id, payload(60, entry_id)) for entry_id in range(3)]
+    async with running_service(admission_config(tmp_path)) as service, client_of(service) as client:
+        adds = [client.add(60, entry_id, entry_payload(60, entry_id)) for entry_id in range(3)]
         bad = AddEntry(id=client.next_id(), ledger_id=60, entry_id=2**63, payload=b"x")
-        tail = [client.add(60, entry_id, payload(60, entry_id)) for entry_id in range(3, 5)]
+        tail = [client.add(60, entry_id, entry_payload(60, entry_id)) for entry_id in range(3, 5)]
         await client.send_in_one_read([*adds, bad, *tail])
         answers = await client.answers([*adds, bad, *tail])
         assert is_error(answers[bad.id], "InvalidCommand"), answers[bad.id]
         assert all(is_ack(answers[add.id], add) for add in [*adds, *tail]), answers
-        assert await client.read_all(60, 5) == [(e, payload(60, e)) for e in range(5)]
+        assert await client.read_all(60, 5) == [(e, entry_payload(60, e)) for e in range(5)]
         assert reserved_bytes(service) == 0
 
 
@@ -470,14 +367,6 @@ class _Add:
         self.ledger_id, self.entry_id, self.lac, self.payload = ledger_id, entry_id, lac, payload
 
 
-def _directory(root: Path) -> SingleDirectoryDbLedgerStorage:
-    directory = SingleDirectoryDbLedgerStorage(
-        root, StorageSettings(write_cache_max_bytes=1 << 20), request_flush=lambda: None
-    )
-    directory.open()
-    return directory
-
-
 def _state(directory: SingleDirectoryDbLedgerStorage) -> tuple:
     """Not through reads: a read fills the read cache ahead from the entry log, where a re-added
     entry's superseded copy may follow the entry read (BookKeeper reads ahead the same way; a
@@ -507,7 +396,7 @@ def test_a_storage_run_with_duplicates_ends_as_one_by_one_adds_and_flushes_the_l
         [_Add(5, 0, -1, b"first"), _Add(5, 1, 0, b"one"), _Add(5, 0, 0, b"second" * 3), _Add(5, 2, 1, b"two")],
         [_Add(5, 2, 1, b"two again" * 4), _Add(5, 3, 2, b"three")],
     ]
-    one_by_one, together = _directory(tmp_path / "one-by-one"), _directory(tmp_path / "together")
+    one_by_one, together = open_single_directory(tmp_path / "one-by-one"), open_single_directory(tmp_path / "together")
     try:
         for run in runs:
             for add in run:
@@ -532,7 +421,7 @@ def test_a_storage_run_with_duplicates_ends_as_one_by_one_adds_and_flushes_the_l
 
 
 async def test_a_pair_twice_in_one_read_is_acknowledged_twice_and_the_last_payload_wins(tmp_path: Path) -> None:
-    async with running(bookie_config(tmp_path)) as service, client_of(service) as client:
+    async with running_service(admission_config(tmp_path)) as service, client_of(service) as client:
         adds = [
             client.add(70, 0, b"first"),
             client.add(70, 1, b"one"),
@@ -562,12 +451,12 @@ async def test_a_burst_larger_than_the_bound_is_acknowledged_in_order_and_nothin
     add of a burst ~3x the write cache (or ~20x the journal queue) is acknowledged in request
     order and reads back, and no room stays reserved.
     Method: one write of 360 adds of 8 KiB over 3 ledgers; a spy shows adds waited."""
-    async with running(bookie_config(tmp_path, **limits)) as service, client_of(service) as client:
+    async with running_service(admission_config(tmp_path, **limits)) as service, client_of(service) as client:
         waited = Spy(monkeypatch, service.bookie, "add_when_admitted")
         throttled_before = storage_metrics.THROTTLED_WRITE_REQUESTS._value.get()
         in_progress_before = bookie_metrics.TOTALS.adds_in_progress
         adds = [
-            client.add(ledger_id, entry_id, payload(ledger_id, entry_id, size=8192))
+            client.add(ledger_id, entry_id, entry_payload(ledger_id, entry_id, size=8192))
             for entry_id in range(120)
             for ledger_id in (80, 81, 82)
         ]
@@ -584,7 +473,9 @@ async def test_a_burst_larger_than_the_bound_is_acknowledged_in_order_and_nothin
         if "dbStorage_writeCacheMaxSizeMb" in limits:
             assert storage_metrics.THROTTLED_WRITE_REQUESTS._value.get() > throttled_before
         for ledger_id in (80, 81, 82):
-            assert await client.read_all(ledger_id, 120) == [(e, payload(ledger_id, e, size=8192)) for e in range(120)]
+            assert await client.read_all(ledger_id, 120) == [
+                (e, entry_payload(ledger_id, e, size=8192)) for e in range(120)
+            ]
         assert reserved_bytes(service) == 0
         assert bookie_metrics.TOTALS.adds_in_progress == in_progress_before
 
@@ -594,10 +485,10 @@ async def test_a_fencing_read_behind_adds_waiting_for_room_acknowledges_none_pas
     them answers a last entry such that every acknowledged add is at or below it, every
     other add is LedgerFenced, and all entries up to it read back (no acknowledged add lost)."""
     async with (
-        running(bookie_config(tmp_path, dbStorage_writeCacheMaxSizeMb=1)) as service,
+        running_service(admission_config(tmp_path, dbStorage_writeCacheMaxSizeMb=1)) as service,
         client_of(service) as client,
     ):
-        adds = [client.add(90, entry_id, payload(90, entry_id, size=8192)) for entry_id in range(200)]
+        adds = [client.add(90, entry_id, entry_payload(90, entry_id, size=8192)) for entry_id in range(200)]
         read = ReadLac(id=client.next_id(), ledger_id=90, fence=True)
         answering = asyncio.ensure_future(client.answers([*adds, read]))
         await client.send([*adds, read])
@@ -608,5 +499,5 @@ async def test_a_fencing_read_behind_adds_waiting_for_room_acknowledges_none_pas
         refused = [add.entry_id for add in adds if is_error(answers[add.id], "LedgerFenced")]
         assert sorted(acked + refused) == list(range(200)), "every add acknowledged or LedgerFenced"
         assert acked == list(range(fenced.last_entry_id + 1)), (fenced, refused[:3])
-        assert await client.read_all(90, len(acked)) == [(e, payload(90, e, size=8192)) for e in acked]
+        assert await client.read_all(90, len(acked)) == [(e, entry_payload(90, e, size=8192)) for e in acked]
         assert reserved_bytes(service) == 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import itertools
 import json
 import shutil
 import threading
@@ -18,7 +17,6 @@ import pytest_asyncio
 
 from minipulsar.bookie.bookie_server import BookieServer
 from minipulsar.bookie.registration import registration_path
-from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import (
     BookieReadOnlyError,
     InvalidCommandError,
@@ -29,44 +27,17 @@ from minipulsar.errors import (
     UnknownServerError,
 )
 from minipulsar.metadata import open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry, ReadLac
+from tests.support.bookie_service import service_config
+from tests.support.entries import entry_payload
 from tests.support.process import wait_for
-
-_store_names = itertools.count()
-
-
-class RawClient(Connection):
-    """A bare client connection: requests and their responses, nothing else."""
-
-    def command_received(self, command) -> None:
-        pass
-
-
-def bookie_config(root: Path, store_url: str, **overrides: str) -> BookieConfig:
-    return load_config(
-        BookieConfig,
-        overrides={
-            "bookiePort": 0,
-            "httpServerPort": 0,
-            "metadataServiceUri": store_url,
-            "journalDirectories": str(root / "journal"),
-            "ledgerDirectories": str(root / "ledgers"),
-            "journalPreAllocSizeMB": 1,
-            "zkTimeout": 2000,
-            **overrides,
-        },
-    )
-
-
-@pytest_asyncio.fixture
-async def store_url() -> str:
-    return f"memory://bookie-component-{next(_store_names)}"
+from tests.support.raw_client import RawClient, add_entry, read_entries
 
 
 @pytest_asyncio.fixture
 async def service(tmp_path: Path, store_url: str) -> AsyncIterator[BookieServer]:
-    service = BookieServer(bookie_config(tmp_path, store_url))
+    service = BookieServer(service_config(tmp_path, store_url))
     await service.start()
     try:
         yield service
@@ -83,91 +54,81 @@ async def client(service: BookieServer) -> AsyncIterator[RawClient]:
         conn.close()
 
 
-async def add(client: RawClient, ledger_id: int, entry_id: int, payload: bytes, lac: int = -1, **kw):
-    return await client.request(AddEntry, ledger_id=ledger_id, entry_id=entry_id, payload=payload, lac=lac, **kw)
-
-
-async def read(client: RawClient, ledger_id: int, first: int, count: int = 1, **kw) -> list[tuple[int, bytes]]:
-    response = await client.request(ReadEntry, ledger_id=ledger_id, first_entry_id=first, count=count, **kw)
-    return [(e, p) for e, p in response.entries]
-
-
-def payload(ledger_id: int, entry_id: int, size: int = 100) -> bytes:
-    return f"{ledger_id}:{entry_id}:".encode().ljust(size, b".")
-
-
 async def test_adds_are_acknowledged_and_ranges_read_back(client: RawClient) -> None:
-    responses = await asyncio.gather(*(add(client, 1, i, payload(1, i), lac=i - 1) for i in range(20)))
+    responses = await asyncio.gather(*(add_entry(client, 1, i, entry_payload(1, i), lac=i - 1) for i in range(20)))
     assert [(r.ledger_id, r.entry_id) for r in responses] == [(1, i) for i in range(20)]
-    assert await read(client, 1, 0, 20) == [(i, payload(1, i)) for i in range(20)]
-    assert await read(client, 1, 5, 3) == [(i, payload(1, i)) for i in range(5, 8)]
-    assert await read(client, 1, 18, 10) == [(18, payload(1, 18)), (19, payload(1, 19))]  # stops at the end
+    assert await read_entries(client, 1, 0, 20) == [(i, entry_payload(1, i)) for i in range(20)]
+    assert await read_entries(client, 1, 5, 3) == [(i, entry_payload(1, i)) for i in range(5, 8)]
+    assert await read_entries(client, 1, 18, 10) == [
+        (18, entry_payload(1, 18)),
+        (19, entry_payload(1, 19)),
+    ]  # stops at the end
     response = await client.request(ReadEntry, ledger_id=1, first_entry_id=0, count=1)
     assert response.lac == 18
 
 
 async def test_a_range_stops_at_a_gap(client: RawClient) -> None:
     for entry_id in (0, 1, 3):
-        await add(client, 2, entry_id, payload(2, entry_id))
-    assert [e for e, _ in await read(client, 2, 0, 10)] == [0, 1]
+        await add_entry(client, 2, entry_id, entry_payload(2, entry_id))
+    assert [e for e, _ in await read_entries(client, 2, 0, 10)] == [0, 1]
 
 
 async def test_missing_entries_and_ledgers_are_typed_errors(client: RawClient) -> None:
-    await add(client, 3, 0, b"x")
+    await add_entry(client, 3, 0, b"x")
     with pytest.raises(NoSuchEntryError):
-        await read(client, 3, 1)
+        await read_entries(client, 3, 1)
     with pytest.raises(NoSuchLedgerError):
-        await read(client, 404, 0)
+        await read_entries(client, 404, 0)
     with pytest.raises(NoSuchLedgerError):
         await client.request(ReadLac, ledger_id=404)
 
 
 async def test_max_bytes_limits_a_read_but_returns_at_least_one_entry(client: RawClient) -> None:
     for entry_id in range(10):
-        await add(client, 4, entry_id, payload(4, entry_id, 1000))
-    assert len(await read(client, 4, 0, 10, max_bytes=2500)) == 2
-    assert len(await read(client, 4, 0, 10, max_bytes=1)) == 1
-    assert len(await read(client, 4, 0, 10, max_bytes=0)) == 10
+        await add_entry(client, 4, entry_id, entry_payload(4, entry_id, size=1000))
+    assert len(await read_entries(client, 4, 0, 10, max_bytes=2500)) == 2
+    assert len(await read_entries(client, 4, 0, 10, max_bytes=1)) == 1
+    assert len(await read_entries(client, 4, 0, 10, max_bytes=0)) == 10
 
 
 async def test_duplicate_adds_are_idempotent(client: RawClient) -> None:
-    await add(client, 5, 0, b"same")
-    await add(client, 5, 0, b"same")
-    assert await read(client, 5, 0, 5) == [(0, b"same")]
+    await add_entry(client, 5, 0, b"same")
+    await add_entry(client, 5, 0, b"same")
+    assert await read_entries(client, 5, 0, 5) == [(0, b"same")]
 
 
 async def test_read_lac_reports_the_highest_piggybacked_lac_and_last_entry(client: RawClient) -> None:
     for entry_id, lac in [(0, -1), (1, 0), (2, 1), (3, 1)]:
-        await add(client, 6, entry_id, b"e", lac=lac)
+        await add_entry(client, 6, entry_id, b"e", lac=lac)
     response = await client.request(ReadLac, ledger_id=6)
     assert (response.lac, response.last_entry_id) == (1, 3)
 
 
 async def test_fencing_refuses_adds_but_not_recovery_adds(client: RawClient) -> None:
-    await add(client, 7, 0, b"a")
-    await add(client, 7, 1, b"b", lac=0)
+    await add_entry(client, 7, 0, b"a")
+    await add_entry(client, 7, 1, b"b", lac=0)
     response = await client.request(ReadLac, ledger_id=7, fence=True)
     assert (response.lac, response.last_entry_id) == (0, 1)
     with pytest.raises(LedgerFencedError):
-        await add(client, 7, 2, b"c", lac=1)
-    await add(client, 7, 2, b"c", lac=1, recovery=True)
-    assert [e for e, _ in await read(client, 7, 0, 10)] == [0, 1, 2]
+        await add_entry(client, 7, 2, b"c", lac=1)
+    await add_entry(client, 7, 2, b"c", lac=1, recovery=True)
+    assert [e for e, _ in await read_entries(client, 7, 0, 10)] == [0, 1, 2]
 
 
 async def test_a_fencing_read_fences_the_ledger(client: RawClient) -> None:
-    await add(client, 8, 0, b"a")
-    assert await read(client, 8, 0, 1, fence=True) == [(0, b"a")]
+    await add_entry(client, 8, 0, b"a")
+    assert await read_entries(client, 8, 0, 1, fence=True) == [(0, b"a")]
     with pytest.raises(LedgerFencedError):
-        await add(client, 8, 1, b"b")
+        await add_entry(client, 8, 1, b"b")
 
 
 async def test_fencing_an_unknown_ledger_creates_it_fenced(client: RawClient) -> None:
     response = await client.request(ReadLac, ledger_id=9, fence=True)
     assert (response.lac, response.last_entry_id) == (-1, -1)
     with pytest.raises(LedgerFencedError):
-        await add(client, 9, 0, b"a")
+        await add_entry(client, 9, 0, b"a")
     with pytest.raises(NoSuchEntryError):
-        await read(client, 9, 0, fence=True)
+        await read_entries(client, 9, 0, fence=True)
 
 
 async def test_a_fence_waits_for_the_adds_admitted_before_it(client: RawClient) -> None:
@@ -185,15 +146,15 @@ async def test_a_fence_waits_for_the_adds_admitted_before_it(client: RawClient) 
 
 async def test_out_of_range_ids_are_invalid_commands(client: RawClient) -> None:
     with pytest.raises(InvalidCommandError):
-        await add(client, -1, 0, b"x")
+        await add_entry(client, -1, 0, b"x")
     with pytest.raises(InvalidCommandError):
-        await add(client, 1, 1 << 63, b"x")
+        await add_entry(client, 1, 1 << 63, b"x")
     with pytest.raises(InvalidCommandError):
-        await read(client, 1, 0, count=0)
+        await read_entries(client, 1, 0, count=0)
 
 
 async def test_bookie_info_reports_disk_space(client: RawClient, service: BookieServer) -> None:
-    await add(client, 11, 0, b"x")
+    await add_entry(client, 11, 0, b"x")
     response = await client.request(BookieInfo)
     assert 0 < response.free_disk_bytes <= response.total_disk_bytes
     assert response.info["bookieId"] == service.bookie_id
@@ -225,8 +186,8 @@ async def test_registration_comes_back_after_the_session_is_lost(service: Bookie
 
 
 async def test_http_serves_metrics_and_bookie_info(client: RawClient, service: BookieServer) -> None:
-    await add(client, 12, 0, b"x" * 10)
-    await read(client, 12, 0)
+    await add_entry(client, 12, 0, b"x" * 10)
+    await read_entries(client, 12, 0)
     base = f"http://{service.host}:{service.http_port}"
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{base}/metrics") as response:
@@ -247,11 +208,11 @@ async def test_http_serves_metrics_and_bookie_info(client: RawClient, service: B
 
 
 async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: str) -> None:
-    config = bookie_config(tmp_path, store_url)
+    config = service_config(tmp_path, store_url)
     service = BookieServer(config)
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
-    await asyncio.gather(*(add(conn, 13, i, payload(13, i), lac=i - 1) for i in range(30)))
+    await asyncio.gather(*(add_entry(conn, 13, i, entry_payload(13, i), lac=i - 1) for i in range(30)))
     await conn.request(ReadLac, ledger_id=13, fence=True)
     conn.close()
     await service.stop()
@@ -260,11 +221,11 @@ async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: s
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
-        assert await read(conn, 13, 0, 30) == [(i, payload(13, i)) for i in range(30)]
+        assert await read_entries(conn, 13, 0, 30) == [(i, entry_payload(13, i)) for i in range(30)]
         response = await conn.request(ReadLac, ledger_id=13)
         assert (response.lac, response.last_entry_id) == (28, 29)
         with pytest.raises(LedgerFencedError):
-            await add(conn, 13, 30, b"late")
+            await add_entry(conn, 13, 30, b"late")
     finally:
         conn.close()
         await service.stop()
@@ -272,13 +233,13 @@ async def test_entries_and_fences_survive_a_restart(tmp_path: Path, store_url: s
 
 async def test_a_full_journal_slows_adds_down_and_drops_none(tmp_path: Path, store_url: str) -> None:
     """Goal: past journalQueueSize the bookie stops reading and answers every add eventually."""
-    service = BookieServer(bookie_config(tmp_path, store_url, journalQueueSize="3", journalMaxGroupWaitMSec="2"))
+    service = BookieServer(service_config(tmp_path, store_url, journalQueueSize="3", journalMaxGroupWaitMSec="2"))
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
-        responses = await asyncio.gather(*(add(conn, 14, i, payload(14, i)) for i in range(300)))
+        responses = await asyncio.gather(*(add_entry(conn, 14, i, entry_payload(14, i)) for i in range(300)))
         assert sorted(r.entry_id for r in responses) == list(range(300))
-        assert len(await read(conn, 14, 0, 300)) == 300
+        assert len(await read_entries(conn, 14, 0, 300)) == 300
     finally:
         conn.close()
         await service.stop()
@@ -305,10 +266,10 @@ async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
     BookieReadOnly saying why, the entries added before are still read, BOOKIE_INFO says
     read-only and why."""
     for entry_id in range(3):
-        await add(client, 15, entry_id, payload(15, entry_id))
+        await add_entry(client, 15, entry_id, entry_payload(15, entry_id))
     fail_journal_writes(monkeypatch)
     with pytest.raises(UnknownServerError, match="No space left"):
-        await add(client, 15, 3, payload(15, 3))
+        await add_entry(client, 15, 3, entry_payload(15, 3))
     observer = await open_metadata_store(store_url)
     try:
         await wait_for(
@@ -320,8 +281,8 @@ async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
     finally:
         await observer.close()
     with pytest.raises(BookieReadOnlyError, match="journal 0 failed"):
-        await add(client, 15, 3, payload(15, 3))
-    assert await read(client, 15, 0, 10) == [(i, payload(15, i)) for i in range(3)]
+        await add_entry(client, 15, 3, entry_payload(15, 3))
+    assert await read_entries(client, 15, 0, 10) == [(i, entry_payload(15, i)) for i in range(3)]
     info = (await client.request(BookieInfo)).info
     assert info["readOnly"] is True and "No space left" in info["readOnlyReasons"][0]
 
@@ -334,13 +295,13 @@ async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
 ) -> None:
     """BookKeeper's behaviour: a journal that fails takes the bookie down (readOnlyModeEnabled=false)."""
     stop = asyncio.Event()
-    service = BookieServer(bookie_config(tmp_path, store_url, readOnlyModeEnabled="false"), stop=stop)
+    service = BookieServer(service_config(tmp_path, store_url, readOnlyModeEnabled="false"), stop=stop)
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
     try:
         fail_journal_writes(monkeypatch)
         with pytest.raises(UnknownServerError):
-            await add(conn, 16, 0, payload(16, 0))
+            await add_entry(conn, 16, 0, entry_payload(16, 0))
         await asyncio.wait_for(stop.wait(), 10)
         assert not service.state.read_only
     finally:
@@ -362,7 +323,8 @@ async def _add_all(conn: RawClient, ledger_id: int, entry_ids: range, size: int)
     """Send the adds together; every one must be answered (acked or refused) within 30 s."""
     outcomes = await asyncio.wait_for(
         asyncio.gather(
-            *(add(conn, ledger_id, i, payload(ledger_id, i, size)) for i in entry_ids), return_exceptions=True
+            *(add_entry(conn, ledger_id, i, entry_payload(ledger_id, i, size=size)) for i in entry_ids),
+            return_exceptions=True,
         ),
         30,
     )
@@ -371,7 +333,9 @@ async def _add_all(conn: RawClient, ledger_id: int, entry_ids: range, size: int)
 
 async def _assert_reads_back(conn: RawClient, ledger_id: int, entry_ids: list[int], size: int) -> None:
     for entry_id in entry_ids:
-        assert await read(conn, ledger_id, entry_id) == [(entry_id, payload(ledger_id, entry_id, size))]
+        assert await read_entries(conn, ledger_id, entry_id) == [
+            (entry_id, entry_payload(ledger_id, entry_id, size=size))
+        ]
 
 
 @pytest.mark.expect_error_log(r"is full: usage", r"flush failed in checkpoint", r"checkpoint \d+ failed")
@@ -386,7 +350,7 @@ async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_
     10 KB sent together after flushes start failing with ENOSPC and the usage reads 0.99."""
     usage = tmp_path / "usage"
     service = BookieServer(
-        bookie_config(
+        service_config(
             tmp_path,
             store_url,
             dbStorage_writeCacheMaxSizeMb="1",
@@ -430,7 +394,7 @@ async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_ref
     from minipulsar.bookie.storage import metrics as storage_metrics
 
     service = BookieServer(
-        bookie_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100")
+        service_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100")
     )
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
@@ -469,7 +433,7 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
     from minipulsar.bookie.storage import single_directory
 
     service = BookieServer(
-        bookie_config(
+        service_config(
             tmp_path,
             store_url,
             dbStorage_writeCacheMaxSizeMb="1",
@@ -556,12 +520,12 @@ async def test_a_bookie_whose_dirs_were_wiped_does_not_come_back_under_its_id(
 
     monkeypatch.setattr(service_module, "check_store_cookie", connect_first)
 
-    first = BookieServer(bookie_config(tmp_path / "run", store_url))
+    first = BookieServer(service_config(tmp_path / "run", store_url))
     await first.start()
     port, bookie_id = first.port, first.bookie_id
     stored = json.loads((await first.store.get(cookie_path(bookie_id))).value)
     await first.stop()
-    config = bookie_config(tmp_path / "run", store_url, bookiePort=str(port))
+    config = service_config(tmp_path / "run", store_url, bookiePort=str(port))
     again = BookieServer(config)
     await again.start()
     assert json.loads((await again.store.get(cookie_path(bookie_id))).value)["instanceId"] == stored["instanceId"]
@@ -593,7 +557,7 @@ async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged
     from minipulsar.ledger_paths import cookie_path
     from minipulsar.net.server import Listener
 
-    first = BookieServer(bookie_config(tmp_path / "a", store_url))
+    first = BookieServer(service_config(tmp_path / "a", store_url))
     await first.start()
     taken_port, taken_id = first.port, first.bookie_id
     await first.stop()
@@ -607,7 +571,7 @@ async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged
         return await real_start(self, host, taken_port if len(ports_asked) == 1 else port, serve=serve)
 
     monkeypatch.setattr(Listener, "start", first_bind_on_the_taken_port)
-    second = BookieServer(bookie_config(tmp_path / "b", store_url))
+    second = BookieServer(service_config(tmp_path / "b", store_url))
     await second.start()
     try:
         assert second.port != taken_port and ports_asked == [0, 0]
@@ -615,7 +579,7 @@ async def test_an_ephemeral_port_whose_id_belongs_to_another_bookie_is_exchanged
         assert "belongs to another bookie instance" in caplog.text
         conn = await connect(RawClient, second.host, second.port, role="test")
         try:
-            await add(conn, 1, 0, b"served")
+            await add_entry(conn, 1, 0, b"served")
         finally:
             conn.close()
     finally:
@@ -650,18 +614,18 @@ async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_conn
             gate.wait(30)
         return real_read(self, ledger_id, first_entry_id, count, max_bytes)
 
-    await add(client, 7, 0, payload(7, 0))
+    await add_entry(client, 7, 0, entry_payload(7, 0))
     monkeypatch.setattr(DbLedgerStorage, "read_entries", gated)
     try:
-        reads = [asyncio.ensure_future(read(client, 7, 0)) for _ in range(READS_IN_FLIGHT_MAX + 36)]
+        reads = [asyncio.ensure_future(read_entries(client, 7, 0)) for _ in range(READS_IN_FLIGHT_MAX + 36)]
         await wait_for(
             lambda: bookie_metrics.TOTALS.reads_in_progress >= len(reads), 10, message="the reads did not all arrive"
         )  # the adds then come in a later socket read
         adds = await asyncio.wait_for(
-            asyncio.gather(*(add(client, 8, i, payload(8, i), lac=i - 1) for i in range(20))), 10
+            asyncio.gather(*(add_entry(client, 8, i, entry_payload(8, i), lac=i - 1) for i in range(20))), 10
         )
         assert [r.entry_id for r in adds] == list(range(20))
         assert not any(r.done() for r in reads)
     finally:
         gate.set()
-    assert all(got == [(0, payload(7, 0))] for got in await asyncio.wait_for(asyncio.gather(*reads), 10))
+    assert all(got == [(0, entry_payload(7, 0))] for got in await asyncio.wait_for(asyncio.gather(*reads), 10))

@@ -4,8 +4,7 @@ read-only by hand — one bookie in-process on 127.0.0.1:0 with a memory:// meta
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +19,18 @@ from minipulsar.config import ConfigError
 from minipulsar.errors import BookieReadOnlyError
 from minipulsar.metadata import open_metadata_store
 from minipulsar.net import connect
-from tests.component.test_bookie_component import RawClient, add, bookie_config, read
+from tests.support.bookie_service import service_config
 from tests.support.process import wait_for
-
-_store_names = itertools.count()
-
-
-@pytest_asyncio.fixture
-async def store_url() -> str:
-    return f"memory://bookie-http-api-{next(_store_names)}"
+from tests.support.raw_client import RawClient, add_entry, read_entries
 
 
 @pytest_asyncio.fixture
-async def started(tmp_path: Path, store_url: str):
+async def start_bookie(tmp_path: Path, store_url: str) -> AsyncIterator[Callable[..., Awaitable[BookieServer]]]:
+    """Starts bookie services (each on its own dirs, all in ``store_url``); stops them all at the end."""
     services: list[BookieServer] = []
 
     async def start(stop: asyncio.Event | None = None, **overrides: str) -> BookieServer:
-        service = BookieServer(bookie_config(tmp_path / str(len(services)), store_url, **overrides), stop=stop)
+        service = BookieServer(service_config(tmp_path / str(len(services)), store_url, **overrides), stop=stop)
         services.append(service)
         await service.start()
         return service
@@ -81,8 +75,8 @@ async def registered(store_url: str, service: BookieServer) -> str:
     return "both" if read_only and writable else "readonly" if read_only else "available" if writable else "none"
 
 
-async def test_heartbeat_readiness_and_state(started, http: aiohttp.ClientSession) -> None:
-    service = await started()
+async def test_heartbeat_readiness_and_state(start_bookie, http: aiohttp.ClientSession) -> None:
+    service = await start_bookie()
     assert await call(http, service, "GET", "/heartbeat") == (200, "OK\n")
     assert (await call(http, service, "GET", "/api/v1/bookie/is_ready"))[0] == 200
     assert await call(http, service, "GET", "/api/v1/bookie/state") == (
@@ -93,23 +87,23 @@ async def test_heartbeat_readiness_and_state(started, http: aiohttp.ClientSessio
 
 
 async def test_read_only_by_hand_drains_the_bookie_until_cleared(
-    started, http: aiohttp.ClientSession, store_url: str
+    start_bookie, http: aiohttp.ClientSession, store_url: str
 ) -> None:
     """Goal: PUT /api/v1/bookie/state/readonly {"readOnly": true} takes the bookie out of new
     ensembles (registration under readonly/, adds refused, reads served), the disk monitor
     finding the dirs writable does not undo it, and {"readOnly": false} does."""
-    service = await started()
+    service = await start_bookie()
     conn = await connect(RawClient, service.host, service.port, role="test")
     try:
-        await add(conn, 1, 0, b"before")
+        await add_entry(conn, 1, 0, b"before")
         assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}) == (
             200,
             {"readOnly": True},
         )
         assert await registered(store_url, service) == "readonly", "answered once the registration moved"
         with pytest.raises(BookieReadOnlyError, match="PUT /api/v1/bookie/state/readonly"):
-            await add(conn, 1, 1, b"refused")
-        assert await read(conn, 1, 0) == [(0, b"before")]
+            await add_entry(conn, 1, 1, b"refused")
+        assert await read_entries(conn, 1, 0) == [(0, b"before")]
         service._writable_changed(True)  # a disk check: the ledger dirs have room
         assert service.state.read_only
         assert await call(http, service, "GET", "/api/v1/bookie/state/readonly") == (200, {"readOnly": True})
@@ -119,15 +113,15 @@ async def test_read_only_by_hand_drains_the_bookie_until_cleared(
             {"readOnly": False},
         )
         assert await registered(store_url, service) == "available"
-        await add(conn, 1, 1, b"after")
+        await add_entry(conn, 1, 1, b"after")
     finally:
         conn.close()
 
 
-async def test_clearing_read_only_by_hand_leaves_the_other_causes(started, http: aiohttp.ClientSession) -> None:
+async def test_clearing_read_only_by_hand_leaves_the_other_causes(start_bookie, http: aiohttp.ClientSession) -> None:
     """A bookie read-only for full ledger dirs stays so when the operator's cause is cleared,
     and the answer says so."""
-    service = await started()
+    service = await start_bookie()
     assert (await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True}))[0] == 200
     service._writable_changed(False)  # a disk check: every ledger dir full
     assert await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False}) == (
@@ -138,17 +132,17 @@ async def test_clearing_read_only_by_hand_leaves_the_other_causes(started, http:
 
 
 @pytest.mark.parametrize("raw", ['{"readOnly": "maybe"}', "[true]", "yes please", "{}"])
-async def test_a_bad_read_only_body_is_a_400(started, http: aiohttp.ClientSession, raw: str) -> None:
-    service = await started()
+async def test_a_bad_read_only_body_is_a_400(start_bookie, http: aiohttp.ClientSession, raw: str) -> None:
+    service = await start_bookie()
     status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", raw=raw)
     assert status == 400 and "readOnly" in body["error"]
     assert not service.state.read_only
 
 
 async def test_force_read_only_bookie_starts_read_only_and_stays_so(
-    started, http: aiohttp.ClientSession, store_url: str
+    start_bookie, http: aiohttp.ClientSession, store_url: str
 ) -> None:
-    service = await started(forceReadOnlyBookie="true")
+    service = await start_bookie(forceReadOnlyBookie="true")
     assert await registered(store_url, service) == "readonly"
     status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": False})
     assert status == 400 and "forceReadOnly" in body["error"]
@@ -156,8 +150,10 @@ async def test_force_read_only_bookie_starts_read_only_and_stays_so(
     assert (await call(http, service, "GET", "/api/v1/bookie/state"))[1]["readOnly"] is True
 
 
-async def test_read_only_by_hand_is_refused_with_read_only_mode_disabled(started, http: aiohttp.ClientSession) -> None:
-    service = await started(readOnlyModeEnabled="false")
+async def test_read_only_by_hand_is_refused_with_read_only_mode_disabled(
+    start_bookie, http: aiohttp.ClientSession
+) -> None:
+    service = await start_bookie(readOnlyModeEnabled="false")
     status, body = await call(http, service, "PUT", "/api/v1/bookie/state/readonly", {"readOnly": True})
     assert status == 400 and "readOnlyModeEnabled=false" in body["error"]
     assert not service.state.read_only
@@ -165,7 +161,7 @@ async def test_read_only_by_hand_is_refused_with_read_only_mode_disabled(started
 
 def test_force_read_only_bookie_needs_read_only_mode(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="forceReadOnlyBookie=true needs readOnlyModeEnabled"):
-        bookie_config(tmp_path, "memory://x", forceReadOnlyBookie="true", readOnlyModeEnabled="false")
+        service_config(tmp_path, "memory://x", forceReadOnlyBookie="true", readOnlyModeEnabled="false")
 
 
 @pytest.mark.parametrize("persist", [True, False])
@@ -175,7 +171,7 @@ async def test_read_only_by_hand_survives_a_restart_with_persist_bookie_status_e
     """Goal: with persistBookieStatusEnabled an operator's read-only choice is kept across a
     restart (BOOKIE_STATUS in the ledger dirs; the bookie registers under readonly/ at once),
     and its clearing too; without it a restart comes back writable (BookKeeper's default)."""
-    config = bookie_config(tmp_path, store_url, persistBookieStatusEnabled=str(persist).lower())
+    config = service_config(tmp_path, store_url, persistBookieStatusEnabled=str(persist).lower())
     first = BookieServer(config)
     await first.start()
     try:
@@ -198,10 +194,10 @@ async def test_read_only_by_hand_survives_a_restart_with_persist_bookie_status_e
         await third.stop()
 
 
-async def test_not_ready_and_no_read_only_change_once_stopping(started, http: aiohttp.ClientSession) -> None:
+async def test_not_ready_and_no_read_only_change_once_stopping(start_bookie, http: aiohttp.ClientSession) -> None:
     """A bookie asked to stop (its stop event set: shutting itself down) is no longer ready."""
     stop = asyncio.Event()
-    service = await started(stop)
+    service = await start_bookie(stop)
     stop.set()
     assert (await call(http, service, "GET", "/api/v1/bookie/is_ready"))[0] == 503
     assert (await call(http, service, "GET", "/api/v1/bookie/state"))[1]["shuttingDown"] is True
@@ -220,7 +216,7 @@ async def test_not_ready_while_it_waits_for_the_metadata_store(tmp_path: Path, h
     silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
     port = silent.sockets[0].getsockname()[1]
     stop = asyncio.Event()
-    service = BookieServer(bookie_config(tmp_path, f"metastore://127.0.0.1:{port}"), stop=stop)
+    service = BookieServer(service_config(tmp_path, f"metastore://127.0.0.1:{port}"), stop=stop)
     starting = asyncio.create_task(service.start())
     try:
         await wait_for(lambda: service.http_port != 0 or starting.done(), 10, message="HTTP never started")

@@ -5,22 +5,17 @@ Method: the CLI's functions in-process; a tiny aiohttp server that redirects a P
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import io
 
 import pytest
 from aiohttp import web
 
 from minipulsar.cli.admin import AdminClient, AdminError
-from minipulsar.cli.main import build_parser
+from tests.support.cli import run_admin
 
 
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        args = build_parser().parse_args(["admin", "--admin-url", "http://127.0.0.1:1", *argv])
-        code = args.func(args)
-    return code, out.getvalue(), err.getvalue()
+def admin_without_broker(*argv: str) -> tuple[int, str, str]:
+    """``minipulsar admin`` against an address nobody serves: what it says before it connects."""
+    return run_admin("--admin-url", "http://127.0.0.1:1", *argv)
 
 
 @pytest.mark.parametrize(
@@ -35,12 +30,12 @@ def run(*argv: str) -> tuple[int, str, str]:
     ],
 )
 def test_malformed_names_exit_2_without_a_request(argv: list[str], message: str) -> None:
-    code, _, err = run(*argv)
+    code, _, err = admin_without_broker(*argv)
     assert code == 2 and message in err
 
 
 def test_an_unreachable_broker_is_named() -> None:
-    code, _, err = run("tenants", "list")
+    code, _, err = admin_without_broker("tenants", "list")
     assert code == 1 and "cannot reach the broker at http://127.0.0.1:1" in err
 
 

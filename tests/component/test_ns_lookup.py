@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
@@ -26,6 +25,7 @@ from minipulsar.errors import ErrorCode
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.metadata.memory import SharedTree
 from minipulsar.topic_name import TopicName
+from tests.support.net import unused_port
 from tests.support.process import wait_for
 
 TOPIC = TopicName.parse("persistent://public/default/orders")
@@ -220,9 +220,7 @@ async def test_an_owner_whose_port_refuses_connections_is_replaced_but_a_listeni
     b.ns.liveness = LivenessProbe()
     ghost = MemoryMetadataStore(b.store.shared)  # the owner's session, not expired yet
     listening = await asyncio.start_server(lambda reader, writer: writer.close(), "127.0.0.1", 0)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        closed_port = probe.getsockname()[1]  # nothing listens there once this socket is closed
+    closed_port = unused_port()
     try:
         live_port = listening.sockets[0].getsockname()[1]
         live_topic = TopicName.parse("persistent://public/default/live-owner")

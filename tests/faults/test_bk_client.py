@@ -22,36 +22,29 @@ from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings, metrics
 from minipulsar.errors import LedgerFencedError, MiniPulsarError, NoSuchEntryError, NotEnoughBookiesError
 from minipulsar.metadata import open_metadata_store
 from tests.support.process import ServerProcess, wait_for
+from tests.support.servers import bookie_process
 
 SESSION_MS = 2000
 
 
-def bookie_process(root: Path, index: int, metastore: ServerProcess, port: int = 0) -> ServerProcess:
-    base = root / f"bookie-{index}"
-    return ServerProcess(
-        "bookie",
-        [
-            "--port",
-            str(port),
-            "--http-port",
-            "0",
-            "--journal-dir",
-            str(base / "journal"),
-            "--ledger-dirs",
-            str(base / "ledgers"),
-            "--metadata-url",
-            metastore.url,
-            "--set",
-            f"zkTimeout={SESSION_MS}",
-        ],
-        root / "logs" / f"bookie-{index}.log",
+def numbered_bookie(root: Path, index: int, metastore: ServerProcess, port: int = 0) -> ServerProcess:
+    """Bookie ``index``, with its dirs under ``root/bookie-<index>``."""
+    name = f"bookie-{index}"
+    return bookie_process(
+        root,
+        metastore.url,
+        port=port,
+        journals=[f"{name}/journal"],
+        ledgers=[f"{name}/ledgers"],
+        settings={"zkTimeout": SESSION_MS},
+        name=name,
     )
 
 
 @contextlib.asynccontextmanager
 async def bookies_running(root: Path, metastore: ServerProcess, count: int) -> AsyncIterator[list[ServerProcess]]:
     """``count`` bookies; a test may replace entries of the list (restarts): those are stopped too."""
-    processes = [bookie_process(root, i, metastore) for i in range(count)]
+    processes = [numbered_bookie(root, i, metastore) for i in range(count)]
     try:
         for process in processes:
             await asyncio.to_thread(process.start)
@@ -76,7 +69,7 @@ async def bk_client(metastore: ServerProcess, **settings) -> AsyncIterator[BookK
         await store.close()
 
 
-def payload(entry_id: int) -> bytes:
+def entry_data(entry_id: int) -> bytes:
     return f"entry-{entry_id:06d}-".encode() + bytes(200)
 
 
@@ -96,7 +89,7 @@ class Writer:
             if (stop is not None and stop.is_set()) or self.errors:
                 break
             await self.window.acquire()
-            data = payload(self.sent)
+            data = entry_data(self.sent)
             self.sent += 1
             task = asyncio.ensure_future(self._add(data))
             self._tasks.add(task)
@@ -121,7 +114,7 @@ def bookie_index(bookies: list[ServerProcess], bookie_id: str) -> int:
     return next(i for i, b in enumerate(bookies) if b.address == bookie_id)
 
 
-async def read_all(bk: BookKeeper, ledger_id: int) -> dict[int, bytes]:
+async def recovered_entries(bk: BookKeeper, ledger_id: int) -> dict[int, bytes]:
     handle = await bk.open_ledger(ledger_id, recovery=True)
     if handle.last_entry_id < 0:
         return {}
@@ -146,7 +139,7 @@ async def test_killing_an_ensemble_bookie_changes_the_ensemble_without_failing_a
         await handle.close()
         stored = await bk.read_metadata(handle.ledger_id)
         assert [first for first, _ in stored.ensembles] == [first for first, _ in segments]
-        assert await read_all(bk, handle.ledger_id) == writer.acked
+        assert await recovered_entries(bk, handle.ledger_id) == writer.acked
 
 
 async def test_too_few_bookies_fail_pending_adds_clearly_and_lose_no_acknowledged_entry(tmp_path, metastore):
@@ -169,10 +162,10 @@ async def test_too_few_bookies_fail_pending_adds_clearly_and_lose_no_acknowledge
         assert max(writer.acked) == len(writer.acked) - 1, "acknowledged entries form a prefix"
 
         for index in killed:  # their data is on disk: bring them back and read everything
-            bookies[index] = bookie_process(tmp_path, index, metastore, bookies[index].port)
+            bookies[index] = numbered_bookie(tmp_path, index, metastore, bookies[index].port)
             await asyncio.to_thread(bookies[index].start)
         async with bk_client(metastore) as reader:
-            content = await read_all(reader, handle.ledger_id)
+            content = await recovered_entries(reader, handle.ledger_id)
         assert {e: content.get(e) for e in writer.acked} == writer.acked
 
 
@@ -201,9 +194,9 @@ async def test_recovery_fences_the_writer_and_every_reader_sees_the_same_ledger(
         assert set(writer.acked) <= set(range(last + 1)), "every acknowledged entry is in the ledger"
         assert acked_before_open_returned.keys() <= writer.acked.keys()
         content = dict(await recovered.read(0, last))
-        assert all(content[e] == payload(e) for e in range(last + 1)), "only what A sent, in order"
+        assert all(content[e] == entry_data(e) for e in range(last + 1)), "only what A sent, in order"
         assert last < writer.sent
-        assert await read_all(other_reader, handle.ledger_id) == content
+        assert await recovered_entries(other_reader, handle.ledger_id) == content
 
 
 async def test_recovery_does_not_wait_for_a_hung_bookie(tmp_path, metastore):

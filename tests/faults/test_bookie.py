@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from pathlib import Path
 
@@ -13,46 +12,30 @@ import pytest
 
 from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata import open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
+from tests.support.entries import payload_of_varied_size
 from tests.support.process import ServerProcess, started
+from tests.support.raw_client import RawClient
+from tests.support.servers import bookie_process
 
 SESSION_TIMEOUT_MS = 2000
 
 
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
+JOURNALS, LEDGER_DIRS = ("journal-a", "journal-b"), ("ledgers-a", "ledgers-b")
+PAYLOAD_SIZES = (0, 10, 1000, 5000, 70_000)
 
 
-def bookie_process(root: Path, metadata_url: str, port: int = 0, name: str = "bookie") -> ServerProcess:
-    return ServerProcess(
-        "bookie",
-        [
-            "--port",
-            str(port),
-            "--http-port",
-            "0",
-            "--journal-dir",
-            str(root / "journal-a"),
-            "--journal-dir",
-            str(root / "journal-b"),
-            "--ledger-dirs",
-            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-            "--metadata-url",
-            metadata_url,
-            "--set",
-            f"zkTimeout={SESSION_TIMEOUT_MS}",
-            "--set",
-            "journalPreAllocSizeMB=1",
-        ],
-        root / "logs" / f"{name}.log",
+def two_journal_bookie(root: Path, metadata_url: str, port: int = 0, name: str = "bookie") -> ServerProcess:
+    """A bookie with two journals and two ledger dirs."""
+    settings = {"zkTimeout": SESSION_TIMEOUT_MS}
+    return bookie_process(
+        root, metadata_url, port=port, journals=JOURNALS, ledgers=LEDGER_DIRS, settings=settings, name=name
     )
 
 
-def payload_for(ledger_id: int, entry_id: int) -> bytes:
-    rng = random.Random(ledger_id * 100_003 + entry_id)
-    return rng.randbytes(rng.choice([0, 10, 1000, 5000, 70_000]))
+def varied_payload(ledger_id: int, entry_id: int) -> bytes:
+    return payload_of_varied_size(ledger_id, entry_id, PAYLOAD_SIZES)
 
 
 async def test_acknowledged_entries_survive_sigkill(tmp_path: Path, metastore: ServerProcess) -> None:
@@ -60,7 +43,7 @@ async def test_acknowledged_entries_survive_sigkill(tmp_path: Path, metastore: S
     Method: pipeline 1000 adds over 4 ledgers (two journals), wait for all acks, SIGKILL,
     restart on the same port and dirs, read every entry back in ranges."""
     url = f"metastore://{metastore.address}"
-    first = bookie_process(tmp_path, url)
+    first = two_journal_bookie(tmp_path, url)
     async with started(first):
         conn = await connect(RawClient, first.host, first.port)
         requests = [
@@ -68,7 +51,7 @@ async def test_acknowledged_entries_survive_sigkill(tmp_path: Path, metastore: S
                 AddEntry,
                 ledger_id=entry % 4,
                 entry_id=entry // 4,
-                payload=payload_for(entry % 4, entry // 4),
+                payload=varied_payload(entry % 4, entry // 4),
                 lac=entry // 4 - 1,
             )
             for entry in range(1000)
@@ -77,7 +60,7 @@ async def test_acknowledged_entries_survive_sigkill(tmp_path: Path, metastore: S
         assert len(acks) == 1000
         first.kill()
         conn.abort()
-        second = bookie_process(tmp_path, url, port=first.port, name="bookie-restarted")
+        second = two_journal_bookie(tmp_path, url, port=first.port, name="bookie-restarted")
         async with started(second):
             conn = await connect(RawClient, second.host, second.port)
             for ledger_id in range(4):
@@ -86,7 +69,7 @@ async def test_acknowledged_entries_survive_sigkill(tmp_path: Path, metastore: S
                     response = await conn.request(ReadEntry, ledger_id=ledger_id, first_entry_id=len(got), count=250)
                     got.extend((e, p) for e, p in response.entries)
                 assert [e for e, _ in got] == list(range(250))
-                assert all(p == payload_for(ledger_id, e) for e, p in got), f"ledger {ledger_id} differs"
+                assert all(p == varied_payload(ledger_id, e) for e, p in got), f"ledger {ledger_id} differs"
             conn.close()
 
 
@@ -95,29 +78,29 @@ async def test_sigterm_answers_every_add_it_accepted(tmp_path: Path, metastore: 
     Method: pipeline 300 adds, SIGTERM at once; every add is acked or fails with a closed
     connection, and every acked one reads back after a restart."""
     url = f"metastore://{metastore.address}"
-    first = bookie_process(tmp_path, url)
+    first = two_journal_bookie(tmp_path, url)
     async with started(first):
         conn = await connect(RawClient, first.host, first.port)
-        requests = [conn.request(AddEntry, ledger_id=1, entry_id=i, payload=payload_for(1, i)) for i in range(300)]
+        requests = [conn.request(AddEntry, ledger_id=1, entry_id=i, payload=varied_payload(1, i)) for i in range(300)]
         await asyncio.sleep(0)  # the adds are on the wire
         first.proc.terminate()
         results = await asyncio.gather(*requests, return_exceptions=True)
         assert await asyncio.to_thread(first.proc.wait, 10) == 0
         acked = [r.entry_id for r in results if not isinstance(r, BaseException)]
         assert all(isinstance(r, ConnectionClosedError) for r in results if isinstance(r, BaseException))
-    second = bookie_process(tmp_path, url, port=first.port, name="bookie-restarted")
+    second = two_journal_bookie(tmp_path, url, port=first.port, name="bookie-restarted")
     async with started(second):
         conn = await connect(RawClient, second.host, second.port)
         for entry_id in acked:
             response = await conn.request(ReadEntry, ledger_id=1, first_entry_id=entry_id)
-            assert response.entries == [[entry_id, payload_for(1, entry_id)]]
+            assert response.entries == [[entry_id, varied_payload(1, entry_id)]]
         conn.close()
 
 
 async def test_registration_appears_and_goes_away_on_a_clean_stop(tmp_path: Path, metastore: ServerProcess) -> None:
     url = f"metastore://{metastore.address}"
     observer = await open_metadata_store(url, session_timeout_ms=SESSION_TIMEOUT_MS)
-    bookie = bookie_process(tmp_path, url)
+    bookie = two_journal_bookie(tmp_path, url)
     try:
         async with started(bookie):
             assert bookie.address in await observer.children("/ledgers/available")
@@ -135,12 +118,12 @@ async def test_a_restart_after_sigkill_waits_out_the_old_registration(tmp_path: 
     again under the same id (instead of failing, or being unregistered by the old session)."""
     url = f"metastore://{metastore.address}"
     observer = await open_metadata_store(url, session_timeout_ms=SESSION_TIMEOUT_MS)
-    first = bookie_process(tmp_path, url)
+    first = two_journal_bookie(tmp_path, url)
     try:
         async with started(first):
             first.kill()
         killed_ms = time.time() * 1000
-        second = bookie_process(tmp_path, url, port=first.port, name="bookie-restarted")
+        second = two_journal_bookie(tmp_path, url, port=first.port, name="bookie-restarted")
         async with started(second):
             got = await observer.get(f"/ledgers/available/{second.address}")
             assert got is not None and got.stat.ephemeral
@@ -152,9 +135,9 @@ async def test_a_restart_after_sigkill_waits_out_the_old_registration(tmp_path: 
 @pytest.mark.parametrize("flag", ["--ledger-dirs", "--journal-dir"])
 async def test_directories_of_another_bookie_are_refused(tmp_path: Path, metastore: ServerProcess, flag: str) -> None:
     url = f"metastore://{metastore.address}"
-    async with started(bookie_process(tmp_path / "one", url, name="one")):
+    async with started(two_journal_bookie(tmp_path / "one", url, name="one")):
         pass
-    other = bookie_process(tmp_path / "two", url, name="two")
+    other = two_journal_bookie(tmp_path / "two", url, name="two")
     args = other.args
     index = args.index(flag) + 1
     args[index] = str(tmp_path / "one" / ("ledgers-a" if flag == "--ledger-dirs" else "journal-a"))

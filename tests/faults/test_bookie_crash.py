@@ -21,9 +21,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, ReadEntry
+from tests.support.entries import payload_of_varied_size
 from tests.support.process import ServerProcess, started
+from tests.support.raw_client import RawClient
+from tests.support.servers import bookie_process
 
 SEED = int(os.environ.get("MINIPULSAR_CRASH_SEED", "20240603"))
 KILLS_MIN = 20
@@ -43,50 +46,34 @@ part of a rollover that touches the disk, so a kill during it counts as one mid-
 ROLLED = re.compile(r"journal (\S+): (rolled over to segment|created segment \S+ ahead of time)")
 
 
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
+PAYLOAD_SIZES = (0, 50, 300, 800, 1500, 3000, 6000, 20_000)
+JOURNALS, LEDGER_DIRS = ("journal-a", "journal-b"), ("ledgers-a", "ledgers-b")
+CRASH_BOOKIE = {
+    "journalMaxSizeMB": 1,
+    "dbStorage_writeCacheMaxSizeMb": 1,
+    "logSizeLimit": 262144,
+    "flushInterval": 100,
+    "dbStorage_readAheadCacheMaxSizeMb": 4,
+}
+"""Tiny journal segments, write cache and entry logs, a 100 ms flush interval: checkpoints and
+rollovers all the time (see the module docstring)."""
 
 
-def payload_for(ledger_id: int, entry_id: int) -> bytes:
-    rng = random.Random(SEED ^ (ledger_id * 1_000_003 + entry_id))
-    return rng.randbytes(rng.choice([0, 50, 300, 800, 1500, 3000, 6000, 20_000]))
+def crash_payload(ledger_id: int, entry_id: int) -> bytes:
+    return payload_of_varied_size(ledger_id, entry_id, PAYLOAD_SIZES, seed=SEED)
 
 
-def bookie_process(root: Path, metadata_url: str, port: int, cycle: int) -> ServerProcess:
-    return ServerProcess(
-        "bookie",
-        [
-            "--port",
-            str(port),
-            "--http-port",
-            "0",
-            "--journal-dir",
-            str(root / "journal-a"),
-            "--journal-dir",
-            str(root / "journal-b"),
-            "--ledger-dirs",
-            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-            "--metadata-url",
-            metadata_url,
-            "--log-level",
-            "DEBUG",
-            "--set",
-            "zkTimeout=2000",
-            "--set",
-            "journalPreAllocSizeMB=1",
-            "--set",
-            "journalMaxSizeMB=1",
-            "--set",
-            "dbStorage_writeCacheMaxSizeMb=1",
-            "--set",
-            "logSizeLimit=262144",
-            "--set",
-            "flushInterval=100",
-            "--set",
-            "dbStorage_readAheadCacheMaxSizeMb=4",
-        ],
-        root / "logs" / f"bookie-{cycle:02d}.log",
+def crash_bookie(root: Path, metadata_url: str, port: int, cycle: int) -> ServerProcess:
+    """The bookie of kill cycle ``cycle``, logging at DEBUG (the kill trigger reads its log)."""
+    return bookie_process(
+        root,
+        metadata_url,
+        port=port,
+        journals=JOURNALS,
+        ledgers=LEDGER_DIRS,
+        settings=CRASH_BOOKIE,
+        name=f"bookie-{cycle:02d}",
+        args=("--log-level", "DEBUG"),
     )
 
 
@@ -110,9 +97,10 @@ class Ledgers:
         return sum(len(a) for a in self.acked)
 
 
-def add(conn: RawClient, ledgers: Ledgers, ledger_id: int, entry_id: int) -> asyncio.Future:
+def send_add(conn: RawClient, ledgers: Ledgers, ledger_id: int, entry_id: int) -> asyncio.Future:
+    """One pipelined add; its entry counts as acknowledged once its response came."""
     future = conn.request(
-        AddEntry, ledger_id=ledger_id, entry_id=entry_id, lac=entry_id - 1, payload=payload_for(ledger_id, entry_id)
+        AddEntry, ledger_id=ledger_id, entry_id=entry_id, lac=entry_id - 1, payload=crash_payload(ledger_id, entry_id)
     )
 
     def done(f: asyncio.Future) -> None:
@@ -132,14 +120,14 @@ async def write_until_cancelled(conn: RawClient, ledgers: Ledgers, rng: random.R
         ledger_id = rng.randrange(LEDGERS)
         entry_id = ledgers.next_entry[ledger_id]
         ledgers.next_entry[ledger_id] += 1
-        add(conn, ledgers, ledger_id, entry_id).add_done_callback(lambda f: (f.exception(), window.release()))
+        send_add(conn, ledgers, ledger_id, entry_id).add_done_callback(lambda f: (f.exception(), window.release()))
 
 
 async def resend_unacked(conn: RawClient, ledgers: Ledgers) -> None:
     """Re-send what the kill left unanswered (as a BookKeeper client would to a new ensemble):
     the same ids and bytes, so ledgers stay gapless. Some were durable already: re-adding
     them replaces them with the same bytes."""
-    await asyncio.gather(*(add(conn, ledgers, ledger, entry) for ledger, entry in ledgers.unacked()))
+    await asyncio.gather(*(send_add(conn, ledgers, ledger, entry) for ledger, entry in ledgers.unacked()))
     assert not ledgers.unacked()
 
 
@@ -153,7 +141,7 @@ async def verify_all(conn: RawClient, ledgers: Ledgers) -> None:
             got.extend((e, p) for e, p in response.entries)
         assert [e for e, _ in got] == list(range(expected)), f"ledger {ledger_id}: entry ids differ"
         for entry_id, payload in got:
-            assert payload == payload_for(ledger_id, entry_id), f"entry {ledger_id}:{entry_id} differs"
+            assert payload == crash_payload(ledger_id, entry_id), f"entry {ledger_id}:{entry_id} differs"
 
 
 class LogTail:
@@ -220,7 +208,6 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
     last kill left unanswered; read back every acknowledged entry; write pipelined adds to
     6 ledgers; SIGKILL aimed at a checkpoint, a rollover or a random instant (seeded)."""
     rng = random.Random(SEED)
-    url = f"metastore://{metastore.address}"
     ledgers = Ledgers()
     landed = {"checkpoint": 0, "rollover": 0}
     kills, port, started_at = 0, 0, time.monotonic()
@@ -233,7 +220,7 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
         assert time.monotonic() - started_at < TIME_BUDGET_S, (
             f"only {kills} kills, {landed} landed in checkpoints/rollovers within {TIME_BUDGET_S}s (seed {SEED})"
         )
-        process = bookie_process(tmp_path, url, port, kills)
+        process = crash_bookie(tmp_path, metastore.url, port, kills)
         await asyncio.to_thread(process.start)
         port = process.port
         conn = await connect(RawClient, process.host, process.port)
@@ -255,7 +242,7 @@ async def test_acknowledged_entries_survive_repeated_sigkills(tmp_path: Path, me
             process.kill()
         await asyncio.sleep(0)  # let the failed requests' callbacks run
     # One last start: everything acknowledged is there, and nothing was lost on the way.
-    process = bookie_process(tmp_path, url, port, kills)
+    process = crash_bookie(tmp_path, metastore.url, port, kills)
     async with started(process):
         conn = await connect(RawClient, process.host, process.port)
         await resend_unacked(conn, ledgers)

@@ -8,54 +8,42 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 import pytest_asyncio
 
 from minipulsar.errors import BookieReadOnlyError
 from minipulsar.metadata import MetadataStore, open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol.commands import AddEntry, BookieInfo, ReadEntry
+from tests.support.net import unused_port
 from tests.support.process import ServerProcess, started, wait_for
+from tests.support.raw_client import RawClient
+from tests.support.servers import bookie_process
+from tests.support.web import metric_value
 
 SESSION_TIMEOUT_MS = 2000
 AVAILABLE, READONLY = "/ledgers/available", "/ledgers/available/readonly"
 
 
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
+LEDGER_DIRS = ("ledgers-a", "ledgers-b")
 
 
-def bookie_process(root: Path, metadata_url: str, *extra: str, port: int = 0) -> ServerProcess:
-    return ServerProcess(
-        "bookie",
-        [
-            "--port",
-            str(port),
-            "--http-port",
-            "0",
-            "--journal-dir",
-            str(root / "journal"),
-            "--ledger-dirs",
-            f"{root / 'ledgers-a'},{root / 'ledgers-b'}",
-            "--metadata-url",
-            metadata_url,
-            "--set",
-            f"zkTimeout={SESSION_TIMEOUT_MS}",
-            "--set",
-            "journalPreAllocSizeMB=1",
-            "--set",
-            "diskCheckInterval=50",
-            "--set",
-            f"minipulsarDiskUsageOverrideFile={root / 'usage'}",
-            *extra,
-        ],
-        root / "logs" / "bookie.log",
+def usage_bookie(root: Path, metadata_url: str, *, port: int = 0, **settings: object) -> ServerProcess:
+    """A bookie that reads its disk usage from ``root/usage`` every 50 ms, with ``settings``."""
+    return bookie_process(
+        root,
+        metadata_url,
+        port=port,
+        ledgers=LEDGER_DIRS,
+        settings={
+            "zkTimeout": SESSION_TIMEOUT_MS,
+            "diskCheckInterval": 50,
+            "minipulsarDiskUsageOverrideFile": root / "usage",
+            **settings,
+        },
     )
 
 
@@ -84,13 +72,6 @@ async def wait_registered_only_under(store: MetadataStore, bookie: ServerProcess
     await wait_for(only_there, timeout_s=10, message=f"{bookie.address} not registered only under {path}")
 
 
-async def server_status(bookie: ServerProcess) -> float:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as response:
-            text = await response.text()
-    return float(next(line.split()[1] for line in text.splitlines() if line.startswith("bookie_SERVER_STATUS ")))
-
-
 async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_writable(
     tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
 ) -> None:
@@ -100,7 +81,7 @@ async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_wri
     0.5 → back under /ledgers/available, ADD works, SERVER_STATUS 1."""
     usage = tmp_path / "usage"
     usage.write_text("0.5")
-    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}")
+    bookie = usage_bookie(tmp_path, metastore.url)
     async with started(bookie):
         conn = await connect(RawClient, bookie.host, bookie.port)
         assert await registered_under(observer, bookie) == {AVAILABLE}
@@ -116,13 +97,13 @@ async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_wri
         assert [p for _, p in response.entries] == [b"e%d" % i for i in range(6)]
         info = await conn.request(BookieInfo)
         assert info.info["readOnly"] is True and info.info["writableLedgerDirs"] == 0
-        assert await server_status(bookie) == 0
+        assert await metric_value(bookie, "bookie_SERVER_STATUS") == 0
 
         usage.write_text("0.5")
         await wait_registered_only_under(observer, bookie, AVAILABLE)
         await conn.request(AddEntry, ledger_id=1, entry_id=6, payload=b"e6")
         assert (await conn.request(BookieInfo)).info["readOnly"] is False
-        assert await server_status(bookie) == 1
+        assert await metric_value(bookie, "bookie_SERVER_STATUS") == 1
         conn.close()
     assert await registered_under(observer, bookie) == set()
 
@@ -131,7 +112,7 @@ async def test_a_bookie_started_on_full_disks_registers_read_only(
     tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
 ) -> None:
     (tmp_path / "usage").write_text("0.99")
-    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}")
+    bookie = usage_bookie(tmp_path, metastore.url)
     async with started(bookie):
         assert await registered_under(observer, bookie) == {READONLY}
         conn = await connect(RawClient, bookie.host, bookie.port)
@@ -148,12 +129,12 @@ async def test_a_restarted_bookie_removes_the_read_only_key_its_killed_run_left(
     usage = tmp_path / "usage"
     usage.write_text("0.99")
     url = f"metastore://{metastore.address}"
-    first = bookie_process(tmp_path, url)
+    first = usage_bookie(tmp_path, url)
     async with started(first):
         assert await registered_under(observer, first) == {READONLY}
         first.kill()
     usage.write_text("0.5")
-    second = bookie_process(tmp_path, url, port=first.port)
+    second = usage_bookie(tmp_path, url, port=first.port)
     async with started(second):
         assert await registered_under(observer, second) == {AVAILABLE}
 
@@ -166,7 +147,7 @@ async def test_with_read_only_mode_disabled_full_disks_stop_the_bookie(
     failure (5, not 0: a supervisor that restarts on failure must see one)."""
     usage = tmp_path / "usage"
     usage.write_text("0.5")
-    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", "--set", "readOnlyModeEnabled=false")
+    bookie = usage_bookie(tmp_path, metastore.url, readOnlyModeEnabled=False)
     async with started(bookie):
         usage.write_text("0.99")
         assert await asyncio.to_thread(bookie.proc.wait, 10) == 5
@@ -180,7 +161,7 @@ async def test_with_read_only_mode_disabled_a_bookie_started_on_full_disks_never
     """The same at start: it stops before registering (it registered as writable, printed READY
     and exited 0)."""
     (tmp_path / "usage").write_text("0.99")
-    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", "--set", "readOnlyModeEnabled=false")
+    bookie = usage_bookie(tmp_path, metastore.url, readOnlyModeEnabled=False)
     try:
         with pytest.raises(RuntimeError, match="exited with 5"):
             await asyncio.to_thread(bookie.start)
@@ -195,12 +176,10 @@ async def test_sigterm_while_starting_stops_the_bookie_before_it_registers(
     """Goal: SIGTERM while the bookie waits to register (here: for a key of its id that another
     instance holds) stops it at once with exit 0, never registered — it carried on, registered,
     printed READY and only then stopped, past a supervisor's SIGKILL if the wait was long."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = unused_port()
     held = f"{AVAILABLE}/127.0.0.1:{port}"
     await observer.put(held, json.dumps({"instanceId": "another-instance"}).encode(), ephemeral=True)
-    bookie = bookie_process(tmp_path, f"metastore://{metastore.address}", port=port)
+    bookie = usage_bookie(tmp_path, metastore.url, port=port)
     starting = asyncio.create_task(asyncio.to_thread(bookie.start))
     try:
         await wait_for(

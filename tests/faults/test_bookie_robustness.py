@@ -4,105 +4,54 @@ closed, the process keeps running, and a normal client on another connection kee
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import struct
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
-import msgpack
 import pytest
-import pytest_asyncio
 
 from minipulsar.net import Connection, connect
-from minipulsar.protocol.commands import PROTOCOL_VERSION, AddEntry, BookieInfo, ReadEntry, ReadLac
-from tests.support.process import ServerProcess, started, wait_for
+from minipulsar.protocol.commands import AddEntry, BookieInfo, Connected, ReadEntry, ReadLac
+from tests.support.fixtures import bookie_fixture
+from tests.support.process import ServerProcess, wait_for
+from tests.support.raw_client import RawClient, RawPeer, wire_frame
+from tests.support.servers import bookie_beside_metastore, bookie_process
+from tests.support.web import metric_value
 
 REPLY_TIMEOUT_S = 5.0
-
-
-class RawClient(Connection):
-    def command_received(self, command) -> None:
-        pass
-
-
-def frame(body: dict) -> bytes:
-    data = msgpack.packb(body, use_bin_type=True)
-    return struct.pack(">I", len(data)) + data
-
-
-CONNECT = frame({"t": "CONNECT", "id": 1, "protocol_version": PROTOCOL_VERSION, "client_version": "fuzz"})
+BUSY_BOOKIE = {"zkTimeout": 30_000}
+"""BookKeeper's session timeout, not the tests' 2 s: a bookie kept busy by peers that do not
+read must not lose its registration meanwhile."""
 
 
 async def replies(host: str, port: int, data: bytes, handshake: bool = False) -> list[dict] | str:
     """Send ``data`` (after a CONNECT if ``handshake``) and collect what comes back: the decoded
     frames up to the first ERROR or until the server goes quiet, or ``"closed"`` if it hung up."""
-    reader, writer = await asyncio.open_connection(host, port)
+    peer = await RawPeer.open(host, port)
     try:
         if handshake:
-            writer.write(CONNECT)
-            assert (await _read_frame(reader))["t"] == "CONNECTED"
-        writer.write(data)
-        await writer.drain()
+            assert isinstance(await peer.handshake(), Connected)
+        await peer.send(data)
         got: list[dict] = []
         while True:
             try:
-                body = await asyncio.wait_for(_read_frame(reader), 1.0 if got else REPLY_TIMEOUT_S)
-            except (asyncio.IncompleteReadError, ConnectionError):
-                return got or "closed"
+                body = await peer.receive_map(timeout_s=1.0 if got else REPLY_TIMEOUT_S)
             except TimeoutError:
                 return got
+            if body is None:
+                return got or "closed"
             got.append(body)
             if body.get("t") == "ERROR":
                 return got
     finally:
-        writer.close()
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> dict:
-    (length,) = struct.unpack(">I", await reader.readexactly(4))
-    return msgpack.unpackb(await reader.readexactly(length), raw=False)
+        peer.close()
 
 
 def is_error_or_closed(result: list[dict] | str) -> bool:
     return result == "closed" or any(body.get("t") == "ERROR" for body in result)
 
 
-@contextlib.asynccontextmanager
-async def bookie_with(tmp_path: Path, *settings: str) -> AsyncIterator[ServerProcess]:
-    """A metastore and a bookie with ``journalPreAllocSizeMB=1`` and ``settings`` (key=value)."""
-    metastore = ServerProcess(
-        "metastore", ["--port", "0", "--data-dir", str(tmp_path / "metastore")], tmp_path / "metastore.log"
-    )
-    async with started(metastore):
-        process = ServerProcess(
-            "bookie",
-            [
-                "--port",
-                "0",
-                "--http-port",
-                "0",
-                "--journal-dir",
-                str(tmp_path / "journal"),
-                "--ledger-dirs",
-                str(tmp_path / "ledgers"),
-                "--metadata-url",
-                f"metastore://{metastore.address}",
-                "--set",
-                "journalPreAllocSizeMB=1",
-                *(arg for setting in settings for arg in ("--set", setting)),
-            ],
-            tmp_path / "bookie.log",
-        )
-        async with started(process):
-            yield process
-
-
-@pytest_asyncio.fixture
-async def bookie(tmp_path: Path) -> AsyncIterator[ServerProcess]:
-    async with bookie_with(tmp_path) as process:
-        yield process
+bookie = bookie_fixture(settings=BUSY_BOOKIE)
 
 
 async def test_garbage_gets_an_error_or_a_closed_connection_and_service_goes_on(bookie: ServerProcess) -> None:
@@ -117,7 +66,7 @@ async def test_garbage_gets_an_error_or_a_closed_connection_and_service_goes_on(
         entry_id += 1
 
     rng = random.Random(42)
-    wrong_types = frame({"t": "ADD_ENTRY", "id": 7, "ledger_id": "one", "entry_id": [1], "payload": 5})
+    wrong_types = wire_frame({"t": "ADD_ENTRY", "id": 7, "ledger_id": "one", "entry_id": [1], "payload": 5})
     cases = {
         "random bytes": rng.randbytes(4096),
         "random bytes after CONNECT": rng.randbytes(4096),
@@ -125,11 +74,11 @@ async def test_garbage_gets_an_error_or_a_closed_connection_and_service_goes_on(
         "random body in a well-sized frame after CONNECT": struct.pack(">I", 200) + rng.randbytes(200),
         "2 GiB length prefix": struct.pack(">I", 2**31) + b"\x00" * 64,
         "2 GiB length prefix after CONNECT": struct.pack(">I", 2**31) + b"\x00" * 64,
-        "unknown command": frame({"t": "NO_SUCH_COMMAND", "id": 3}),
-        "unknown command after CONNECT": frame({"t": "NO_SUCH_COMMAND", "id": 3}),
+        "unknown command": wire_frame({"t": "NO_SUCH_COMMAND", "id": 3}),
+        "unknown command after CONNECT": wire_frame({"t": "NO_SUCH_COMMAND", "id": 3}),
         "ADD_ENTRY with wrong types": wrong_types,
         "ADD_ENTRY with wrong types after CONNECT": wrong_types,
-        "not a map after CONNECT": frame([1, 2, 3]),  # type: ignore[arg-type]
+        "not a map after CONNECT": wire_frame([1, 2, 3]),
     }
     await still_serving()
     for name, data in cases.items():
@@ -158,22 +107,16 @@ async def test_a_client_that_never_reads_its_answers_does_not_grow_the_bookie(bo
     meanwhile, and once the peer reads, every answer comes, in order. Method: one 1 MiB entry;
     600 reads of it sent at once on a raw socket; answered reads (pendingReads of BOOKIE_INFO)
     and the bookie's RSS watched for 3 s after the first 64 were answered; then the answers."""
-    reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
+    peer = await RawPeer.open(bookie.host, bookie.port)
     checker = await connect(RawClient, bookie.host, bookie.port)
     try:
-        writer.write(CONNECT)
-        assert (await _read_frame(reader))["t"] == "CONNECTED"
+        assert isinstance(await peer.handshake(), Connected)
         payload = bytes(range(256)) * 4096
-        writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1, "payload": payload}))
-        assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
+        await peer.send({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1, "payload": payload})
+        assert (await peer.receive_map())["t"] == "ADD_ENTRY_RESPONSE"
         before = _rss_bytes(bookie.proc.pid)
         reads = 600
-        writer.write(
-            b"".join(
-                frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0}) for i in range(reads)
-            )
-        )
-        await writer.drain()
+        await peer.send(_reads_of_entry_77_0(reads))
 
         async def answered() -> int:
             return reads - (await checker.request(BookieInfo)).info["pendingReads"]
@@ -188,11 +131,11 @@ async def test_a_client_that_never_reads_its_answers_does_not_grow_the_bookie(bo
             lac = await checker.request(ReadLac, ledger_id=77)
             assert lac.last_entry_id == 0, "another connection is served meanwhile"
         for i in range(reads):
-            answer = await asyncio.wait_for(_read_frame(reader), 20)
-            assert answer["t"] == "READ_ENTRY_RESPONSE" and answer["id"] == 10 + i
+            answer = await peer.receive_map(timeout_s=20)
+            assert answer is not None and answer["t"] == "READ_ENTRY_RESPONSE" and answer["id"] == 10 + i
             assert answer["entries"] == [[0, payload]]
     finally:
-        writer.close()
+        peer.close()
         checker.close()
 
 
@@ -211,7 +154,7 @@ async def test_a_client_that_never_reads_does_not_hold_up_shutdown(bookie: Serve
     peer that stopped reading holds MiBs of unsent answers: closing waited for them until the
     keep-alive gave up (~60 s), past the supervisor's SIGKILL. Method: 20 reads of a 1 MiB
     entry nobody reads, then stop()."""
-    _reader, writer = await _send_unread_reads(bookie, 20)
+    peer = await _send_unread_reads(bookie, 20)
     checker = await connect(RawClient, bookie.host, bookie.port)
     try:
         await wait_for(lambda: _no_read_pending(checker), 20, message="the bookie's reads did not settle")
@@ -220,7 +163,7 @@ async def test_a_client_that_never_reads_does_not_hold_up_shutdown(bookie: Serve
         tail = bookie.log_tail(80)
         assert "did not take its last responses" in tail and "stopped" in tail
     finally:
-        writer.close()
+        peer.close()
         checker.close()
 
 
@@ -235,7 +178,7 @@ async def test_an_entry_too_big_to_be_read_back_is_refused_not_acknowledged(book
         refused = await replies(
             bookie.host,
             bookie.port,
-            frame(
+            wire_frame(
                 {
                     "t": "ADD_ENTRY",
                     "id": 2,
@@ -265,58 +208,38 @@ async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_p
     if damage == "index-db":
         (tmp_path / "ledgers" / "current").mkdir(parents=True)
         (tmp_path / "ledgers" / "current" / "index.db").write_bytes(b"not a database, " * 512)
-    process = ServerProcess(
-        "bookie",
-        [
-            "--port",
-            "0",
-            "--http-port",
-            "0",
-            "--journal-dir",
-            str(tmp_path / "journal"),
-            "--ledger-dirs",
-            str(tmp_path / "ledgers"),
-            "--metadata-url",
-            url,
-        ],
-        tmp_path / "bookie.log",
-    )
+    process = bookie_process(tmp_path, url)
     try:
         with pytest.raises(RuntimeError, match="exited with 2"):
             await asyncio.to_thread(process.start)
     finally:
         await asyncio.to_thread(process.stop)
-    log_text = (tmp_path / "bookie.log").read_text()
+    log_text = process.log_path.read_text()
     assert "Traceback" not in log_text
     expected = "unsupported metadata store URL" if damage == "metadata-url" else "index.db is damaged"
     assert expected in log_text and "bookie cannot start" in log_text
 
 
-async def _send_unread_reads(
-    bookie: ServerProcess, reads: int, payload: bytes = b"z" * (1024 * 1024)
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def _send_unread_reads(bookie: ServerProcess, reads: int, payload: bytes = b"z" * (1024 * 1024)) -> RawPeer:
     """A raw peer that added ``payload`` (1 MiB) to ledger 77 and sent ``reads`` reads of it
     (ids 10, 11, …) without reading any answer."""
-    reader, writer = await asyncio.open_connection(bookie.host, bookie.port)
-    writer.write(CONNECT)
-    assert (await _read_frame(reader))["t"] == "CONNECTED"
-    writer.write(frame({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1, "payload": payload}))
-    assert (await _read_frame(reader))["t"] == "ADD_ENTRY_RESPONSE"
-    writer.write(
-        b"".join(frame({"t": "READ_ENTRY", "id": 10 + i, "ledger_id": 77, "first_entry_id": 0}) for i in range(reads))
-    )
-    await writer.drain()
-    return reader, writer
+    peer = await RawPeer.open(bookie.host, bookie.port)
+    assert isinstance(await peer.handshake(), Connected)
+    await peer.send({"t": "ADD_ENTRY", "id": 2, "ledger_id": 77, "entry_id": 0, "lac": -1, "payload": payload})
+    assert (await peer.receive_map())["t"] == "ADD_ENTRY_RESPONSE"
+    await peer.send(_reads_of_entry_77_0(reads))
+    return peer
+
+
+def _reads_of_entry_77_0(count: int) -> bytes:
+    """``count`` READ_ENTRY frames of entry 77:0 (ids 10, 11, …), to send in one write."""
+    read = {"t": "READ_ENTRY", "ledger_id": 77, "first_entry_id": 0}
+    return b"".join(wire_frame({**read, "id": 10 + i}) for i in range(count))
 
 
 async def _dropped_responses(bookie: ServerProcess) -> float:
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://{bookie.host}:{bookie.http_port}/metrics") as response:
-            text = await response.text()
-    for line in text.splitlines():
-        if line.startswith('bookkeeper_server_CHANNEL_WRITE_count{success="false"}'):
-            return float(line.split()[-1])
-    return 0.0
+    dropped = await metric_value(bookie, "bookkeeper_server_CHANNEL_WRITE_count", {"success": "false"})
+    return dropped or 0.0
 
 
 async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_after_the_wait_timeout(
@@ -327,8 +250,8 @@ async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_afte
     (bookkeeper_server_CHANNEL_WRITE{success="false"}), while the connection stays open; once it
     takes what was sent, its new reads are answered again. Method: 300 reads of a 1 MiB entry,
     nothing read back; the bookie's pending reads watched; then the peer reads everything."""
-    async with bookie_with(tmp_path, "waitTimeoutOnResponseBackpressureMs=300") as bookie:
-        reader, writer = await _send_unread_reads(bookie, 300)
+    async with bookie_beside_metastore(tmp_path, {**BUSY_BOOKIE, "waitTimeoutOnResponseBackpressureMs": 300}) as bookie:
+        peer = await _send_unread_reads(bookie, 300)
         checker = await connect(RawClient, bookie.host, bookie.port)
         try:
             await wait_for(lambda: _no_read_pending(checker), 20, message="the waiting reads kept their places")
@@ -337,17 +260,17 @@ async def test_reads_of_a_peer_that_does_not_take_its_responses_are_dropped_afte
             ids = []
             while True:  # what was sent before the timeout, in order, then nothing more
                 try:
-                    answer = await asyncio.wait_for(_read_frame(reader), 2.0)
+                    answer = await peer.receive_map(timeout_s=2.0)
                 except TimeoutError:
                     break
-                assert answer["t"] == "READ_ENTRY_RESPONSE"
+                assert answer is not None and answer["t"] == "READ_ENTRY_RESPONSE", answer
                 ids.append(answer["id"])
             assert ids == list(range(10, 10 + len(ids))) and 0 < len(ids) < 300, ids
-            writer.write(frame({"t": "READ_ENTRY", "id": 1000, "ledger_id": 77, "first_entry_id": 0}))
-            answer = await asyncio.wait_for(_read_frame(reader), 10)
-            assert answer["id"] == 1000 and answer["entries"] == [[0, b"z" * (1024 * 1024)]]
+            await peer.send({"t": "READ_ENTRY", "id": 1000, "ledger_id": 77, "first_entry_id": 0})
+            answer = await peer.receive_map(timeout_s=10)
+            assert answer is not None and answer["id"] == 1000 and answer["entries"] == [[0, b"z" * (1024 * 1024)]]
         finally:
-            writer.close()
+            peer.close()
             checker.close()
 
 
@@ -355,19 +278,19 @@ async def test_close_channel_on_response_timeout_closes_a_peer_that_does_not_tak
     """Goal: with closeChannelOnResponseTimeout, the peer is disconnected instead, its reads give
     their places back, and other connections are served. Method: as above, then read until the
     connection ends."""
-    async with bookie_with(
-        tmp_path, "waitTimeoutOnResponseBackpressureMs=300", "closeChannelOnResponseTimeout=true"
-    ) as bookie:
-        reader, writer = await _send_unread_reads(bookie, 300)
+    settings = {**BUSY_BOOKIE, "waitTimeoutOnResponseBackpressureMs": 300, "closeChannelOnResponseTimeout": True}
+    async with bookie_beside_metastore(tmp_path, settings) as bookie:
+        peer = await _send_unread_reads(bookie, 300)
         checker = await connect(RawClient, bookie.host, bookie.port)
         try:
             await wait_for(lambda: _no_read_pending(checker), 20, message="the closed peer's reads kept their places")
-            with pytest.raises((asyncio.IncompleteReadError, ConnectionError)):
-                for _ in range(300):
-                    await asyncio.wait_for(_read_frame(reader), 10)
+            answered = 0
+            while await peer.receive_map(timeout_s=10) is not None:  # None: disconnected
+                answered += 1
+                assert answered < 300, "every read was answered: the peer was not disconnected"
             assert "closeChannelOnResponseTimeout" in bookie.log_tail(40)
             lac = await checker.request(ReadLac, ledger_id=77)
             assert lac.last_entry_id == 0
         finally:
-            writer.close()
+            peer.close()
             checker.close()

@@ -13,7 +13,7 @@ import pytest
 
 from minipulsar import Client, InitialPosition, MessageId, Timeout
 from minipulsar.cli.admin import AdminClient
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import wait_for
 
 TOPIC = "reconnect"
@@ -92,7 +92,7 @@ async def test_a_batched_send_survives_a_broker_restart_exactly_once(tmp_path: P
     sequence id), nothing is lost or stored twice; a consumer subscribed throughout drops the
     messages its receiver queue held (the broker sends them again) instead of delivering twice.
     Method: :func:`send_through`, the disruption restarting the broker on its port."""
-    async with process_cluster(tmp_path, broker_settings=DEDUP) as cluster:
+    async with make_cluster(tmp_path, broker_settings=DEDUP) as cluster:
         await send_through(cluster, cluster.service_url, lambda: cluster.restart_broker(kill=kill, same_ports=True))
 
 
@@ -101,7 +101,7 @@ async def test_a_batched_send_survives_a_bundle_unload_exactly_once(tmp_path: Pa
     consumer (CLOSE_PRODUCER/CLOSE_CONSUMER), they look the topic up again and re-attach
     wherever it went. Method: :func:`send_through` on two brokers, the disruption unloading the
     namespace through the admin REST."""
-    async with process_cluster(tmp_path, broker_settings=DEDUP, brokers=2) as cluster:
+    async with make_cluster(tmp_path, broker_settings=DEDUP, brokers=2) as cluster:
         admin = AdminClient(f"http://{cluster.broker.host}:{cluster.broker.http_port}", 30)
 
         async def unload() -> None:
@@ -115,7 +115,7 @@ async def test_a_reader_resumes_after_the_last_message_it_returned_across_a_rest
     after a broker restart from the message after the last one it returned — inside a batch
     too — without a gap or a repeat. Method: 100 messages in batches of 8; read 30 (message 29
     is in the middle of a batch); restart the broker on its port; read the other 70."""
-    async with process_cluster(tmp_path) as cluster:
+    async with make_cluster(tmp_path) as cluster:
         async with Client(cluster.service_url, operation_timeout_seconds=60) as client:
             producer = await client.create_producer(
                 "read-on", batching_max_messages=8, batching_max_publish_delay_ms=1000
@@ -134,7 +134,7 @@ async def test_a_reader_that_seeked_resumes_at_the_seek_target_across_a_restart(
     broker restart, not at its original start. Method: 20 unbatched messages; seek to message
     9's id (exclusive: 10 comes next), restart, read; then seek by the publish time of message
     15, restart, read."""
-    async with process_cluster(tmp_path) as cluster:
+    async with make_cluster(tmp_path) as cluster:
         async with Client(cluster.service_url, operation_timeout_seconds=60) as client:
             producer = await client.create_producer("seek-on", batching_enabled=False)
             ids = [await producer.send(b"%d" % i) for i in range(20)]

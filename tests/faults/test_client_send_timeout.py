@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition, Timeout
-from tests.support.cluster import process_cluster
+from tests.support.cluster import make_cluster
 
 SEND_TIMEOUT_MS = 800
 LATER_MS = 400
@@ -34,7 +34,7 @@ async def test_sends_time_out_while_every_bookie_is_paused_and_succeed_after(tmp
     later; the first 5 fail with Timeout between 0.8 s and 1.3 s; the bookie is resumed at
     once; the later 5 succeed; a new send succeeds; a consumer finds the 5 later ones and the
     new one (the first 5 may be stored too: their adds were only waiting)."""
-    async with process_cluster(tmp_path) as cluster:
+    async with make_cluster(tmp_path) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer("timeouts", send_timeout_millis=SEND_TIMEOUT_MS)
             consumer = await client.subscribe("timeouts", "sub", initial_position=InitialPosition.Earliest)

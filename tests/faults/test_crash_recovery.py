@@ -42,14 +42,14 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def kill_everything(standalone: ServerProcess) -> None:
+def kill_everything(standalone_process: ServerProcess) -> None:
     """SIGKILL the children first (so none gets a polite SIGTERM), then the launcher."""
-    assert standalone.proc is not None
-    children = descendants(standalone.proc.pid)
+    assert standalone_process.proc is not None
+    children = descendants(standalone_process.proc.pid)
     assert len(children) >= 5, f"expected metastore + 3 bookies + broker, found {children}"
     for pid in children:
         os.kill(pid, signal.SIGKILL)
-    standalone.kill()
+    standalone_process.kill()
     for pid in children:
         try:
             os.waitpid(pid, 0)
@@ -57,7 +57,7 @@ def kill_everything(standalone: ServerProcess) -> None:
             pass  # not our child: reaped by init once its parent died
 
 
-def standalone(data_dir: Path, log: Path) -> ServerProcess:
+def standalone_process(data_dir: Path, log: Path) -> ServerProcess:
     return ServerProcess("standalone", ["--data-dir", str(data_dir), *STANDALONE_ARGS], log)
 
 
@@ -67,7 +67,7 @@ async def test_sigkill_of_every_process_loses_no_acknowledged_message(tmp_path: 
     Method: 100 messages produced and acknowledged by the subscription first; then 1,000 produced
     (all receipts in); kill -9 everything; restart; the subscription receives exactly the 1,000."""
     data_dir = tmp_path / "data"
-    first = standalone(data_dir, tmp_path / "standalone-1.log")
+    first = standalone_process(data_dir, tmp_path / "standalone-1.log")
     await asyncio.to_thread(first.start, 60)
     try:
         async with Client(f"pulsar://{first.address}") as client:
@@ -83,7 +83,7 @@ async def test_sigkill_of_every_process_loses_no_acknowledged_message(tmp_path: 
     finally:
         kill_everything(first)
 
-    second = standalone(data_dir, tmp_path / "standalone-2.log")
+    second = standalone_process(data_dir, tmp_path / "standalone-2.log")
     await asyncio.to_thread(second.start, 60)
     try:
         async with Client(f"pulsar://{second.address}") as client:

@@ -10,17 +10,16 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
-from pathlib import Path
 
 import msgpack
-import pytest
 
 from minipulsar import Client
 from minipulsar.metadata import open_metadata_store
-from minipulsar.net import Connection, connect
+from minipulsar.net import connect
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.codec import CommandDecoder, encode_bytes
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import ProcessCluster
+from tests.support.raw_client import RawClient
 
 CONNECT = encode_bytes(cmd.Connect(id=1, protocol_version=cmd.PROTOCOL_VERSION))
 
@@ -72,11 +71,6 @@ async def answer_to(
     return received, closed
 
 
-class Quiet(Connection):
-    def command_received(self, command) -> None:
-        pass
-
-
 async def normal_traffic_works(cluster: ProcessCluster, client: Client, round_: int) -> None:
     producer = await client.create_producer("healthy")
     consumer = await client.subscribe("healthy", f"sub-{round_}")
@@ -86,16 +80,10 @@ async def normal_traffic_works(cluster: ProcessCluster, client: Client, round_: 
     await consumer.close()
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path):
-    async with process_cluster(tmp_path, bookies=1) as cluster:
-        yield cluster
-
-
 async def test_every_server_survives_garbage(cluster: ProcessCluster) -> None:
     servers = {"broker": cluster.broker, "bookie": cluster.bookies[0], "metastore": cluster.metastore}
     store = await open_metadata_store(cluster.metadata_url, session_timeout_ms=5000)
-    bookie = await connect(Quiet, cluster.bookies[0].host, cluster.bookies[0].port)
+    bookie = await connect(RawClient, cluster.bookies[0].host, cluster.bookies[0].port)
     async with Client(cluster.service_url) as client:
         for round_, (case, make) in enumerate(CASES.items()):
             for role, server in servers.items():

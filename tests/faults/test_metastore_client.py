@@ -10,41 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
 
 from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata import MetastoreClient, SessionEvent, Stat
+from tests.support.fixtures import metastore_fixture
 from tests.support.process import ServerProcess, wait_for
 
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(
-        "metastore",
-        ["--port", "0", "--data-dir", str(tmp_path / "data"), "--set", "minSessionTimeout=100"],
-        tmp_path / "metastore.log",
-    )
-    process.start()
-    yield process
-    if process.running:
-        process.resume()  # in case a test failed while it was SIGSTOPped
-    process.stop()
+metastore = metastore_fixture(settings={"minSessionTimeout": 100})
 
 
 @pytest_asyncio.fixture
-async def clients(server: ServerProcess) -> AsyncIterator[list[MetastoreClient]]:
+async def metastore_clients(metastore: ServerProcess) -> AsyncIterator[list[MetastoreClient]]:
     made: list[MetastoreClient] = []
     yield made
     for client in made:
         await client.close()
 
 
-async def start_client(server: ServerProcess, made: list[MetastoreClient], **kwargs) -> tuple[MetastoreClient, list]:
-    client = MetastoreClient(server.host, server.port, **kwargs)
+async def start_client(metastore: ServerProcess, made: list[MetastoreClient], **kwargs) -> tuple[MetastoreClient, list]:
+    client = MetastoreClient(metastore.host, metastore.port, **kwargs)
     await client.start()
     made.append(client)
     events: list[SessionEvent] = []
@@ -52,35 +40,28 @@ async def start_client(server: ServerProcess, made: list[MetastoreClient], **kwa
     return client, events
 
 
-async def restart_on_same_port(server: ServerProcess) -> None:
-    args = list(server.args)
-    args[args.index("--port") + 1] = str(server.port)
-    server.args = args
-    await asyncio.to_thread(server.start)
-
-
 async def test_requests_issued_while_disconnected_wait_for_the_reconnection(
-    server: ServerProcess,
-    clients: list[MetastoreClient],
+    metastore: ServerProcess,
+    metastore_clients: list[MetastoreClient],
 ) -> None:
-    client, events = await start_client(server, clients)
+    client, events = await start_client(metastore, metastore_clients)
     await client.put("/wait/key", b"before")
-    await asyncio.to_thread(server.kill)
+    await asyncio.to_thread(metastore.kill)
     await wait_for(lambda: SessionEvent.CONNECTION_LOST in events, 5)
     pending_get = asyncio.ensure_future(client.get("/wait/key"))
     pending_put = asyncio.ensure_future(client.put("/wait/other", b"queued"))
-    await restart_on_same_port(server)
+    await asyncio.to_thread(metastore.start_on_same_port)
     assert (await asyncio.wait_for(pending_get, 10)).value == b"before"
     assert (await asyncio.wait_for(pending_put, 10)).version == 0
     assert events == [SessionEvent.CONNECTION_LOST, SessionEvent.RECONNECTED]
 
 
 async def test_requests_fail_with_a_retriable_error_after_the_operation_timeout(
-    server: ServerProcess,
-    clients: list[MetastoreClient],
+    metastore: ServerProcess,
+    metastore_clients: list[MetastoreClient],
 ) -> None:
-    client, events = await start_client(server, clients, operation_timeout_s=0.5)
-    await asyncio.to_thread(server.kill)
+    client, events = await start_client(metastore, metastore_clients, operation_timeout_s=0.5)
+    await asyncio.to_thread(metastore.kill)
     await wait_for(lambda: SessionEvent.CONNECTION_LOST in events, 5)
     started = time.monotonic()
     with pytest.raises(ConnectionClosedError) as failure:
@@ -90,34 +71,35 @@ async def test_requests_fail_with_a_retriable_error_after_the_operation_timeout(
 
 
 async def test_a_conditional_put_with_unknown_outcome_raises_but_an_unconditional_one_is_resent(
-    server: ServerProcess,
-    clients: list[MetastoreClient],
+    metastore: ServerProcess,
+    metastore_clients: list[MetastoreClient],
 ) -> None:
-    client, _events = await start_client(server, clients)
+    client, _events = await start_client(metastore, metastore_clients)
     await client.put("/unknown/cas", b"v0")
-    await asyncio.to_thread(server.pause)  # requests reach the server's socket, never an answer
+    await asyncio.to_thread(metastore.pause)  # requests reach the metastore's socket, never an answer
     conditional = asyncio.ensure_future(client.put("/unknown/cas", b"v1", 0))
     unconditional = asyncio.ensure_future(client.put("/unknown/plain", b"p"))
     await wait_for(lambda: client._conn is not None and client._conn.pending_requests >= 2, 5)
-    await asyncio.to_thread(server.kill)
+    await asyncio.to_thread(metastore.kill)
     with pytest.raises(ConnectionClosedError, match="may or may not have been applied"):
         await asyncio.wait_for(conditional, 10)
-    await restart_on_same_port(server)
+    await asyncio.to_thread(metastore.start_on_same_port)
     assert isinstance(await asyncio.wait_for(unconditional, 10), Stat)
     assert (await client.get("/unknown/plain")).value == b"p"
-    assert (await client.get("/unknown/cas")).value == b"v0"  # the server never read the CAS put
+    assert (await client.get("/unknown/cas")).value == b"v0"  # the metastore never read the CAS put
 
 
 async def test_a_session_that_outlives_its_timeout_is_lost_and_replaced(
-    server: ServerProcess,
-    clients: list[MetastoreClient],
+    metastore: ServerProcess,
+    metastore_clients: list[MetastoreClient],
 ) -> None:
-    client, events = await start_client(server, clients, session_timeout_ms=1000)
+    client, events = await start_client(metastore, metastore_clients, session_timeout_ms=1000)
     await client.put("/lost/ephemeral", b"", ephemeral=True)
     old_session = client.session_id
-    await asyncio.to_thread(server.kill)
+    await asyncio.to_thread(metastore.kill)
     await wait_for(lambda: SessionEvent.SESSION_LOST in events, 5, message=f"events: {events}")
-    await restart_on_same_port(server)  # the server restored the session with a fresh deadline ...
+    # the metastore restored the session with a fresh deadline ...
+    await asyncio.to_thread(metastore.start_on_same_port)
     await wait_for(lambda: SessionEvent.SESSION_REESTABLISHED in events, 10, message=f"events: {events}")
     assert events == [SessionEvent.CONNECTION_LOST, SessionEvent.SESSION_LOST, SessionEvent.SESSION_REESTABLISHED]
     assert client.session_id != old_session
@@ -127,9 +109,9 @@ async def test_a_session_that_outlives_its_timeout_is_lost_and_replaced(
 
 
 async def test_session_timeouts_are_clamped_to_the_server_bounds(
-    server: ServerProcess,
-    clients: list[MetastoreClient],
+    metastore: ServerProcess,
+    metastore_clients: list[MetastoreClient],
 ) -> None:
-    short, _ = await start_client(server, clients, session_timeout_ms=10)
-    long, _ = await start_client(server, clients, session_timeout_ms=10**9)
+    short, _ = await start_client(metastore, metastore_clients, session_timeout_ms=10)
+    long, _ = await start_client(metastore, metastore_clients, session_timeout_ms=10**9)
     assert (short.session_timeout_ms, long.session_timeout_ms) == (100, 60_000)  # min set to 100; default max

@@ -6,24 +6,14 @@ the state comes back from the last snapshot plus the entries written after it.""
 from __future__ import annotations
 
 import asyncio
-import json
-import urllib.request
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition, MessageId
-from tests.support.cluster import ProcessCluster, process_cluster
+from tests.support.cluster import make_cluster
+from tests.support.web import topic_stats
 
 DUPLICATE = MessageId(-1, -1, -1, -1)
 SETTINGS = {"brokerDeduplicationEnabled": True, "brokerDeduplicationEntriesInterval": 10}
-
-
-def internal_stats(cluster: ProcessCluster, topic: str) -> dict:
-    url = (
-        f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-        f"/admin/v2/persistent/public/default/{topic}/internalStats"
-    )
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
 
 
 async def consume(service_url: str, topic: str, count: int) -> list[bytes]:
@@ -33,7 +23,7 @@ async def consume(service_url: str, topic: str, count: int) -> list[bytes]:
 
 
 async def test_resent_sequence_ids_are_stored_once_across_a_broker_crash(tmp_path: Path) -> None:
-    async with process_cluster(tmp_path, bookies=1, broker_settings=SETTINGS) as cluster:
+    async with make_cluster(tmp_path, bookies=1, broker_settings=SETTINGS) as cluster:
         async with Client(cluster.service_url) as client:
             producer = await client.create_producer("dedup", producer_name="p1")
             assert producer.last_sequence_id() == -1
@@ -55,6 +45,6 @@ async def test_resent_sequence_ids_are_stored_once_across_a_broker_crash(tmp_pat
             other = await client.create_producer("dedup", producer_name="p2")
             assert await other.send(b"p2-0", sequence_id=0) != DUPLICATE, "ids are per producer name"
 
-        stored = await asyncio.to_thread(internal_stats, cluster, "dedup")
+        stored = await asyncio.to_thread(topic_stats, cluster, "dedup", "internalStats")
         assert stored["numberOfEntries"] == 31, "25 + 5 new from p1, 1 from p2: no resend was written"
         assert await consume(cluster.service_url, "dedup", 31) == [f"m-{i}".encode() for i in range(30)] + [b"p2-0"]

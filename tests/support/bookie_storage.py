@@ -1,17 +1,19 @@
-"""Helpers for the storage-engine tests: an in-process BookieImpl on tmp dirs, adds that await
-their acknowledgement, and crash images (a copy of every dir while the bookie runs)."""
+"""Helpers for the storage-engine tests: an in-process BookieImpl on tmp dirs (or one ledger
+directory alone), adds that await their acknowledgement, and crash images (a copy of every
+dir while the bookie runs)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import random
 import shutil
 from pathlib import Path
 
 from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
+from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
 from minipulsar.config import BookieConfig, load_config
+from tests.support.entries import payload_for
 from tests.support.journal import Add, RecordingSink
 
 _images = itertools.count()
@@ -52,8 +54,16 @@ async def add(bookie: BookieImpl, ledger_id: int, entry_id: int, payload: bytes,
         raise error
 
 
-def payload_for(ledger_id: int, entry_id: int, size: int = 1000) -> bytes:
-    return random.Random(ledger_id * 1_000_003 + entry_id).randbytes(size)
+def open_single_directory(
+    root: Path, write_cache_max_bytes: int = 1 << 20, flushes: list[int] | None = None
+) -> SingleDirectoryDbLedgerStorage:
+    """One opened ledger directory (no Bookie around it); each flush it requests appends to ``flushes``."""
+    requested = flushes if flushes is not None else []
+    directory = SingleDirectoryDbLedgerStorage(
+        root, StorageSettings(write_cache_max_bytes=write_cache_max_bytes), request_flush=lambda: requested.append(1)
+    )
+    directory.open()
+    return directory
 
 
 async def add_many(bookie: BookieImpl, ledgers: range | list[int], entries: range, size: int = 1000) -> None:

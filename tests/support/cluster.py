@@ -1,23 +1,28 @@
-"""A real multi-process cluster for tests: one metastore, N bookies, M brokers (default 1).
+"""A real multi-process cluster for tests: one metastore, N bookies, M brokers (default 1 each).
 
-Each server is a separate ``minipulsar`` process on 127.0.0.1 with port 0, its own dirs under
-the test's tmp dir, and a log file whose tail is shown when start-up fails. The cluster is
-stopped (TERM, then KILL) when the context exits, whatever happened inside.
-
-``cluster.broker`` is the first broker (the service URL points at it); ``cluster.brokers`` all of
-them, logging to ``broker.log``, ``broker-1.log``, …; ``restart_broker(index=i)``,
-``kill_broker(i)`` and ``start_broker(i)`` act on one.
+- Each server is a separate ``minipulsar`` process on 127.0.0.1 with port 0, its own dirs under
+  the test's tmp dir, and a log file under ``<root>/logs``.
+- :func:`make_cluster` stops every process (TERM, then KILL) when its context exits, whatever
+  happened inside; when start-up or the test fails, it prints every process's log tail.
+- ``cluster.broker`` is the first broker (the service URL points at it); ``cluster.brokers`` all of
+  them, logging to ``broker.log``, ``broker-1.log``, …; ``restart_broker(index=i)``,
+  ``kill_broker(i)`` and ``start_broker(i)`` act on one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.support.process import ServerProcess
+from tests.support.servers import bookie_process, metastore_process, set_flags
+
+CLUSTER_BOOKIE_DEFAULTS: Mapping[str, object] = {"zkTimeout": 2000}
+"""A cluster bookie's settings unless ``bookie_settings`` say otherwise (the benchmarks run
+these bookies too: journal files keep their default size)."""
 
 
 @dataclass
@@ -51,6 +56,11 @@ class ProcessCluster:
         else:
             self.brokers.append(process)
 
+    def broker_id(self, index: int = 0) -> str:
+        """Broker ``index``'s id in the load manager's keys: the host and port of its web service."""
+        process = self.brokers[index]
+        return f"{process.host}:{process.http_port}"
+
     @property
     def service_url(self) -> str:
         assert self.broker is not None
@@ -65,47 +75,24 @@ class ProcessCluster:
         return 1 if self.bookie_count == 1 else 2
 
     def _make(self) -> None:
-        logs = self.root / "logs"
-        self.metastore = ServerProcess(
-            "metastore", ["--port", "0", "--data-dir", str(self.root / "metastore")], logs / "metastore.log"
-        )
+        self.metastore = metastore_process(self.root)
 
     def _bookie(self, index: int, port: int = 0) -> ServerProcess:
         name = f"bookie-{index}"
-        journal = (self.journal_root or self.root) / name / "journal"
-        ledgers = (self.ledger_root or self.root) / name / "ledgers"
-        extra = [
-            arg
-            for key, value in self.bookie_settings.items()
-            for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")
-        ]
-        return ServerProcess(
-            "bookie",
-            [
-                "--port",
-                str(port),
-                "--http-port",
-                "0",
-                "--journal-dir",
-                str(journal),
-                "--ledger-dirs",
-                str(ledgers),
-                "--metadata-url",
-                self.metadata_url,
-                "--set",
-                "zkTimeout=2000",
-                *extra,
-            ],
-            self.root / "logs" / f"{name}.log",
+        return bookie_process(
+            self.root,
+            self.metadata_url,
+            port=port,
+            journals=[(self.journal_root or self.root) / name / "journal"],
+            ledgers=[(self.ledger_root or self.root) / name / "ledgers"],
+            settings=self.bookie_settings,
+            defaults=CLUSTER_BOOKIE_DEFAULTS,
+            name=name,
         )
 
     def _broker(self, index: int = 0, port: int = 0, http_port: int = 0) -> ServerProcess:
         q = self._quorum()
-        extra = [
-            arg
-            for key, value in self.broker_settings.items()
-            for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")
-        ]
+        extra = set_flags(self.broker_settings)
         return ServerProcess(
             "broker",
             [
@@ -183,17 +170,22 @@ class ProcessCluster:
 
 
 @contextlib.asynccontextmanager
-async def process_cluster(
+async def make_cluster(
     root: Path,
-    bookies: int = 1,
-    broker_settings: dict[str, object] | None = None,
-    brokers: int = 1,
     *,
-    bookie_settings: dict[str, object] | None = None,
+    bookies: int = 1,
+    brokers: int = 1,
+    broker_settings: Mapping[str, object] | None = None,
+    bookie_settings: Mapping[str, object] | None = None,
     journal_root: Path | None = None,
     ledger_root: Path | None = None,
 ) -> AsyncIterator[ProcessCluster]:
-    """``bookie_settings``, ``journal_root``, ``ledger_root``: see :class:`ProcessCluster`."""
+    """A started cluster under ``root``, stopped when the context exits.
+
+    Args:
+        bookies, brokers: how many of each (brokers may be 0: a metastore and bookies only).
+        broker_settings, bookie_settings, journal_root, ledger_root: see :class:`ProcessCluster`.
+    """
     cluster = ProcessCluster(
         root,
         bookies,

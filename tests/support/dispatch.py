@@ -1,14 +1,12 @@
 """Helpers for the dispatch tests (no tests here): a raw-protocol producer that sends batch
-entries — the client has no batching producer yet — a raw consumer for non-durable
-subscriptions, and the broker's topic stats."""
+entries — the client has no batching producer yet — and a raw consumer for non-durable
+subscriptions (the broker's topic stats are in :mod:`tests.support.web`)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import time
-import urllib.request
 
 from minipulsar.net import Connection, connect
 from minipulsar.net.client import parse_address
@@ -89,14 +87,3 @@ class BatchProducer:
     async def close(self) -> None:
         self.connection.close()
         await self.connection.wait_closed()
-
-
-def topic_stats(cluster: ProcessCluster, topic: str) -> dict:
-    assert cluster.broker is not None
-    url = f"http://{cluster.broker.host}:{cluster.broker.http_port}/admin/v2/persistent/public/default/{topic}/stats"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
-
-
-def consumer_stats(cluster: ProcessCluster, topic: str, subscription: str) -> list[dict]:
-    return topic_stats(cluster, topic)["subscriptions"][subscription]["consumers"]

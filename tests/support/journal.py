@@ -143,7 +143,7 @@ async def admit(journal: Journal, sink: RecordingSink, request: Add, started: fl
     journal.add([request], sink, started)
 
 
-async def add(journal: Journal, ledger_id: int, entry_id: int, payload: bytes, lac: int | None = None) -> None:
+async def add_durably(journal: Journal, ledger_id: int, entry_id: int, payload: bytes, lac: int | None = None) -> None:
     """One add, admitted (waiting for room) and completed; raises the error it completed with."""
     sink, request = RecordingSink(), Add(ledger_id, entry_id, payload, lac)
     await admit(journal, sink, request)
@@ -152,7 +152,7 @@ async def add(journal: Journal, ledger_id: int, entry_id: int, payload: bytes, l
         raise error
 
 
-async def fence(journal: Journal, ledger_id: int) -> None:
+async def fence_durably(journal: Journal, ledger_id: int) -> None:
     """One FENCE record, completed; raises the error it completed with."""
     sink = RecordingSink()
     journal.add([Fence(ledger_id)], sink, 0.0, RecordType.FENCE)
@@ -166,7 +166,7 @@ async def write(directory: Path, entries: Sequence[tuple[int, int, bytes]], **ov
     turn (each completed before the next); the caller closes it."""
     journal = await started_journal(directory, **overrides)
     for ledger_id, entry_id, payload in entries:
-        await add(journal, ledger_id, entry_id, payload)
+        await add_durably(journal, ledger_id, entry_id, payload)
     return journal
 
 

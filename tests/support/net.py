@@ -1,21 +1,18 @@
-"""Test peers for the connection layer: a scripted server, a recording client, a raw socket."""
+"""Test peers for the connection layer: a scripted server, a recording client (a raw socket
+is :class:`tests.support.raw_client.RawPeer`), and a port nothing listens on."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import socket
 from typing import Any
-
-import msgpack
 
 from minipulsar.errors import ServerError, error_for_code
 from minipulsar.net.connection import Connection
 from minipulsar.net.server import ServerConnection, handles
-from minipulsar.protocol.codec import CommandDecoder, encode_bytes
 from minipulsar.protocol.commands import (
-    PROTOCOL_VERSION,
     BookieInfo,
-    Connect,
     Lookup,
     LookupResponse,
     MdChildren,
@@ -26,10 +23,7 @@ from minipulsar.protocol.commands import (
     Seek,
     Unsubscribe,
 )
-from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
-
-RAW_READ_TIMEOUT_S = 5.0
 
 
 class RecordingMixin:
@@ -127,58 +121,10 @@ class TestClientConnection(RecordingMixin, Connection):
         self.received.append(command)
 
 
-class RawPeer:
-    """A plain socket speaking frames by hand: sends anything, reads commands until EOF."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.decoder = CommandDecoder()
-
-    @classmethod
-    async def open(cls, host: str, port: int) -> RawPeer:
-        reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer)
-
-    async def send(self, data: Command | dict | bytes) -> None:
-        if isinstance(data, Command):
-            data = encode_bytes(data)
-        elif isinstance(data, dict):
-            body = msgpack.packb(data, use_bin_type=True)
-            data = LENGTH.pack(len(body)) + body
-        self.writer.write(data)
-        await self.writer.drain()
-
-    async def handshake(self) -> Command:
-        await self.send(Connect(id=0, protocol_version=PROTOCOL_VERSION, client_version="raw"))
-        return await self.receive()
-
-    async def receive(self) -> Command | None:
-        """The next command, skipping PINGs; ``None`` at EOF (or a reset)."""
-        async with asyncio.timeout(RAW_READ_TIMEOUT_S):
-            while True:
-                command = self.decoder.next_command()
-                if command is not None:
-                    if command.TYPE in ("PING", "PONG"):
-                        continue
-                    return command
-                try:
-                    data = await self.reader.read(65536)
-                except ConnectionResetError:
-                    return None
-                if not data:
-                    return None
-                self.decoder.feed(data)
-
-    async def wait_eof(self) -> None:
-        """Read (and drop) everything until the peer closes; fails after the read timeout."""
-        async with asyncio.timeout(RAW_READ_TIMEOUT_S):
-            while True:
-                try:
-                    data = await self.reader.read(65536)
-                except ConnectionResetError:
-                    return
-                if not data:
-                    return
-
-    def close(self) -> None:
-        self.writer.close()
+def unused_port() -> int:
+    """A port of 127.0.0.1 that was free a moment ago and is closed now: connecting to it is
+    refused (until someone else binds it, which the tests that use it do not wait for)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

@@ -62,6 +62,14 @@ class ServerProcess:
         self._wait_ready(ready_timeout_s)
         return self
 
+    def start_on_same_port(self, ready_timeout_s: float = READY_TIMEOUT_S) -> ServerProcess:
+        """Start again (after a stop or kill) on the port it had, so its clients reconnect."""
+        assert self.port, "never started"
+        args = list(self.args)
+        args[args.index("--port") + 1] = str(self.port)
+        self.args = args
+        return self.start(ready_timeout_s)
+
     def _wait_ready(self, timeout_s: float) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         deadline = time.monotonic() + timeout_s
@@ -95,10 +103,12 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
-        """SIGTERM, wait, then SIGKILL; returns the exit code."""
+        """SIGTERM (after a SIGCONT, in case a test left it paused), wait, then SIGKILL;
+        returns the exit code."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout_s)

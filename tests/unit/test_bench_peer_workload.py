@@ -35,7 +35,7 @@ class FakePeer:
         done(self.error)
 
 
-async def run(peer_error: BaseException | None = None) -> tuple[FakePeer, dict[str, Any], list[str]]:
+async def run_against_fake_peer(peer_error: BaseException | None = None) -> tuple[FakePeer, dict[str, Any], list[str]]:
     receiver, lines = ReceiveCounter(), []
     peer = FakePeer(receiver, peer_error)
     figures = await asyncio.wait_for(run_workload(peer.issue, receiver, WORKLOAD, "fake", lines.append), 10)
@@ -43,7 +43,7 @@ async def run(peer_error: BaseException | None = None) -> tuple[FakePeer, dict[s
 
 
 async def test_every_acknowledged_message_counts_and_only_the_warm_up_has_no_latency() -> None:
-    peer, figures, lines = await run()
+    peer, figures, lines = await run_against_fake_peer()
     assert figures["messages"] == peer.sent and figures["bytes"] == 100 * peer.sent and figures["failures"] == 0
     assert 0 < figures["latency"]["count"] < figures["messages"], "the warm-up's latencies are left out"
     assert peer.most_in_flight <= WORKLOAD.max_outstanding and peer.in_flight == 0
@@ -54,6 +54,6 @@ async def test_every_acknowledged_message_counts_and_only_the_warm_up_has_no_lat
 
 
 async def test_refused_messages_are_failures_not_messages() -> None:
-    peer, figures, _ = await run(RuntimeError("refused"))
+    peer, figures, _ = await run_against_fake_peer(RuntimeError("refused"))
     assert (figures["messages"], figures["failures"]) == (0, peer.sent)
     assert figures["latency"]["count"] == 0

@@ -37,7 +37,7 @@ class SampleConfig:
     name: str | None = setting("advertisedAddress", None)
 
 
-def write(tmp_path: Path, text: str) -> Path:
+def write_conf(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "test.conf"
     path.write_text(text)
     return path
@@ -64,7 +64,7 @@ def test_parse_rejects_a_line_without_key_and_equals(line: str) -> None:
 
 
 def test_load_reads_a_file_into_typed_fields(tmp_path: Path) -> None:
-    path = write(
+    path = write_conf(
         tmp_path,
         "brokerServicePort=6651\nmanagedLedgerDefaultEnsembleSize=3\n"
         "managedLedgerDefaultWriteQuorum=3\nmanagedLedgerDefaultAckQuorum=2\n"
@@ -76,7 +76,7 @@ def test_load_reads_a_file_into_typed_fields(tmp_path: Path) -> None:
 
 
 def test_load_parses_lists_and_bools(tmp_path: Path) -> None:
-    path = write(tmp_path, "ledgerDirectories=/d1, /d2 ,/d3\njournalSyncData=false\n")
+    path = write_conf(tmp_path, "ledgerDirectories=/d1, /d2 ,/d3\njournalSyncData=false\n")
     config = load_config(BookieConfig, path)
     assert config.ledger_dirs == ("/d1", "/d2", "/d3")
     assert config.journal_sync_data is False
@@ -91,7 +91,7 @@ def test_bool_spellings(text: str, expected: bool) -> None:
 
 
 def test_unknown_key_is_a_warning_naming_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = write(tmp_path, "brokerDeleteInactiveTopicsEnabled=true\nbrokerServicePort=6652\n")
+    path = write_conf(tmp_path, "brokerDeleteInactiveTopicsEnabled=true\nbrokerServicePort=6652\n")
     with caplog.at_level(logging.WARNING, logger="minipulsar.config"):
         config = load_config(BrokerConfig, path)
     assert config.port == 6652
@@ -128,12 +128,12 @@ def test_bad_value_names_the_key_and_accepted_values(key: str, value: str, accep
 def test_bad_value_in_a_file_names_the_key(tmp_path: Path, text: str, key: str, accepted: str) -> None:
     cls = BookieConfig if key.startswith("journal") else BrokerConfig
     with pytest.raises(ConfigError) as caught:
-        load_config(cls, write(tmp_path, text + "\n"))
+        load_config(cls, write_conf(tmp_path, text + "\n"))
     assert key in str(caught.value) and accepted in str(caught.value)
 
 
 def test_cli_overrides_win_over_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "brokerServicePort=6651\nwebServicePort=8081\n")
+    path = write_conf(tmp_path, "brokerServicePort=6651\nwebServicePort=8081\n")
     config = load_config(BrokerConfig, path, {"brokerServicePort": 0, "webServicePort": None})
     assert config.port == 0  # the flag wins
     assert config.http_port == 8081  # a flag not given (None) leaves the file's value
@@ -234,7 +234,7 @@ def test_binary_file_is_a_config_error(tmp_path: Path) -> None:
 
 def test_an_empty_value_leaves_the_key_at_its_default(tmp_path: Path) -> None:
     """Pulsar's shipped files hold many ``key=`` lines, which its loader skips."""
-    path = write(
+    path = write_conf(
         tmp_path,
         "clusterName=\nmaxMessagePublishBufferSizeInMB=\nmanagedLedgerCacheSizeMB=\n"
         "supportedNamespaceBundleSplitAlgorithms=\nmetadataStoreUrl= \n",
@@ -243,12 +243,12 @@ def test_an_empty_value_leaves_the_key_at_its_default(tmp_path: Path) -> None:
 
 
 def test_an_empty_override_leaves_the_files_value(tmp_path: Path) -> None:
-    path = write(tmp_path, "clusterName=east\n")
+    path = write_conf(tmp_path, "clusterName=east\n")
     assert load_config(BrokerConfig, path, {"clusterName": ""}).cluster_name == "east"
 
 
 def test_an_empty_value_unsets_a_key_that_may_be_unset(tmp_path: Path) -> None:
-    path = write(tmp_path, "advertisedAddress=broker-1.example\n")
+    path = write_conf(tmp_path, "advertisedAddress=broker-1.example\n")
     assert load_config(BrokerConfig, path, {"advertisedAddress": ""}).advertised_address is None
 
 
@@ -284,20 +284,23 @@ def test_a_deprecated_upstream_spelling_is_read_as_its_key(
     expected: object,
 ) -> None:
     with caplog.at_level(logging.INFO, logger="minipulsar.config"):
-        config = load_config(cls, write(tmp_path, f"{alias}={value}\n"))
+        config = load_config(cls, write_conf(tmp_path, f"{alias}={value}\n"))
     assert getattr(config, attribute) == expected
     assert [r.levelno for r in caplog.records] == [logging.INFO]  # said once, not warned about
 
 
 def test_an_alias_placeholder_leaves_the_key_as_it_is(tmp_path: Path) -> None:
     """Pulsar's broker.conf ships ``zooKeeperSessionTimeoutMillis=-1`` beside the real key."""
-    path = write(tmp_path, "zooKeeperSessionTimeoutMillis=-1\nmetadataStoreSessionTimeoutMillis=20000\n")
+    path = write_conf(tmp_path, "zooKeeperSessionTimeoutMillis=-1\nmetadataStoreSessionTimeoutMillis=20000\n")
     assert load_config(BrokerConfig, path).session_timeout_ms == 20000
-    assert load_config(BrokerConfig, write(tmp_path, "zooKeeperSessionTimeoutMillis=-1\n")).session_timeout_ms == 30000
+    assert (
+        load_config(BrokerConfig, write_conf(tmp_path, "zooKeeperSessionTimeoutMillis=-1\n")).session_timeout_ms
+        == 30000
+    )
 
 
 def test_a_key_and_its_alias_with_different_values_are_refused(tmp_path: Path) -> None:
-    path = write(tmp_path, "journalDirectory=/a\njournalDirectories=/b\n")
+    path = write_conf(tmp_path, "journalDirectory=/a\njournalDirectories=/b\n")
     with pytest.raises(ConfigError) as caught:
         load_config(BookieConfig, path)
     message = str(caught.value)
@@ -306,7 +309,7 @@ def test_a_key_and_its_alias_with_different_values_are_refused(tmp_path: Path) -
 
 def test_a_key_and_its_alias_with_one_value_load(tmp_path: Path) -> None:
     """Pulsar's bookkeeper.conf ships both ``compactionRate=1000`` and ``compactionRateByEntries=1000``."""
-    path = write(
+    path = write_conf(
         tmp_path, "compactionRate=700\ncompactionRateByEntries=700\njournalDirectory=/j\njournalDirectories=/j\n"
     )
     config = load_config(BookieConfig, path)
@@ -314,7 +317,7 @@ def test_a_key_and_its_alias_with_one_value_load(tmp_path: Path) -> None:
 
 
 def test_the_command_line_overrides_a_files_alias(tmp_path: Path) -> None:
-    path = write(tmp_path, "journalDirectory=/a\n")
+    path = write_conf(tmp_path, "journalDirectory=/a\n")
     assert load_config(BookieConfig, path, {"journalDirectories": "/b"}).journal_dirs == ("/b",)
     with pytest.raises(ConfigError, match="the command line"):
         load_config(BookieConfig, path, {"journalDirectories": "/b", "journalDirectory": "/c"})
@@ -323,14 +326,14 @@ def test_the_command_line_overrides_a_files_alias(tmp_path: Path) -> None:
 def test_the_shapes_of_pulsars_shipped_files_load(tmp_path: Path) -> None:
     """Goal: lines as Pulsar 4.0's conf/broker.conf and conf/bookkeeper.conf ship them load,
     to minipulsar's defaults where they name them."""
-    broker = write(
+    broker = write_conf(
         tmp_path,
         "metadataStoreUrl=\nclusterName=\nadvertisedAddress=\nmaxMessagePublishBufferSizeInMB=\n"
         "metadataStoreSessionTimeoutMillis=30000\nzookeeperServers=\nzooKeeperSessionTimeoutMillis=-1\n"
         "loadBalancerBandwidthInResourceWeight=1.0\nmanagedLedgerCacheSizeMB=\n",
     )
     assert load_config(BrokerConfig, broker) == BrokerConfig()
-    bookie = write(
+    bookie = write_conf(
         tmp_path,
         "journalDirectory=data/bookkeeper/journal\nledgerDirectories=data/bookkeeper/ledgers\n"
         "dbStorage_writeCacheMaxSizeMb=\ndbStorage_readAheadCacheMaxSizeMb=\nadvertisedAddress=\n"

@@ -8,21 +8,18 @@ as Guava's ``SmoothBursty`` (pulsar-perf's RateLimiter) stores at most one secon
 older debt is forgotten rather than sent as one burst.
 
 Sans-IO: :meth:`RateLimiter.reserve` takes a permit and says how long to wait for it; the
-caller sleeps (tests drive it with a fake clock).
+caller sleeps (tests drive it with a manual clock).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from minipulsar.clock import MONOTONIC, Clock
 
 DEFAULT_BURST_S = 1.0
 
 
 class RateLimiter:
-    def __init__(
-        self, rate_per_s: float, *, burst_s: float = DEFAULT_BURST_S, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, rate_per_s: float, *, burst_s: float = DEFAULT_BURST_S, clock: Clock = MONOTONIC) -> None:
         """``rate_per_s`` > 0 permits per second; the first is due at once."""
         if rate_per_s <= 0:
             raise ValueError(f"rate must be > 0, got {rate_per_s}")

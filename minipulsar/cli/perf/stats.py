@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import array
 import collections
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from hdrh.histogram import HdrHistogram
+
+from minipulsar.clock import MONOTONIC, Clock
 
 SIGNIFICANT_DIGITS = 3
 PERCENTILES = (50, 95, 99, 99.9, 99.99, 99.999)
@@ -117,7 +118,7 @@ class PerfStats:
     """Counters and latencies of one run. The run's tasks call :meth:`record` /
     :meth:`record_failure` / :meth:`record_ack`; the reporter calls :meth:`take_interval`."""
 
-    def __init__(self, latency_unit_ms: float, latency_highest: int, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, latency_unit_ms: float, latency_highest: int, clock: Clock = MONOTONIC):
         self.latency = LatencyRecorder(latency_unit_ms, latency_highest)
         self._clock = clock
         self.messages = 0

@@ -4,14 +4,13 @@ and ``parse_address`` understands the URL forms users write."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
 
 from minipulsar.errors import ConnectionClosedError, RequestTimeoutError
 from minipulsar.net.client import connect, parse_address
-from tests.support.net import TestClientConnection
+from tests.support.net import TestClientConnection, unused_port
 
 
 @pytest.mark.parametrize(
@@ -34,9 +33,7 @@ def test_parse_address_rejects_a_bad_port() -> None:
 
 
 async def test_connect_to_a_closed_port_is_connection_closed() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = unused_port()
     with pytest.raises(ConnectionClosedError, match=f"127.0.0.1:{port}"):
         await connect(TestClientConnection, "127.0.0.1", port, timeout_s=5)
 

@@ -12,8 +12,9 @@ from minipulsar.errors import ConnectionClosedError
 from minipulsar.net.client import connect
 from minipulsar.protocol.codec import CommandDecoder, encode_bytes
 from minipulsar.protocol.commands import PROTOCOL_VERSION, Connect, Connected, MdGet, Ping, Pong
-from tests.support.net import RawPeer, TestClientConnection
+from tests.support.net import TestClientConnection
 from tests.support.process import wait_for
+from tests.support.raw_client import RawPeer
 
 INTERVAL_S = 0.2
 CLOSE_SLACK_S = 1.0

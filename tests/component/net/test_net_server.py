@@ -21,8 +21,9 @@ from minipulsar.protocol.commands import (
     Pong,
 )
 from minipulsar.protocol.frames import LENGTH
-from tests.support.net import RawPeer, TestClientConnection
+from tests.support.net import TestClientConnection
 from tests.support.process import wait_for
+from tests.support.raw_client import RawPeer
 
 
 @pytest.fixture
@@ -153,10 +154,7 @@ async def test_ping_is_answered_with_pong(server, raw) -> None:
     peer = await raw()
     await peer.handshake()
     await peer.send(Ping())
-    async with asyncio.timeout(5):
-        while (command := peer.decoder.next_command()) is None:
-            peer.decoder.feed(await peer.reader.read(4096))
-    assert command == Pong()
+    assert await peer.receive(keepalive=True) == Pong()
 
 
 async def test_listener_close_closes_every_connection(server, clients) -> None:

@@ -8,6 +8,7 @@ from minipulsar.net import writer as writer_module
 from minipulsar.net.client import connect
 from minipulsar.protocol.commands import Lookup, Send
 from tests.support.net import TestClientConnection, TestServerConnection
+from tests.support.process import wait_for
 
 
 class SpyTransport:
@@ -69,9 +70,4 @@ async def test_writer_flushes_at_once_past_flush_bytes(server, clients) -> None:
     assert len(spy.writelines_calls) == 1  # the bound was crossed: flushed without waiting
     client.send(Send(producer_id=1, sequence_id=3, payload=b"small"))
     assert len(spy.writelines_calls) == 1
-    await asyncio.wait_for(_until(lambda: len(spy.writelines_calls) == 2), 5)
-
-
-async def _until(predicate) -> None:
-    while not predicate():
-        await asyncio.sleep(0)
+    await wait_for(lambda: len(spy.writelines_calls) == 2, timeout_s=5, interval_s=0)

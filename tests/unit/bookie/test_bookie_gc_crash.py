@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
-from tests.support.bookie_storage import crash_image, storage
-from tests.unit.bookie.test_bookie_gc import (
+from tests.support.bookie_gc import (
     FakeLedgers,
     assert_ledgers_gone,
     assert_ledgers_intact,
@@ -28,6 +27,7 @@ from tests.unit.bookie.test_bookie_gc import (
     usages,
     write_and_checkpoint,
 )
+from tests.support.bookie_storage import crash_image, storage
 
 
 class SimulatedCrash(OSError):

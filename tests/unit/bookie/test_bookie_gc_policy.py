@@ -21,33 +21,41 @@ from minipulsar.bookie.storage.single_directory import EntryLogUsage
 from minipulsar.config import BookieConfig, load_config
 from minipulsar.errors import ConfigError
 from minipulsar.ledger_paths import ledger_path, parse_ledger_node
+from tests.support.clock import ManualClock
 
 HOUR, DAY = 3600.0, 86_400.0
 
 
-def usage(log_id: int, live_fraction: float, records_bytes: int = 1000) -> EntryLogUsage:
+def log_usage(log_id: int, live_fraction: float, records_bytes: int = 1000) -> EntryLogUsage:
     return EntryLogUsage(log_id, int(live_fraction * records_bytes), records_bytes + LOG_HEADER_SIZE)
 
 
 def test_usage_is_the_live_fraction_of_the_records_space() -> None:
-    assert usage(1, 0.25).usage == pytest.approx(0.25)
+    assert log_usage(1, 0.25).usage == pytest.approx(0.25)
     assert EntryLogUsage(1, 0, LOG_HEADER_SIZE).usage == 0.0, "a log with only its header"
     assert EntryLogUsage(1, 5000, 1000).usage == 1.0, "live bytes are an upper bound: capped"
 
 
 def test_only_logs_without_live_bytes_are_deleted() -> None:
-    logs = [usage(1, 0.0), usage(2, 0.001), usage(3, 1.0), EntryLogUsage(4, 0, 50_000)]
+    logs = [log_usage(1, 0.0), log_usage(2, 0.001), log_usage(3, 1.0), EntryLogUsage(4, 0, 50_000)]
     assert [u.log_id for u in logs_to_delete(logs)] == [1, 4]
 
 
 def test_logs_below_the_threshold_are_compacted_emptiest_first() -> None:
-    logs = [usage(1, 0.0), usage(2, 0.45), usage(3, 0.1), usage(4, 0.5), usage(5, 0.19), usage(6, 0.9)]
+    logs = [
+        log_usage(1, 0.0),
+        log_usage(2, 0.45),
+        log_usage(3, 0.1),
+        log_usage(4, 0.5),
+        log_usage(5, 0.19),
+        log_usage(6, 0.9),
+    ]
     assert [u.log_id for u in logs_to_compact(logs, 0.5)] == [3, 5, 2], "dead logs are deleted, not compacted"
     assert [u.log_id for u in logs_to_compact(logs, 0.2)] == [3, 5]
     assert logs_to_compact(logs, 0.0) == [], "threshold 0 disables"
 
 
-def settings(**overrides) -> GcSettings:
+def gc_settings(**overrides) -> GcSettings:
     config = load_config(BookieConfig, overrides={k: str(v) for k, v in overrides.items()})
     return GcSettings.from_config(config)
 
@@ -60,7 +68,7 @@ def due(
     pressure: DiskPressure = NO_PRESSURE,
     **overrides,
 ) -> CompactionKind | None:
-    return compaction_due(settings(**overrides), now, last_major, last_minor, trigger, pressure)
+    return compaction_due(gc_settings(**overrides), now, last_major, last_minor, trigger, pressure)
 
 
 def test_compaction_runs_on_its_intervals_major_first() -> None:
@@ -93,27 +101,19 @@ def test_with_force_gc_allowed_disk_pressure_forces_compaction() -> None:
     assert due(now=1, isForceGCAllowWhenNoSpace="true") is None, "no pressure, nothing due"
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_the_throttle_paces_chunks_at_the_entry_rate() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     throttle = CompactionThrottle(1000, by_bytes=False, clock=clock)
     assert throttle.chunk_caps() == (1000, CHUNK_BYTES_MAX)
     assert throttle.delay_s(500, 10**9) == 0, "the first chunk goes at once; bytes do not count"
     assert throttle.delay_s(500, 1) == pytest.approx(0.5)
-    clock.now += 2.0  # idle time is not saved up beyond the current chunk
+    clock.advance(2.0)  # idle time is not saved up beyond the current chunk
     assert throttle.delay_s(1000, 1) == 0
     assert throttle.delay_s(1, 1) == pytest.approx(1.0)
 
 
 def test_the_throttle_paces_chunks_at_the_byte_rate() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     throttle = CompactionThrottle(1_000_000, by_bytes=True, clock=clock)
     assert throttle.chunk_caps()[1] == 1_000_000, "one second's worth per chunk"
     assert throttle.delay_s(1, 250_000) == 0

@@ -25,7 +25,7 @@ from minipulsar.bookie.storage.entry_logger import (
 KIB = 1024
 
 
-def _write(
+def _write_entry_log(
     tmp_path: Path, entries: list[tuple[int, int, bytes]], limit: int = 1 << 30, first_log_id: int = 1
 ) -> list[int]:
     writer = EntryLogWriter(tmp_path, limit, first_log_id)
@@ -47,7 +47,7 @@ def test_entries_read_back_byte_identical(tmp_path: Path) -> None:
         for ledger_id in (1, 2)
         for entry_id in range(20)
     ]
-    locations = _write(tmp_path, entries)
+    locations = _write_entry_log(tmp_path, entries)
     reader = EntryLogReader(tmp_path)
     for (ledger_id, entry_id, payload), location in zip(entries, locations):
         got, after = reader.read(location, ledger_id, entry_id)
@@ -60,7 +60,7 @@ def test_logs_roll_before_passing_the_size_limit(tmp_path: Path) -> None:
     """Goal: no log grows past logSizeLimit, except a single record bigger than the limit."""
     limit = 16 * KIB
     entries = [(1, i, bytes([i]) * 3000) for i in range(20)] + [(2, 0, bytes(40 * KIB)), (2, 1, b"x")]
-    locations = _write(tmp_path, entries, limit)
+    locations = _write_entry_log(tmp_path, entries, limit)
     logs = list_entry_logs(tmp_path)
     assert len(logs) >= 5 and logs == sorted({split_location(loc)[0] for loc in locations})
     big_log = split_location(locations[20])[0]
@@ -76,7 +76,7 @@ def test_logs_roll_before_passing_the_size_limit(tmp_path: Path) -> None:
 @pytest.mark.expect_error_log(r"checksum mismatch", r"no such record")
 @pytest.mark.parametrize("damage", ["payload", "ids"])
 def test_a_damaged_record_is_refused(tmp_path: Path, damage: str) -> None:
-    locations = _write(tmp_path, [(1, 0, b"a" * 100), (1, 1, b"b" * 100)])
+    locations = _write_entry_log(tmp_path, [(1, 0, b"a" * 100), (1, 1, b"b" * 100)])
     log_id, offset = split_location(locations[0])
     with open(entry_log_path(tmp_path, log_id), "r+b") as f:
         f.seek(offset + (RECORD_HEADER_SIZE + 10 if damage == "payload" else 8))
@@ -92,7 +92,7 @@ def test_a_damaged_record_is_refused(tmp_path: Path, damage: str) -> None:
 
 def test_read_ahead_follows_one_ledger_and_stops_at_a_gap_another_ledger_or_the_end(tmp_path: Path) -> None:
     entries = [(1, i, bytes([i]) * 50) for i in range(10)] + [(1, 11, b"gap")] + [(2, i, b"two") for i in range(3)]
-    locations = _write(tmp_path, entries)
+    locations = _write_entry_log(tmp_path, entries)
     reader = EntryLogReader(tmp_path)
     _, after_first = reader.read(locations[0], 1, 0)
     ahead = reader.read_ahead(after_first, 1, 1, 100, -1)
@@ -106,7 +106,7 @@ def test_read_ahead_follows_one_ledger_and_stops_at_a_gap_another_ledger_or_the_
 
 def test_read_ahead_stops_at_a_torn_tail(tmp_path: Path) -> None:
     entries = [(1, i, bytes(1000)) for i in range(5)]
-    locations = _write(tmp_path, entries)
+    locations = _write_entry_log(tmp_path, entries)
     path = entry_log_path(tmp_path, 1)
     os.truncate(path, split_location(locations[3])[1] + 500)  # record 3 cut mid-payload
     reader = EntryLogReader(tmp_path)
@@ -116,8 +116,8 @@ def test_read_ahead_stops_at_a_torn_tail(tmp_path: Path) -> None:
 
 
 def test_a_new_writer_starts_a_new_log_and_so_does_one_after_a_failure(tmp_path: Path) -> None:
-    _write(tmp_path, [(1, 0, b"first run")])
-    second = _write(tmp_path, [(1, 1, b"second run")], first_log_id=max(list_entry_logs(tmp_path)) + 1)
+    _write_entry_log(tmp_path, [(1, 0, b"first run")])
+    second = _write_entry_log(tmp_path, [(1, 1, b"second run")], first_log_id=max(list_entry_logs(tmp_path)) + 1)
     assert split_location(second[0])[0] == 2
     writer = EntryLogWriter(tmp_path, 1 << 30, 3)
     writer.append(1, 2, b"lost in a failed flush")

@@ -28,11 +28,11 @@ from tests.support.bookie_storage import (
     add,
     add_many,
     crash_image,
-    payload_for,
     read_all,
     started_bookie,
     storage,
 )
+from tests.support.entries import payload_for
 from tests.support.process import wait_for
 
 KIB = 1024
@@ -405,7 +405,8 @@ async def test_reads_never_miss_an_acknowledged_entry_while_halves_swap_and_flus
     """Goal: an entry acknowledged before a read starts is always found, wherever it is at that
     moment: active half, half being flushed, read-ahead cache or entry log + index.
     Method: a 1 MB write cache and a 20 ms flush interval; a writer keeps adding while 4
-    readers read random acknowledged entries (on the read threads) for ~2 s."""
+    readers read random acknowledged entries (on the read threads) until more than 500 reads
+    and 500 adds went through more than 5 checkpoints."""
     import random
 
     bookie = await started_bookie(tmp_path / "bookie", dbStorage_writeCacheMaxSizeMb=1, flushInterval=20)
@@ -418,8 +419,10 @@ async def test_reads_never_miss_an_acknowledged_entry_while_halves_swap_and_flus
             await add(bookie, ledger_id, entry_id, payload_for(ledger_id, entry_id, 2000))
             acked[ledger_id] = entry_id + 1
 
-    async def reader(seed: int) -> int:
-        rng, reads = random.Random(seed), 0
+    reads = [0, 0, 0, 0]  # per reader
+
+    async def reader(seed: int) -> None:
+        rng = random.Random(seed)
         while not stop.is_set():
             ledger_id = rng.randrange(2)
             if acked[ledger_id] == 0:
@@ -428,8 +431,7 @@ async def test_reads_never_miss_an_acknowledged_entry_while_halves_swap_and_flus
             entry_id = rng.randrange(max(0, acked[ledger_id] - 50), acked[ledger_id])
             got = await bookie.read_entries(ledger_id, entry_id, 1, 1 << 20)
             assert got == [(entry_id, payload_for(ledger_id, entry_id, 2000))]
-            reads += 1
-        return reads
+            reads[seed] += 1
 
     checkpoints_before = metrics.CHECKPOINTS._value.get()
     tasks = [
@@ -437,9 +439,14 @@ async def test_reads_never_miss_an_acknowledged_entry_while_halves_swap_and_flus
         asyncio.ensure_future(writer(1)),
         *(asyncio.ensure_future(reader(seed)) for seed in range(4)),
     ]
-    await asyncio.sleep(2)
-    stop.set()
-    results = await asyncio.gather(*tasks)
-    checkpoints = metrics.CHECKPOINTS._value.get() - checkpoints_before
-    await bookie.close()
-    assert sum(results[2:]) > 500 and sum(acked) > 500 and checkpoints > 5
+
+    def enough() -> bool:
+        checkpoints = metrics.CHECKPOINTS._value.get() - checkpoints_before
+        return sum(reads) > 500 and sum(acked) > 500 and checkpoints > 5
+
+    try:
+        await wait_for(enough, timeout_s=30, message=f"too few reads {reads}, adds {acked} or checkpoints")
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)  # a reader that missed an entry fails here
+        await bookie.close()

@@ -14,6 +14,7 @@ from minipulsar.bookie.storage.entry_log import split_location
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage, StorageSettings
 from minipulsar.bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
 from minipulsar.errors import BookieReadOnlyError, TooManyRequestsError
+from tests.support.bookie_storage import open_single_directory
 from tests.support.process import wait_for
 
 KIB = 1024
@@ -39,20 +40,11 @@ def test_sorted_entries_come_by_ledger_then_entry() -> None:
     assert [(ledger, entry) for ledger, entry, _ in cache.sorted_entries()] == expected
 
 
-def _directory(tmp_path: Path, half_bytes: int, flushes: list | None = None) -> SingleDirectoryDbLedgerStorage:
-    requested = flushes if flushes is not None else []
-    directory = SingleDirectoryDbLedgerStorage(
-        tmp_path, StorageSettings(write_cache_max_bytes=2 * half_bytes), request_flush=lambda: requested.append(1)
-    )
-    directory.open()
-    return directory
-
-
 def test_admission_is_bounded_by_the_active_half(tmp_path: Path) -> None:
     """Goal: reservations plus the active half never exceed half of dbStorage_writeCacheMaxSizeMb;
     a full half asks for a flush."""
     flushes: list = []
-    directory = _directory(tmp_path, 10 * KIB, flushes)
+    directory = open_single_directory(tmp_path, 20 * KIB, flushes)
     entry = 1000
     admitted = 0
     while directory.try_admit(entry):
@@ -69,14 +61,14 @@ def test_admission_is_bounded_by_the_active_half(tmp_path: Path) -> None:
 
 
 def test_an_entry_larger_than_a_half_is_admitted_into_an_empty_half(tmp_path: Path) -> None:
-    directory = _directory(tmp_path, 4 * KIB)
+    directory = open_single_directory(tmp_path, 8 * KIB)
     assert directory.try_admit(100 * KIB)
     assert not directory.try_admit(1)
     directory.close()
 
 
 async def test_an_add_waits_for_room_until_a_swap_and_is_counted_as_throttled(tmp_path: Path) -> None:
-    directory = _directory(tmp_path, 4 * KIB)
+    directory = open_single_directory(tmp_path, 8 * KIB)
     assert directory.try_admit(3 * KIB)
     directory.add_entry(1, 0, -1, bytes(3 * KIB))
     throttled_before = metrics.THROTTLED_WRITE_REQUESTS._value.get()
@@ -92,7 +84,7 @@ async def test_an_add_waits_for_room_until_a_swap_and_is_counted_as_throttled(tm
 
 
 async def test_a_cancelled_admission_gives_its_room_to_the_next_waiter(tmp_path: Path) -> None:
-    directory = _directory(tmp_path, 4 * KIB)
+    directory = open_single_directory(tmp_path, 8 * KIB)
     assert directory.try_admit(3 * KIB)
     waiting = asyncio.ensure_future(directory.admit(2 * KIB))
     await wait_for(lambda: len(directory._waiters) == 1, 5, message="the add waits for room")
@@ -130,7 +122,7 @@ async def test_an_add_without_room_within_max_throttle_time_is_refused_and_the_n
 async def test_refusing_the_waiting_adds_spares_recovery_adds(tmp_path: Path) -> None:
     """Goal: when the bookie turns read-only the adds waiting for room (not journaled yet) are
     refused at once, except recovery adds, which ledger recovery needs; those get room later."""
-    directory = _directory(tmp_path, 4 * KIB)
+    directory = open_single_directory(tmp_path, 8 * KIB)
     assert directory.try_admit(3 * KIB)
     directory.add_entry(1, 0, -1, bytes(3 * KIB))
     plain = asyncio.ensure_future(directory.admit(2 * KIB))
@@ -146,7 +138,7 @@ async def test_refusing_the_waiting_adds_spares_recovery_adds(tmp_path: Path) ->
 
 
 def test_reads_see_entries_in_both_halves_and_after_the_flush(tmp_path: Path) -> None:
-    directory = _directory(tmp_path, 64 * KIB)
+    directory = open_single_directory(tmp_path, 128 * KIB)
     for entry_id in range(6):
         assert directory.try_admit(10)
         directory.add_entry(3, entry_id, entry_id - 1, bytes([entry_id]) * 10)
@@ -161,7 +153,7 @@ def test_reads_see_entries_in_both_halves_and_after_the_flush(tmp_path: Path) ->
 
 
 def test_a_flush_writes_the_entries_sorted_by_ledger_then_entry(tmp_path: Path) -> None:
-    directory = _directory(tmp_path, 64 * KIB)
+    directory = open_single_directory(tmp_path, 128 * KIB)
     order = [(7, 2), (3, 1), (7, 0), (3, 0), (7, 1), (5, 0)]
     for ledger_id, entry_id in order:
         directory.try_admit(100)

@@ -20,9 +20,9 @@ from tests.support.journal import (
     KIB,
     Add,
     RecordingSink,
-    add,
+    add_durably,
     admit,
-    fence,
+    fence_durably,
     replay,
     started_journal,
     submit,
@@ -51,7 +51,7 @@ async def test_adds_queued_together_form_one_group_with_one_fsync(tmp_path: Path
 async def test_sequential_adds_are_one_group_each(tmp_path: Path) -> None:
     journal = await started_journal(tmp_path)
     for i in range(5):
-        await add(journal, 1, i, b"y")
+        await add_durably(journal, 1, i, b"y")
     assert journal.stats.groups == 5 and journal.stats.syncs == 5
     assert journal.stats.flushes[FlushReason.MAX_WAIT] == 5
     await journal.close()
@@ -59,7 +59,7 @@ async def test_sequential_adds_are_one_group_each(tmp_path: Path) -> None:
 
 async def test_no_sync_when_journal_sync_data_is_off(tmp_path: Path) -> None:
     journal = await started_journal(tmp_path, sync_data=False)
-    await add(journal, 1, 0, b"z")
+    await add_durably(journal, 1, 0, b"z")
     assert journal.stats.groups == 1 and journal.stats.syncs == 0
     await journal.close()
 
@@ -68,7 +68,7 @@ async def test_flush_when_queue_empty_does_not_wait_for_the_group_timeout(tmp_pa
     journal = await started_journal(
         tmp_path, policy=GroupCommitPolicy(max_group_wait_s=60, flush_when_queue_empty=True)
     )
-    await add(journal, 1, 0, b"z")
+    await add_durably(journal, 1, 0, b"z")
     assert journal.stats.flushes[FlushReason.EMPTY_QUEUE] == 1
     await journal.close()
 
@@ -90,8 +90,8 @@ async def test_replay_returns_every_record_with_its_location(tmp_path: Path) -> 
     for i in range(50):
         payload = rng.randbytes(rng.randint(0, 2000))
         written.append((i % 4, i, payload))
-        await add(journal, i % 4, i, payload)
-    await fence(journal, 2)
+        await add_durably(journal, i % 4, i, payload)
+    await fence_durably(journal, 2)
     await journal.close()
     replayed = replay(tmp_path)
     assert replayed.adds == written
@@ -106,7 +106,7 @@ async def test_replay_returns_every_record_with_its_location(tmp_path: Path) -> 
 
 async def test_segments_are_preallocated_with_zeros(tmp_path: Path) -> None:
     journal = await started_journal(tmp_path, prealloc_bytes=64 * KIB)
-    await add(journal, 1, 0, b"a" * 100)
+    await add_durably(journal, 1, 0, b"a" * 100)
     await journal.close()
     path = segment_path(tmp_path, list_segments(tmp_path)[0])
     assert os.path.getsize(path) == 64 * KIB
@@ -166,9 +166,9 @@ async def test_restart_appends_to_the_last_segment_and_rolls_when_it_is_full(tmp
 
 async def test_fence_records_replay(tmp_path: Path) -> None:
     journal = await started_journal(tmp_path)
-    await add(journal, 4, 0, b"e")
-    await fence(journal, 4)
-    await fence(journal, 9)
+    await add_durably(journal, 4, 0, b"e")
+    await fence_durably(journal, 4)
+    await fence_durably(journal, 9)
     await journal.close()
     assert [(r.type, r.ledger_id) for r, _, _ in replay(tmp_path).records] == [
         (RecordType.ADD_ENTRY, 4),
@@ -260,14 +260,14 @@ async def test_a_failed_write_fails_its_group_and_every_later_add(tmp_path: Path
         raise OSError(28, "No space left on device")
 
     journal = await started_journal(tmp_path)
-    await add(journal, 1, 0, b"before")
+    await add_durably(journal, 1, 0, b"before")
     monkeypatch.setattr(journal_segment.SegmentWriter, "append", failing_append)
     monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", failing_append)
     with pytest.raises(Exception, match="No space left"):
-        await add(journal, 1, 1, b"lost")
+        await add_durably(journal, 1, 1, b"lost")
     monkeypatch.undo()
     with pytest.raises(Exception, match="No space left"):
-        await add(journal, 1, 2, b"refused")
+        await add_durably(journal, 1, 2, b"refused")
     await journal.close()
     assert replay(tmp_path).adds == [(1, 0, b"before")]
 
@@ -302,9 +302,9 @@ async def test_a_failure_assembling_groups_fails_the_journal_and_answers_every_a
     else:
         monkeypatch.setattr(writer_thread, "split_batch", broken_decision)
     with pytest.raises(Exception, match="journal writer failed"):
-        await add(journal, 1, 0, b"grouped")
+        await add_durably(journal, 1, 0, b"grouped")
     with pytest.raises(Exception, match="journal writer failed"):
-        await add(journal, 1, 1, b"refused")
+        await add_durably(journal, 1, 1, b"refused")
     await asyncio.wait_for(journal.close(), 10)
 
 
@@ -344,9 +344,9 @@ async def test_adaptive_group_writes_decide_whether_a_group_takes_the_whole_queu
 
 async def test_applied_mark_moves_past_each_completed_group_and_replay_starts_there(tmp_path: Path) -> None:
     journal = await started_journal(tmp_path)
-    await add(journal, 1, 0, b"a" * 10)
+    await add_durably(journal, 1, 0, b"a" * 10)
     mark = journal.applied_mark
-    await add(journal, 1, 1, b"b" * 10)
+    await add_durably(journal, 1, 1, b"b" * 10)
     await journal.close()
     first = replay(tmp_path).locations[0]
     assert mark == LogMark(first.segment_id, first.offset + first.length)
@@ -372,7 +372,7 @@ async def test_applied_mark_waits_for_the_loop_not_for_the_fsync(tmp_path: Path,
         return start
 
     journal = await started_journal(tmp_path)
-    await add(journal, 1, 0, b"first")
+    await add_durably(journal, 1, 0, b"first")
     before = journal.applied_mark
     assert before is not None
     monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", sync_and_tell)
@@ -397,6 +397,6 @@ async def test_a_journal_whose_files_fail_to_close_still_stops(tmp_path: Path, m
         raise OSError(5, "Input/output error")
 
     journal = await started_journal(tmp_path)
-    await add(journal, 1, 0, b"written")
+    await add_durably(journal, 1, 0, b"written")
     monkeypatch.setattr(directory.JournalFiles, "close", failing_close)
     await asyncio.wait_for(journal.close(), 10)

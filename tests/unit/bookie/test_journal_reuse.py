@@ -26,10 +26,10 @@ from minipulsar.bookie.journal.segment import (
     take_recycled,
 )
 from minipulsar.bookie.journal.stats import JournalStats
-from tests.support.journal import KIB, add, journal_settings, replay, started_journal
+from tests.support.journal import KIB, add_durably, journal_settings, replay, started_journal
 
 
-def _group(segment_id: int, records: list[tuple[int, int, bytes]]) -> list[bytes]:
+def _group_of(segment_id: int, records: list[tuple[int, int, bytes]]) -> list[bytes]:
     buffers = [b""]
     for ledger_id, entry_id, payload in records:
         buffers += [encode_header(int(RecordType.ADD_ENTRY), ledger_id, entry_id, entry_id - 1, payload), payload]
@@ -39,7 +39,7 @@ def _group(segment_id: int, records: list[tuple[int, int, bytes]]) -> list[bytes
 
 def _write_groups(writer: SegmentWriter, groups: list[list[tuple[int, int, bytes]]]) -> None:
     for records in groups:
-        writer.append_synced(_group(writer.segment_id, records))
+        writer.append_synced(_group_of(writer.segment_id, records))
 
 
 async def test_trimmed_segments_are_written_over_and_replay_returns_only_the_new_records(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ async def test_trimmed_segments_are_written_over_and_replay_returns_only_the_new
     for round_ in range(12):
         entries = [(7, round_ * 40 + i, os.urandom(1024 + (i * 37) % 2048)) for i in range(40)]
         for ledger_id, entry_id, payload in entries:
-            await add(journal, ledger_id, entry_id, payload)
+            await add_durably(journal, ledger_id, entry_id, payload)
         written += entries
         if round_ < 11:
             last_mark = journal.applied_mark
@@ -109,7 +109,7 @@ def test_a_torn_group_in_a_reused_file_is_dropped_whole(tmp_path: Path) -> None:
     new.close()
     # The second group's GROUP record and first record reach the disk, the rest does not: what
     # follows them is the previous use's records, same sizes, valid checksums.
-    buffers = _group(2, second)
+    buffers = _group_of(2, second)
     with open(segment_path(tmp_path, 2), "r+b") as f:
         f.seek(torn_at)
         f.write(b"".join(buffers[:3]))

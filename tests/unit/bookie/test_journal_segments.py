@@ -144,7 +144,7 @@ async def test_synced_groups_are_dropped_from_the_page_cache(tmp_path: Path) -> 
     assert replayed.adds == entries and not replayed.result.lost_tail
 
 
-def _group(segment_id: int, first: int, count: int, size: int) -> tuple[list[bytes], int]:
+def _numbered_group(segment_id: int, first: int, count: int, size: int) -> tuple[list[bytes], int]:
     """A GROUP record and ``count`` ADD records of ``size`` bytes (entries ``first``...)."""
     buffers, total = [b""], 0
     for entry_id in range(first, first + count):
@@ -178,20 +178,20 @@ def test_no_group_is_written_past_the_zeros_prepared_for_it(tmp_path: Path, monk
     monkeypatch.setattr(journal_segment.os, "posix_fallocate", no_fallocate)
     preallocator = Preallocator("test-prealloc")
     writer = SegmentWriter.create(tmp_path, 1, 1024 * KIB, preallocator, limit_bytes=64 * 1024 * KIB)
-    buffers, size = _group(1, 0, 6, 100 * KIB)  # ends at ~600 KiB: an extension to 2 MiB starts
+    buffers, size = _numbered_group(1, 0, 6, 100 * KIB)  # ends at ~600 KiB: an extension to 2 MiB starts
     writer.append_synced(buffers, size)
     extension = writer._extension
     assert extension is not None
     wait_for_it = extension.result
     extension.result = lambda *args, **kwargs: (release.set(), wait_for_it(*args, **kwargs))[1]
     if case == "while-the-extension-runs":
-        buffers, size = _group(1, 6, 5, 100 * KIB)  # ends at ~1.1 MiB: past what is prepared
+        buffers, size = _numbered_group(1, 6, 5, 100 * KIB)  # ends at ~1.1 MiB: past what is prepared
         writer.append_synced(buffers, size)
         written = 11
     else:
-        buffers, size = _group(1, 6, 20, 100 * KIB)  # ends at ~2.6 MiB: past the extension's 2 MiB
+        buffers, size = _numbered_group(1, 6, 20, 100 * KIB)  # ends at ~2.6 MiB: past the extension's 2 MiB
         writer.append_synced(buffers, size)
-        buffers, size = _group(1, 26, 1, 10 * KIB)
+        buffers, size = _numbered_group(1, 26, 1, 10 * KIB)
         writer.append_synced(buffers, size)
         written = 27
     assert writer.position <= writer._allocated
@@ -222,7 +222,7 @@ def test_preallocation_syncs_through_a_descriptor_of_its_own(tmp_path: Path, mon
     monkeypatch.setattr(journal_segment.os, "fdatasync", fdatasync)
     monkeypatch.setattr(journal_segment.os, "posix_fallocate", posix_fallocate)
     for first in range(0, 40, 4):
-        buffers, size = _group(1, first, 4, 16 * KIB)
+        buffers, size = _numbered_group(1, first, 4, 16 * KIB)
         writer.append(buffers, size)
         writer.sync()
     writer.close()

@@ -5,18 +5,11 @@ from __future__ import annotations
 import pytest
 
 from minipulsar.cli.perf.rate_limiter import RateLimiter
-
-
-class FakeClock:
-    def __init__(self, now_s: float = 100.0) -> None:
-        self.now_s = now_s
-
-    def __call__(self) -> float:
-        return self.now_s
+from tests.support.clock import ManualClock
 
 
 def test_permits_are_evenly_spaced_from_the_start() -> None:
-    clock = FakeClock()
+    clock = ManualClock()
     limiter = RateLimiter(1000, clock=clock)
     waits = [limiter.reserve() for _ in range(4)]
     assert waits == pytest.approx([0.0, 0.001, 0.002, 0.003])
@@ -27,20 +20,20 @@ def test_late_wake_ups_do_not_drift_the_rate() -> None:
     Method: a caller that always wakes 0.7 ms late; after 10,000 permits at 10k/s the clock
     is where the schedule says (the last permit's 0.9999 s, plus at most one overshoot), not
     thousands of overshoots later."""
-    clock = FakeClock(0.0)
+    clock = ManualClock(0.0)
     limiter = RateLimiter(10_000, clock=clock)
     for _ in range(10_000):
         wait_s = limiter.reserve()
         if wait_s > 0:
-            clock.now_s += wait_s + 0.0007
+            clock.advance(wait_s + 0.0007)
     assert 0.9999 - 1e-9 <= clock.now_s <= 0.9999 + 0.0007 + 1e-9
 
 
 def test_many_permits_are_due_at_once_after_a_late_wake_up() -> None:
-    clock = FakeClock(0.0)
+    clock = ManualClock(0.0)
     limiter = RateLimiter(10_000, clock=clock)
     limiter.reserve()
-    clock.now_s = 0.001  # woke up 1 ms later: ten permits were due meanwhile
+    clock.advance(0.001)  # woke up 1 ms later: ten permits were due meanwhile
     assert [limiter.reserve() for _ in range(10)] == [0.0] * 10
     assert limiter.reserve() > 0
 
@@ -48,10 +41,10 @@ def test_many_permits_are_due_at_once_after_a_late_wake_up() -> None:
 def test_a_caller_far_behind_catches_up_by_at_most_the_burst() -> None:
     """Goal: after a long stall (a full producer) the limiter does not release the whole
     backlog at once, only ``burst_s`` worth — as Guava's SmoothBursty (1 s)."""
-    clock = FakeClock(0.0)
+    clock = ManualClock(0.0)
     limiter = RateLimiter(100, burst_s=1.0, clock=clock)
     limiter.reserve()
-    clock.now_s = 10.0  # stalled for 10 s: 1000 permits of debt
+    clock.advance(10.0)  # stalled for 10 s: 1000 permits of debt
     immediate = 0
     while limiter.reserve() == 0.0:
         immediate += 1
@@ -59,7 +52,7 @@ def test_a_caller_far_behind_catches_up_by_at_most_the_burst() -> None:
 
 
 def test_reserving_several_permits_spaces_the_next_one_accordingly() -> None:
-    clock = FakeClock(0.0)
+    clock = ManualClock(0.0)
     limiter = RateLimiter(10, clock=clock)
     assert limiter.reserve(5) == 0.0
     assert limiter.reserve() == pytest.approx(0.5)

@@ -5,14 +5,7 @@ from __future__ import annotations
 import pytest
 
 from minipulsar.cli.perf.stats import MAX_LATENCY_US, LatencyRecorder, LatencySummary, PerfStats, mbit_per_s
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_s = 0.0
-
-    def __call__(self) -> float:
-        return self.now_s
+from tests.support.clock import ManualClock
 
 
 def test_an_interval_holds_only_its_own_samples_and_the_cumulative_all() -> None:
@@ -61,14 +54,14 @@ def test_an_empty_interval_reports_zeros() -> None:
 
 
 def test_interval_rates_use_the_interval_elapsed_time() -> None:
-    clock = FakeClock()
+    clock = ManualClock(0.0)
     stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US, clock=clock)
     stats.restart_interval()
     for _ in range(2000):
         stats.record(1024, 500)
     stats.record_failure()
     stats.record_ack()
-    clock.now_s = 2.0
+    clock.advance(2.0)
     first = stats.take_interval()
     assert (first.total_messages, first.messages) == (2000, 2000)
     assert first.msg_per_s == pytest.approx(1000)
@@ -76,7 +69,7 @@ def test_interval_rates_use_the_interval_elapsed_time() -> None:
     assert first.acks_per_s == pytest.approx(0.5)
     assert first.mbit_per_s == pytest.approx(1000 * 1024 * 8 / 1024 / 1024)
     stats.record(1024, None)  # counted, latency not measured (warm-up)
-    clock.now_s = 3.0
+    clock.advance(1.0)
     second = stats.take_interval()
     assert (second.total_messages, second.messages, second.latency.count) == (2001, 1, 0)
     assert second.msg_per_s == pytest.approx(1.0)

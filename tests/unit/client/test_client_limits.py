@@ -13,7 +13,7 @@ from minipulsar.client.memory_limit import MemoryLimitController
 from minipulsar.client.producer_config import ProducerConfig
 
 
-def message(size: int = 10, key: str | None = None, ordering_key: str | None = None) -> PendingMessage:
+def pending_message(size: int = 10, key: str | None = None, ordering_key: str | None = None) -> PendingMessage:
     return PendingMessage(bytes(size), None, key, ordering_key, 0, None, size)
 
 
@@ -46,19 +46,25 @@ def test_a_zero_limit_disables_the_memory_bound() -> None:
 
 def test_a_batch_is_full_at_its_count_or_byte_limit_and_a_big_message_travels_alone() -> None:
     batch = BatchContainer(max_messages=3, max_bytes=100)
-    assert not batch.add(message(10)) and not batch.add(message(10))
-    assert batch.add(message(10)), "3 messages: full"
+    assert not batch.add(pending_message(10)) and not batch.add(pending_message(10))
+    assert batch.add(pending_message(10)), "3 messages: full"
     assert [len(g) for g in batch.drain()] == [3] and len(batch) == 0
-    batch.add(message(60))
-    assert not batch.has_room(message(50)), "60 + 50 bytes would pass 100"
+    batch.add(pending_message(60))
+    assert not batch.has_room(pending_message(50)), "60 + 50 bytes would pass 100"
     batch.drain()
-    assert batch.has_room(message(1000)), "an empty batch takes anything"
-    assert batch.add(message(1000))
+    assert batch.has_room(pending_message(1000)), "an empty batch takes anything"
+    assert batch.add(pending_message(1000))
 
 
 def test_key_based_batches_group_by_ordering_key_else_partition_key_in_first_arrival_order() -> None:
     batch = KeyBasedBatchContainer(max_messages=100, max_bytes=10_000)
-    items = [message(key="b"), message(key="a"), message(key="b", ordering_key="o"), message(), message(key="a")]
+    items = [
+        pending_message(key="b"),
+        pending_message(key="a"),
+        pending_message(key="b", ordering_key="o"),
+        pending_message(),
+        pending_message(key="a"),
+    ]
     for item in items:
         batch.add(item)
     assert batch.drain() == [[items[0]], [items[1], items[4]], [items[2]], [items[3]]]

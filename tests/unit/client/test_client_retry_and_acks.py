@@ -14,6 +14,7 @@ from minipulsar.client.backoff import Backoff
 from minipulsar.client.exceptions import Timeout
 from minipulsar.client.retry import LAST_ATTEMPT_S_MIN, gave_up_error, retry_until
 from minipulsar.errors import ConnectionClosedError, ServiceNotReadyError, TopicNotFoundError
+from tests.support.process import wait_for
 
 
 async def test_retriable_errors_are_retried_until_an_attempt_succeeds() -> None:
@@ -142,7 +143,7 @@ async def test_without_receipts_acks_go_after_the_group_time_or_at_the_group_siz
     tracker.add_cumulative((0, 9))
     await settle()
     assert wire.sent == []
-    await asyncio.wait_for(_until(lambda: wire.sent), 1)
+    await wait_for(lambda: wire.sent, timeout_s=1, interval_s=0.005)
     assert wire.sent == [([[1, 0]], "individual", False), ([[0, 9]], "cumulative", False)]
     for i in range(5):
         tracker.add_individual((2, i))
@@ -168,8 +169,3 @@ async def test_acks_wait_while_disconnected_and_an_ack_lost_with_its_connection_
     wire.answers[1].set_result(None)
     await settle()
     assert receipt.done() and receipt.exception() is None
-
-
-async def _until(predicate) -> None:
-    while not predicate():
-        await asyncio.sleep(0.005)

@@ -24,6 +24,7 @@ from minipulsar.metadata import (
 from minipulsar.metadata.durable import DurableTree
 from minipulsar.metadata.memory import SharedTree
 from minipulsar.metadata.tree import KeyTree
+from tests.support.metadata import key_absent
 from tests.support.process import wait_for
 
 
@@ -69,7 +70,7 @@ async def test_a_store_that_stops_heartbeating_expires_after_its_timeout() -> No
     await asyncio.wait_for(_assert_key_stays(owner, loop, 0.3), 2)  # heart-beating: stays
     owner.suspend_keepalive()
     started = loop.time()
-    await wait_for(lambda: _missing(watcher, "/hb"), 2)
+    await wait_for(lambda: key_absent(watcher, "/hb"), 2)
     assert loop.time() - started >= 0.1
     await owner.close()
     await watcher.close()
@@ -81,10 +82,6 @@ async def _assert_key_stays(store: MemoryMetadataStore, loop: asyncio.AbstractEv
     while loop.time() < end:
         assert await store.exists("/hb")
         await asyncio.sleep(0.02)
-
-
-async def _missing(store: MemoryMetadataStore, path: str) -> bool:
-    return not await store.exists(path)
 
 
 @pytest.mark.expect_error_log(r"metastore WAL write failed")
