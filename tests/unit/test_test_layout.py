@@ -30,10 +30,6 @@ SHARED_ELSEWHERE = {
 }
 """Helper names still defined in more than one module, in areas other engineers are changing."""
 
-IMPORTS_ELSEWHERE = {}
-"""(module, test module it imports) pairs still to be replaced by a support module."""
-
-
 def modules() -> list[Path]:
     return sorted(path for path in TESTS.rglob("*.py") if "__pycache__" not in path.parts)
 
