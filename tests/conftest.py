@@ -5,7 +5,8 @@
   processes killed, paused, starved of disk or fed garbage).
 - uvloop when ``MINIPULSAR_UVLOOP=1``.
 - Bugs fail tests: a test during which a project logger (``minipulsar.*``) wrote an ERROR
-  record, or the event loop saw an exception nobody handled (asyncio's ``Task exception was
+  record — in the test process or in a server process the test started (its log file) —, or
+  the event loop saw an exception nobody handled (asyncio's ``Task exception was
   never retrieved``, ``Exception in callback``), fails — unless it says it provokes that
   record on purpose: ``@pytest.mark.expect_error_log(r"regex", ...)`` allows the ERROR
   records whose message matches one of the patterns.
@@ -20,6 +21,8 @@ import re
 from collections.abc import Callable, Iterator
 
 import pytest
+
+from tests.support.process import new_child_error_records
 
 pytest_plugins = ["pytester", "tests.support.fixtures"]
 
@@ -60,6 +63,7 @@ class ErrorRecords(logging.Handler):
 
 @pytest.fixture(autouse=True)
 def fail_on_error_logs(request: pytest.FixtureRequest) -> Iterator[None]:
+    earlier = [f"{who} (before this test began): {message}" for who, message in new_child_error_records()]
     handler = ErrorRecords()
     root = logging.getLogger()
     root.addHandler(handler)
@@ -68,13 +72,19 @@ def fail_on_error_logs(request: pytest.FixtureRequest) -> Iterator[None]:
     finally:
         root.removeHandler(handler)
     allowed = [re.compile(p) for m in request.node.iter_markers("expect_error_log") for p in m.args]
-    unexpected = [r for r in handler.records if not any(p.search(r.getMessage()) for p in allowed)]
+    records = [_describe(r) for r in handler.records] + [
+        f"{who}: {message}" for who, message in new_child_error_records()
+    ]
+    unexpected = [r for r in earlier + records if not any(p.search(r) for p in allowed)]
     if unexpected:
-        lines = [
-            f"{r.name}: {r.getMessage()}"
-            + (f"\n{logging.Formatter().formatException(r.exc_info)}" if r.exc_info else "")
-            for r in unexpected
-        ]
+        report = "\n".join(unexpected)
         pytest.fail(
-            "ERROR logged during the test (a bug, or mark it expect_error_log):\n" + "\n".join(lines), pytrace=False
+            f"ERROR logged during the test (a bug, or mark the test expect_error_log):\n{report}", pytrace=False
         )
+
+
+def _describe(record: logging.LogRecord) -> str:
+    text = f"{record.name}: {record.getMessage()}"
+    if record.exc_info:
+        text += "\n" + logging.Formatter().formatException(record.exc_info)
+    return text

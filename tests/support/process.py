@@ -3,6 +3,11 @@
 Every child runs ``python -m minipulsar <role> ...`` with port 0 by default, prints
 ``READY <role> host:port [http=host:port]`` once it serves, and logs to a file in the test's
 temp dir; the tail of that log is attached to failures.
+
+A child's ERROR is a test's business as much as the test process's own: every started process
+is remembered, and :func:`new_child_error_records` hands the conftest each ERROR or CRITICAL
+line a project logger wrote since it last asked (a test that provokes one on purpose says so
+with ``expect_error_log``, as for its own records).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import select
 import signal
 import subprocess
@@ -21,6 +27,11 @@ from pathlib import Path
 
 READY_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 10.0
+ERROR_LINE = re.compile(r"^\S+ \S+ (?:ERROR|CRITICAL)\s+((?:minipulsar|asyncio)[\w.]*): (.*)$")
+"""A log line of the servers' format (``minipulsar/cli/common.py``) at ERROR or above, from one
+of our loggers: (logger, message)."""
+LOG_LINE_START = re.compile(r"^\d{4}-\d\d-\d\d \d")
+TRACEBACK_LINES_KEPT = 12
 
 
 @dataclass
@@ -35,6 +46,8 @@ class ServerProcess:
     host: str = ""
     port: int = 0
     http_port: int = 0
+    _log_read_bytes: int = 0
+    """How far :meth:`new_error_records` has read the log."""
 
     @property
     def address(self) -> str:
@@ -59,6 +72,7 @@ class ServerProcess:
             start_new_session=True,
         )
         log_file.close()
+        _STARTED.append(self)
         self._wait_ready(ready_timeout_s)
         return self
 
@@ -139,12 +153,43 @@ class ServerProcess:
         if self.proc is not None and self.proc.stdout is not None:
             self.proc.stdout.close()
 
+    def new_error_records(self) -> list[tuple[str, str]]:
+        """(logger, message with its traceback) of each ERROR line logged since the last call."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_read_bytes)
+                text = log.read()
+        except OSError:
+            return []
+        complete = text[: text.rfind(b"\n") + 1]  # a line still being written waits for the next call
+        self._log_read_bytes += len(complete)
+        records: list[tuple[str, str]] = []
+        for line in complete.decode(errors="replace").splitlines():
+            if (match := ERROR_LINE.match(line)) is not None:
+                records.append((match.group(1), match.group(2)))
+            elif records and not LOG_LINE_START.match(line) and records[-1][1].count("\n") < TRACEBACK_LINES_KEPT:
+                records[-1] = (records[-1][0], f"{records[-1][1]}\n{line}")  # its traceback
+        return records
+
     def log_tail(self, lines: int = 40) -> str:
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
             return f"(no log at {self.log_path})"
         return f"--- last lines of {self.log_path} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+
+_STARTED: list[ServerProcess] = []
+"""Every process started in this test session, in order."""
+
+
+def new_child_error_records() -> list[tuple[str, str]]:
+    """The ERROR records every started process logged since the last call, as
+    ``(f"{role} {logger}", message)``; processes that ended and were read to the end are
+    forgotten."""
+    records = [(f"{p.role} {logger}", message) for p in _STARTED for logger, message in p.new_error_records()]
+    _STARTED[:] = [p for p in _STARTED if p.running]
+    return records
 
 
 @contextlib.contextmanager

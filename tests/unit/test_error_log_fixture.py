@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.process import ServerProcess
+
 CONFTEST = (Path(__file__).resolve().parents[1] / "conftest.py").read_text()
 INI = """[pytest]
 asyncio_mode = auto
@@ -23,6 +25,8 @@ import asyncio
 import logging
 
 import pytest
+
+from tests.support.process import ServerProcess
 
 log = logging.getLogger("minipulsar.broker.example")
 
@@ -92,3 +96,26 @@ def test_an_expected_error_record_a_warning_and_others_errors_pass(outcomes: dic
 
 def test_an_exception_the_event_loop_saw_fails_the_test(outcomes: dict[str, bool]) -> None:
     assert outcomes["test_an_exception_in_a_callback"]
+
+
+def test_a_server_process_log_yields_its_error_lines_once_with_their_tracebacks(tmp_path: Path) -> None:
+    """The child side: a server's log file is read for ERROR/CRITICAL lines of our loggers,
+    each with the traceback under it, and each line only once."""
+    log = tmp_path / "bookie.log"
+    log.write_text(
+        "2026-12-01 20:31:33,913 INFO  minipulsar.bookie.journal: started\n"
+        "2026-12-01 20:31:34,001 ERROR minipulsar.bookie.storage.gc: garbage collection failed\n"
+        "Traceback (most recent call last):\n"
+        '  File "gc.py", line 1, in run\n'
+        "ValueError: a bug\n"
+        "2026-12-01 20:31:34,002 ERROR aiohttp.server: not ours\n"
+        "2026-12-01 20:31:34,003 WARNING minipulsar.bookie: slow\n"
+    )
+    process = ServerProcess("bookie", [], log)
+    [(logger, message)] = process.new_error_records()
+    assert logger == "minipulsar.bookie.storage.gc"
+    assert message.startswith("garbage collection failed\nTraceback") and message.endswith("ValueError: a bug")
+    with log.open("a") as more:
+        more.write("2026-12-01 20:31:35,000 CRITICAL minipulsar.metadata.wal: metastore WAL write failed\n")
+        more.write("2026-12-01 20:31:35,001 ERROR minipulsar.bookie: half a li")
+    assert process.new_error_records() == [("minipulsar.metadata.wal", "metastore WAL write failed")]

@@ -30,6 +30,7 @@ SHARED_ELSEWHERE = {
 }
 """Helper names still defined in more than one module, in areas other engineers are changing."""
 
+
 def modules() -> list[Path]:
     return sorted(path for path in TESTS.rglob("*.py") if "__pycache__" not in path.parts)
 
