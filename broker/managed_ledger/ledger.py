@@ -35,15 +35,15 @@ import random
 import time
 from collections import deque
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from minipulsar.broker.bookkeeper import BookKeeper, LedgerHandle
 from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor_info import decode_mark_delete
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
-from minipulsar.broker.managed_ledger.entry_reader import EntryReader
+from minipulsar.broker.managed_ledger.entry_reader import CursorReadCounters, EntryReader
 from minipulsar.broker.managed_ledger.info import LedgerInfo, ManagedLedgerInfo, managed_ledger_path
+from minipulsar.broker.managed_ledger.ledger_client import LedgerClient
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
@@ -58,7 +58,8 @@ from minipulsar.errors import (
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
 if TYPE_CHECKING:
-    from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+    from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,48 @@ class OpAddEntry:
         self.attempts = 0
 
 
+class LedgerCursor(Protocol):
+    """A cursor of the managed ledger (a ManagedCursor), as the ledger and its stats read it."""
+
+    active: bool
+    """Read now: the cache keeps entries for active readers near the tail."""
+    cache_hits_tailing: int
+    cache_hits_catch_up: int
+    cache_misses_tailing: int
+    cache_misses_catch_up: int
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def durable(self) -> bool:
+        """Persisted in the metadata store: its mark-delete position holds data back from trimming."""
+        ...
+
+    @property
+    def mark_delete(self) -> Position: ...
+
+    @property
+    def read_position(self) -> Position: ...
+
+    @property
+    def backlog_entries(self) -> int: ...
+
+    @property
+    def individually_deleted(self) -> PositionRangeSet: ...
+
+    async def flush(self) -> None:
+        """Persist what is pending (durable cursors)."""
+        ...
+
+    def skip_trimmed(self, first: Position) -> None:
+        """Move a non-durable cursor past ledgers trimmed away, to ``first``."""
+        ...
+
+
 class ManagedLedger:
     def __init__(
-        self, name: str, store: MetadataStore, bookkeeper: BookKeeper, cache: EntryCache, config: ManagedLedgerConfig
+        self, name: str, store: MetadataStore, bookkeeper: LedgerClient, cache: EntryCache, config: ManagedLedgerConfig
     ) -> None:
         self.name = name
         self.path = managed_ledger_path(name)
@@ -122,7 +162,7 @@ class ManagedLedger:
         self._in_flight: deque[OpAddEntry] = deque()
         """Adds issued on the current ledger and not completed, in entry order."""
         self._entry_waiters: list[asyncio.Future[None]] = []
-        self._cursors: list[ManagedCursor] = []
+        self._cursors: list[LedgerCursor] = []
         self._ledger_cache = cache.for_ledger(name, self._cache_eviction_position)
         self._reader = EntryReader(
             self._ledgers, self._ledger_cache, cache, bookkeeper, config.cursor_backlogged_threshold
@@ -563,14 +603,14 @@ class ManagedLedger:
     # -- cursors --------------------------------------------------------------------------------
 
     @property
-    def cursors(self) -> list[ManagedCursor]:
+    def cursors(self) -> list[LedgerCursor]:
         """Live cursors, durable and not."""
         return list(self._cursors)
 
-    def add_cursor(self, cursor: ManagedCursor) -> None:
+    def add_cursor(self, cursor: LedgerCursor) -> None:
         self._cursors.append(cursor)
 
-    def remove_cursor(self, cursor: ManagedCursor) -> None:
+    def remove_cursor(self, cursor: LedgerCursor) -> None:
         if cursor in self._cursors:
             self._cursors.remove(cursor)
 
@@ -581,7 +621,7 @@ class ManagedLedger:
         if previous.ledger_id != current.ledger_id or finished:
             self.trim_soon()
 
-    def is_caching_reader(self, cursor: ManagedCursor) -> bool:
+    def is_caching_reader(self, cursor: LedgerCursor) -> bool:
         """Active, and within ``managedLedgerCursorBackloggedThreshold`` entries of the tail."""
         threshold = self.config.cursor_backlogged_threshold
         return cursor.active and self._ledgers.entries_from(cursor.read_position, threshold) < threshold
@@ -640,7 +680,7 @@ class ManagedLedger:
     # -- reading --------------------------------------------------------------------------------
 
     async def read_entries(
-        self, start: Position, max_entries: int, max_bytes: int | None = None, cursor: ManagedCursor | None = None
+        self, start: Position, max_entries: int, max_bytes: int | None = None, cursor: CursorReadCounters | None = None
     ) -> list[Entry]:
         """Up to ``max_entries`` consecutive entries from ``start`` within one ledger, and at most
         ``max_bytes`` (but always one entry when there is one); see entry_reader.py."""

@@ -17,16 +17,34 @@ from typing import Protocol
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.protocol.commands import Message
+from minipulsar.protocol.schema import Command
 
 EMA_WEIGHT_OLD = 0.9
 """Pulsar's ``avgPercent``: avg = 0.9·avg + 0.1·(messages / entries) after each send."""
 
 
 class ConsumerConnection(Protocol):
-    def send(self, command: Message) -> None: ...
+    """The client connection a consumer is attached to (the broker's BrokerConnection)."""
 
     @property
-    def writable(self) -> bool: ...
+    def peer(self) -> str:
+        """The client's ``host:port``, as the stats show it."""
+        ...
+
+    @property
+    def writable(self) -> bool:
+        """The socket takes writes now (the client reads what it is sent)."""
+        ...
+
+    def send(self, command: Command) -> None: ...
+
+    def detach_consumer(self, consumer_id: int) -> bool:
+        """Take the consumer off this connection (its topic is unloaded); False when it is not on it."""
+        ...
+
+    def send_close_consumer(self, consumer_id: int, assigned_broker_url: str | None = None) -> None:
+        """CLOSE_CONSUMER for a detached consumer: the client looks its topic up again."""
+        ...
 
 
 class OutCounters(Protocol):

@@ -29,8 +29,8 @@ import logging
 import math
 from collections.abc import Iterable
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
@@ -73,7 +73,7 @@ def entries_within_permits(permits: int, entries: list[Entry], precise: bool, ma
 class Dispatcher:
     """The read loop and the state every subscription type shares; subclasses decide who gets what."""
 
-    def __init__(self, cursor: ManagedCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
+    def __init__(self, cursor: DispatchCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
         self.cursor = cursor
         self.settings = settings
         self.redelivery = redelivery
@@ -81,6 +81,9 @@ class Dispatcher:
         self.avg_messages_per_entry: float | None = None
         """The subscription's EMA of messages per entry: the estimate for a consumer without one."""
         self.redelivered_messages = 0
+        self.blocked_on_unacked = False
+        """Shared/Key_Shared: maxUnackedMessagesPerSubscription reached; cleared at half of it
+        (a single-active dispatcher never blocks)."""
         self._loop_task: asyncio.Task[None] | None = None
         self._idle: asyncio.Future[None] | None = None
         self._closed = False

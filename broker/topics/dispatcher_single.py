@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher, entries_for_permits
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 class SingleActiveConsumerDispatcher(Dispatcher):
     def __init__(
-        self, cursor: ManagedCursor, sub_type: str, settings: DispatchSettings, redelivery: RedeliveryTracker
+        self, cursor: DispatchCursor, sub_type: str, settings: DispatchSettings, redelivery: RedeliveryTracker
     ) -> None:
         super().__init__(cursor, settings, redelivery)
         self.sub_type = sub_type

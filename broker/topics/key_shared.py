@@ -29,8 +29,8 @@ import bisect
 import mmh3
 import msgpack
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import entries_within_permits
@@ -110,7 +110,7 @@ class ConsistentHashRing:
 
 
 class KeySharedDispatcher(SharedDispatcher):
-    def __init__(self, cursor: ManagedCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
+    def __init__(self, cursor: DispatchCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
         super().__init__(cursor, settings, redelivery)
         self.ring = ConsistentHashRing(settings.key_shared_replica_points)
         self.recently_joined: dict[Consumer, Position] = {}

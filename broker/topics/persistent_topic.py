@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from minipulsar.broker.dedup import MessageDeduplication
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
@@ -17,8 +18,8 @@ from minipulsar.broker.topics import topic_stats
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.persistent_subscription import EARLIEST, PersistentSubscription, check_sub_type
 from minipulsar.broker.topics.rates import RateTable
-from minipulsar.broker.topics.subscription import EARLIEST, Subscription, check_sub_type
 from minipulsar.errors import ConsumerBusyError, MiniPulsarError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.topic_name import TopicName
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 
 
 class PersistentTopic:
+    """A :class:`~broker.topics.base.Topic` stored in a managed ledger."""
+
     def __init__(
         self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings | int
     ) -> None:
@@ -37,8 +40,8 @@ class PersistentTopic:
             dispatch if isinstance(dispatch, DispatchSettings) else DispatchSettings(max_read_batch_size=dispatch)
         )
         """How subscriptions dispatch (from BrokerConfig; a bare int is dispatcherMaxReadBatchSize)."""
-        self.subscriptions: dict[str, Subscription] = {}
-        self._subscribing: dict[str, asyncio.Future[Subscription]] = {}
+        self.subscriptions: dict[str, PersistentSubscription] = {}
+        self._subscribing: dict[str, asyncio.Future[PersistentSubscription]] = {}
         self.counters = TopicCounters()
         self.rates = RateTable()
         self.deduplication: MessageDeduplication | None = None
@@ -53,8 +56,12 @@ class PersistentTopic:
         topic = cls(name, ledger, store, dispatch)
         for cursor_name in await store.children(ledger.path):
             cursor = await ManagedCursor.open(ledger, cursor_name, store, start_at_earliest=False)
-            topic.subscriptions[cursor_name] = Subscription(cursor, "Exclusive", topic.dispatch_settings)
+            topic.subscriptions[cursor_name] = PersistentSubscription(cursor, "Exclusive", topic.dispatch_settings)
         return topic
+
+    @property
+    def last_message_id(self) -> Position:
+        return self.ledger.last_confirmed
 
     # -- producing ------------------------------------------------------------------------------
 
@@ -92,7 +99,7 @@ class PersistentTopic:
         *,
         durable: bool = True,
         start_position: Position | None = None,
-    ) -> Subscription:
+    ) -> PersistentSubscription:
         """Attach ``consumer``, creating the subscription if it does not exist.
 
         A durable subscription starts at the earliest or latest entry; a non-durable one (a
@@ -119,7 +126,7 @@ class PersistentTopic:
         start_at_earliest: bool,
         durable: bool = True,
         start_position: Position | None = None,
-    ) -> Subscription:
+    ) -> PersistentSubscription:
         pending = self._subscribing.get(name)
         if pending is None:
             pending = asyncio.ensure_future(
@@ -136,30 +143,26 @@ class PersistentTopic:
         start_at_earliest: bool,
         durable: bool = True,
         start_position: Position | None = None,
-    ) -> Subscription:
+    ) -> PersistentSubscription:
         if durable:
             cursor = await ManagedCursor.open(self.ledger, name, self._store, start_at_earliest)
         else:
             if start_position is None and start_at_earliest:
                 start_position = EARLIEST
             cursor = ManagedCursor.open_non_durable(self.ledger, name, start_position, inclusive=True)
-        subscription = Subscription(cursor, sub_type, self.dispatch_settings, on_idle=self._subscription_idle)
+        subscription = PersistentSubscription(cursor, sub_type, self.dispatch_settings, on_idle=self._subscription_idle)
         self.subscriptions[name] = subscription
         return subscription
 
-    def _subscription_idle(self, subscription: Subscription) -> None:
+    def _subscription_idle(self, subscription: PersistentSubscription) -> None:
         """A non-durable subscription lost its last consumer: it ends (as in Pulsar)."""
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
         asyncio.get_running_loop().create_task(self._close_subscription(subscription))
 
-    async def _close_subscription(self, subscription: Subscription) -> None:
+    async def _close_subscription(self, subscription: PersistentSubscription) -> None:
         await subscription.close()
-        close_cursor = getattr(subscription.cursor, "close", None)
-        if close_cursor is not None:
-            result = close_cursor()
-            if asyncio.iscoroutine(result):
-                await result
+        await subscription.cursor.close()
 
     async def unsubscribe(self, subscription_name: str, consumer: Consumer) -> None:
         subscription = self.subscriptions.get(subscription_name)
@@ -185,11 +188,11 @@ class PersistentTopic:
         except MiniPulsarError as error:
             log.warning("%s: closing the managed ledger failed: %s", self.name, error)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """``pulsar-admin topics stats``: same field names (see :mod:`broker.topics.topic_stats`)."""
         return topic_stats.topic_stats(self)
 
-    def internal_stats(self) -> dict:
+    def internal_stats(self) -> dict[str, Any]:
         """``pulsar-admin topics stats-internal``: ledgers and cursors."""
         return topic_stats.internal_stats(self)
 
