@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.metrics import BOOKIE_PENDING_REQUESTS
 from minipulsar.errors import ConnectionClosedError, MiniPulsarError
 from minipulsar.net import Connection, connect, parse_address
 from minipulsar.protocol import commands as cmd
@@ -102,7 +102,7 @@ class BookieClient:
             log.warning("cannot connect to bookie %s: %s", bookie, error)
             raise
         self._connections[bookie] = connection
-        metrics.BOOKIE_PENDING_REQUESTS.labels(bookie).set_function(lambda: self.outstanding(bookie))
+        BOOKIE_PENDING_REQUESTS.labels(bookie).set_function(lambda: self.outstanding(bookie))
         return connection
 
     async def close(self) -> None:

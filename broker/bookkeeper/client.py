@@ -10,7 +10,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.add_budget import AddBudget
 from minipulsar.broker.bookkeeper.bookie_client import BookieClient
 from minipulsar.broker.bookkeeper.bookie_load_poller import BookieLoadPoller
@@ -21,7 +20,9 @@ from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
 from minipulsar.broker.bookkeeper.ledger_id import LedgerIdAllocator
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
 from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
-from minipulsar.broker.bookkeeper.placement import placement_policy, select_ensemble, select_replacement
+from minipulsar.broker.bookkeeper.metrics import PENDING_ADD_BYTES
+from minipulsar.broker.bookkeeper.placement import select_ensemble, select_replacement
+from minipulsar.broker.bookkeeper.placement_policies import placement_policy
 from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine
 from minipulsar.broker.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
 from minipulsar.errors import NoSuchLedgerError, NotFoundError
@@ -90,7 +91,7 @@ class BookKeeper:
             store=store,
             replace_bookie=self._replace_bookie,
             record_error=self._record_error,
-            client_add_budget=AddBudget(settings.max_pending_add_bytes, metrics.PENDING_ADD_BYTES.set),
+            client_add_budget=AddBudget(settings.max_pending_add_bytes, PENDING_ADD_BYTES.set),
             max_pending_add_bytes_per_ledger=settings.max_pending_add_bytes_per_ledger,
             speculative_read_timeout_s=settings.speculative_read_timeout_s,
         )

@@ -30,11 +30,11 @@ from collections import deque
 from dataclasses import replace
 from functools import partial
 
-from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.add_budget import AddBudget
 from minipulsar.broker.bookkeeper.context import ClientContext
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.broker.bookkeeper.ledger_reader import LedgerReader
+from minipulsar.broker.bookkeeper.metrics import ADD_ENTRY, NUM_ENSEMBLE_CHANGE, NUM_PENDING_ADD
 from minipulsar.errors import (
     BadVersionError,
     LedgerFencedError,
@@ -45,8 +45,8 @@ from minipulsar.errors import (
 
 log = logging.getLogger(__name__)
 
-_ADD_OK = metrics.ADD_ENTRY.labels("true")
-_ADD_FAILED = metrics.ADD_ENTRY.labels("false")
+_ADD_OK = ADD_ENTRY.labels("true")
+_ADD_FAILED = ADD_ENTRY.labels("false")
 
 
 class HandleState(enum.Enum):
@@ -138,7 +138,7 @@ class LedgerHandle:
             return future
         op = PendingAdd(self._next_entry_id, payload, future)
         self._next_entry_id += 1
-        metrics.NUM_PENDING_ADD.inc()
+        NUM_PENDING_ADD.inc()
         self._unsent.append(op)
         if len(self._unsent) == 1:
             self._send_unsent()
@@ -229,7 +229,7 @@ class LedgerHandle:
             self.length += op.size
             op.completed = True
             op.payload = None
-            metrics.NUM_PENDING_ADD.dec()
+            NUM_PENDING_ADD.dec()
             _ADD_OK.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_result(op.entry_id)
@@ -288,7 +288,7 @@ class LedgerHandle:
             ) from None
         self.metadata = replace(changed, version=stat.version)
         self.ensemble_changes += 1
-        metrics.NUM_ENSEMBLE_CHANGE.inc()
+        NUM_ENSEMBLE_CHANGE.inc()
         log.info(
             "ledger %d: ensemble change at entry %d: %s -> %s",
             self.ledger_id,
@@ -330,7 +330,7 @@ class LedgerHandle:
         self._ctx.client_add_budget.forget(self._send_unsent)
         now = time.monotonic()
         for op in ops:
-            metrics.NUM_PENDING_ADD.dec()
+            NUM_PENDING_ADD.dec()
             _ADD_FAILED.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_exception(error)

@@ -19,9 +19,9 @@ import logging
 import random
 import time
 
-from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.context import ClientContext
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
+from minipulsar.broker.bookkeeper.metrics import READ_ENTRY, SPECULATIVE_READ_COUNT
 from minipulsar.errors import MiniPulsarError, PersistenceError
 from minipulsar.protocol.commands import ReadEntryResponse
 
@@ -30,8 +30,8 @@ log = logging.getLogger(__name__)
 STRIPED_READ_PARALLELISM = 64
 """At most this many single-entry reads in flight for one striped range read."""
 
-_READ_OK = metrics.READ_ENTRY.labels("true")
-_READ_FAILED = metrics.READ_ENTRY.labels("false")
+_READ_OK = READ_ENTRY.labels("true")
+_READ_FAILED = READ_ENTRY.labels("false")
 
 
 def _consume(future: asyncio.Future) -> None:
@@ -123,7 +123,7 @@ class LedgerReader:
                     in_flight, timeout=speculative_s if speculate else None, return_when=asyncio.FIRST_COMPLETED
                 )
                 if not done:
-                    metrics.SPECULATIVE_READ_COUNT.inc()
+                    SPECULATIVE_READ_COUNT.inc()
                     log.debug(
                         "ledger %d: no answer for entry %d after %.0f ms, asking %s too",
                         metadata.ledger_id,

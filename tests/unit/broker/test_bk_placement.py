@@ -19,10 +19,10 @@ from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPo
 from minipulsar.broker.bookkeeper.placement import (
     DefaultEnsemblePlacementPolicy,
     EnsemblePlacementPolicy,
-    placement_policy,
     select_ensemble,
     select_replacement,
 )
+from minipulsar.broker.bookkeeper.placement_policies import placement_policy
 from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy, arrange_racks, window_neighbours
 from minipulsar.errors import ConfigError, NotEnoughBookiesError
 
