@@ -41,6 +41,7 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.batch import decode_batch
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,7 @@ class MessageDeduplication:
             self._last_persisted = position
         self._entries_since_snapshot += 1
         if self._entries_since_snapshot >= self._entries_interval and not self._snapshotting:
-            asyncio.get_running_loop().create_task(self.take_snapshot())
+            spawn(self.take_snapshot(), name=f"{self.path}: snapshot", logger=log)
 
     def _touch(self, name: str) -> None:
         self.pushed.move_to_end(name)

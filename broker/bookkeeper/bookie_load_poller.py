@@ -18,6 +18,7 @@ from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry
 from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport
 from minipulsar.errors import MiniPulsarError
 from minipulsar.protocol.commands import BookieInfoResponse
+from minipulsar.supervision import Periodic, spawn
 
 log = logging.getLogger(__name__)
 
@@ -51,25 +52,27 @@ class BookieLoadPoller:
         self.interval_s = interval_s
         self._clock = clock
         self.reports: dict[str, BookieLoadReport] = {}
-        self._task: asyncio.Task | None = None
+        self._periodic = Periodic("bookie load poll", lambda: self.interval_s, self._poll, logger=log)
+        self._first: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        """Poll every ``interval_s``, the first time at once."""
+        if not self._periodic.running:
+            self._first = spawn(self._periodic.run_once(), name="bookie load poll", logger=log)
+            self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        first, self._first = self._first, None
+        if first is not None:
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+        await self._periodic.stop()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.poll_once()
-            except MiniPulsarError as error:
-                log.warning("polling bookie load reports failed: %s", error)
-            await asyncio.sleep(self.interval_s)
+    async def _poll(self) -> None:
+        try:
+            await self.poll_once()
+        except MiniPulsarError as error:
+            log.warning("polling bookie load reports failed: %s", error)
 
     async def poll_once(self) -> None:
         bookies = (await self._registry.bookies()).writable

@@ -3,7 +3,6 @@ bookies for ensembles; keep the bookie quarantine and the load reports placement
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -27,6 +26,7 @@ from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine
 from minipulsar.broker.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
 from minipulsar.errors import NoSuchLedgerError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
+from minipulsar.supervision import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -95,20 +95,21 @@ class BookKeeper:
             max_pending_add_bytes_per_ledger=settings.max_pending_add_bytes_per_ledger,
             speculative_read_timeout_s=settings.speculative_read_timeout_s,
         )
-        self._health_check: asyncio.Task | None = None
+        self._health_check = Periodic(
+            "bookie health check", settings.health_check_interval_s, self._check_health, logger=log
+        )
+        """Every ``bookieHealthCheckIntervalSeconds``: the quarantine's check (when enabled)."""
 
     async def start(self) -> None:
         """Watch the bookie registry; start the health check and, for load-aware placement, the poller."""
         self.registry.start()
-        if self.settings.health_check_enabled and self._health_check is None:
-            self._health_check = asyncio.get_running_loop().create_task(self._run_health_check())
+        if self.settings.health_check_enabled and not self._health_check.running:
+            self._health_check.start()
         if isinstance(self.placement, LoadAwareEnsemblePlacementPolicy):
             self.load_poller.start()
 
-    async def _run_health_check(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.health_check_interval_s)
-            self.quarantine.check()
+    def _check_health(self) -> None:
+        self.quarantine.check()
 
     def _record_error(self, bookie: str, error: BaseException) -> None:
         if self.settings.health_check_enabled:
@@ -192,9 +193,6 @@ class BookKeeper:
             pass
 
     async def close(self) -> None:
-        if self._health_check is not None:
-            self._health_check.cancel()
-            await asyncio.gather(self._health_check, return_exceptions=True)
-            self._health_check = None
+        await self._health_check.stop()
         await self.load_poller.stop()
         await self.bookies.close()

@@ -42,6 +42,7 @@ from minipulsar.errors import (
     NoSuchEntryError,
     PersistenceError,
 )
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,9 @@ class LedgerHandle:
         self._failed_bookies[position] = bookie
         self._bad_bookies.add(bookie)
         if self._ensemble_change is None:
-            self._ensemble_change = self._loop.create_task(self._change_ensemble())
+            self._ensemble_change = spawn(
+                self._change_ensemble(), name=f"ledger {self.ledger_id}: ensemble change", logger=log
+            )
 
     def _release_if_done(self, op: PendingAdd) -> None:
         if op.holds_budget and op.in_flight == 0 and (op.completed or self.state is not HandleState.OPEN):
@@ -245,9 +248,9 @@ class LedgerHandle:
                 self._resend(replaced)
         except MiniPulsarError as error:
             self._fail(error)
-        except Exception as error:  # a bug must not leave the handle wedged with adds pending
-            log.exception("ledger %d: ensemble change failed", self.ledger_id)
-            self._fail(PersistenceError(f"ledger {self.ledger_id}: ensemble change failed: {error}"))
+        except BaseException as error:  # a bug: fail the pending adds rather than leave them wedged, then crash
+            self._fail(PersistenceError(f"ledger {self.ledger_id}: ensemble change failed: {error!r}"))
+            raise
         finally:
             self._ensemble_change = None
         if self.state is HandleState.OPEN:

@@ -40,6 +40,7 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 from minipulsar.errors import BadVersionError, InvalidCommandError, MiniPulsarError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ class ManagedCursor:
                 return
         self._cancel_write_timer()
         self._writing = True
-        asyncio.get_running_loop().create_task(self._write())
+        spawn(self._write(), name=f"cursor {self.path}: write", logger=log)
 
     def _write_timer_fired(self) -> None:
         self._write_timer = None

@@ -56,6 +56,7 @@ from minipulsar.errors import (
     ServiceNotReadyError,
 )
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
+from minipulsar.supervision import Periodic, spawn
 
 if TYPE_CHECKING:
     from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
@@ -176,7 +177,10 @@ class ManagedLedger:
         self._roll_timer_for_min = False
         self._trim_task: asyncio.Task[None] | None = None
         self._trim_again = False
-        self._periodic_trim: asyncio.Task[None] | None = None
+        self._periodic_trim = Periodic(
+            f"{name}: retention check", lambda: self.config.retention_check_interval_s, self.trim_soon, logger=log
+        )
+        """Every ``managedLedgerRetentionCheckIntervalSeconds`` (from :meth:`open`): trim what retention allows."""
         self.entries_added = 0
         self.ledgers_rolled = 0
         self.ledgers_trimmed = 0
@@ -198,7 +202,7 @@ class ManagedLedger:
                 await self._bk.delete_ledger(empty)
             except MiniPulsarError as error:
                 log.warning("%s: deleting empty ledger %d failed: %s", self.name, empty, error)
-        self._periodic_trim = self._loop.create_task(self._run_periodic_trim())
+        self._periodic_trim.start()
 
     async def _load_info(self) -> None:
         current = await self._store.get(self.path)
@@ -237,9 +241,9 @@ class ManagedLedger:
             return
         self._transition(State.CLOSED)
         self._cancel_roll_check()
-        for task in (self._periodic_trim, self._trim_task):
-            if task is not None:
-                task.cancel()
+        if self._trim_task is not None:
+            self._trim_task.cancel()
+        await self._periodic_trim.stop()
         self._fail_queued(ServiceNotReadyError(f"managed ledger {self.name} is closed"))
         await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable), return_exceptions=True)
         current = self._ledgers.current
@@ -274,7 +278,7 @@ class ManagedLedger:
             self._queued.append(op)
         elif state is State.CLOSED_LEDGER:
             self._queued.append(op)
-            self._loop.create_task(self._create_ledger())
+            spawn(self._create_ledger(), name=f"{self.name}: create ledger", logger=log)
         else:
             future.set_exception(ServiceNotReadyError(f"managed ledger {self.name} is {state.value}"))
         return future
@@ -413,7 +417,7 @@ class ManagedLedger:
         self._ledgers.close_current()
         self._reader.add_handle(handle)
         self._cancel_roll_check()
-        self._loop.create_task(self._finish_closing(handle))
+        spawn(self._finish_closing(handle), name=f"{self.name}: close ledger {handle.ledger_id}", logger=log)
 
     async def _finish_closing(self, handle: LedgerHandle) -> None:
         try:
@@ -458,7 +462,7 @@ class ManagedLedger:
             return
         infos = self._ledgers.infos
         if infos and handle.ledger_id <= infos[-1].ledger_id:  # positions order by ledger id
-            self._loop.create_task(self._discard(handle))
+            spawn(self._discard(handle), name=f"{self.name}: discard ledger {handle.ledger_id}", logger=log)
             self._creation_failed(
                 ServiceNotReadyError(
                     f"managed ledger {self.name}: new ledger id {handle.ledger_id} is not above {infos[-1].ledger_id}"
@@ -470,7 +474,7 @@ class ManagedLedger:
             await self._store_info()
         except MiniPulsarError as error:
             self._ledgers.remove({handle.ledger_id})
-            self._loop.create_task(self._discard(handle))
+            spawn(self._discard(handle), name=f"{self.name}: discard ledger {handle.ledger_id}", logger=log)
             self._creation_failed(error)
             return
         if self.state is not State.CREATING_LEDGER:  # closed meanwhile; recovery drops the empty ledger
@@ -529,7 +533,7 @@ class ManagedLedger:
         if self._trim_task is not None and not self._trim_task.done():
             self._trim_again = True
             return
-        self._trim_task = self._loop.create_task(self._trim_rounds())
+        self._trim_task = spawn(self._trim_rounds(), name=f"{self.name}: trim", logger=log)
 
     async def _trim_rounds(self) -> None:
         self._trim_again = True
@@ -539,11 +543,6 @@ class ManagedLedger:
                 await self.trim_consumed_ledgers()
             except MiniPulsarError as error:
                 log.warning("%s: trimming failed: %s", self.name, error)
-
-    async def _run_periodic_trim(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.retention_check_interval_s)
-            self.trim_soon()
 
     async def trim_consumed_ledgers(self) -> list[int]:
         """Delete the consumed ledgers outside retention (retention.py); returns their ids."""

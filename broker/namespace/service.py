@@ -58,6 +58,7 @@ from minipulsar.errors import (
     error_for_code,
 )
 from minipulsar.metadata import MetadataStore, Notification, NotificationType, SessionEvent
+from minipulsar.supervision import guarded, spawn
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ class NamespaceService:
             return
         for owned in list(self.ownership.owned.values()):
             if owned.state is BundleState.ACTIVE and ownership_path(owned.bundle) == notification.path:
-                asyncio.get_running_loop().create_task(self._drop(owned, "its ownership key was deleted"))
+                spawn(self._drop(owned, "its ownership key was deleted"), name=f"drop {owned.bundle}", logger=log)
 
     async def _drop(self, owned: OwnedBundle, why: str) -> None:
         """Stop serving one bundle without touching its (gone) key; its clients look it up again."""
@@ -178,7 +179,7 @@ class NamespaceService:
             for namespace in list(self._cache):  # notifications may have been missed meanwhile
                 self._invalidate(namespace)
         if event is SessionEvent.SESSION_LOST and not self.closing:
-            asyncio.get_running_loop().create_task(self._ownership_lost())
+            spawn(self._ownership_lost(), name="ownership lost", logger=log)
 
     # -- lookup and ownership -------------------------------------------------------------------
 
@@ -277,11 +278,8 @@ class NamespaceService:
         self._listeners.append(listener)
 
     def _emit(self, event: str, bundle_name: str) -> None:
-        for listener in self._listeners:
-            try:
-                listener(event, bundle_name)
-            except Exception:  # a listener's bug must not break ownership
-                log.exception("ownership listener failed on %s %s", event, bundle_name)
+        for listener in self._listeners:  # one listener's bug must not break ownership or the others
+            guarded(log, f"ownership listener on {event} {bundle_name}", listener, event, bundle_name)
 
     # -- unload ---------------------------------------------------------------------------------
 

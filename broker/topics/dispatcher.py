@@ -35,6 +35,7 @@ from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 from minipulsar.errors import MiniPulsarError
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ class Dispatcher:
                 self._idle.set_result(None)
             return
         if self.entries_to_read() > 0:
-            self._loop_task = asyncio.get_running_loop().create_task(self._read_loop())
+            self._loop_task = spawn(self._read_loop(), name=f"dispatch {self.cursor.name}", logger=log)
 
     def entries_to_read(self) -> int:
         """Entries the next read asks for; 0 = nothing to do until ``read_more``."""
@@ -199,10 +200,6 @@ class Dispatcher:
                     READ_FAILURE_BACKOFF_S,
                     error,
                 )
-                await asyncio.sleep(READ_FAILURE_BACKOFF_S)
-                continue
-            except Exception:  # a bug: say so loudly, but keep the subscription alive
-                log.exception("subscription %s: read failed", self.cursor.name)
                 await asyncio.sleep(READ_FAILURE_BACKOFF_S)
                 continue
             if epoch != self._epoch:  # reset while reading: these entries are stale

@@ -68,7 +68,7 @@ def sticky_key(payload: bytes) -> bytes:
         unpacker.skip()  # sequence_id
         unpacker.skip()  # data
         key = unpacker.unpack()
-    except Exception:  # not a batch: one opaque message without a key
+    except (ValueError, msgpack.UnpackException):  # not a batch: one opaque message without a key
         return NONE_KEY
     if isinstance(key, str) and key:
         return key.encode()

@@ -22,6 +22,7 @@ from minipulsar.broker.topics.persistent_subscription import EARLIEST, Persisten
 from minipulsar.broker.topics.rates import RateTable
 from minipulsar.errors import ConsumerBusyError, MiniPulsarError
 from minipulsar.metadata.store import MetadataStore
+from minipulsar.supervision import spawn
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ class PersistentTopic:
         """A non-durable subscription lost its last consumer: it ends (as in Pulsar)."""
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
-        asyncio.get_running_loop().create_task(self._close_subscription(subscription))
+        spawn(self._close_subscription(subscription), name=f"{self.name}: close {subscription.name}", logger=log)
 
     async def _close_subscription(self, subscription: PersistentSubscription) -> None:
         await subscription.close()

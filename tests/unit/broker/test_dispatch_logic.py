@@ -4,6 +4,7 @@ and each dispatcher driven over an in-memory cursor (no sockets, no bookies)."""
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.protocol.commands import ActiveConsumerChange, Message
 from tests.support.broker_fakes import FakeCursor, FakeLedger, L, batch_payload, connection_of, make_consumer
 from tests.support.broker_fakes import sent_to as sent
+
+SEED = 1717
 
 
 async def settled(subscription: PersistentSubscription) -> None:
@@ -99,6 +102,19 @@ def test_sticky_key_is_the_first_messages_key_or_none_key() -> None:
     assert sticky_key(mixed) == b"k1"
     assert sticky_key(batch_payload(3)) == NONE_KEY
     assert sticky_key(b"\x00not a batch") == NONE_KEY
+
+
+def test_sticky_key_of_any_bytes_is_a_key_or_none_key_and_never_an_error() -> None:
+    rng = random.Random(SEED)
+    whole = encode_batch(1, "p", [BatchMessage(0, b"a", "k1")])
+    cut = [whole[:n] for n in range(len(whole))]
+    noise = [bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(2000)]
+    flipped = [
+        bytes(b ^ (rng.randrange(1, 256) if i == rng.randrange(len(whole)) else 0) for i, b in enumerate(whole))
+        for _ in range(2000)
+    ]
+    for payload in (*cut, *noise, *flipped):
+        assert isinstance(sticky_key(payload), bytes), f"seed {SEED}: {payload!r}"
 
 
 def test_ring_keeps_keys_of_staying_consumers_when_one_leaves() -> None:
