@@ -227,7 +227,7 @@ def _copy_outcome(answer: asyncio.Future[Position], original: asyncio.Future[Pos
         return
     if original.cancelled():
         answer.set_exception(ServiceNotReadyError("the original message's write was cancelled"))
-    elif original.exception() is not None:
-        answer.set_exception(original.exception())
+    elif (error := original.exception()) is not None:
+        answer.set_exception(error)
     else:
         answer.set_result(original.result())

@@ -167,6 +167,7 @@ class LedgerHandle:
 
     def _send(self, op: PendingAdd, position: int, ensemble: tuple[str, ...]) -> None:
         bookie = ensemble[position]
+        assert op.payload is not None, "an add is sent (or resent) only before it completes"
         op.in_flight += 1
         request = self._ctx.bookies.add_entry(bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, op.payload)
         request.add_done_callback(partial(self._add_answered, op, position, bookie))

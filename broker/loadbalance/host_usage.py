@@ -96,7 +96,8 @@ class HostUsage:
 
     async def start(self) -> None:
         if self._nic_override_gbps is None:
-            self.nic_speed_gbps = await asyncio.to_thread(physical_nic_speed_gbps) or DEFAULT_NIC_SPEED_GBPS
+            detected = await asyncio.to_thread(physical_nic_speed_gbps)
+            self.nic_speed_gbps = detected or DEFAULT_NIC_SPEED_GBPS
         await self.sample()
 
     @staticmethod

@@ -7,6 +7,7 @@ shedding are the ones placement answers (Pulsar does the same).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from minipulsar.broker.loadbalance.placement.base import PlacementStrategy
 from minipulsar.broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
@@ -24,7 +25,7 @@ def create_strategies(
 ) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
     """The configured shedder and placement strategy (``rng`` seeds their random choices)."""
     rng = rng or random.Random()
-    shedders = {
+    shedders: dict[str, Callable[[], LoadSheddingStrategy]] = {
         "OverloadShedder": lambda: OverloadShedder(settings),
         "ThresholdShedder": lambda: ThresholdShedder(settings),
         "UniformLoadShedder": lambda: UniformLoadShedder(settings),

@@ -444,7 +444,8 @@ class ManagedLedger:
 
     async def _create_ledger(self) -> None:
         """Start a new ledger and issue the queued adds on it."""
-        if self.state not in (State.NONE, State.CLOSED_LEDGER):
+        state = self.state  # a local: the awaits below may change self.state again
+        if state not in (State.NONE, State.CLOSED_LEDGER):
             return
         self._transition(State.CREATING_LEDGER)
         config = self.config
