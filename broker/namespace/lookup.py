@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from minipulsar.broker.namespace.bundles import NamespaceBundle
 from minipulsar.broker.namespace.directory import BrokerDirectory, BrokerInfo
@@ -42,10 +42,13 @@ ACQUIRE_ATTEMPTS = 3
 """Rounds of (read owner, decide, acquire) before a lookup gives up on a bundle that keeps moving."""
 
 
+LookupKind = Literal["connect", "redirect", "failed"]
+"""LOOKUP_RESPONSE's ``kind``: serve here, ask that broker instead, or retry/give up (``error``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LookupResult:
-    kind: str
-    """connect | redirect | failed"""
+    kind: LookupKind
     broker_url: str = ""
     http_url: str = ""
     authoritative: bool = False
