@@ -74,8 +74,6 @@ class MessageDeduplication:
         self._last_persisted = Position(-1, -1)
         self._entries_since_snapshot = 0
         self._snapshotting = False
-        self.duplicates = 0
-        """Sends answered without a write (stored or in-flight duplicates)."""
 
     # -- recovery -------------------------------------------------------------------------------
 
@@ -138,7 +136,6 @@ class MessageDeduplication:
         pushed = self.pushed.get(producer_name, -1)
         if sequence_id > pushed:
             return None
-        self.duplicates += 1
         loop = asyncio.get_running_loop()
         if sequence_id <= self.persisted.get(producer_name, -1):
             answer = loop.create_future()
@@ -216,10 +213,6 @@ class MessageDeduplication:
             log.warning("%s: deduplication snapshot failed: %s", self.path, error)
         finally:
             self._snapshotting = False
-
-    @property
-    def snapshot_position(self) -> Position:
-        return self._last_persisted
 
 
 def _copy_outcome(answer: asyncio.Future[Position], original: asyncio.Future[Position]) -> None:

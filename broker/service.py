@@ -76,9 +76,9 @@ class BrokerService:
         """The bound client port, once started."""
         self.http_port = 0
         """The bound HTTP port, once started."""
-        self.cache = EntryCache.from_config(config)
-        self.publish_buffer = PublishBuffer.from_megabytes(config.max_message_publish_buffer_size_mb)
-        self.throttling = ConnectionThrottling()
+        self._cache = EntryCache.from_config(config)
+        self._publish_buffer = PublishBuffer.from_megabytes(config.max_message_publish_buffer_size_mb)
+        self._throttling = ConnectionThrottling()
         self._connection_settings = ConnectionSettings.from_config(config)
         self._listener = Listener(self._new_connection)
         self._web = WebServer()
@@ -86,16 +86,11 @@ class BrokerService:
         self._bookkeeper: BookKeeper | None = None
         self._components: _Components | None = None
 
-    @property
-    def identity(self) -> BrokerIdentity:
-        assert self._components is not None, "the broker is not started"
-        return self._components.identity
-
     def _new_connection(self) -> BrokerConnection:
         assert self._components is not None, "connections are accepted only once the broker is built"
         built = self._components
         return BrokerConnection(
-            self._connection_settings, built.topics, built.namespaces, self.publish_buffer, self.throttling
+            self._connection_settings, built.topics, built.namespaces, self._publish_buffer, self._throttling
         )
 
     async def start(self) -> None:
@@ -105,7 +100,7 @@ class BrokerService:
         )
         self._bookkeeper = BookKeeper(store, BookKeeperSettings.from_broker_config(config))
         await self._bookkeeper.start()
-        self.cache.start()
+        self._cache.start()
         _, self.port = await self._listener.start(config.bind_address, config.port, serve=False)
         self.http_port = self._web.bind(config.bind_address, config.http_port)
         identity = BrokerIdentity.of(self.host, self.port, self.http_port)
@@ -122,11 +117,11 @@ class BrokerService:
         topic_map = TopicMap()
         namespaces = NamespaceService(store, identity, topic_map, NamespaceSettings.from_config(config))
         topics = BrokerTopics(
-            topic_map, namespaces, namespaces.metrics, store, bookkeeper, self.cache, TopicSettings.from_config(config)
+            topic_map, namespaces, namespaces.metrics, store, bookkeeper, self._cache, TopicSettings.from_config(config)
         )
         balancing = LoadBalancerSettings.from_config(config)
         reporter = LoadReporter(
-            store, identity, balancing, config.cluster_name, topics, namespaces, (self.cache, self.publish_buffer)
+            store, identity, balancing, config.cluster_name, topics, namespaces, (self._cache, self._publish_buffer)
         )
         load_manager = LoadManager(
             store,
@@ -144,8 +139,8 @@ class BrokerService:
             namespaces=namespaces,
             registration=BrokerRegistration(store, identity, config.cluster_name),
             load_manager=load_manager,
-            stats=StatsUpdater(topics, self.cache, config.stats_update_frequency_s),
-            collector=BrokerCollector(config.cluster_name, topics, self.cache, self.publish_buffer, self.throttling),
+            stats=StatsUpdater(topics, self._cache, config.stats_update_frequency_s),
+            collector=BrokerCollector(config.cluster_name, topics, self._cache, self._publish_buffer, self._throttling),
         )
 
     def _routes(self, store: MetadataStore, built: _Components) -> list[web.RouteDef]:
@@ -167,7 +162,7 @@ class BrokerService:
             await built.topics.close()
             built.collector.unregister()
         await self._web.close()
-        await self.cache.stop()
+        await self._cache.stop()
         if self._bookkeeper is not None:
             await self._bookkeeper.close()
         if self._store is not None:

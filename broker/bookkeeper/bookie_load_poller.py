@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 def load_report(response: BookieInfoResponse, received_at_s: float) -> BookieLoadReport:
     info = response.info or {}
     used = info.get("ledgerDirsUsedFraction")
-    io_util = info.get("journalIoUtil")
     if not isinstance(used, (int, float)):
         total = response.total_disk_bytes
         used = (total - response.free_disk_bytes) / total if total > 0 else 0.0
@@ -34,7 +33,6 @@ def load_report(response: BookieInfoResponse, received_at_s: float) -> BookieLoa
         journal_write_bytes_per_s=float(info.get("journalWriteBytesPerSecond") or 0.0),
         ledger_dirs_used_fraction=float(used),
         received_at_s=received_at_s,
-        journal_io_util=float(io_util) if isinstance(io_util, (int, float)) else -1.0,
         read_only=bool(info.get("readOnly", False)),
     )
 

@@ -24,8 +24,6 @@ class BookieLoadReport:
     """Used fraction of the bookie's ledger disks, 0..1."""
     received_at_s: float
     """When the report arrived, on the same clock as :attr:`ClusterView.now_s`."""
-    journal_io_util: float = -1.0
-    """Percent of time the journal disk was busy; -1 when the bookie cannot tell."""
     read_only: bool = False
 
 

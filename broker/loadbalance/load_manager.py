@@ -204,11 +204,6 @@ class LoadManager:
         self.load_data.update_reports(reports)
         self.load_data.update_bundle_data()
 
-    def broker_service_url(self, broker_id: str) -> str | None:
-        """``pulsar://host:port`` of a broker, from its load report."""
-        data = self.load_data.brokers.get(broker_id)
-        return (data.local.pulsar_service_url or None) if data is not None else None
-
     def broker_web_url(self, broker_id: str) -> str | None:
         data = self.load_data.brokers.get(broker_id)
         return (data.local.web_service_url or None) if data is not None else None

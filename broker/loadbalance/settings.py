@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 MB = 1024 * 1024
 """Pulsar's ``MB`` in the shedders: loadBalancerBundleUnloadMinThroughputThreshold is in MiB/s."""
 
-IMPL_PACKAGE = "org.apache.pulsar.broker.loadbalance.impl."
 SHEDDERS = ("OverloadShedder", "ThresholdShedder", "UniformLoadShedder", "AvgShedder")
 PLACEMENTS = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "AvgShedder")
 

@@ -182,7 +182,6 @@ class ManagedLedger:
         )
         """Every ``managedLedgerRetentionCheckIntervalSeconds`` (from :meth:`open`): trim what retention allows."""
         self.entries_added = 0
-        self.ledgers_rolled = 0
         self.ledgers_trimmed = 0
         self._creation_error: MiniPulsarError | None = None
         """Why the last ledger creation failed (named in the error open() raises)."""
@@ -398,16 +397,6 @@ class ManagedLedger:
         else:
             self._start_closing(handle)
 
-    def roll_current_ledger(self) -> None:
-        """Close the current ledger now (when it has entries); the next write opens a new one."""
-        handle = self._ledgers.current
-        if self.state is State.LEDGER_OPENED and handle is not None and self._current_entries > 0:
-            self._transition(State.CLOSING_LEDGER)
-            if self._in_flight:
-                self._in_flight[-1].close_when_done = True
-            else:
-                self._start_closing(handle)
-
     def _start_closing(self, handle: LedgerHandle) -> None:
         """Leave ``handle`` (full, or failed): it stops being current now, closes in the background."""
         if self.state is State.LEDGER_OPENED:
@@ -427,7 +416,6 @@ class ManagedLedger:
         info = self._ledgers.get(handle.ledger_id)
         if info is not None:
             info.timestamp_ms = _now_ms()
-        self.ledgers_rolled += 1
         metrics.LEDGERS_ROLLED.inc()
         log.info("%s: closed ledger %d (%s entries)", self.name, handle.ledger_id, info and info.entries)
         if self.state is not State.CLOSING_LEDGER:
@@ -657,10 +645,6 @@ class ManagedLedger:
     def total_size_bytes(self) -> int:
         return self._ledgers.total_size_bytes()
 
-    @property
-    def number_of_entries(self) -> int:
-        return self._ledgers.total_entries()
-
     def normalize(self, position: Position) -> Position:
         return self._ledgers.normalize(position)
 
@@ -669,9 +653,6 @@ class ManagedLedger:
 
     def contains(self, position: Position) -> bool:
         return self._ledgers.contains(position)
-
-    def has_entries_after(self, position: Position) -> bool:
-        return position < self.last_confirmed
 
     def count_entries(self, after: Position, up_to: Position) -> int:
         """Entries in ``(after, up_to]``."""
@@ -713,10 +694,6 @@ class ManagedLedger:
     @property
     def cache_misses(self) -> int:
         return self._reader.counters.misses
-
-    @property
-    def cache_size_bytes(self) -> int:
-        return self._ledger_cache.size_bytes
 
     @property
     def cached_entries(self) -> int:

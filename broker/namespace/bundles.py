@@ -76,9 +76,6 @@ class BundleRange:
         return self.name
 
 
-FULL_RANGE = BundleRange(FULL_LOWER, FULL_UPPER)
-
-
 @dataclass(frozen=True, slots=True)
 class NamespaceBundle:
     """One bundle of one namespace: the unit of ownership, unload and split."""

@@ -43,7 +43,6 @@ from minipulsar.broker.namespace.policies import DEFAULT_NAMESPACE, POLICIES_ROO
 from minipulsar.broker.namespace.remote import RemoteAdmin
 from minipulsar.broker.namespace.settings import NamespaceSettings
 from minipulsar.broker.namespace.unload import DetachedClients, close_topics
-from minipulsar.broker.topics.base import Topic
 from minipulsar.broker.topics.registry import LoadedTopics
 from minipulsar.clock import MONOTONIC, Clock
 from minipulsar.errors import (
@@ -267,12 +266,6 @@ class NamespaceService:
     def bundle_of_loaded(self, topic: TopicName) -> NamespaceBundle | None:
         owned = self.ownership.owning(topic.namespace_name, topic_hash(str(topic)))
         return None if owned is None else owned.bundle
-
-    def topics_in(self, bundle: NamespaceBundle | str) -> list[Topic]:
-        """Topics of ``bundle`` loaded here."""
-        if isinstance(bundle, str):
-            bundle = NamespaceBundle.parse(bundle)
-        return [t for t in self._topics.loaded_topics() if bundle.contains_topic(str(t.name), t.name.namespace_name)]
 
     def add_ownership_listener(self, listener: OwnershipListener) -> None:
         self._listeners.append(listener)

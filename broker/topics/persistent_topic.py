@@ -32,15 +32,13 @@ class PersistentTopic:
     """A :class:`~broker.topics.base.Topic` stored in a managed ledger."""
 
     def __init__(
-        self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings | int
+        self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings
     ) -> None:
         self.name = name
         self.ledger = ledger
         self._store = store
-        self.dispatch_settings = (
-            dispatch if isinstance(dispatch, DispatchSettings) else DispatchSettings(max_read_batch_size=dispatch)
-        )
-        """How subscriptions dispatch (from BrokerConfig; a bare int is dispatcherMaxReadBatchSize)."""
+        self.dispatch_settings = dispatch
+        """How subscriptions dispatch (from BrokerConfig)."""
         self.subscriptions: dict[str, PersistentSubscription] = {}
         self._subscribing: dict[str, asyncio.Future[PersistentSubscription]] = {}
         self.counters = TopicCounters()
@@ -50,7 +48,7 @@ class PersistentTopic:
 
     @classmethod
     async def load(
-        cls, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings | int
+        cls, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings
     ) -> PersistentTopic:
         """The topic with its durable subscriptions re-opened (their type is set again by the
         first consumer that attaches)."""
