@@ -10,6 +10,12 @@ tenants, namespaces, bundles and lookup live in :mod:`broker.admin_namespaces`.
 
 Errors answer as Pulsar's do: a JSON ``{"reason": …}`` with 404 (not found), 409 (exists
 already), 400 (bad input) or 503 (not available now).
+
+Invariants:
+
+- a topic is loaded for a stats request only if it exists (a persistent one with a managed
+  ledger); stats never create a topic;
+- every error is a JSON ``{"reason": …}``.
 """
 
 from __future__ import annotations

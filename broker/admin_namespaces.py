@@ -18,6 +18,12 @@
 A bundle operation reaching a broker that does not own the bundle answers ``307`` to the owner's
 same URL, as Pulsar does; a lookup the decision redirects answers ``307`` to that broker's lookup
 URL with the ``authoritative`` flag. Errors are ``{"reason": …}`` with 400, 404, 409 or 503.
+
+Invariants:
+
+- a bundle operation runs only on the bundle's owner (others redirect) or, for an unowned
+  bundle, here;
+- every error is a JSON ``{"reason": …}``.
 """
 
 from __future__ import annotations

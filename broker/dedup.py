@@ -27,6 +27,14 @@ interval still replays everything written under deduplication.
 
 ``brokerDeduplicationMaxNumberOfProducers`` bounds the maps: past it, the producer name
 used least recently is forgotten (Pulsar forgets inactive producers after a timeout).
+
+Invariants:
+
+- ``persisted[p] <= pushed[p]`` for every producer ``p``;
+- a message is written at most once while its original is stored or in flight (unless its
+  producer was forgotten past ``brokerDeduplicationMaxNumberOfProducers``), and answered as a
+  stored duplicate only when an earlier write of it is durable;
+- at most one snapshot write is in flight.
 """
 
 from __future__ import annotations

@@ -15,6 +15,15 @@ bundle is unloaded its producers and consumers are *detached* from their connect
 (:meth:`BrokerConnection.detach_producer`): SENDs that still arrive for a detached producer are
 dropped without an answer, as Pulsar drops them — the client resends its unreceipted messages
 after it reconnects — and CLOSE_PRODUCER / CLOSE_CONSUMER follow once the bundle is released.
+
+Invariants:
+
+- a SEND is answered once — SEND_RECEIPT or SEND_ERROR — unless its producer was detached by
+  an unload (the client resends it), and receipts go out in the order the adds complete;
+- a connection reads while no throttle reason holds it, and each reason is counted once in
+  the broker-wide throttle counters;
+- a consumer id is on a connection at most once; a SUBSCRIBE that raced with an unload or a
+  close leaves no consumer attached.
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ scraped and yields Pulsar's families (reference §9):
   minipulsar's pause counters ``pulsar_broker_publish_buffer_pauses_total`` (the broker-wide
   limit paused every producer connection) and ``pulsar_broker_connection_pauses_total`` (one
   connection hit ``maxPendingPublishRequestsPerConnection``).
+
+Invariant: collecting reads counters and the last rates only; it changes nothing.
 """
 
 from __future__ import annotations

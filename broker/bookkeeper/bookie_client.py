@@ -1,6 +1,12 @@
 """Connections from the broker to bookies: one per bookie, opened on first use, reopened
 after a failure. Requests return futures; nothing here retries — the ledger handle decides
-what a failure means (fail the add, try another replica)."""
+what a failure means (fail the add, try another replica).
+
+Invariants:
+
+- at most one connection per bookie is open or opening;
+- every request's future completes: with the answer, or with the error that ended it.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,11 @@ Every ``bookieLoadPollIntervalSeconds`` each bookie is asked concurrently; the l
 per bookie is kept with the time it arrived. A bookie that does not answer keeps its previous
 report, which grows stale and is then ignored by the policy (it falls back to random for it).
 Reports of bookies that left the registry are dropped.
+
+Invariants:
+
+- a report is kept only for a bookie still in the registry;
+- a report's ``received_at_s`` is when it arrived, on the poller's clock.
 """
 
 from __future__ import annotations

@@ -1,5 +1,12 @@
 """The broker's BookKeeper client: create, open (with recovery) and delete ledgers; choose
-bookies for ensembles; keep the bookie quarantine and the load reports placement uses."""
+bookies for ensembles; keep the bookie quarantine and the load reports placement uses.
+
+Invariants:
+
+- a ledger is created with an ensemble of distinct writable bookies, as the placement policy
+  chose them;
+- opening a ledger that is not closed recovers and closes it first (unless asked not to).
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ A :class:`ClusterView` is an immutable snapshot assembled by the BookKeeper clie
 bookie registry (``/ledgers/available``), the rack mapping, the load poller and the quarantine.
 Policies are pure functions of a view (plus their random generator), so they can be tested
 with hand-made views and an injected clock.
+
+Invariant: a view never changes; the bookies it calls writable, read-only and quarantined are
+those the client saw when it was assembled.
 """
 
 from __future__ import annotations

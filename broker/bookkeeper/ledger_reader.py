@@ -10,6 +10,11 @@
   but only while nobody has answered anything yet; the first good answer wins.
 - An answer counts only if it starts at the entry asked for; a shorter range (the bookie's
   ``max_bytes`` cut) is fine, the caller asks again from where it stopped.
+
+Invariants:
+
+- entries are returned in order from the first asked for, and never beyond the known end;
+- a read fails only when every replica of an entry failed.
 """
 
 from __future__ import annotations

@@ -14,6 +14,11 @@ it acknowledged (BookKeeper's open-with-recovery, see reference §7.4).
    issue 2908) stops recovery with an error rather than truncating the ledger.
 4. Close the metadata (CAS) with the last recovered entry; if someone else closed it first,
    adopt theirs.
+
+Invariants:
+
+- no entry a writer had acknowledged (on ``Qa`` bookies) is lost by recovery;
+- recovery never truncates the ledger on an error it cannot classify: it fails instead.
 """
 
 from __future__ import annotations

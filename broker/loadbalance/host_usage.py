@@ -17,6 +17,8 @@ What minipulsar measures, and how it differs from Pulsar's ``LinuxBrokerHostUsag
   link speed of the host's physical NICs (``/sys/class/net/*/speed``), or else 1 Gbit/s.
 
 Sampling reads ``/proc``; :meth:`HostUsage.sample` runs it in a thread (never on the loop).
+
+Invariant: every figure is a usage against a limit; a limit of 0 means unknown.
 """
 
 from __future__ import annotations

@@ -19,6 +19,13 @@ The leader also:
   ``/loadbalance/bundle-data/…`` (and reads them back when it becomes leader);
 - answers :meth:`select_broker_for` for the lookups of unowned bundles (the namespace service
   forwards them to the leader).
+
+Invariants:
+
+- shedding, splits and bundle-data writes run on the leader only;
+- a bundle unloads on its owner: here through the namespace service, elsewhere through that
+  broker's admin REST;
+- a failed cycle is logged and the next one runs on time.
 """
 
 from __future__ import annotations

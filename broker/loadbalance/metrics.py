@@ -17,6 +17,8 @@ minipulsar's own: ``pulsar_lb_leader_changes_total`` (leader changes this broker
 ``pulsar_lb_is_leader``, ``pulsar_lb_bundles_count{broker}`` (bundles each broker reports
 serving), ``pulsar_lb_unload_failures_total``; with ``exposeBundlesMetricsInPrometheus``, the
 per-bundle ``pulsar_bundle_*`` families of this broker's report.
+
+Invariant: collecting reads the load manager's last state only; it changes nothing.
 """
 
 from __future__ import annotations

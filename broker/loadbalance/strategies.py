@@ -2,6 +2,8 @@
 
 AvgShedder configured for both roles is ONE object, so the destinations it plans while
 shedding are the ones placement answers (Pulsar does the same).
+
+Invariant: every name :class:`~.settings.LoadBalancerSettings` accepts has a strategy here.
 """
 
 from __future__ import annotations

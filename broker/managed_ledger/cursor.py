@@ -24,6 +24,13 @@ holds data back from trimming, and skips forward when the ledgers under it are t
 ``active`` tells the managed ledger that a consumer reads from this cursor (entries are
 cached for it): non-durable cursors start active (Pulsar PR 6769), durable ones become
 active when read; the subscription layer may set it either way.
+
+Invariants:
+
+- ``mark_delete`` only moves forward, except on a reset;
+- no position at or before ``mark_delete`` is in ``individually_deleted``;
+- ``read_position`` is after ``mark_delete``;
+- at most one write of a durable cursor is in flight, carrying every change made before it.
 """
 
 from __future__ import annotations

@@ -21,6 +21,12 @@ Eviction:
   ``managedLedgerCacheEvictionTimeThresholdMillis``, and each ledger's entries before the
   position its managed ledger names (what every active cursor has read — or, with
   ``cacheEvictionByMarkDeletedPosition``, acknowledged).
+
+Invariants:
+
+- ``size_bytes`` and ``entries`` are the sums over the ledger caches;
+- after an insert the total is within the budget (a budget of 0 caches nothing);
+- a ledger cache's entries are in position order, which is also insertion order.
 """
 
 from __future__ import annotations

@@ -3,8 +3,13 @@ within the broker's reads-in-flight bound; hits and misses counted per managed l
 cursor, split into tailing reads (within ``managedLedgerCursorBackloggedThreshold`` entries of
 the tail) and catch-up reads.
 
-Entries read from the bookies are not inserted in the cache (Pulsar's default since backlogged
-cursor caching became opt-in): the cache holds what was added while someone read near the tail.
+Entries read from the bookies are not inserted in the cache (Pulsar's default: caching for
+backlogged cursors is opt-in there): the cache holds what was added while someone read near the tail.
+
+Invariants:
+
+- a read returns consecutive entries of one ledger, from ``start``, at least one when there is one;
+- every entry read counts once, as a hit or a miss, tailing or catch-up.
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ On open, the previous owner's last ledger is recovered (fenced and closed) and a
 is started, so a restarted broker never appends to a ledger another writer may still hold.
 The ledger list is written by compare-and-set: losing the race means another broker owns
 the topic now, and this managed ledger turns FENCED.
+
+Invariants:
+
+- adds complete in order; ``last_confirmed`` only moves forward;
+- only the last ledger is written, and a new ledger's id is above every earlier one;
+- every state change follows the transition table;
+- a ledger leaves the stored list before it is deleted from BookKeeper.
 """
 
 from __future__ import annotations

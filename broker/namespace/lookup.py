@@ -22,6 +22,13 @@ bundles another broker owns.
 An owner, leader or placement candidate whose service port refuses connections is gone
 (:mod:`broker.namespace.liveness`): its ownership key is deleted and the bundle treated as unowned,
 rather than redirecting clients to a dead address until its session expires.
+
+Invariants:
+
+- the decision never raises: every failure is a ``failed`` result with an error code;
+- only the load-manager leader's placement (or an authoritative request) makes a broker take
+  an unowned bundle; a non-leader forwards the question to the leader;
+- a lookup gives up after :data:`ACQUIRE_ATTEMPTS` rounds rather than chase a moving bundle.
 """
 
 from __future__ import annotations

@@ -5,16 +5,23 @@ What the rest of the broker calls:
 - :meth:`lookup` — the LOOKUP decision (connect / redirect / failed), binary and HTTP alike;
 - :meth:`ensure_owned` / :meth:`check_serving` — a topic loads and serves only on the owner of its
   bundle (acquiring an unowned bundle when placement picks this broker);
-- :meth:`unload_bundle`, :meth:`split_bundle`, :meth:`unload_namespace_here` — for the admin REST and
+- :meth:`unload_bundle`, :meth:`split_bundle`, :meth:`unload_namespace` — for the admin REST and
   the load manager; :meth:`close` unloads everything on a clean shutdown.
 
 Bundles are computed from namespace policies cached per namespace and dropped on every change
 under ``/admin/policies`` (a watch), and when the metadata session reconnects. A watch on
 ``/namespace`` catches this broker's ownership key vanishing while it still serves the bundle
 (taken away by another broker that judged it dead): the bundle is dropped at once, as on a
-lost session. A namespace a
-topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
+lost session. A namespace a topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
 bundles (its tenant too) — a minipulsar convenience; Pulsar refuses such topics.
+
+Invariants:
+
+- a topic loads and serves only while this broker holds its bundle's ownership key and the
+  bundle is ACTIVE (not unloading, not closing);
+- an unload releases the key only after its topics closed (or the timeout passed), and tells
+  the clients only after that;
+- a cached bundle list read before an invalidation never repopulates the cache.
 """
 
 from __future__ import annotations

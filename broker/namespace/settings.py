@@ -1,4 +1,7 @@
-"""The namespace service's knobs, taken once from BrokerConfig (each field names its key)."""
+"""The namespace service's knobs, taken once from BrokerConfig (each field names its key).
+
+Invariant: a value, fixed for the broker's life.
+"""
 
 from __future__ import annotations
 

@@ -12,6 +12,12 @@ after its acknowledgement:
 
 and only after ownership was released, :meth:`DetachedClients.notify` sends CLOSE_PRODUCER /
 CLOSE_CONSUMER (with the new owner's URL when known) so each client looks the topic up again.
+
+Invariants:
+
+- no CLOSE_PRODUCER / CLOSE_CONSUMER goes out before the topic closed;
+- a topic closes only after its in-flight sends completed or ``drain_timeout_s`` passed;
+- one topic failing to close does not stop the others.
 """
 
 from __future__ import annotations

@@ -8,6 +8,13 @@ bring it above zero again.
 ``pending_acks`` maps each entry sent and not yet acknowledged to its message count. It is
 filled in dispatch order; every reset of dispatch (a rewind, a seek) empties it, so for a
 single-active subscription its keys stay in ascending order (cumulative acks rely on this).
+
+Invariants:
+
+- ``unacked_messages`` is the sum of ``pending_acks`` values;
+- ``permits`` goes down by the messages sent (it may go below zero), up only by FLOW, and to
+  0 on a seek;
+- an entry sent twice without a reset in between counts once in ``unacked_messages``.
 """
 
 from __future__ import annotations

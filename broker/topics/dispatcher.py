@@ -20,6 +20,12 @@ How many entries one read asks for, from the permits (which count messages):
 Reset of dispatch state (rewind, seek, Failover switch) bumps ``_epoch``: a read that was in
 flight meanwhile is dropped when it lands (Pulsar cancels the pending read instead); the
 cursor itself ignores a read that a rewind or seek overtook, so its read position stays put.
+
+Invariants:
+
+- at most one read loop per subscription; it runs only while some consumer can take messages;
+- a read that a reset overtook (``_epoch`` moved) is never dispatched;
+- a read that fails with a MiniPulsarError is retried after :data:`READ_FAILURE_BACKOFF_S`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,11 @@ PersistentDispatcherMultipleConsumers, reference §5.2–5.4).
 - ``maxUnackedMessagesPerConsumer``: a consumer with that many unacked messages gets nothing
   until acks bring it down to half; ``maxUnackedMessagesPerSubscription`` does the same for the
   whole subscription. 0 turns either off.
+
+Invariants:
+
+- an entry is pending at one consumer at most, or waits in the replay set;
+- nothing goes to a consumer (or the subscription) blocked on its unacked limit.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ PersistentDispatcherSingleActiveConsumer, reference §5.3).
 
 Only the active consumer may ask for redelivery (Pulsar ignores the others); any consumer may
 acknowledge. A redelivery request rewinds the cursor, with or without message ids (as Pulsar).
+
+Invariants:
+
+- at most one consumer is active; only it is sent entries;
+- a change of active consumer rewinds, so the new one gets every unacknowledged entry.
 """
 
 from __future__ import annotations

@@ -20,6 +20,13 @@
   the dispatcher reads ahead from the cursor for the other keys, up to
   ``LOOK_AHEAD_MAX_REPLAY_ENTRIES`` entries waiting in the replay set (Pulsar:
   ``keySharedLookAheadMsgInReplayThresholdPerSubscription``, counted in messages there).
+
+Invariants:
+
+- an entry goes to the consumer its key's hash selects on the ring, never to another;
+- an entry is never sent before an older entry of the same key that waits in the replay set;
+- a recently joined consumer gets no entry read after it joined until the mark-delete
+  position reached its join point.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ Subscriptions live in memory only and go away with their last consumer (as in Pu
 
 Consumers still see increasing message ids ``(-1, n)`` (``n`` counts the topic's entries), so
 client code that keys on message ids — batch acknowledgement, unacked tracking — keeps working.
+
+Invariants:
+
+- nothing is stored: no ledger, no cursor, no deduplication; a receipt never waits;
+- each entry goes to at most one consumer per subscription, or is counted as dropped there;
+- message ids ``(-1, n)`` increase by one per entry delivered to at least one subscription.
 """
 
 from __future__ import annotations

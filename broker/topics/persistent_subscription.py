@@ -13,6 +13,14 @@ client then clears its receiver queue (all of it predates the seek: it had no pe
 and grants ``receiver_queue_size`` permits again, as after a resubscribe. Other consumers of
 the same subscription are not told: what already sits in their receiver queues is still
 delivered to them (Pulsar's disconnect would have dropped it).
+
+Invariants:
+
+- the subscription type changes only while no consumer is attached, and then the dispatcher
+  is new and the cursor rewound;
+- cumulative acknowledgement is refused on Shared and Key_Shared;
+- after a seek nothing sent before it counts as pending, and dispatch stays paused until
+  :meth:`PersistentSubscription.resume`.
 """
 
 from __future__ import annotations

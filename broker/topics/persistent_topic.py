@@ -2,6 +2,13 @@
 
 Publishing goes through deduplication first when it is on (:mod:`broker.dedup`): a resent
 message is answered without a second write.
+
+Invariants:
+
+- a subscription name maps to one subscription; concurrent SUBSCRIBEs of a new name open its
+  cursor once;
+- a non-durable subscription ends (its cursor closed) with its last consumer;
+- counters count what was accepted for writing, before deduplication's answer for a resend.
 """
 
 from __future__ import annotations

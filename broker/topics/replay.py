@@ -3,6 +3,11 @@
 Pulsar's ``MessageRedeliveryController``: positions with the sticky-key hash of their entry
 (0 for Shared). Reads take the lowest positions first. ``hash_counts`` tells Key_Shared which
 keys still have an older entry waiting here, so that a newer one of the same key is held back.
+
+Invariants:
+
+- a position is held at most once; reads take the lowest positions first;
+- ``hash_counts`` counts, per key hash, the positions held.
 """
 
 from __future__ import annotations

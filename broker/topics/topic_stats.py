@@ -74,7 +74,7 @@ def topic_stats(topic: Topic) -> dict[str, Any]:
     if ledger is not None:
         stats["entryCacheHits"] = ledger.cache_hits
         stats["entryCacheMisses"] = ledger.cache_misses
-        # Not in Pulsar's topic stats (they are internal stats); kept for existing users.
+        # Not in Pulsar's topic stats (it has them in internal stats only); minipulsar adds them.
         stats["ledgers"] = [info.to_json() for info in ledger.ledgers]
         stats["lastConfirmedEntry"] = str(ledger.last_confirmed)
     else:
