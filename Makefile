@@ -29,12 +29,13 @@ run: $(RUNTIME_STAMP)
 test: $(STAMP)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
-# ruff: lint rules and the formatter's check (pyproject.toml [tool.ruff]).
+# ruff's lint rules and its formatter's check, then mypy (strict on the core's protocol, net and
+# metadata; checked everywhere else): pyproject.toml's [tool.ruff] and [tool.mypy].
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
-# mypy (pyproject.toml [tool.mypy]): strict on the core's protocol, net and metadata.
 mypy: $(STAMP)
 	$(VENV)/bin/mypy
 

@@ -10,26 +10,34 @@ tenants, namespaces, bundles and lookup live in :mod:`broker.admin_namespaces`.
 
 Errors answer as Pulsar's do: a JSON ``{"reason": …}`` with 404 (not found), 409 (exists
 already), 400 (bad input) or 503 (not available now).
+
+Invariants:
+
+- a topic is loaded for a stats request only if it exists (a persistent one with a managed
+  ledger); stats never create a topic;
+- every error is a JSON ``{"reason": …}``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 
+from minipulsar.broker.namespace.lookup import TopicLookup
+from minipulsar.broker.partitions import PartitionedTopics
+from minipulsar.broker.topics.base import Topic
+from minipulsar.broker.topics.registry import TopicRegistry
 from minipulsar.errors import AlreadyExistsError, InvalidCommandError, MiniPulsarError, NotFoundError, NotOwnerError
 from minipulsar.topic_name import TopicName
-
-if TYPE_CHECKING:
-    from minipulsar.broker.service import BrokerService
 
 TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 
 
-def admin_routes(service: BrokerService) -> list[web.RouteDef]:
-    handlers = _Handlers(service)
+def admin_routes(topics: TopicRegistry, lookup: TopicLookup, partitions: PartitionedTopics) -> list[web.RouteDef]:
+    handlers = _Handlers(topics, lookup, partitions)
     return [
         web.get(f"{TOPIC}/stats", handlers.stats),
         web.get(f"{TOPIC}/internalStats", handlers.internal_stats),
@@ -67,18 +75,20 @@ async def _partition_count(request: web.Request) -> int:
 
 
 class _Handlers:
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(self, topics: TopicRegistry, lookup: TopicLookup, partitions: PartitionedTopics) -> None:
+        self._topics = topics
+        self._lookup = lookup
+        self._partitions = partitions
 
-    async def _loaded(self, name: TopicName, authoritative: bool = False):
+    async def _loaded(self, name: TopicName, authoritative: bool = False) -> Topic | None:
         """The topic if it exists: loaded here, or a persistent one loaded now (as Pulsar does).
         ``authoritative``: a broker that decided placement sent the request here, so take the
         bundle if it is unowned instead of asking placement again."""
-        topic = self._service.loaded_topic(name)
-        if topic is None and await self._service.topic_exists(name):
-            if authoritative and self._service.namespaces is not None:
-                await self._service.namespaces.lookup(name, authoritative=True)
-            topic = await self._service.get_topic(name)
+        topic = self._topics.loaded_topic(name)
+        if topic is None and await self._topics.topic_exists(name):
+            if authoritative:
+                await self._lookup.lookup(name, authoritative=True)
+            topic = await self._topics.get_topic(name)
         return topic
 
     async def stats(self, request: web.Request) -> web.Response:
@@ -87,7 +97,7 @@ class _Handlers:
     async def internal_stats(self, request: web.Request) -> web.Response:
         return await self._topic_answer(request, lambda topic: topic.internal_stats())
 
-    async def _topic_answer(self, request: web.Request, render) -> web.Response:
+    async def _topic_answer(self, request: web.Request, render: Callable[[Topic], dict[str, Any]]) -> web.Response:
         name = _topic(request)
         try:
             topic = await self._loaded(name, request.query.get("authoritative", "false").lower() == "true")
@@ -101,19 +111,18 @@ class _Handlers:
 
     async def _to_owner(self, request: web.Request, name: TopicName, error: NotOwnerError) -> web.Response:
         """307 to the broker serving ``name`` (503 while its bundle is moving)."""
-        namespaces = self._service.namespaces
-        result = await namespaces.lookup(name) if namespaces is not None else None
-        if result is None or result.kind != "redirect" or not result.http_url:
+        result = await self._lookup.lookup(name)
+        if result.kind != "redirect" or not result.http_url:
             return _error(503, str(error))
         location = f"{result.http_url.rstrip('/')}{request.path}?authoritative={str(result.authoritative).lower()}"
         return web.Response(status=307, headers={"Location": location})
 
     async def create_partitioned_topic(self, request: web.Request) -> web.Response:
         name, count = _topic(request), await _partition_count(request)
-        if await self._service.topic_exists(name):
+        if await self._topics.topic_exists(name):
             return _error(409, f"{name} exists already as a non-partitioned topic")
         try:
-            await self._partitions().create(name, count)
+            await self._partitions.create(name, count)
         except AlreadyExistsError:
             return _error(409, "Partitioned topic already exists")
         except InvalidCommandError as error:
@@ -123,7 +132,7 @@ class _Handlers:
     async def update_partitioned_topic(self, request: web.Request) -> web.Response:
         name, count = _topic(request), await _partition_count(request)
         try:
-            await self._partitions().update(name, count)
+            await self._partitions.update(name, count)
         except NotFoundError:
             return _error(404, "Partitioned topic does not exist")
         except InvalidCommandError as error:
@@ -131,22 +140,14 @@ class _Handlers:
         return web.Response(status=204)
 
     async def get_partitioned_metadata(self, request: web.Request) -> web.Response:
-        return web.json_response({"partitions": await self._partitions().partitions(_topic(request))})
+        return web.json_response({"partitions": await self._partitions.partitions(_topic(request))})
 
     async def delete_partitioned_topic(self, request: web.Request) -> web.Response:
         try:
-            await self._partitions().delete(_topic(request))
+            await self._partitions.delete(_topic(request))
         except NotFoundError:
             return _error(404, "Partitioned topic does not exist")
         return web.Response(status=204)
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
-
-    def _partitions(self):
-        partitions = self._service.partitioned_topics
-        if partitions is None:
-            raise web.HTTPServiceUnavailable(
-                text=json.dumps({"reason": "the broker is starting"}), content_type="application/json"
-            )
-        return partitions

@@ -18,15 +18,22 @@
 A bundle operation reaching a broker that does not own the bundle answers ``307`` to the owner's
 same URL, as Pulsar does; a lookup the decision redirects answers ``307`` to that broker's lookup
 URL with the ``authoritative`` flag. Errors are ``{"reason": …}`` with 400, 404, 409 or 503.
+
+Invariants:
+
+- a bundle operation runs only on the bundle's owner (others redirect) or, for an unowned
+  bundle, here;
+- every error is a JSON ``{"reason": …}``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.namespace.bundles import BundleRange, NamespaceBundle
 from minipulsar.broker.namespace.directory import LEADER_PATH
 from minipulsar.broker.namespace.policies import check_name
@@ -39,18 +46,20 @@ from minipulsar.errors import (
     NotFoundError,
     NotOwnerError,
 )
+from minipulsar.metadata import MetadataStore
 from minipulsar.topic_name import TopicName
 
 if TYPE_CHECKING:
     from minipulsar.broker.namespace.service import NamespaceService
-    from minipulsar.broker.service import BrokerService
 
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 BUNDLE = NS + "/{bundle:0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}}"
 
 
-def namespace_routes(service: BrokerService) -> list[web.RouteDef]:
-    h = _Handlers(service)
+def namespace_routes(
+    namespaces: NamespaceService, identity: BrokerIdentity, cluster_name: str, store: MetadataStore
+) -> list[web.RouteDef]:
+    h = _Handlers(namespaces, identity, cluster_name, store)
     return [
         web.get("/admin/v2/tenants", h.list_tenants),
         web.get("/admin/v2/tenants/{tenant}", h.get_tenant),
@@ -72,6 +81,10 @@ def namespace_routes(service: BrokerService) -> list[web.RouteDef]:
     ]
 
 
+_LOOKUP_ERROR_STATUS = {ErrorCode.TOPIC_NOT_FOUND: 404, ErrorCode.NOT_FOUND: 404, ErrorCode.INVALID_COMMAND: 400}
+"""HTTP status of a failed lookup by its error code; any other is 503 (retry later)."""
+
+
 def _error(status: int, reason: str) -> web.Response:
     return web.json_response({"reason": reason}, status=status)
 
@@ -90,7 +103,7 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() in ("true", "1", "yes")
 
 
-async def _body(request: web.Request) -> dict | None:
+async def _body(request: web.Request) -> dict[str, Any] | None:
     text = await request.text()
     if not text.strip():
         return None
@@ -114,17 +127,13 @@ def _redirect(base_url: str, request: web.Request, query: str | None = None) -> 
 
 
 class _Handlers:
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
-
-    @property
-    def _ns(self) -> NamespaceService:
-        namespaces = self._service.namespaces
-        if namespaces is None:
-            raise web.HTTPServiceUnavailable(
-                text=json.dumps({"reason": "the broker is starting"}), content_type="application/json"
-            )
-        return namespaces
+    def __init__(
+        self, namespaces: NamespaceService, identity: BrokerIdentity, cluster_name: str, store: MetadataStore
+    ) -> None:
+        self._ns = namespaces
+        self._identity = identity
+        self._cluster_name = cluster_name
+        self._store = store
 
     def _namespace(self, request: web.Request) -> str:
         info = request.match_info
@@ -285,25 +294,21 @@ class _Handlers:
             )
         if result.kind == "redirect":
             return _redirect(result.http_url, request, f"authoritative={str(result.authoritative).lower()}")
-        status = {ErrorCode.TOPIC_NOT_FOUND: 404, ErrorCode.NOT_FOUND: 404, ErrorCode.INVALID_COMMAND: 400}.get(
-            result.error, 503
-        )  # type: ignore[arg-type]
+        status = 503 if result.error is None else _LOOKUP_ERROR_STATUS.get(result.error, 503)
         return _error(status, result.message)
 
     # -- brokers --------------------------------------------------------------------------------
 
     async def list_clusters(self, request: web.Request) -> web.Response:
-        return web.json_response([self._service.config.cluster_name])
+        return web.json_response([self._cluster_name])
 
     async def list_brokers(self, request: web.Request) -> web.Response:
-        if request.match_info["cluster"] != self._service.config.cluster_name:
+        if request.match_info["cluster"] != self._cluster_name:
             return _error(404, f"Cluster {request.match_info['cluster']} does not exist")
         return web.json_response(await self._ns.directory.broker_ids())
 
     async def leader_broker(self, request: web.Request) -> web.Response:
-        store = self._service.store
-        assert store is not None
-        found = await store.get(LEADER_PATH)
+        found = await self._store.get(LEADER_PATH)
         if found is None:
             return _error(404, "No leader broker is elected")
         try:
@@ -313,7 +318,7 @@ class _Handlers:
 
     async def owned_namespaces(self, request: web.Request) -> web.Response:
         broker = request.match_info["broker"]
-        if broker != self._service.broker_id:
+        if broker != self._identity.broker_id:
             info = await self._ns.directory.broker(broker)
             if info is None:
                 return _error(404, f"Broker {broker} is not active")
@@ -330,7 +335,7 @@ class _Handlers:
         )
 
     async def load_report(self, request: web.Request) -> web.Response:
-        report = await self._ns.directory.report(self._service.broker_id)
+        report = await self._ns.directory.report(self._identity.broker_id)
         if report is None:
             return _error(503, "this broker has no load report yet")
         return web.json_response(report)

@@ -27,6 +27,14 @@ interval still replays everything written under deduplication.
 
 ``brokerDeduplicationMaxNumberOfProducers`` bounds the maps: past it, the producer name
 used least recently is forgotten (Pulsar forgets inactive producers after a timeout).
+
+Invariants:
+
+- ``persisted[p] <= pushed[p]`` for every producer ``p``;
+- a message is written at most once while its original is stored or in flight (unless its
+  producer was forgotten past ``brokerDeduplicationMaxNumberOfProducers``), and answered as a
+  stored duplicate only when an earlier write of it is durable;
+- at most one snapshot write is in flight.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.batch import decode_batch
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +82,6 @@ class MessageDeduplication:
         self._last_persisted = Position(-1, -1)
         self._entries_since_snapshot = 0
         self._snapshotting = False
-        self.duplicates = 0
-        """Sends answered without a write (stored or in-flight duplicates)."""
 
     # -- recovery -------------------------------------------------------------------------------
 
@@ -137,7 +144,6 @@ class MessageDeduplication:
         pushed = self.pushed.get(producer_name, -1)
         if sequence_id > pushed:
             return None
-        self.duplicates += 1
         loop = asyncio.get_running_loop()
         if sequence_id <= self.persisted.get(producer_name, -1):
             answer = loop.create_future()
@@ -188,7 +194,7 @@ class MessageDeduplication:
             self._last_persisted = position
         self._entries_since_snapshot += 1
         if self._entries_since_snapshot >= self._entries_interval and not self._snapshotting:
-            asyncio.get_running_loop().create_task(self.take_snapshot())
+            spawn(self.take_snapshot(), name=f"{self.path}: snapshot", logger=log)
 
     def _touch(self, name: str) -> None:
         self.pushed.move_to_end(name)
@@ -216,17 +222,13 @@ class MessageDeduplication:
         finally:
             self._snapshotting = False
 
-    @property
-    def snapshot_position(self) -> Position:
-        return self._last_persisted
-
 
 def _copy_outcome(answer: asyncio.Future[Position], original: asyncio.Future[Position]) -> None:
     if answer.done():
         return
     if original.cancelled():
         answer.set_exception(ServiceNotReadyError("the original message's write was cancelled"))
-    elif original.exception() is not None:
-        answer.set_exception(original.exception())
+    elif (error := original.exception()) is not None:
+        answer.set_exception(error)
     else:
         answer.set_result(original.result())

@@ -5,6 +5,11 @@ A partitioned topic ``t`` with N partitions is N ordinary topics ``t-partition-0
 ``/admin/partitioned-topics/{tenant}/{ns}/{domain}/{topic}`` as ``{"partitions": N}``.
 A topic without that key is not partitioned (count 0), and a partition is never itself
 partitioned.
+
+Invariants:
+
+- a partition count only grows while the topic stays partitioned;
+- a partition (``…-partition-i``) is never partitioned itself, and reads as count 0.
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ most one read buffer per connection), as in Pulsar, where Netty finishes the cur
 
 A connection may also be held by its own ``maxPendingPublishRequestsPerConnection`` limit;
 :class:`Throttleable` connections count their reasons and read only when none holds them.
+
+Invariants:
+
+- ``size_bytes`` is what was added and not yet released, never negative;
+- while ``paused`` every registered connection holds the buffer's throttle reason; none does
+  otherwise.
 """
 
 from __future__ import annotations

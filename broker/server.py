@@ -15,6 +15,15 @@ bundle is unloaded its producers and consumers are *detached* from their connect
 (:meth:`BrokerConnection.detach_producer`): SENDs that still arrive for a detached producer are
 dropped without an answer, as Pulsar drops them — the client resends its unreceipted messages
 after it reconnects — and CLOSE_PRODUCER / CLOSE_CONSUMER follow once the bundle is released.
+
+Invariants:
+
+- a SEND is answered once — SEND_RECEIPT or SEND_ERROR — unless its producer was detached by
+  an unload (the client resends it), and receipts go out in the order the adds complete;
+- a connection reads while no throttle reason holds it, and each reason is counted once in
+  the broker-wide throttle counters;
+- a consumer id is on a connection at most once; a SUBSCRIBE that raced with an unload or a
+  close leaves no consumer attached.
 """
 
 from __future__ import annotations
@@ -23,16 +32,20 @@ import asyncio
 import datetime
 import itertools
 import logging
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any
 
 from minipulsar.broker.managed_ledger.position import Position
-from minipulsar.broker.topic_list import topics_of_namespace
+from minipulsar.broker.namespace.lookup import TopicLookup
+from minipulsar.broker.publish_buffer import PublishBuffer
+from minipulsar.broker.throttling import ConnectionThrottling
+from minipulsar.broker.topics.base import Subscription, Topic
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.key_shared import KEY_SHARED_MODES
-from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
-from minipulsar.broker.topics.persistent_topic import PersistentTopic
-from minipulsar.broker.topics.subscription import Subscription
+from minipulsar.broker.topics.persistent_subscription import PersistentSubscription
+from minipulsar.broker.topics.registry import TopicRegistry
+from minipulsar.config import BrokerConfig
 from minipulsar.errors import (
     ConsumerNotFoundError,
     InvalidCommandError,
@@ -46,15 +59,35 @@ from minipulsar.net import ServerConnection, handles
 from minipulsar.protocol import commands as cmd
 from minipulsar.topic_name import TopicName
 
-if TYPE_CHECKING:
-    from minipulsar.broker.service import BrokerService
-
 log = logging.getLogger(__name__)
 
 _producer_names = itertools.count()
 
 PENDING_SENDS = "maxPendingPublishRequestsPerConnection"
 """The throttle reason of a connection with too many sends in flight."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionSettings:
+    """What a client connection runs by, taken once from BrokerConfig."""
+
+    max_frame_size: int
+    """nettyMaxFrameSizeBytes."""
+    keepalive_interval_s: float = 30.0
+    """keepAliveIntervalSeconds."""
+    max_pending_sends: int = 1000
+    """maxPendingPublishRequestsPerConnection: reading stops there, resumes at half."""
+    cluster_name: str = "standalone"
+    """clusterName: the prefix of the names given to producers that bring none."""
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ConnectionSettings:
+        return cls(
+            max_frame_size=config.max_frame_size,
+            keepalive_interval_s=config.keepalive_interval_s,
+            max_pending_sends=config.max_pending_publish_requests_per_connection,
+            cluster_name=config.cluster_name,
+        )
 
 
 class ProducerHandle:
@@ -72,14 +105,7 @@ class ProducerHandle:
         "topic",
     )
 
-    def __init__(
-        self,
-        producer_id: int,
-        name: str,
-        topic: PersistentTopic | NonPersistentTopic,
-        address: str,
-        connection: BrokerConnection | None = None,
-    ) -> None:
+    def __init__(self, producer_id: int, name: str, topic: Topic, address: str, connection: BrokerConnection) -> None:
         self.producer_id, self.name, self.topic, self.address = producer_id, name, topic, address
         self.connection = connection
         self.last_added: asyncio.Future[Position] | None = None
@@ -92,21 +118,41 @@ class ProducerHandle:
 class ConsumerHandle:
     __slots__ = ("consumer", "subscription", "topic")
 
-    def __init__(self, consumer: Consumer, topic: PersistentTopic, subscription: Subscription) -> None:
+    def __init__(self, consumer: Consumer, topic: Topic, subscription: Subscription) -> None:
         self.consumer, self.topic, self.subscription = consumer, topic, subscription
 
 
 class BrokerConnection(ServerConnection):
+    """One client's connection.
+
+    Args:
+        settings: the connection keys of the broker's config.
+        topics: the broker's topics (loaded on first use).
+        lookup: the LOOKUP decision (the namespace service).
+        publish_buffer: the broker-wide publish buffer every producer connection shares.
+        throttling: the broker-wide counts of throttled connections.
+    """
+
     SERVER_VERSION = "minipulsar-broker"
 
-    def __init__(self, service: BrokerService) -> None:
-        config = service.config
-        super().__init__(max_frame_size=config.max_frame_size, keepalive_interval_s=config.keepalive_interval_s)
-        self.service = service
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        topics: TopicRegistry,
+        lookup: TopicLookup,
+        publish_buffer: PublishBuffer,
+        throttling: ConnectionThrottling,
+    ) -> None:
+        super().__init__(max_frame_size=settings.max_frame_size, keepalive_interval_s=settings.keepalive_interval_s)
+        self._settings = settings
+        self._topics = topics
+        self._lookup = lookup
+        self._publish_buffer = publish_buffer
+        self._throttling = throttling
         self.producers: dict[int, ProducerHandle] = {}
         self.consumers: dict[int, ConsumerHandle] = {}
         self._pending_sends = 0
-        self._max_pending_sends = config.max_pending_publish_requests_per_connection
+        self._max_pending_sends = settings.max_pending_sends
         self._throttles: set[str] = set()
         """Why reading is paused; empty: reading."""
         self._detached_producers: set[int] = set()
@@ -121,11 +167,7 @@ class BrokerConnection(ServerConnection):
 
     @handles(cmd.Lookup)
     async def lookup(self, command: cmd.Lookup) -> None:
-        name = _parse_topic(command.topic)
-        namespaces = self.service.namespaces
-        if namespaces is None:
-            raise ServiceNotReadyError("the broker is starting")
-        result = await namespaces.lookup(name, command.authoritative)
+        result = await self._lookup.lookup(_parse_topic(command.topic), command.authoritative)
         self.send(
             cmd.LookupResponse(
                 id=command.id,
@@ -139,14 +181,12 @@ class BrokerConnection(ServerConnection):
 
     @handles(cmd.PartitionedMetadata)
     async def partitioned_metadata(self, command: cmd.PartitionedMetadata) -> None:
-        partitions = await self.service.partition_metadata(_parse_topic(command.topic))
+        partitions = await self._topics.partition_metadata(_parse_topic(command.topic))
         self.send(cmd.PartitionedMetadataResponse(id=command.id, partitions=partitions))
 
     @handles(cmd.GetTopicsOfNamespace)
     async def topics_of_namespace(self, command: cmd.GetTopicsOfNamespace) -> None:
-        assert self.service.store is not None
-        loaded = [topic.name for topic in self.service.loaded_topics()]
-        topics = await topics_of_namespace(self.service.store, command.namespace, command.mode, loaded)
+        topics = await self._topics.topics_of_namespace(command.namespace, command.mode)
         self.send(cmd.GetTopicsOfNamespaceResponse(id=command.id, topics=topics))
 
     # -- producers ------------------------------------------------------------------------------
@@ -155,8 +195,8 @@ class BrokerConnection(ServerConnection):
     async def create_producer(self, command: cmd.Producer) -> None:
         if command.producer_id in self.producers:
             raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
-        topic = await self.service.get_topic(_parse_topic(command.topic))
-        name = command.producer_name or f"{self.service.config.cluster_name}-{next(_producer_names)}"
+        topic = await self._topics.get_topic(_parse_topic(command.topic))
+        name = command.producer_name or f"{self._settings.cluster_name}-{next(_producer_names)}"
         if any(p.name == name for p in topic.counters.producers.values()):
             raise ProducerBusyError(f"producer with name {name!r} is already connected to {topic.name}")
         if command.producer_id in self.producers or not self.is_open:  # raced with itself or a close
@@ -165,7 +205,7 @@ class BrokerConnection(ServerConnection):
         producer = ProducerHandle(command.producer_id, name, topic, self.peer, self)
         self.producers[command.producer_id] = producer
         topic.counters.producers[(id(self), command.producer_id)] = producer
-        self.service.publish_buffer.register(self)
+        self._publish_buffer.register(self)
         dedup = topic.deduplication
         last_sequence_id = dedup.last_sequence_id(name) if dedup is not None else -1
         self.send(cmd.ProducerSuccess(id=command.id, producer_name=name, last_sequence_id=last_sequence_id))
@@ -201,7 +241,7 @@ class BrokerConnection(ServerConnection):
         self._pending_sends += 1
         if self._pending_sends >= self._max_pending_sends:
             self.throttle(PENDING_SENDS)
-        self.service.publish_buffer.add(size)
+        self._publish_buffer.add(size)
         added = producer.topic.publish(
             command.payload, command.num_messages, producer.name, command.sequence_id, command.highest_sequence_id
         )
@@ -210,7 +250,7 @@ class BrokerConnection(ServerConnection):
 
     def _send_completed(self, producer_id: int, sequence_id: int, size: int, added: asyncio.Future[Position]) -> None:
         self._pending_sends -= 1
-        self.service.publish_buffer.release(size)
+        self._publish_buffer.release(size)
         if self._pending_sends <= self._max_pending_sends // 2:
             self.unthrottle(PENDING_SENDS)
         error = added.exception() if not added.cancelled() else ServiceNotReadyError("the write was cancelled")
@@ -241,7 +281,7 @@ class BrokerConnection(ServerConnection):
         if producer is not None:
             producer.topic.counters.producers.pop((id(self), command.producer_id), None)
         if not self.producers:
-            self.service.publish_buffer.unregister(self)
+            self._publish_buffer.unregister(self)
         if command.id is not None:
             self.send(cmd.Success(id=command.id))
 
@@ -261,7 +301,7 @@ class BrokerConnection(ServerConnection):
         start = None
         if command.start_message_id is not None:
             start = _parse_positions([command.start_message_id])[0]
-        topic = await self.service.get_topic(_parse_topic(command.topic))
+        topic = await self._topics.get_topic(_parse_topic(command.topic))
         name = command.consumer_name or f"consumer-{command.consumer_id}"
         consumer = Consumer(
             command.consumer_id, name, self, command.subscription, topic.counters, priority_level=command.priority_level
@@ -277,7 +317,7 @@ class BrokerConnection(ServerConnection):
         if not self.is_open:  # the client went away while we were loading
             subscription.remove_consumer(consumer)
             return
-        if self.service.loaded_topic(topic.name) is not topic:  # unloaded while we subscribed
+        if self._topics.loaded_topic(topic.name) is not topic:  # unloaded while we subscribed
             subscription.remove_consumer(consumer)
             raise NotOwnerError(f"{topic.name} was unloaded from this broker; look it up again")
         if command.consumer_id in self.consumers:  # raced with itself
@@ -294,10 +334,10 @@ class BrokerConnection(ServerConnection):
         handle = self._consumer(command.consumer_id)
         if command.permits < 0:
             raise InvalidCommandError("permits must be >= 0")
-        handle.subscription.dispatcher.flow(handle.consumer, command.permits)
+        handle.subscription.flow(handle.consumer, command.permits)
 
     @handles(cmd.Ack)
-    def acknowledge(self, command: cmd.Ack):
+    def acknowledge(self, command: cmd.Ack) -> Any:
         handle = self._consumer(command.consumer_id)
         positions = _parse_positions(command.message_ids)
         if command.ack_type not in ("individual", "cumulative"):
@@ -321,25 +361,24 @@ class BrokerConnection(ServerConnection):
     async def seek(self, command: cmd.Seek) -> None:
         """Reset the subscription; SUCCESS goes out before anything from the new position."""
         handle = self._consumer(command.consumer_id)
-        seek = getattr(handle.subscription, "seek", None)
-        if seek is None:
+        subscription = handle.subscription
+        if not isinstance(subscription, PersistentSubscription):  # nothing stored to seek in
             raise InvalidCommandError(f"seek is not supported on {handle.topic.name}")
         if command.publish_time_ms is not None:
             if command.publish_time_ms < 0:
                 raise InvalidCommandError("publish_time_ms must be >= 0")
-            await seek(publish_time_ms=command.publish_time_ms)
+            await subscription.seek(publish_time_ms=command.publish_time_ms)
         else:
-            await seek(Position(command.ledger_id, command.entry_id))
+            await subscription.seek(Position(command.ledger_id, command.entry_id))
         handle.consumer.permits = 0  # the client clears its queue and grants them again (FLOW)
         try:
             self.send(cmd.Success(id=command.id))
         finally:
-            handle.subscription.resume()
+            subscription.resume()
 
     @handles(cmd.GetLastMessageId)
     def get_last_message_id(self, command: cmd.GetLastMessageId) -> None:
-        topic = self._consumer(command.consumer_id).topic
-        last = topic.ledger.last_confirmed if isinstance(topic, PersistentTopic) else topic.last_message_id
+        last = self._consumer(command.consumer_id).topic.last_message_id
         self.send(cmd.LastMessageId(id=command.id, ledger_id=last.ledger_id, entry_id=last.entry_id))
 
     @handles(cmd.CloseConsumer)
@@ -374,7 +413,7 @@ class BrokerConnection(ServerConnection):
         producer.topic.counters.producers.pop((id(self), producer_id), None)
         self._detached_producers.add(producer_id)
         if not self.producers:
-            self.service.publish_buffer.unregister(self)
+            self._publish_buffer.unregister(self)
         return True
 
     def detach_consumer(self, consumer_id: int) -> bool:
@@ -400,19 +439,19 @@ class BrokerConnection(ServerConnection):
         if reason in self._throttles:
             return
         if not self._throttles:
-            self.service.throttled_connections += 1
+            self._throttling.throttled_connections += 1
             if self.transport is not None and not self.transport.is_closing():
                 self.transport.pause_reading()
         self._throttles.add(reason)
         if reason == PENDING_SENDS:
-            self.service.connection_pauses += 1
+            self._throttling.connection_pauses += 1
 
     def unthrottle(self, reason: str) -> None:
         if reason not in self._throttles:
             return
         self._throttles.discard(reason)
         if not self._throttles:
-            self.service.throttled_connections -= 1
+            self._throttling.throttled_connections -= 1
             if self.transport is not None and not self.transport.is_closing():
                 self.transport.resume_reading()
 
@@ -423,14 +462,14 @@ class BrokerConnection(ServerConnection):
     def resume_writing(self) -> None:
         super().resume_writing()
         for handle in self.consumers.values():
-            handle.subscription.dispatcher.read_more()
+            handle.subscription.read_more()
 
     def closed(self, reason: MiniPulsarError) -> None:
         super().closed(reason)
         for producer_id, producer in self.producers.items():
             producer.topic.counters.producers.pop((id(self), producer_id), None)
         self.producers.clear()
-        self.service.publish_buffer.unregister(self)
+        self._publish_buffer.unregister(self)
         for held in list(self._throttles):
             self.unthrottle(held)
         for handle in self.consumers.values():
@@ -446,7 +485,7 @@ def _parse_topic(topic: str) -> TopicName:
     return name
 
 
-def _parse_positions(message_ids: list) -> list[Position]:
+def _parse_positions(message_ids: list[Any]) -> list[Position]:
     positions = []
     for item in message_ids:
         if (

@@ -23,19 +23,25 @@ scraped and yields Pulsar's families (reference §9):
   minipulsar's pause counters ``pulsar_broker_publish_buffer_pauses_total`` (the broker-wide
   limit paused every producer connection) and ``pulsar_broker_connection_pauses_total`` (one
   connection hit ``maxPendingPublishRequestsPerConnection``).
+
+Invariant: collecting reads counters and the last rates only; it changes nothing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from minipulsar.broker.topics.topic_stats import backlog_size, storage_size
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.publish_buffer import PublishBuffer
+from minipulsar.broker.throttling import ConnectionThrottling
+from minipulsar.broker.topics.base import Subscription, Topic
+from minipulsar.broker.topics.registry import LoadedTopics
+from minipulsar.broker.topics.topic_stats import backlog_entries, backlog_size, storage_size
 from minipulsar.metrics import RegisteredCollector
 
-if TYPE_CHECKING:
-    from minipulsar.broker.service import BrokerService
+Family = CounterMetricFamily | GaugeMetricFamily
 
 LABELS = ["cluster", "namespace", "topic"]
 SUBSCRIPTION_LABELS = [*LABELS, "subscription"]
@@ -75,13 +81,24 @@ _CONSUMER_FAMILIES = [
 
 
 class BrokerCollector(RegisteredCollector):
-    def __init__(self, service: BrokerService) -> None:
-        self._service = service
+    def __init__(
+        self,
+        cluster_name: str,
+        topics: LoadedTopics,
+        cache: EntryCache,
+        publish_buffer: PublishBuffer,
+        throttling: ConnectionThrottling,
+    ) -> None:
+        self._cluster_name = cluster_name
+        self._topics = topics
+        self._cache = cache
+        self._publish_buffer = publish_buffer
+        self._throttling = throttling
         super().__init__()
 
-    def collect(self):
-        cluster = self._service.config.cluster_name
-        topics = self._service.loaded_topics()
+    def collect(self) -> Iterator[Metric]:
+        cluster = self._cluster_name
+        topics = self._topics.loaded_topics()
         families = {key: kind(name, text, labels=LABELS) for key, kind, name, text in _TOPIC_FAMILIES}
         subscriptions = {
             key: GaugeMetricFamily(name, text, labels=SUBSCRIPTION_LABELS) for key, name, text in _SUBSCRIPTION_FAMILIES
@@ -99,10 +116,10 @@ class BrokerCollector(RegisteredCollector):
         yield from consumers.values()
         yield from self._broker(cluster, topics, families)
 
-    def _topic(self, topic, labels: list[str], families: dict) -> None:
+    def _topic(self, topic: Topic, labels: list[str], families: dict[str, Family]) -> None:
         counters, rates = topic.counters, topic.rates
         subscriptions = topic.subscriptions.values()
-        backlog = sum(s.cursor.backlog_entries for s in subscriptions if getattr(s, "cursor", None) is not None)
+        backlog = backlog_entries(topic)
         families["in_messages"].add_metric(labels, counters.messages_in)
         families["in_bytes"].add_metric(labels, counters.bytes_in)
         families["out_messages"].add_metric(labels, counters.messages_out)
@@ -118,29 +135,34 @@ class BrokerCollector(RegisteredCollector):
         families["subscriptions"].add_metric(labels, len(topic.subscriptions))
         families["consumers"].add_metric(labels, sum(len(s.consumers) for s in subscriptions))
 
-    def _subscription(self, topic, subscription, labels: list[str], families: dict, consumer_families: dict) -> None:
+    def _subscription(
+        self,
+        topic: Topic,
+        subscription: Subscription,
+        labels: list[str],
+        families: dict[str, GaugeMetricFamily],
+        consumer_families: dict[str, GaugeMetricFamily],
+    ) -> None:
         rates = topic.rates
         sub_labels = [*labels, subscription.name]
-        cursor = getattr(subscription, "cursor", None)
+        cursor = subscription.cursor
         consumers = subscription.consumers
         families["back_log"].add_metric(sub_labels, cursor.backlog_entries if cursor is not None else 0)
         families["unacked"].add_metric(sub_labels, sum(c.unacked_messages for c in consumers))
         families["rate_out"].add_metric(sub_labels, sum(rates.get(c, "msgOut") for c in consumers))
         families["throughput_out"].add_metric(sub_labels, sum(rates.get(c, "bytesOut") for c in consumers))
         families["rate_redeliver"].add_metric(sub_labels, rates.get(subscription, "redeliver"))
-        families["blocked"].add_metric(sub_labels, int(bool(getattr(subscription, "blocked_on_unacked", False))))
+        families["blocked"].add_metric(sub_labels, int(subscription.blocked_on_unacked))
         families["drop_rate"].add_metric(sub_labels, rates.get(subscription, "drop"))
         for consumer in consumers:
-            consumer_labels = [*sub_labels, consumer.name, str(getattr(consumer, "consumer_id", -1))]
+            consumer_labels = [*sub_labels, consumer.name, str(consumer.consumer_id)]
             consumer_families["permits"].add_metric(consumer_labels, consumer.permits)
             consumer_families["unacked"].add_metric(consumer_labels, consumer.unacked_messages)
             consumer_families["rate_out"].add_metric(consumer_labels, rates.get(consumer, "msgOut"))
-            consumer_families["blocked"].add_metric(
-                consumer_labels, int(bool(getattr(consumer, "blocked_on_unacked", False)))
-            )
+            consumer_families["blocked"].add_metric(consumer_labels, int(consumer.blocked_on_unacked))
 
-    def _broker(self, cluster: str, topics: list, families: dict):
-        service, labels = self._service, ["cluster"]
+    def _broker(self, cluster: str, topics: list[Topic], families: dict[str, Family]) -> Iterator[Metric]:
+        labels = ["cluster"]
 
         def gauge(name: str, text: str, value: float) -> GaugeMetricFamily:
             family = GaugeMetricFamily(name, text, labels=labels)
@@ -162,16 +184,15 @@ class BrokerCollector(RegisteredCollector):
         yield gauge("pulsar_broker_throughput_out", "Bytes dispatched per second", total("throughput_out"))
         yield gauge("pulsar_broker_msg_backlog", "Entries not yet acknowledged", total("backlog"))
         yield gauge("pulsar_broker_storage_size", "Bytes stored", total("storage"))
-        cache = service.cache
-        hits_rate, misses_rate = service.cache_rates
+        cache = self._cache
         yield gauge("pulsar_ml_cache_used_size", "Bytes in the entry cache", cache.size_bytes)
-        yield gauge("pulsar_ml_cache_hits_rate", "Entry cache hits per second", hits_rate)
-        yield gauge("pulsar_ml_cache_misses_rate", "Entry cache misses per second", misses_rate)
+        yield gauge("pulsar_ml_cache_hits_rate", "Entry cache hits per second", cache.hits_rate)
+        yield gauge("pulsar_ml_cache_misses_rate", "Entry cache misses per second", cache.misses_rate)
         yield counter("pulsar_ml_cache_hits", "Entry cache hits", cache.hits)
         yield counter("pulsar_ml_cache_misses", "Entry cache misses", cache.misses)
         yield counter("pulsar_ml_cache_evictions", "Entries evicted from the cache", cache.evictions)
-        yield counter("pulsar_ml_cache_inserted", "Entries inserted in the cache", getattr(cache, "inserted", 0))
-        buffer = service.publish_buffer
+        yield counter("pulsar_ml_cache_inserted", "Entries inserted in the cache", cache.inserted)
+        buffer = self._publish_buffer
         yield gauge("pulsar_broker_publish_buffer_usage", "Bytes of publishes not yet persisted", buffer.size_bytes)
         yield gauge(
             "pulsar_broker_publish_buffer_max_usage", "Highest publish buffer usage since start", buffer.max_usage_bytes
@@ -182,7 +203,7 @@ class BrokerCollector(RegisteredCollector):
         yield gauge(
             "pulsar_broker_throttled_connections",
             "Connections not read now (either publish limit)",
-            service.throttled_connections,
+            self._throttling.throttled_connections,
         )
         yield gauge(
             "pulsar_broker_throttled_connections_global_limit",
@@ -197,5 +218,5 @@ class BrokerCollector(RegisteredCollector):
         yield counter(
             "pulsar_broker_connection_pauses",
             "Times a connection reached maxPendingPublishRequestsPerConnection",
-            service.connection_pauses,
+            self._throttling.connection_pauses,
         )

@@ -5,6 +5,8 @@ ledger in the metadata store (``/managed-ledgers/{tenant}/{ns}/persistent/{topic
 partition of the partitioned topics (``/admin/partitioned-topics/…``), created or not yet;
 non-persistent topics exist only while loaded, so only this broker's loaded ones are listed.
 Names are full (``persistent://tenant/ns/topic``), sorted, without duplicates.
+
+Invariant: the answer is sorted, without duplicates, and lists only topics of the namespace and mode asked for.
 """
 
 from __future__ import annotations

@@ -1,13 +1,19 @@
 """Connections from the broker to bookies: one per bookie, opened on first use, reopened
 after a failure. Requests return futures; nothing here retries — the ledger handle decides
-what a failure means (fail the add, try another replica)."""
+what a failure means (fail the add, try another replica).
+
+Invariants:
+
+- at most one connection per bookie is open or opening;
+- every request's future completes: with the answer, or with the error that ended it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from minipulsar.broker.bookkeeper import metrics
+from minipulsar.broker.bookkeeper.metrics import BOOKIE_PENDING_REQUESTS
 from minipulsar.errors import ConnectionClosedError, MiniPulsarError
 from minipulsar.net import Connection, connect, parse_address
 from minipulsar.protocol import commands as cmd
@@ -102,7 +108,7 @@ class BookieClient:
             log.warning("cannot connect to bookie %s: %s", bookie, error)
             raise
         self._connections[bookie] = connection
-        metrics.BOOKIE_PENDING_REQUESTS.labels(bookie).set_function(lambda: self.outstanding(bookie))
+        BOOKIE_PENDING_REQUESTS.labels(bookie).set_function(lambda: self.outstanding(bookie))
         return connection
 
     async def close(self) -> None:

@@ -4,6 +4,11 @@ Every ``bookieLoadPollIntervalSeconds`` each bookie is asked concurrently; the l
 per bookie is kept with the time it arrived. A bookie that does not answer keeps its previous
 report, which grows stale and is then ignored by the policy (it falls back to random for it).
 Reports of bookies that left the registry are dropped.
+
+Invariants:
+
+- a report is kept only for a bookie still in the registry;
+- a report's ``received_at_s`` is when it arrived, on the poller's clock.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry
 from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport
 from minipulsar.errors import MiniPulsarError
 from minipulsar.protocol.commands import BookieInfoResponse
+from minipulsar.supervision import Periodic, spawn
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +31,6 @@ log = logging.getLogger(__name__)
 def load_report(response: BookieInfoResponse, received_at_s: float) -> BookieLoadReport:
     info = response.info or {}
     used = info.get("ledgerDirsUsedFraction")
-    io_util = info.get("journalIoUtil")
     if not isinstance(used, (int, float)):
         total = response.total_disk_bytes
         used = (total - response.free_disk_bytes) / total if total > 0 else 0.0
@@ -33,7 +38,6 @@ def load_report(response: BookieInfoResponse, received_at_s: float) -> BookieLoa
         journal_write_bytes_per_s=float(info.get("journalWriteBytesPerSecond") or 0.0),
         ledger_dirs_used_fraction=float(used),
         received_at_s=received_at_s,
-        journal_io_util=float(io_util) if isinstance(io_util, (int, float)) else -1.0,
         read_only=bool(info.get("readOnly", False)),
     )
 
@@ -51,25 +55,27 @@ class BookieLoadPoller:
         self.interval_s = interval_s
         self._clock = clock
         self.reports: dict[str, BookieLoadReport] = {}
-        self._task: asyncio.Task | None = None
+        self._periodic = Periodic("bookie load poll", lambda: self.interval_s, self._poll, logger=log)
+        self._first: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        """Poll every ``interval_s``, the first time at once."""
+        if not self._periodic.running:
+            self._first = spawn(self._periodic.run_once(), name="bookie load poll", logger=log)
+            self._periodic.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        first, self._first = self._first, None
+        if first is not None:
+            first.cancel()
+            await asyncio.gather(first, return_exceptions=True)
+        await self._periodic.stop()
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.poll_once()
-            except MiniPulsarError as error:
-                log.warning("polling bookie load reports failed: %s", error)
-            await asyncio.sleep(self.interval_s)
+    async def _poll(self) -> None:
+        try:
+            await self.poll_once()
+        except MiniPulsarError as error:
+            log.warning("polling bookie load reports failed: %s", error)
 
     async def poll_once(self) -> None:
         bookies = (await self._registry.bookies()).writable

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass, field
 
 from minipulsar.errors import MiniPulsarError
-from minipulsar.metadata.store import MetadataStore, Notification, SessionEvent
+from minipulsar.metadata.store import GetResult, MetadataStore, Notification, SessionEvent
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,9 @@ class BookieRegistry:
         writable = [name for name in names if name != READONLY_NAME]
         read_only = await self._store.children(READONLY_PATH) if READONLY_NAME in names else []
         racks = {}
-        for bookie, value in zip(
-            writable,
-            await asyncio.gather(*(self._store.get(f"{AVAILABLE_PATH}/{b}") for b in writable), return_exceptions=True),
-        ):
-            rack = self._rack_from_registration(value)
+        registrations = await asyncio.gather(*(self._registration(bookie) for bookie in writable))
+        for bookie, registration in zip(writable, registrations):
+            rack = _rack_from_registration(registration)
             if rack:
                 racks[bookie] = rack
         try:
@@ -108,13 +106,19 @@ class BookieRegistry:
             racks.update(parse_rack_mapping(mapping.value))
         return BookieSet(frozenset(writable), frozenset(read_only), racks)
 
-    @staticmethod
-    def _rack_from_registration(result: object) -> str | None:
-        value = getattr(result, "value", None)
-        if not value:
-            return None
+    async def _registration(self, bookie: str) -> GetResult | None:
+        """The bookie's registration; None when it is gone or cannot be read now (no rack from it)."""
         try:
-            rack = json.loads(value).get("rack")
-        except (ValueError, AttributeError):
+            return await self._store.get(f"{AVAILABLE_PATH}/{bookie}")
+        except MiniPulsarError:
             return None
-        return rack if isinstance(rack, str) else None
+
+
+def _rack_from_registration(registration: GetResult | None) -> str | None:
+    if registration is None or not registration.value:
+        return None
+    try:
+        rack = json.loads(registration.value).get("rack")
+    except (ValueError, AttributeError):
+        return None
+    return rack if isinstance(rack, str) else None

@@ -1,16 +1,21 @@
 """The broker's BookKeeper client: create, open (with recovery) and delete ledgers; choose
-bookies for ensembles; keep the bookie quarantine and the load reports placement uses."""
+bookies for ensembles; keep the bookie quarantine and the load reports placement uses.
+
+Invariants:
+
+- a ledger is created with an ensemble of distinct writable bookies, as the placement policy
+  chose them;
+- opening a ledger that is not closed recovers and closes it first (unless asked not to).
+"""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.add_budget import AddBudget
 from minipulsar.broker.bookkeeper.bookie_client import BookieClient
 from minipulsar.broker.bookkeeper.bookie_load_poller import BookieLoadPoller
@@ -21,11 +26,14 @@ from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
 from minipulsar.broker.bookkeeper.ledger_id import LedgerIdAllocator
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
 from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
-from minipulsar.broker.bookkeeper.placement import placement_policy, select_ensemble, select_replacement
+from minipulsar.broker.bookkeeper.metrics import PENDING_ADD_BYTES
+from minipulsar.broker.bookkeeper.placement import select_ensemble, select_replacement
+from minipulsar.broker.bookkeeper.placement_policies import placement_policy
 from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine
 from minipulsar.broker.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
 from minipulsar.errors import NoSuchLedgerError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
+from minipulsar.supervision import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -90,24 +98,25 @@ class BookKeeper:
             store=store,
             replace_bookie=self._replace_bookie,
             record_error=self._record_error,
-            client_add_budget=AddBudget(settings.max_pending_add_bytes, metrics.PENDING_ADD_BYTES.set),
+            client_add_budget=AddBudget(settings.max_pending_add_bytes, PENDING_ADD_BYTES.set),
             max_pending_add_bytes_per_ledger=settings.max_pending_add_bytes_per_ledger,
             speculative_read_timeout_s=settings.speculative_read_timeout_s,
         )
-        self._health_check: asyncio.Task | None = None
+        self._health_check = Periodic(
+            "bookie health check", settings.health_check_interval_s, self._check_health, logger=log
+        )
+        """Every ``bookieHealthCheckIntervalSeconds``: the quarantine's check (when enabled)."""
 
     async def start(self) -> None:
         """Watch the bookie registry; start the health check and, for load-aware placement, the poller."""
         self.registry.start()
-        if self.settings.health_check_enabled and self._health_check is None:
-            self._health_check = asyncio.get_running_loop().create_task(self._run_health_check())
+        if self.settings.health_check_enabled and not self._health_check.running:
+            self._health_check.start()
         if isinstance(self.placement, LoadAwareEnsemblePlacementPolicy):
             self.load_poller.start()
 
-    async def _run_health_check(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.health_check_interval_s)
-            self.quarantine.check()
+    def _check_health(self) -> None:
+        self.quarantine.check()
 
     def _record_error(self, bookie: str, error: BaseException) -> None:
         if self.settings.health_check_enabled:
@@ -191,9 +200,6 @@ class BookKeeper:
             pass
 
     async def close(self) -> None:
-        if self._health_check is not None:
-            self._health_check.cancel()
-            await asyncio.gather(self._health_check, return_exceptions=True)
-            self._health_check = None
+        await self._health_check.stop()
         await self.load_poller.stop()
         await self.bookies.close()

@@ -4,6 +4,9 @@ A :class:`ClusterView` is an immutable snapshot assembled by the BookKeeper clie
 bookie registry (``/ledgers/available``), the rack mapping, the load poller and the quarantine.
 Policies are pure functions of a view (plus their random generator), so they can be tested
 with hand-made views and an injected clock.
+
+Invariant: a view never changes; the bookies it calls writable, read-only and quarantined are
+those the client saw when it was assembled.
 """
 
 from __future__ import annotations
@@ -24,8 +27,6 @@ class BookieLoadReport:
     """Used fraction of the bookie's ledger disks, 0..1."""
     received_at_s: float
     """When the report arrived, on the same clock as :attr:`ClusterView.now_s`."""
-    journal_io_util: float = -1.0
-    """Percent of time the journal disk was busy; -1 when the bookie cannot tell."""
     read_only: bool = False
 
 

@@ -1,4 +1,7 @@
-"""What a ledger handle needs from the BookKeeper client that created it."""
+"""What a ledger handle needs from the BookKeeper client that created it.
+
+Invariant: one context per BookKeeper client, shared by all of its ledger handles.
+"""
 
 from __future__ import annotations
 

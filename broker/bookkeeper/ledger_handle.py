@@ -30,11 +30,11 @@ from collections import deque
 from dataclasses import replace
 from functools import partial
 
-from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.add_budget import AddBudget
 from minipulsar.broker.bookkeeper.context import ClientContext
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.broker.bookkeeper.ledger_reader import LedgerReader
+from minipulsar.broker.bookkeeper.metrics import ADD_ENTRY, NUM_ENSEMBLE_CHANGE, NUM_PENDING_ADD
 from minipulsar.errors import (
     BadVersionError,
     LedgerFencedError,
@@ -42,11 +42,12 @@ from minipulsar.errors import (
     NoSuchEntryError,
     PersistenceError,
 )
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
-_ADD_OK = metrics.ADD_ENTRY.labels("true")
-_ADD_FAILED = metrics.ADD_ENTRY.labels("false")
+_ADD_OK = ADD_ENTRY.labels("true")
+_ADD_FAILED = ADD_ENTRY.labels("false")
 
 
 class HandleState(enum.Enum):
@@ -138,7 +139,7 @@ class LedgerHandle:
             return future
         op = PendingAdd(self._next_entry_id, payload, future)
         self._next_entry_id += 1
-        metrics.NUM_PENDING_ADD.inc()
+        NUM_PENDING_ADD.inc()
         self._unsent.append(op)
         if len(self._unsent) == 1:
             self._send_unsent()
@@ -166,6 +167,7 @@ class LedgerHandle:
 
     def _send(self, op: PendingAdd, position: int, ensemble: tuple[str, ...]) -> None:
         bookie = ensemble[position]
+        assert op.payload is not None, "an add is sent (or resent) only before it completes"
         op.in_flight += 1
         request = self._ctx.bookies.add_entry(bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, op.payload)
         request.add_done_callback(partial(self._add_answered, op, position, bookie))
@@ -209,7 +211,9 @@ class LedgerHandle:
         self._failed_bookies[position] = bookie
         self._bad_bookies.add(bookie)
         if self._ensemble_change is None:
-            self._ensemble_change = self._loop.create_task(self._change_ensemble())
+            self._ensemble_change = spawn(
+                self._change_ensemble(), name=f"ledger {self.ledger_id}: ensemble change", logger=log
+            )
 
     def _release_if_done(self, op: PendingAdd) -> None:
         if op.holds_budget and op.in_flight == 0 and (op.completed or self.state is not HandleState.OPEN):
@@ -229,7 +233,7 @@ class LedgerHandle:
             self.length += op.size
             op.completed = True
             op.payload = None
-            metrics.NUM_PENDING_ADD.dec()
+            NUM_PENDING_ADD.dec()
             _ADD_OK.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_result(op.entry_id)
@@ -245,9 +249,9 @@ class LedgerHandle:
                 self._resend(replaced)
         except MiniPulsarError as error:
             self._fail(error)
-        except Exception as error:  # a bug must not leave the handle wedged with adds pending
-            log.exception("ledger %d: ensemble change failed", self.ledger_id)
-            self._fail(PersistenceError(f"ledger {self.ledger_id}: ensemble change failed: {error}"))
+        except BaseException as error:  # a bug: fail the pending adds rather than leave them wedged, then crash
+            self._fail(PersistenceError(f"ledger {self.ledger_id}: ensemble change failed: {error!r}"))
+            raise
         finally:
             self._ensemble_change = None
         if self.state is HandleState.OPEN:
@@ -288,7 +292,7 @@ class LedgerHandle:
             ) from None
         self.metadata = replace(changed, version=stat.version)
         self.ensemble_changes += 1
-        metrics.NUM_ENSEMBLE_CHANGE.inc()
+        NUM_ENSEMBLE_CHANGE.inc()
         log.info(
             "ledger %d: ensemble change at entry %d: %s -> %s",
             self.ledger_id,
@@ -330,7 +334,7 @@ class LedgerHandle:
         self._ctx.client_add_budget.forget(self._send_unsent)
         now = time.monotonic()
         for op in ops:
-            metrics.NUM_PENDING_ADD.dec()
+            NUM_PENDING_ADD.dec()
             _ADD_FAILED.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_exception(error)

@@ -6,7 +6,13 @@ A managed ledger orders positions by ledger id, so a topic's next ledger must ge
 than its last one even when the topic moved between brokers: ``allocate(above=last)`` drops
 the rest of this broker's range when it is not above ``last`` and reserves a fresh one. That
 one is above every id any broker has been given (the shared counter only grows), so one
-reservation always suffices."""
+reservation always suffices.
+
+Invariants:
+
+- no id is given out twice, by any broker;
+- ``allocate(above=n)`` returns an id greater than ``n``.
+"""
 
 from __future__ import annotations
 

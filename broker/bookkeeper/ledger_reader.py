@@ -10,6 +10,11 @@
   but only while nobody has answered anything yet; the first good answer wins.
 - An answer counts only if it starts at the entry asked for; a shorter range (the bookie's
   ``max_bytes`` cut) is fine, the caller asks again from where it stopped.
+
+Invariants:
+
+- entries are returned in order from the first asked for, and never beyond the known end;
+- a read fails only when every replica of an entry failed.
 """
 
 from __future__ import annotations
@@ -19,9 +24,9 @@ import logging
 import random
 import time
 
-from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.context import ClientContext
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
+from minipulsar.broker.bookkeeper.metrics import READ_ENTRY, SPECULATIVE_READ_COUNT
 from minipulsar.errors import MiniPulsarError, PersistenceError
 from minipulsar.protocol.commands import ReadEntryResponse
 
@@ -30,8 +35,8 @@ log = logging.getLogger(__name__)
 STRIPED_READ_PARALLELISM = 64
 """At most this many single-entry reads in flight for one striped range read."""
 
-_READ_OK = metrics.READ_ENTRY.labels("true")
-_READ_FAILED = metrics.READ_ENTRY.labels("false")
+_READ_OK = READ_ENTRY.labels("true")
+_READ_FAILED = READ_ENTRY.labels("false")
 
 
 def _consume(future: asyncio.Future) -> None:
@@ -123,7 +128,7 @@ class LedgerReader:
                     in_flight, timeout=speculative_s if speculate else None, return_when=asyncio.FIRST_COMPLETED
                 )
                 if not done:
-                    metrics.SPECULATIVE_READ_COUNT.inc()
+                    SPECULATIVE_READ_COUNT.inc()
                     log.debug(
                         "ledger %d: no answer for entry %d after %.0f ms, asking %s too",
                         metadata.ledger_id,

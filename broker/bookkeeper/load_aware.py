@@ -31,6 +31,12 @@ of that report, since the registry is then the newer source.
 
 Racks still come first: this policy is rack-aware (rackaware.py), and the weights choose
 among the bookies of each rack, or among all candidates when they share one rack.
+
+Invariants:
+
+- every candidate keeps a chance to be picked (at least a tenth of the best weight);
+- a bookie without a fresh report gets the mean weight of the known ones (or, when fewer than
+  half are fresh, every candidate is picked at random).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ BookKeeper's counters carry no ``_total`` suffix; prometheus-client would add on
 Counter, so counters whose exact name operators query are monotonically increasing Gauges.
 Latencies are histograms in milliseconds (BookKeeper exports summaries; p99 is derivable with
 ``histogram_quantile``). Metric objects are process-wide: one broker per process.
+
+Invariant: every metric here only grows, except the gauges of what is pending or quarantined now.
 """
 
 from __future__ import annotations

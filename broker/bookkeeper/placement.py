@@ -16,7 +16,7 @@ Invariants every policy keeps (reference §7.7):
 - candidates are considered in sorted order, so a seeded generator gives the same choice in
   every process (frozenset iteration order depends on ``PYTHONHASHSEED``).
 
-The ``ensemblePlacementPolicy`` setting names the policy (:func:`placement_policy`):
+The ``ensemblePlacementPolicy`` setting names the policy (:mod:`.placement_policies`):
 ``DefaultEnsemblePlacementPolicy`` (random, here), ``RackawareEnsemblePlacementPolicy``
 (rackaware.py) and ``LoadAwareEnsemblePlacementPolicy`` (load_aware.py, BP-65 / BIGO).
 """
@@ -30,12 +30,9 @@ import random
 from collections.abc import Collection, Sequence
 
 from minipulsar.broker.bookkeeper.cluster_view import ClusterView
-from minipulsar.errors import ConfigError, NotEnoughBookiesError
+from minipulsar.errors import NotEnoughBookiesError
 
 logger = logging.getLogger(__name__)
-
-BOOKKEEPER_CLIENT_PACKAGE = "org.apache.bookkeeper.client."
-"""BookKeeper's package prefix: ``ensemblePlacementPolicy`` may name a class the Java way."""
 
 
 class EnsemblePlacementPolicy(abc.ABC):
@@ -184,35 +181,6 @@ def select_replacement(
 
 def _unquarantined(view: ClusterView) -> ClusterView:
     return dataclasses.replace(view, quarantined=frozenset())
-
-
-def placement_policy(
-    name: str, rng: random.Random | None = None, *, load_stale_after_s: float = 15.0
-) -> EnsemblePlacementPolicy:
-    """The policy the ``ensemblePlacementPolicy`` setting names (short or ``org.apache.bookkeeper.client.`` name).
-
-    Args:
-        load_stale_after_s: load-aware only: a load report older than this counts as unknown
-            (the caller derives it from ``bookieLoadPollIntervalSeconds``, e.g. three polls).
-
-    Raises:
-        ConfigError: an unknown policy name.
-    """
-    # Imported here: both modules build on this one.
-    from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
-    from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy
-
-    short_name = name.removeprefix(BOOKKEEPER_CLIENT_PACKAGE)
-    if short_name == "DefaultEnsemblePlacementPolicy":
-        return DefaultEnsemblePlacementPolicy(rng)
-    if short_name == "RackawareEnsemblePlacementPolicy":
-        return RackawareEnsemblePlacementPolicy(rng)
-    if short_name == "LoadAwareEnsemblePlacementPolicy":
-        return LoadAwareEnsemblePlacementPolicy(rng, stale_after_s=load_stale_after_s)
-    raise ConfigError(
-        f"ensemblePlacementPolicy: unknown policy {name!r}; expected DefaultEnsemblePlacementPolicy, "
-        f"RackawareEnsemblePlacementPolicy or LoadAwareEnsemblePlacementPolicy"
-    )
 
 
 # -- shared checks ------------------------------------------------------------------------------

@@ -14,6 +14,11 @@ it acknowledged (BookKeeper's open-with-recovery, see reference §7.4).
    issue 2908) stops recovery with an error rather than truncating the ledger.
 4. Close the metadata (CAS) with the last recovered entry; if someone else closed it first,
    adopt theirs.
+
+Invariants:
+
+- no entry a writer had acknowledged (on ``Qa`` bookies) is lost by recovery;
+- recovery never truncates the ledger on an error it cannot classify: it fails instead.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from minipulsar.broker.bookkeeper import metrics
 from minipulsar.broker.bookkeeper.bookie_client import BookieClient
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.broker.bookkeeper.metrics import LEDGER_RECOVER
 from minipulsar.errors import (
     BadVersionError,
     NoSuchEntryError,
@@ -76,9 +81,9 @@ async def recover_ledger(metadata: LedgerMetadata, bookies: BookieClient, store:
     try:
         closed = await _recover(metadata, bookies, store)
     except BaseException:
-        metrics.LEDGER_RECOVER.labels("false").observe((time.monotonic() - started) * 1000)
+        LEDGER_RECOVER.labels("false").observe((time.monotonic() - started) * 1000)
         raise
-    metrics.LEDGER_RECOVER.labels("true").observe((time.monotonic() - started) * 1000)
+    LEDGER_RECOVER.labels("true").observe((time.monotonic() - started) * 1000)
     return closed
 
 

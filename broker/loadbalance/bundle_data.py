@@ -4,6 +4,9 @@ The leader folds every report's ``lastStats`` into the bundles' short- and long-
 (:func:`update_bundle_data` in :mod:`.load_data`) and writes them, every
 ``loadBalancerResourceQuotaUpdateIntervalMinutes``, to ``/loadbalance/bundle-data/{ns}/{range}``
 so a new leader starts from the same history.
+
+Invariant: a bundle's history changes only by folding in a sample (or by being forgotten when
+it splits).
 """
 
 from __future__ import annotations

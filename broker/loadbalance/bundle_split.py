@@ -8,6 +8,9 @@ one topic and its namespace has fewer than ``loadBalancerNamespaceMaximumBundles
 (counting the splits already chosen this round). Off by default
 (``loadBalancerAutoBundleSplitEnabled=false``): a split disconnects every client of the bundle,
 at the worst moment — when it is hot (BIGO).
+
+Invariant: pure; a namespace never gets more than ``loadBalancerNamespaceMaximumBundles``
+bundles from one round.
 """
 
 from __future__ import annotations

@@ -1,33 +1,42 @@
 """Per-bundle stats of a broker (its report's ``lastStats``): its loaded topics, grouped by bundle.
 
-A topic's bundle comes from the namespace service (``bundle_of_loaded``: the owned bundle whose
-range holds the topic's hash). Without a namespace service (a broker built without
-``broker/namespace``), every topic counts in its namespace's full range
-``tenant/ns/0x00000000_0xffffffff``. Rates are the topics' last ``statsUpdateFrequencyInSecs``
-sample (:mod:`broker.topics.rates`).
+Invariants:
+
+- a topic counts in the owned bundle whose range holds its hash (``bundle_of_loaded`` of the
+  namespace service), and in no bundle while that one is being unloaded;
+- rates are the topics' last ``statsUpdateFrequencyInSecs`` sample (:mod:`broker.topics.rates`).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from typing import Protocol
 
 from minipulsar.broker.loadbalance.load_report import NamespaceBundleStats
+from minipulsar.broker.namespace.bundles import NamespaceBundle
+from minipulsar.broker.topics.base import Topic
+from minipulsar.topic_name import TopicName
 
-FULL_RANGE = "0x00000000_0xffffffff"
+
+class OwnedBundles(Protocol):
+    """The bundles this broker serves (the namespace service)."""
+
+    def bundle_of_loaded(self, topic: TopicName) -> NamespaceBundle | None:
+        """The owned bundle holding ``topic``; None when that bundle is not owned here."""
+        ...
+
+    def owned_bundles(self) -> list[NamespaceBundle]: ...
 
 
-def bundle_name_of(topic: Any, namespaces: Any) -> str | None:
+def bundle_name_of(topic: Topic, bundles: OwnedBundles) -> str | None:
     """The bundle a loaded topic counts in; None when its bundle is not owned here (it is
     being unloaded)."""
-    if namespaces is None:
-        return f"{topic.name.namespace_name}/{FULL_RANGE}"
-    bundle = namespaces.bundle_of_loaded(topic.name)
+    bundle = bundles.bundle_of_loaded(topic.name)
     return None if bundle is None else bundle.name
 
 
-def topic_stats(topic: Any) -> NamespaceBundleStats:
+def topic_stats(topic: Topic) -> NamespaceBundleStats:
     rates = topic.rates
     consumers = sum(len(s.consumers) for s in topic.subscriptions.values())
     return NamespaceBundleStats(
@@ -54,18 +63,16 @@ def add(a: NamespaceBundleStats, b: NamespaceBundleStats) -> NamespaceBundleStat
     )
 
 
-def collect_bundle_stats(topics: Iterable[Any], namespaces: Any) -> dict[str, NamespaceBundleStats]:
+def collect_bundle_stats(topics: Iterable[Topic], bundles: OwnedBundles) -> dict[str, NamespaceBundleStats]:
     """Bundle → the sum of its loaded topics' stats."""
     totals: dict[str, NamespaceBundleStats] = defaultdict(NamespaceBundleStats)
     for topic in topics:
-        bundle = bundle_name_of(topic, namespaces)
+        bundle = bundle_name_of(topic, bundles)
         if bundle is not None:
             totals[bundle] = add(totals[bundle], topic_stats(topic))
     return dict(totals)
 
 
-def owned_bundle_names(namespaces: Any) -> set[str]:
+def owned_bundle_names(bundles: OwnedBundles) -> set[str]:
     """Bundles this broker serves, with or without loaded topics."""
-    if namespaces is None:
-        return set()
-    return {bundle.name for bundle in namespaces.owned_bundles()}
+    return {bundle.name for bundle in bundles.owned_bundles()}

@@ -17,6 +17,8 @@ What minipulsar measures, and how it differs from Pulsar's ``LinuxBrokerHostUsag
   link speed of the host's physical NICs (``/sys/class/net/*/speed``), or else 1 Gbit/s.
 
 Sampling reads ``/proc``; :meth:`HostUsage.sample` runs it in a thread (never on the loop).
+
+Invariant: every figure is a usage against a limit; a limit of 0 means unknown.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ class HostUsage:
 
     async def start(self) -> None:
         if self._nic_override_gbps is None:
-            self.nic_speed_gbps = await asyncio.to_thread(physical_nic_speed_gbps) or DEFAULT_NIC_SPEED_GBPS
+            detected = await asyncio.to_thread(physical_nic_speed_gbps)
+            self.nic_speed_gbps = detected or DEFAULT_NIC_SPEED_GBPS
         await self.sample()
 
     @staticmethod

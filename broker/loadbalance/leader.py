@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from minipulsar.errors import AlreadyExistsError, MiniPulsarError
 from minipulsar.metadata import MetadataStore, Notification, NotificationType, SessionEvent
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class LeaderElection:
         if self._elect_task is not None and not self._elect_task.done():
             self._again = True
             return
-        self._elect_task = asyncio.get_running_loop().create_task(self._elect_rounds())
+        self._elect_task = spawn(self._elect_rounds(), name="leader election", logger=log)
 
     async def _elect_rounds(self) -> None:
         while True:

@@ -19,6 +19,13 @@ The leader also:
   ``/loadbalance/bundle-data/…`` (and reads them back when it becomes leader);
 - answers :meth:`select_broker_for` for the lookups of unowned bundles (the namespace service
   forwards them to the leader).
+
+Invariants:
+
+- shedding, splits and bundle-data writes run on the leader only;
+- a bundle unloads on its owner: here through the namespace service, elsewhere through that
+  broker's admin REST;
+- a failed cycle is logged and the next one runs on time.
 """
 
 from __future__ import annotations
@@ -27,10 +34,10 @@ import asyncio
 import json
 import logging
 import time
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
+from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.loadbalance.bundle_data import (
     BROKER_TIME_AVERAGE_PATH,
     BUNDLE_DATA_PATH,
@@ -41,61 +48,81 @@ from minipulsar.broker.loadbalance.bundle_split import find_bundles_to_split
 from minipulsar.broker.loadbalance.leader import LeaderElection
 from minipulsar.broker.loadbalance.load_data import LoadData, namespace_of
 from minipulsar.broker.loadbalance.load_report import LocalBrokerData
-from minipulsar.broker.loadbalance.metrics import LoadBalancerCollector
+from minipulsar.broker.loadbalance.metrics import LoadBalancerCollector, LoadBalancerCounters
 from minipulsar.broker.loadbalance.placement.pipeline import select_broker
 from minipulsar.broker.loadbalance.reporter import BROKERS_PATH, LoadReporter
 from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
 from minipulsar.broker.loadbalance.shedding.threshold import BrokerUsageHistory
 from minipulsar.broker.loadbalance.strategies import create_strategies
 from minipulsar.broker.loadbalance.unload_planner import PlannedUnload, plan_unloads, unload_done
+from minipulsar.broker.namespace.bundles import NamespaceBundles
 from minipulsar.broker.namespace.remote import RemoteAdmin
+from minipulsar.clock import MONOTONIC, Clock
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
-from minipulsar.metadata import Notification
-
-if TYPE_CHECKING:
-    from minipulsar.broker.service import BrokerService
+from minipulsar.metadata import MetadataStore, Notification
+from minipulsar.supervision import Periodic, spawn
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class LoadBalancerCounters:
-    """What the metrics report (reference §1.13), counted since this broker started."""
+class BundleOperations(Protocol):
+    """What the load manager asks of this broker's namespace service."""
 
-    unload_broker_total: int = 0
-    """Shedding cycles × brokers that lost at least one bundle in the cycle."""
-    unload_bundle_total: Counter[str] = field(default_factory=Counter)
-    """Bundles unloaded by shedding, by reason."""
-    unload_failures: int = 0
-    bundles_split_total: int = 0
-    assignments: int = 0
-    assignment_seconds: float = 0.0
+    async def unload_bundle(self, bundle: str, destination_broker: str | None = None) -> None: ...
+
+    async def split_bundle(self, bundle: str, algorithm: str | None = None, unload: bool = False) -> object: ...
+
+    async def bundles(self, namespace: str) -> NamespaceBundles: ...
 
 
 class LoadManager:
-    def __init__(self, service: BrokerService) -> None:
-        assert service.store is not None
-        self._service = service
-        self._store = service.store
-        self.settings = LoadBalancerSettings.from_config(service.config)
+    """Args:
+    store: the metadata store (reports, leader key, bundle histories).
+    identity: this broker.
+    settings: the load balancer's knobs.
+    namespaces: this broker's namespace service, which carries out unloads and splits here.
+    reporter: this broker's load reporter.
+    cluster_name, expose_bundles_metrics: for the metrics (``exposeBundlesMetricsInPrometheus``).
+    """
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        identity: BrokerIdentity,
+        settings: LoadBalancerSettings,
+        namespaces: BundleOperations,
+        reporter: LoadReporter,
+        *,
+        cluster_name: str,
+        expose_bundles_metrics: bool = False,
+        clock: Clock = MONOTONIC,
+    ) -> None:
+        self._store = store
+        self._namespaces = namespaces
+        self._cluster_name = cluster_name
+        self._expose_bundles_metrics = expose_bundles_metrics
+        self._clock = clock
+        self.broker_id = identity.broker_id
+        self.settings = settings
         self.load_data = LoadData()
-        self.shedder, self.placement = create_strategies(self.settings)
-        self.usage_history = BrokerUsageHistory(self.settings)
+        self.shedder, self.placement = create_strategies(settings)
+        self.usage_history = BrokerUsageHistory(settings)
         """Moving averages of every broker's weighted usage, as the leader sees them (metrics)."""
         self.counters = LoadBalancerCounters()
-        self.reporter = LoadReporter(service, self.settings)
-        self.election = LeaderElection(self._store, service.broker_id, service.web_service_url, self._leadership)
+        self.reporter = reporter
+        self.election = LeaderElection(store, identity.broker_id, identity.web_service_url, self._leadership)
         self._collector: LoadBalancerCollector | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._cycles = [
+            self._leader_periodic("_leader_cycle", settings.shedding_interval_minutes, self._leader_cycle),
+            self._leader_periodic(
+                "write_bundle_data", settings.resource_quota_update_interval_minutes, self.write_bundle_data
+            ),
+        ]
         self._refreshing: asyncio.Task[None] | None = None
         self._taking_over: asyncio.Task[None] | None = None
         self._refresh_again = False
         self._closed = False
         self._remote: RemoteAdmin | None = None
-
-    @property
-    def broker_id(self) -> str:
-        return self._service.broker_id
 
     @property
     def is_leader(self) -> bool:
@@ -107,21 +134,17 @@ class LoadManager:
         await self.reporter.start()
         self._store.watch(BROKERS_PATH, self._brokers_changed)
         await self.refresh()
-        config = self._service.config
-        self._collector = LoadBalancerCollector(self, config.cluster_name, config.expose_bundles_metrics_in_prometheus)
+        self._collector = LoadBalancerCollector(self, self._cluster_name, self._expose_bundles_metrics)
         if self.settings.enabled:
             await self.election.start()
-            loop = asyncio.get_running_loop()
-            self._tasks = [
-                loop.create_task(self._every(self.settings.shedding_interval_minutes, self._leader_cycle)),
-                loop.create_task(
-                    self._every(self.settings.resource_quota_update_interval_minutes, self.write_bundle_data)
-                ),
-            ]
+            for cycle in self._cycles:
+                cycle.start()
 
     async def close(self) -> None:
         self._closed = True
-        tasks = [t for t in (*self._tasks, self._refreshing, self._taking_over) if t is not None]
+        for cycle in self._cycles:
+            await cycle.stop()
+        tasks = [t for t in (self._refreshing, self._taking_over) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -132,21 +155,20 @@ class LoadManager:
         if self._remote is not None:
             await self._remote.close()
 
-    async def _every(self, minutes: float, action) -> None:
-        while True:
-            await asyncio.sleep(minutes * 60)
-            if not self.is_leader:
-                continue
+    def _leader_periodic(self, name: str, minutes: float, action: Callable[[], Awaitable[object]]) -> Periodic:
+        """Every ``minutes``, on the leader only: ``action``; a failed round does not end the next."""
+
+        async def round_() -> None:
             try:
                 await action()
             except MiniPulsarError as error:
-                log.warning("load manager: %s failed: %s", action.__name__, error)
-            except Exception:  # a bug in one cycle must not end the load manager
-                log.exception("load manager: %s failed", action.__name__)
+                log.warning("load manager: %s failed: %s", name, error)
+
+        return Periodic(f"load manager: {name}", minutes * 60, round_, logger=log, skip=lambda: not self.is_leader)
 
     def _leadership(self, is_leader: bool) -> None:
         if is_leader and not self._closed:
-            self._taking_over = asyncio.get_running_loop().create_task(self._became_leader())
+            self._taking_over = spawn(self._became_leader(), name="load manager: taking over", logger=log)
 
     async def _became_leader(self) -> None:
         try:
@@ -163,7 +185,7 @@ class LoadManager:
         if self._refreshing is not None and not self._refreshing.done():
             self._refresh_again = True
             return
-        self._refreshing = asyncio.get_running_loop().create_task(self._refresh_rounds())
+        self._refreshing = spawn(self._refresh_rounds(), name="load manager: refresh", logger=log)
 
     async def _refresh_rounds(self) -> None:
         while True:
@@ -188,11 +210,6 @@ class LoadManager:
                 log.warning("load report of %s is unreadable: %s", broker, error)
         self.load_data.update_reports(reports)
         self.load_data.update_bundle_data()
-
-    def broker_service_url(self, broker_id: str) -> str | None:
-        """``pulsar://host:port`` of a broker, from its load report."""
-        data = self.load_data.brokers.get(broker_id)
-        return (data.local.pulsar_service_url or None) if data is not None else None
 
     def broker_web_url(self, broker_id: str) -> str | None:
         data = self.load_data.brokers.get(broker_id)
@@ -231,7 +248,7 @@ class LoadManager:
             return []
         await self.refresh()
         self.usage_history.update(self.load_data)
-        now_s = time.monotonic()
+        now_s = self._clock()
         done: list[PlannedUnload] = []
         for unload in plan_unloads(self.load_data, self.shedder, self.placement, self.settings, now_s):
             ok = await self._unload(unload)
@@ -253,7 +270,7 @@ class LoadManager:
         )
         try:
             if unload.broker == self.broker_id:
-                await self._namespaces().unload_bundle(unload.bundle, destination_broker=unload.destination)
+                await self._namespaces.unload_bundle(unload.bundle, destination_broker=unload.destination)
             else:
                 await self._admin_put(unload.broker, unload.bundle, "unload", f"destinationBroker={unload.destination}")
         except MiniPulsarError as error:
@@ -261,12 +278,6 @@ class LoadManager:
             self.counters.unload_failures += 1
             return False
         return True
-
-    def _namespaces(self):
-        namespaces = getattr(self._service, "namespaces", None)
-        if namespaces is None:
-            raise ServiceNotReadyError("this broker has no namespace service")
-        return namespaces
 
     async def _admin_put(self, broker: str, bundle: str, verb: str, query: str) -> None:
         """``PUT {broker's web URL}/admin/v2/namespaces/{tenant}/{ns}/{range}/{verb}?{query}``."""
@@ -291,7 +302,7 @@ class LoadManager:
             await self._delete_quietly(bundle_data_path(bundle))
             try:
                 if broker == self.broker_id:
-                    await self._namespaces().split_bundle(bundle, unload=unload)
+                    await self._namespaces.split_bundle(bundle, unload=unload)
                 else:
                     await self._admin_put(broker, bundle, "split", f"unload={str(unload).lower()}")
             except MiniPulsarError as error:
@@ -303,13 +314,10 @@ class LoadManager:
         return split
 
     async def _namespace_bundle_counts(self) -> dict[str, int]:
-        namespaces = getattr(self._service, "namespaces", None)
-        if namespaces is None:
-            return {}
         counts = {}
         for namespace in {namespace_of(b) for d in self.load_data.brokers.values() for b in d.local.last_stats}:
             try:
-                counts[namespace] = len((await namespaces.bundles(namespace)).bundles)
+                counts[namespace] = len((await self._namespaces.bundles(namespace)).bundles)
             except MiniPulsarError:
                 continue
         return counts
@@ -320,9 +328,9 @@ class LoadManager:
         """Leader: every bundle's history and every broker's time averages to the store."""
         for bundle, data in list(self.load_data.bundles.items()):
             await self._store.put(bundle_data_path(bundle), data.to_bytes())
-        for broker, data in list(self.load_data.brokers.items()):
+        for broker, broker_data in list(self.load_data.brokers.items()):
             await self._store.put(
-                f"{BROKER_TIME_AVERAGE_PATH}/{broker}", json.dumps(data.time_average.to_json()).encode()
+                f"{BROKER_TIME_AVERAGE_PATH}/{broker}", json.dumps(broker_data.time_average.to_json()).encode()
             )
 
     async def read_bundle_data(self) -> None:

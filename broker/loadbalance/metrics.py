@@ -17,18 +17,69 @@ minipulsar's own: ``pulsar_lb_leader_changes_total`` (leader changes this broker
 ``pulsar_lb_is_leader``, ``pulsar_lb_bundles_count{broker}`` (bundles each broker reports
 serving), ``pulsar_lb_unload_failures_total``; with ``exposeBundlesMetricsInPrometheus``, the
 per-bundle ``pulsar_bundle_*`` families of this broker's report.
+
+Invariant: collecting reads the load manager's last state only; it changes nothing.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
 from minipulsar.metrics import RegisteredCollector
 
 if TYPE_CHECKING:
-    from minipulsar.broker.loadbalance.load_manager import LoadManager
+    from minipulsar.broker.loadbalance.leader import LeaderElection
+    from minipulsar.broker.loadbalance.load_data import LoadData
+    from minipulsar.broker.loadbalance.reporter import LoadReporter
+    from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+    from minipulsar.broker.loadbalance.shedding.threshold import BrokerUsageHistory
+
+
+@dataclass(slots=True)
+class LoadBalancerCounters:
+    """What the metrics report (reference §1.13), counted since this broker started."""
+
+    unload_broker_total: int = 0
+    """Shedding cycles × brokers that lost at least one bundle in the cycle."""
+    unload_bundle_total: Counter[str] = field(default_factory=Counter)
+    """Bundles unloaded by shedding, by reason."""
+    unload_failures: int = 0
+    bundles_split_total: int = 0
+    assignments: int = 0
+    assignment_seconds: float = 0.0
+
+
+class LoadManagerView(Protocol):
+    """What the metrics read of the load manager."""
+
+    @property
+    def broker_id(self) -> str: ...
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def counters(self) -> LoadBalancerCounters: ...
+
+    @property
+    def election(self) -> LeaderElection: ...
+
+    @property
+    def reporter(self) -> LoadReporter: ...
+
+    @property
+    def load_data(self) -> LoadData: ...
+
+    @property
+    def settings(self) -> LoadBalancerSettings: ...
+
+    @property
+    def usage_history(self) -> BrokerUsageHistory: ...
+
 
 _USAGE_FAMILIES = [
     ("cpu", "pulsar_lb_cpu_usage", "CPU usage of the broker (percent)"),
@@ -49,7 +100,7 @@ _BUNDLE_FAMILIES = [
 
 
 class LoadBalancerCollector(RegisteredCollector):
-    def __init__(self, manager: LoadManager, cluster: str, expose_bundles: bool = False) -> None:
+    def __init__(self, manager: LoadManagerView, cluster: str, expose_bundles: bool = False) -> None:
         self._manager = manager
         self._cluster = cluster
         self._expose_bundles = expose_bundles

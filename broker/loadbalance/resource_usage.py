@@ -3,6 +3,8 @@ a broker's five resources into the single score the strategies compare.
 
 Units are the producer's business (CPU in percent of one core, memory in MB, bandwidth in
 kbit/s): only ``usage / limit`` matters. A limit of 0 means "unknown" and reads as 0 % usage.
+
+Invariant: a usage percent is ``100 · usage / limit``, and 0 when the limit is unknown (0).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Each field is a ``loadBalancer…`` key of :class:`~minipulsar.config.BrokerConf
 names it); :meth:`LoadBalancerSettings.from_config` copies them. Durations are kept in the
 unit of their key (minutes, as Pulsar's); fractions of a minute are allowed so tests and the
 simulation can run Pulsar's schedules faster.
+
+Invariant: a value, fixed for the load manager's life (the simulation builds its own).
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ if TYPE_CHECKING:
 MB = 1024 * 1024
 """Pulsar's ``MB`` in the shedders: loadBalancerBundleUnloadMinThroughputThreshold is in MiB/s."""
 
-IMPL_PACKAGE = "org.apache.pulsar.broker.loadbalance.impl."
 SHEDDERS = ("OverloadShedder", "ThresholdShedder", "UniformLoadShedder", "AvgShedder")
 PLACEMENTS = ("LeastLongTermMessageRate", "LeastResourceUsageWithWeight", "AvgShedder")
 

@@ -2,11 +2,14 @@
 
 AvgShedder configured for both roles is ONE object, so the destinations it plans while
 shedding are the ones placement answers (Pulsar does the same).
+
+Invariant: every name :class:`~.settings.LoadBalancerSettings` accepts has a strategy here.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from minipulsar.broker.loadbalance.placement.base import PlacementStrategy
 from minipulsar.broker.loadbalance.placement.least_long_term_message_rate import LeastLongTermMessageRate
@@ -24,7 +27,7 @@ def create_strategies(
 ) -> tuple[LoadSheddingStrategy, PlacementStrategy]:
     """The configured shedder and placement strategy (``rng`` seeds their random choices)."""
     rng = rng or random.Random()
-    shedders = {
+    shedders: dict[str, Callable[[], LoadSheddingStrategy]] = {
         "OverloadShedder": lambda: OverloadShedder(settings),
         "ThresholdShedder": lambda: ThresholdShedder(settings),
         "UniformLoadShedder": lambda: UniformLoadShedder(settings),

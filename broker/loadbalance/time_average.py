@@ -5,6 +5,8 @@
 Short-term history keeps 10 samples, long-term 1000. A bundle never sampled starts from
 Pulsar's defaults (50 msg/s and 50 000 B/s each way) with n = 0, so its first real sample
 replaces them.
+
+Invariant: ``n`` never exceeds ``max_samples``; the first real sample replaces the defaults.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@
 The caller performs the unloads (the load manager through the owner; the simulation by moving
 the bundle) and reports each result with :func:`unload_done` — a failed unload gives its
 preallocation back.
+
+Invariants:
+
+- pure: the caller performs the unloads;
+- no unload whose destination is the broker it is on; a failed unload gives back its
+  preallocation.
 """
 
 from __future__ import annotations

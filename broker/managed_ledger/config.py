@@ -3,6 +3,8 @@
 
 Defaults are the broker's (``broker.conf``) except the quorums, which default to a single
 bookie so a library user (or a unit test) needs no cluster.
+
+Invariant: a value, fixed for the managed ledger's life; each field names its config key.
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ holds data back from trimming, and skips forward when the ledgers under it are t
 ``active`` tells the managed ledger that a consumer reads from this cursor (entries are
 cached for it): non-durable cursors start active (Pulsar PR 6769), durable ones become
 active when read; the subscription layer may set it either way.
+
+Invariants:
+
+- ``mark_delete`` only moves forward, except on a reset;
+- no position at or before ``mark_delete`` is in ``individually_deleted``;
+- ``read_position`` is after ``mark_delete``;
+- at most one write of a durable cursor is in flight, carrying every change made before it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 from minipulsar.errors import BadVersionError, InvalidCommandError, MiniPulsarError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +285,7 @@ class ManagedCursor:
                 return
         self._cancel_write_timer()
         self._writing = True
-        asyncio.get_running_loop().create_task(self._write())
+        spawn(self._write(), name=f"cursor {self.path}: write", logger=log)
 
     def _write_timer_fired(self) -> None:
         self._write_timer = None

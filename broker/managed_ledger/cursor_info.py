@@ -8,8 +8,11 @@
 ``individualDeletedMessages`` are the acknowledged ranges after the mark-delete position,
 inclusive, sorted — at most ``managedLedgerMaxUnackedRangesToPersist`` of them, the first
 ones. Ranges left out are only in memory: after a crash those messages are delivered again
-(at-least-once), never lost. Earlier minipulsar versions wrote ``[ledger, first, last]``
-triples; they are still read.
+(at-least-once), never lost. A range stored as a ``[ledger, first, last]`` triple (within one
+ledger) is read too.
+
+Invariant: the ranges written are sorted, inclusive, after the mark-delete position, and at
+most ``managedLedgerMaxUnackedRangesToPersist`` of them.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def decode_cursor_info(data: bytes) -> tuple[Position, PositionRangeSet]:
     raw = json.loads(data)
     acked = PositionRangeSet()
     for item in raw.get("individualDeletedMessages", []):
-        if len(item) == 3:  # legacy [ledger, first, last]
+        if len(item) == 3:  # [ledger, first, last]: a range within one ledger
             item = [item[0], item[1], item[0], item[2]]
         from_ledger, from_entry, to_ledger, to_entry = item
         # We never write a range spanning ledgers (its entry count needs the ledger list); one

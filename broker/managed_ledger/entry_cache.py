@@ -21,11 +21,16 @@ Eviction:
   ``managedLedgerCacheEvictionTimeThresholdMillis``, and each ledger's entries before the
   position its managed ledger names (what every active cursor has read — or, with
   ``cacheEvictionByMarkDeletedPosition``, acknowledged).
+
+Invariants:
+
+- ``size_bytes`` and ``entries`` are the sums over the ledger caches;
+- after an insert the total is within the budget (a budget of 0 caches nothing);
+- a ledger cache's entries are in position order, which is also insertion order.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import OrderedDict
@@ -34,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.reads_limiter import ReadsInFlightLimiter
+from minipulsar.supervision import Periodic
 
 if TYPE_CHECKING:
     from minipulsar.config import BrokerConfig
@@ -146,9 +152,30 @@ class EntryCache:
         self.miss_bytes = 0
         self.inserted = 0
         self.evictions = 0
+        self.hits_rate = 0.0
+        """Hits per second over the last stats interval (:meth:`update_rates`)."""
+        self.misses_rate = 0.0
+        self._rated = (0, 0)
+        """(hits, misses) at the previous :meth:`update_rates`."""
         self._caches: dict[LedgerCache, None] = {}
         """Ledger caches holding entries (an ordered set), the only ones the periodic task visits."""
-        self._task: asyncio.Task[None] | None = None
+        self._eviction = Periodic(
+            "entry cache eviction",
+            lambda: max(0.001, self.eviction_interval_ms / 1000),
+            self._evict_if_cached,
+            logger=log,
+        )
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> EntryCache:
+        """The broker's cache, sized and tuned by its ``managedLedgerCache…`` keys."""
+        return cls(
+            config.managed_ledger_cache_size_mb * MIB,
+            eviction_watermark=config.cache_eviction_watermark,
+            eviction_interval_ms=config.cache_eviction_interval_ms,
+            eviction_time_threshold_ms=config.cache_eviction_time_threshold_ms,
+            max_reads_in_flight_bytes=config.max_reads_in_flight_size_mb * MIB,
+        )
 
     def for_ledger(self, name: str, eviction_position: Callable[[], Position | None]) -> LedgerCache:
         return LedgerCache(self, name, eviction_position)
@@ -205,29 +232,25 @@ class EntryCache:
         self.evictions += dropped
         return dropped
 
-    def start(self, config: BrokerConfig | None = None) -> None:
-        """Apply the broker's cache settings (when given) and start the periodic eviction."""
-        if config is not None:
-            self.max_bytes = config.managed_ledger_cache_size_mb * MIB
-            self.eviction_watermark = config.cache_eviction_watermark
-            self.eviction_interval_ms = config.cache_eviction_interval_ms
-            self.eviction_time_threshold_ms = config.cache_eviction_time_threshold_ms
-            self.reads_in_flight.max_bytes = config.max_reads_in_flight_size_mb * MIB
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run_eviction())
+    def _evict_if_cached(self) -> None:
+        if self._caches:
+            self.evict()
 
-    async def _run_eviction(self) -> None:
-        interval_s = max(0.001, self.eviction_interval_ms / 1000)
-        while True:
-            await asyncio.sleep(interval_s)
-            if self._caches:
-                try:
-                    self.evict()
-                except Exception:  # a bug must not stop eviction for the whole broker
-                    log.exception("entry cache eviction failed")
+    def start(self) -> None:
+        """Start the periodic eviction (every ``managedLedgerCacheEvictionIntervalMs``)."""
+        if not self._eviction.running:
+            self._eviction.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        await self._eviction.stop()
+
+    # -- rates ----------------------------------------------------------------------------------
+
+    def update_rates(self, elapsed_s: float) -> None:
+        """Hits and misses per second since the previous call (the broker's stats timer)."""
+        if elapsed_s <= 0:
+            return
+        hits, misses = self._rated
+        self.hits_rate = (self.hits - hits) / elapsed_s
+        self.misses_rate = (self.misses - misses) / elapsed_s
+        self._rated = (self.hits, self.misses)

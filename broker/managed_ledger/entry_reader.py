@@ -3,14 +3,19 @@ within the broker's reads-in-flight bound; hits and misses counted per managed l
 cursor, split into tailing reads (within ``managedLedgerCursorBackloggedThreshold`` entries of
 the tail) and catch-up reads.
 
-Entries read from the bookies are not inserted in the cache (Pulsar's default since backlogged
-cursor caching became opt-in): the cache holds what was added while someone read near the tail.
+Entries read from the bookies are not inserted in the cache (Pulsar's default: caching for
+backlogged cursors is opt-in there): the cache holds what was added while someone read near the tail.
+
+Invariants:
+
+- a read returns consecutive entries of one ledger, from ``start``, at least one when there is one;
+- every entry read counts once, as a hit or a miss, tailing or catch-up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache, LedgerCache
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
@@ -18,10 +23,20 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.protocol.batch import peek_num_messages, peek_publish_time_ms
 
 if TYPE_CHECKING:
-    from minipulsar.broker.bookkeeper import BookKeeper, LedgerHandle
+    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+    from minipulsar.broker.managed_ledger.ledger_client import LedgerClient
 
 DEFAULT_ENTRY_SIZE_BYTES = 1024
 """Estimate of an entry's size before the topic has any (sizes bookie reads in advance)."""
+
+
+class CursorReadCounters(Protocol):
+    """A cursor's own count of its reads, split as :class:`ReadCounters` (a ManagedCursor)."""
+
+    cache_hits_tailing: int
+    cache_hits_catch_up: int
+    cache_misses_tailing: int
+    cache_misses_catch_up: int
 
 
 @dataclass(slots=True)
@@ -49,7 +64,7 @@ class EntryReader:
         ledgers: LedgerList,
         ledger_cache: LedgerCache,
         cache: EntryCache,
-        bookkeeper: BookKeeper,
+        bookkeeper: LedgerClient,
         backlogged_threshold: int,
     ) -> None:
         self._ledgers = ledgers
@@ -67,7 +82,9 @@ class EntryReader:
     def forget(self, ledger_id: int) -> None:
         self._handles.pop(ledger_id, None)
 
-    async def read(self, start: Position, max_entries: int, max_bytes: int | None, cursor: Any = None) -> list[Entry]:
+    async def read(
+        self, start: Position, max_entries: int, max_bytes: int | None, cursor: CursorReadCounters | None = None
+    ) -> list[Entry]:
         """Up to ``max_entries`` consecutive entries from ``start`` within one ledger, at most
         ``max_bytes`` (but always one when there is one); counted here and on ``cursor``."""
         ledgers = self._ledgers
@@ -138,7 +155,9 @@ class EntryReader:
             self._handles[ledger_id] = handle
         return handle
 
-    def _count(self, cursor: Any, tailing: bool, hits: int, hit_bytes: int, misses: int, miss_bytes: int) -> None:
+    def _count(
+        self, cursor: CursorReadCounters | None, tailing: bool, hits: int, hit_bytes: int, misses: int, miss_bytes: int
+    ) -> None:
         cache = self._cache
         cache.hits += hits
         cache.hit_bytes += hit_bytes

@@ -2,6 +2,8 @@
 the ordered list of its ledgers, at ``/managed-ledgers/{tenant}/{ns}/{domain}/{topic}``.
 
 The last ledger is the one being written; its ``entries`` stays ``None`` until it is closed.
+
+Invariant: ledgers are listed in id order; only the last one may have no entry count yet.
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ On open, the previous owner's last ledger is recovered (fenced and closed) and a
 is started, so a restarted broker never appends to a ledger another writer may still hold.
 The ledger list is written by compare-and-set: losing the race means another broker owns
 the topic now, and this managed ledger turns FENCED.
+
+Invariants:
+
+- adds complete in order; ``last_confirmed`` only moves forward;
+- only the last ledger is written, and a new ledger's id is above every earlier one;
+- every state change follows the transition table;
+- a ledger leaves the stored list before it is deleted from BookKeeper.
 """
 
 from __future__ import annotations
@@ -35,15 +42,15 @@ import random
 import time
 from collections import deque
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from minipulsar.broker.bookkeeper import BookKeeper, LedgerHandle
 from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor_info import decode_mark_delete
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
-from minipulsar.broker.managed_ledger.entry_reader import EntryReader
+from minipulsar.broker.managed_ledger.entry_reader import CursorReadCounters, EntryReader
 from minipulsar.broker.managed_ledger.info import LedgerInfo, ManagedLedgerInfo, managed_ledger_path
+from minipulsar.broker.managed_ledger.ledger_client import LedgerClient
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
@@ -56,9 +63,11 @@ from minipulsar.errors import (
     ServiceNotReadyError,
 )
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
+from minipulsar.supervision import Periodic, spawn
 
 if TYPE_CHECKING:
-    from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+    from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +109,48 @@ class OpAddEntry:
         self.attempts = 0
 
 
+class LedgerCursor(Protocol):
+    """A cursor of the managed ledger (a ManagedCursor), as the ledger and its stats read it."""
+
+    active: bool
+    """Read now: the cache keeps entries for active readers near the tail."""
+    cache_hits_tailing: int
+    cache_hits_catch_up: int
+    cache_misses_tailing: int
+    cache_misses_catch_up: int
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def durable(self) -> bool:
+        """Persisted in the metadata store: its mark-delete position holds data back from trimming."""
+        ...
+
+    @property
+    def mark_delete(self) -> Position: ...
+
+    @property
+    def read_position(self) -> Position: ...
+
+    @property
+    def backlog_entries(self) -> int: ...
+
+    @property
+    def individually_deleted(self) -> PositionRangeSet: ...
+
+    async def flush(self) -> None:
+        """Persist what is pending (durable cursors)."""
+        ...
+
+    def skip_trimmed(self, first: Position) -> None:
+        """Move a non-durable cursor past ledgers trimmed away, to ``first``."""
+        ...
+
+
 class ManagedLedger:
     def __init__(
-        self, name: str, store: MetadataStore, bookkeeper: BookKeeper, cache: EntryCache, config: ManagedLedgerConfig
+        self, name: str, store: MetadataStore, bookkeeper: LedgerClient, cache: EntryCache, config: ManagedLedgerConfig
     ) -> None:
         self.name = name
         self.path = managed_ledger_path(name)
@@ -122,7 +170,7 @@ class ManagedLedger:
         self._in_flight: deque[OpAddEntry] = deque()
         """Adds issued on the current ledger and not completed, in entry order."""
         self._entry_waiters: list[asyncio.Future[None]] = []
-        self._cursors: list[ManagedCursor] = []
+        self._cursors: list[LedgerCursor] = []
         self._ledger_cache = cache.for_ledger(name, self._cache_eviction_position)
         self._reader = EntryReader(
             self._ledgers, self._ledger_cache, cache, bookkeeper, config.cursor_backlogged_threshold
@@ -136,9 +184,11 @@ class ManagedLedger:
         self._roll_timer_for_min = False
         self._trim_task: asyncio.Task[None] | None = None
         self._trim_again = False
-        self._periodic_trim: asyncio.Task[None] | None = None
+        self._periodic_trim = Periodic(
+            f"{name}: retention check", lambda: self.config.retention_check_interval_s, self.trim_soon, logger=log
+        )
+        """Every ``managedLedgerRetentionCheckIntervalSeconds`` (from :meth:`open`): trim what retention allows."""
         self.entries_added = 0
-        self.ledgers_rolled = 0
         self.ledgers_trimmed = 0
         self._creation_error: MiniPulsarError | None = None
         """Why the last ledger creation failed (named in the error open() raises)."""
@@ -158,7 +208,7 @@ class ManagedLedger:
                 await self._bk.delete_ledger(empty)
             except MiniPulsarError as error:
                 log.warning("%s: deleting empty ledger %d failed: %s", self.name, empty, error)
-        self._periodic_trim = self._loop.create_task(self._run_periodic_trim())
+        self._periodic_trim.start()
 
     async def _load_info(self) -> None:
         current = await self._store.get(self.path)
@@ -197,9 +247,9 @@ class ManagedLedger:
             return
         self._transition(State.CLOSED)
         self._cancel_roll_check()
-        for task in (self._periodic_trim, self._trim_task):
-            if task is not None:
-                task.cancel()
+        if self._trim_task is not None:
+            self._trim_task.cancel()
+        await self._periodic_trim.stop()
         self._fail_queued(ServiceNotReadyError(f"managed ledger {self.name} is closed"))
         await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable), return_exceptions=True)
         current = self._ledgers.current
@@ -234,7 +284,7 @@ class ManagedLedger:
             self._queued.append(op)
         elif state is State.CLOSED_LEDGER:
             self._queued.append(op)
-            self._loop.create_task(self._create_ledger())
+            spawn(self._create_ledger(), name=f"{self.name}: create ledger", logger=log)
         else:
             future.set_exception(ServiceNotReadyError(f"managed ledger {self.name} is {state.value}"))
         return future
@@ -354,16 +404,6 @@ class ManagedLedger:
         else:
             self._start_closing(handle)
 
-    def roll_current_ledger(self) -> None:
-        """Close the current ledger now (when it has entries); the next write opens a new one."""
-        handle = self._ledgers.current
-        if self.state is State.LEDGER_OPENED and handle is not None and self._current_entries > 0:
-            self._transition(State.CLOSING_LEDGER)
-            if self._in_flight:
-                self._in_flight[-1].close_when_done = True
-            else:
-                self._start_closing(handle)
-
     def _start_closing(self, handle: LedgerHandle) -> None:
         """Leave ``handle`` (full, or failed): it stops being current now, closes in the background."""
         if self.state is State.LEDGER_OPENED:
@@ -373,7 +413,7 @@ class ManagedLedger:
         self._ledgers.close_current()
         self._reader.add_handle(handle)
         self._cancel_roll_check()
-        self._loop.create_task(self._finish_closing(handle))
+        spawn(self._finish_closing(handle), name=f"{self.name}: close ledger {handle.ledger_id}", logger=log)
 
     async def _finish_closing(self, handle: LedgerHandle) -> None:
         try:
@@ -383,7 +423,6 @@ class ManagedLedger:
         info = self._ledgers.get(handle.ledger_id)
         if info is not None:
             info.timestamp_ms = _now_ms()
-        self.ledgers_rolled += 1
         metrics.LEDGERS_ROLLED.inc()
         log.info("%s: closed ledger %d (%s entries)", self.name, handle.ledger_id, info and info.entries)
         if self.state is not State.CLOSING_LEDGER:
@@ -400,7 +439,8 @@ class ManagedLedger:
 
     async def _create_ledger(self) -> None:
         """Start a new ledger and issue the queued adds on it."""
-        if self.state not in (State.NONE, State.CLOSED_LEDGER):
+        state = self.state  # a local: the awaits below may change self.state again
+        if state not in (State.NONE, State.CLOSED_LEDGER):
             return
         self._transition(State.CREATING_LEDGER)
         config = self.config
@@ -418,7 +458,7 @@ class ManagedLedger:
             return
         infos = self._ledgers.infos
         if infos and handle.ledger_id <= infos[-1].ledger_id:  # positions order by ledger id
-            self._loop.create_task(self._discard(handle))
+            spawn(self._discard(handle), name=f"{self.name}: discard ledger {handle.ledger_id}", logger=log)
             self._creation_failed(
                 ServiceNotReadyError(
                     f"managed ledger {self.name}: new ledger id {handle.ledger_id} is not above {infos[-1].ledger_id}"
@@ -430,7 +470,7 @@ class ManagedLedger:
             await self._store_info()
         except MiniPulsarError as error:
             self._ledgers.remove({handle.ledger_id})
-            self._loop.create_task(self._discard(handle))
+            spawn(self._discard(handle), name=f"{self.name}: discard ledger {handle.ledger_id}", logger=log)
             self._creation_failed(error)
             return
         if self.state is not State.CREATING_LEDGER:  # closed meanwhile; recovery drops the empty ledger
@@ -489,7 +529,7 @@ class ManagedLedger:
         if self._trim_task is not None and not self._trim_task.done():
             self._trim_again = True
             return
-        self._trim_task = self._loop.create_task(self._trim_rounds())
+        self._trim_task = spawn(self._trim_rounds(), name=f"{self.name}: trim", logger=log)
 
     async def _trim_rounds(self) -> None:
         self._trim_again = True
@@ -499,11 +539,6 @@ class ManagedLedger:
                 await self.trim_consumed_ledgers()
             except MiniPulsarError as error:
                 log.warning("%s: trimming failed: %s", self.name, error)
-
-    async def _run_periodic_trim(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.retention_check_interval_s)
-            self.trim_soon()
 
     async def trim_consumed_ledgers(self) -> list[int]:
         """Delete the consumed ledgers outside retention (retention.py); returns their ids."""
@@ -563,14 +598,14 @@ class ManagedLedger:
     # -- cursors --------------------------------------------------------------------------------
 
     @property
-    def cursors(self) -> list[ManagedCursor]:
+    def cursors(self) -> list[LedgerCursor]:
         """Live cursors, durable and not."""
         return list(self._cursors)
 
-    def add_cursor(self, cursor: ManagedCursor) -> None:
+    def add_cursor(self, cursor: LedgerCursor) -> None:
         self._cursors.append(cursor)
 
-    def remove_cursor(self, cursor: ManagedCursor) -> None:
+    def remove_cursor(self, cursor: LedgerCursor) -> None:
         if cursor in self._cursors:
             self._cursors.remove(cursor)
 
@@ -581,7 +616,7 @@ class ManagedLedger:
         if previous.ledger_id != current.ledger_id or finished:
             self.trim_soon()
 
-    def is_caching_reader(self, cursor: ManagedCursor) -> bool:
+    def is_caching_reader(self, cursor: LedgerCursor) -> bool:
         """Active, and within ``managedLedgerCursorBackloggedThreshold`` entries of the tail."""
         threshold = self.config.cursor_backlogged_threshold
         return cursor.active and self._ledgers.entries_from(cursor.read_position, threshold) < threshold
@@ -617,10 +652,6 @@ class ManagedLedger:
     def total_size_bytes(self) -> int:
         return self._ledgers.total_size_bytes()
 
-    @property
-    def number_of_entries(self) -> int:
-        return self._ledgers.total_entries()
-
     def normalize(self, position: Position) -> Position:
         return self._ledgers.normalize(position)
 
@@ -630,9 +661,6 @@ class ManagedLedger:
     def contains(self, position: Position) -> bool:
         return self._ledgers.contains(position)
 
-    def has_entries_after(self, position: Position) -> bool:
-        return position < self.last_confirmed
-
     def count_entries(self, after: Position, up_to: Position) -> int:
         """Entries in ``(after, up_to]``."""
         return self._ledgers.count_entries(after, up_to)
@@ -640,7 +668,7 @@ class ManagedLedger:
     # -- reading --------------------------------------------------------------------------------
 
     async def read_entries(
-        self, start: Position, max_entries: int, max_bytes: int | None = None, cursor: ManagedCursor | None = None
+        self, start: Position, max_entries: int, max_bytes: int | None = None, cursor: CursorReadCounters | None = None
     ) -> list[Entry]:
         """Up to ``max_entries`` consecutive entries from ``start`` within one ledger, and at most
         ``max_bytes`` (but always one entry when there is one); see entry_reader.py."""
@@ -673,10 +701,6 @@ class ManagedLedger:
     @property
     def cache_misses(self) -> int:
         return self._reader.counters.misses
-
-    @property
-    def cache_size_bytes(self) -> int:
-        return self._ledger_cache.size_bytes
 
     @property
     def cached_entries(self) -> int:

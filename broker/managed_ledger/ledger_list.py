@@ -19,7 +19,7 @@ from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.position import Position
 
 if TYPE_CHECKING:
-    from minipulsar.broker.bookkeeper import LedgerHandle
+    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
 
 
 class LedgerList:

@@ -3,6 +3,8 @@ per-cursor numbers are attributes the broker's collector reads at scrape time).
 
 Like the BookKeeper client's, counters whose exact names operators query are monotonically
 increasing Gauges (prometheus-client would append ``_total`` to a Counter).
+
+Invariant: every metric here only grows (a Gauge only where the exact name needs it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Positions in a managed ledger: ``(ledger_id, entry_id)``, ordered as tuples."""
+"""Positions in a managed ledger: ``(ledger_id, entry_id)``, ordered as tuples.
+
+Invariant: positions order as ``(ledger_id, entry_id)`` tuples; ``(L, -1)`` is just before
+ledger L's first entry.
+"""
 
 from __future__ import annotations
 

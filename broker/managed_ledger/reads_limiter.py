@@ -5,6 +5,11 @@ A read asks for its estimated size before going to the bookies and gives it back
 read completes. A read that does not fit waits, in arrival order (FIFO: a large read is not
 starved by a stream of small ones); it never fails. A read larger than the whole limit is
 admitted alone, when nothing else is in flight, so it cannot wait forever.
+
+Invariants:
+
+- bytes in flight stay within the limit, except one read larger than it, admitted alone;
+- waiters are served in arrival order; a cancelled waiter leaves the queue.
 """
 
 from __future__ import annotations

@@ -19,6 +19,12 @@ The retention window (``defaultRetentionTimeInMinutes`` T, ``defaultRetentionSiz
   — Pulsar's rule (``hasLedgerRetentionExpired || isLedgerRetentionOverSizeQuota``).
   So T = -1, S = -1 keeps everything; T = 60, S = -1 keeps an hour; T = -1, S = 100 keeps the
   newest 100 MB (slightly more: whole ledgers).
+
+Invariants:
+
+- the last ledger is never trimmed;
+- a ledger is trimmed only when consumed by every durable cursor, and the walk stops at the
+  first ledger kept (no holes in the list).
 """
 
 from __future__ import annotations

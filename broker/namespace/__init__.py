@@ -9,5 +9,7 @@
 - :mod:`.directory` the live brokers and the load-manager leader, from ``/loadbalance``;
 - :mod:`.liveness`  a TCP probe telling a dead owner (refused port) from a slow one;
 - :mod:`.remote`    calls to other brokers' admin REST; :mod:`.metrics` lookup/bundle metrics;
-- :mod:`.service`   NamespaceService: what the broker, the admin API and the load manager call.
+- :mod:`.settings`  the namespace keys of the broker's config;
+- :mod:`.service`   NamespaceService: what the topics, the connections, the admin API and the load
+  manager call.
 """

@@ -7,6 +7,11 @@ falls in exactly one bundle. A topic's hash is the CRC32 of its full UTF-8 name
 ``Hashing.crc32()``. Bundle names are ``t/ns/0xLLLLLLLL_0xHHHHHHHH`` (``%08x``).
 
 Pure: no I/O, no asyncio.
+
+Invariants:
+
+- boundaries are sorted, start at 0x00000000 and end at 0xffffffff;
+- every hash falls in exactly one bundle.
 """
 
 from __future__ import annotations
@@ -74,9 +79,6 @@ class BundleRange:
 
     def __str__(self) -> str:
         return self.name
-
-
-FULL_RANGE = BundleRange(FULL_LOWER, FULL_UPPER)
 
 
 @dataclass(frozen=True, slots=True)

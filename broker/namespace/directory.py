@@ -6,6 +6,8 @@
   ``{"brokerId": "host:webport", "serviceUrl": "http://host:webport"}``.
 
 A broker id is the registration's child name, ``host:webport``.
+
+Invariant: read-only: it reads the keys other components write.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ that would redirect clients to such a broker for that long probes it first: when
 taken over. Anything else — accepted, timed out, unreachable network — counts as alive: a slow
 or partitioned broker keeps its bundles until its session really expires. Results are cached
 for :data:`PROBE_CACHE_S` so a reconnect storm costs one probe per broker.
+
+Invariant: only a refused connection says "gone"; a cached answer is at most
+:data:`PROBE_CACHE_S` old.
 """
 
 from __future__ import annotations

@@ -22,22 +22,26 @@ bundles another broker owns.
 An owner, leader or placement candidate whose service port refuses connections is gone
 (:mod:`broker.namespace.liveness`): its ownership key is deleted and the bundle treated as unowned,
 rather than redirecting clients to a dead address until its session expires.
+
+Invariants:
+
+- the decision never raises: every failure is a ``failed`` result with an error code;
+- only the load-manager leader's placement (or an authoritative request) makes a broker take
+  an unowned bundle; a non-leader forwards the question to the leader;
+- a lookup gives up after :data:`ACQUIRE_ATTEMPTS` rounds rather than chase a moving bundle.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal, Protocol
 
 from minipulsar.broker.namespace.bundles import NamespaceBundle
-from minipulsar.broker.namespace.directory import BrokerInfo
+from minipulsar.broker.namespace.directory import BrokerDirectory, BrokerInfo
+from minipulsar.broker.namespace.ownership import OwnedBundle, OwnerData, OwnershipCache
 from minipulsar.errors import ErrorCode, MiniPulsarError, code_for_error
 from minipulsar.topic_name import TopicName
-
-if TYPE_CHECKING:
-    from minipulsar.broker.namespace.service import NamespaceService
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +49,13 @@ ACQUIRE_ATTEMPTS = 3
 """Rounds of (read owner, decide, acquire) before a lookup gives up on a bundle that keeps moving."""
 
 
+LookupKind = Literal["connect", "redirect", "failed"]
+"""LOOKUP_RESPONSE's ``kind``: serve here, ask that broker instead, or retry/give up (``error``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LookupResult:
-    kind: str
-    """connect | redirect | failed"""
+    kind: LookupKind
     broker_url: str = ""
     http_url: str = ""
     authoritative: bool = False
@@ -72,32 +79,88 @@ class LookupResult:
         return cls.failed(code_for_error(error), str(error))
 
 
+class TopicLookup(Protocol):
+    """The LOOKUP decision, as the connections and the admin REST ask for it (the namespace service)."""
+
+    async def lookup(self, topic: TopicName, authoritative: bool = False) -> LookupResult:
+        """Which broker serves ``topic``; never raises (failures are ``failed`` results)."""
+        ...
+
+
+class BundlePlacement(Protocol):
+    """Where an unowned bundle should go (the load manager)."""
+
+    @property
+    def is_leader(self) -> bool:
+        """This broker leads the load manager: its placement decides."""
+        ...
+
+    def select_broker_for(self, bundle: str) -> str | None:
+        """The broker id the bundle should go to; None: no opinion (this broker takes it)."""
+        ...
+
+
+class Liveness(Protocol):
+    async def is_gone(self, service_url: str) -> bool:
+        """True when the broker at ``service_url`` is known to be dead (its port refuses)."""
+        ...
+
+
+class LookupHost(Protocol):
+    """What the decision asks of the namespace service it runs for."""
+
+    @property
+    def closing(self) -> bool: ...
+
+    @property
+    def placement(self) -> BundlePlacement | None:
+        """None: no load manager; this broker takes unowned bundles itself."""
+        ...
+
+    async def bundle_of(self, topic: TopicName) -> NamespaceBundle: ...
+
+    def is_active(self, owned: OwnedBundle) -> bool: ...
+
+    async def acquire(self, bundle: NamespaceBundle) -> OwnerData | None: ...
+
+
 def being_unloaded(bundle: NamespaceBundle) -> LookupResult:
     return LookupResult.failed(ErrorCode.SERVICE_NOT_READY, f"Namespace bundle {bundle} is currently being unloaded")
 
 
 class LookupDecision:
-    """Runs the decision for one NamespaceService (this broker)."""
+    """Runs the decision for one broker (its namespace service is the ``host``)."""
 
-    def __init__(self, namespaces: NamespaceService) -> None:
-        self._ns = namespaces
+    def __init__(
+        self,
+        host: LookupHost,
+        ownership: OwnershipCache,
+        directory: BrokerDirectory,
+        liveness: Liveness,
+        broker_id: str,
+    ) -> None:
+        self._host = host
+        self._ownership = ownership
+        self._directory = directory
+        self._liveness = liveness
+        self._broker_id = broker_id
 
     async def find(self, topic: TopicName, authoritative: bool) -> LookupResult:
-        ns = self._ns
-        me = ns.ownership.me
+        ns, ownership = self._host, self._ownership
+        me = ownership.me
         for _ in range(ACQUIRE_ATTEMPTS):
             bundle = await ns.bundle_of(topic)
-            local = ns.ownership.owned.get(bundle.name)
+            local = ownership.owned.get(bundle.name)
             if local is not None:
                 return (
                     LookupResult.connect(me.native_url, me.http_url) if ns.is_active(local) else being_unloaded(bundle)
                 )
-            owner = await ns.ownership.owner(bundle)
+            owner = await ownership.owner(bundle)
             if owner is not None:
                 data, version = owner
-                if not data.same_broker(me) and data.native_url and await ns.liveness.is_gone(data.native_url):
+                if not data.same_broker(me) and data.native_url and await self._liveness.is_gone(data.native_url):
                     log.info("%s: its owner %s is gone; taking its ownership key away", bundle, data.native_url)
-                    await ns.ownership.remove_dead(bundle, version)
+                    await ownership.remove_dead(bundle, version)
                     continue
                 if data.disabled and not data.same_broker(me):
                     return being_unloaded(bundle)
@@ -126,25 +189,22 @@ class LookupDecision:
     async def _candidate(self, bundle: NamespaceBundle, authoritative: bool) -> BrokerInfo | LookupResult | None:
         """Who should own an unowned bundle: None = this broker, a BrokerInfo = another broker, or a
         LookupResult = ask the leader (redirect) instead of deciding here."""
-        ns = self._ns
-        manager = ns.load_manager
-        if authoritative or manager is None:
+        placement = self._host.placement
+        if authoritative or placement is None:
             return None
-        if not getattr(manager, "is_leader", False):
-            leader = await ns.directory.leader()
+        if not placement.is_leader:
+            leader = await self._directory.leader()
             if (
                 leader is not None
-                and leader.broker_id != ns.broker_id
-                and not await ns.liveness.is_gone(leader.service_url)
+                and leader.broker_id != self._broker_id
+                and not await self._liveness.is_gone(leader.service_url)
             ):
                 return LookupResult.redirect(leader.service_url, leader.web_service_url, authoritative=False)
-        chosen = manager.select_broker_for(bundle.name)
-        if inspect.isawaitable(chosen):
-            chosen = await chosen
-        if chosen is None or chosen == ns.broker_id:
+        chosen = placement.select_broker_for(bundle.name)
+        if chosen is None or chosen == self._broker_id:
             return None
-        info = await ns.directory.broker(chosen)
-        if info is None or await ns.liveness.is_gone(info.service_url):  # it went away meanwhile
+        info = await self._directory.broker(chosen)
+        if info is None or await self._liveness.is_gone(info.service_url):  # it went away meanwhile
             log.info("%s: placement chose %s, which is not reachable; taking the bundle", bundle, chosen)
             return None
         return info

@@ -7,6 +7,8 @@
 - ``pulsar_broker_topic_load_pending_requests``, ``pulsar_topic_load_times`` (summary, milliseconds);
 - ``pulsar_broker_bundle_unloads_total`` / ``pulsar_broker_bundle_splits_total``: unloads and splits
   this broker carried out (whoever asked: admin, load manager, shutdown).
+
+Invariant: every counter only grows; collecting changes nothing.
 """
 
 from __future__ import annotations

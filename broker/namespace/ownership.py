@@ -158,9 +158,6 @@ class OwnershipCache:
         self.owned.clear()
         return lost
 
-    def owned_in(self, namespace: str) -> list[OwnedBundle]:
-        return [o for o in self.owned.values() if o.bundle.namespace == namespace]
-
     def owning(self, namespace: str, hash_value: int) -> OwnedBundle | None:
         """This broker's bundle of ``namespace`` containing ``hash_value`` (any state), or None."""
         for owned in self.owned.values():

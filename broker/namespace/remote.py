@@ -1,4 +1,7 @@
-"""Calls to other brokers' admin REST (namespace unload fan-out, handing a bundle to a destination)."""
+"""Calls to other brokers' admin REST (namespace unload fan-out, handing a bundle to a destination).
+
+Invariant: every failure, of the network or of the other broker, is a ServiceNotReadyError.
+"""
 
 from __future__ import annotations
 

@@ -5,32 +5,38 @@ What the rest of the broker calls:
 - :meth:`lookup` — the LOOKUP decision (connect / redirect / failed), binary and HTTP alike;
 - :meth:`ensure_owned` / :meth:`check_serving` — a topic loads and serves only on the owner of its
   bundle (acquiring an unowned bundle when placement picks this broker);
-- :meth:`unload_bundle`, :meth:`split_bundle`, :meth:`unload_namespace_here` — for the admin REST and
+- :meth:`unload_bundle`, :meth:`split_bundle`, :meth:`unload_namespace` — for the admin REST and
   the load manager; :meth:`close` unloads everything on a clean shutdown.
 
 Bundles are computed from namespace policies cached per namespace and dropped on every change
 under ``/admin/policies`` (a watch), and when the metadata session reconnects. A watch on
 ``/namespace`` catches this broker's ownership key vanishing while it still serves the bundle
 (taken away by another broker that judged it dead): the bundle is dropped at once, as on a
-lost session. A namespace a
-topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
+lost session. A namespace a topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
 bundles (its tenant too) — a minipulsar convenience; Pulsar refuses such topics.
+
+Invariants:
+
+- a topic loads and serves only while this broker holds its bundle's ownership key and the
+  bundle is ACTIVE (not unloading, not closing);
+- an unload releases the key only after its topics closed (or the timeout passed), and tells
+  the clients only after that;
+- a cached bundle list read before an invalidation never repopulates the cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
+from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.managed_ledger.info import managed_ledger_path
 from minipulsar.broker.namespace import split as splitting
 from minipulsar.broker.namespace.bundles import NamespaceBundle, NamespaceBundles, topic_hash
 from minipulsar.broker.namespace.directory import BrokerDirectory
 from minipulsar.broker.namespace.liveness import LivenessProbe
-from minipulsar.broker.namespace.lookup import LookupDecision, LookupResult
+from minipulsar.broker.namespace.lookup import BundlePlacement, Liveness, LookupDecision, LookupResult
 from minipulsar.broker.namespace.metrics import NamespaceCollector, NamespaceMetrics
 from minipulsar.broker.namespace.ownership import (
     OWNERSHIP_ROOT,
@@ -42,7 +48,10 @@ from minipulsar.broker.namespace.ownership import (
 )
 from minipulsar.broker.namespace.policies import DEFAULT_NAMESPACE, POLICIES_ROOT, PolicyStore
 from minipulsar.broker.namespace.remote import RemoteAdmin
+from minipulsar.broker.namespace.settings import NamespaceSettings
 from minipulsar.broker.namespace.unload import DetachedClients, close_topics
+from minipulsar.broker.topics.registry import LoadedTopics
+from minipulsar.clock import MONOTONIC, Clock
 from minipulsar.errors import (
     BadVersionError,
     ErrorCode,
@@ -54,11 +63,9 @@ from minipulsar.errors import (
     ServiceNotReadyError,
     error_for_code,
 )
-from minipulsar.metadata import Notification, NotificationType, SessionEvent
+from minipulsar.metadata import MetadataStore, Notification, NotificationType, SessionEvent
+from minipulsar.supervision import guarded, spawn
 from minipulsar.topic_name import TopicName
-
-if TYPE_CHECKING:
-    from minipulsar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
@@ -72,17 +79,40 @@ OwnershipListener = Callable[[str, str], None]
 
 
 class NamespaceService:
-    def __init__(self, service: BrokerService) -> None:
-        assert service.store is not None
-        self._service = service
-        config = service.config
-        self.policies = PolicyStore(service.store, config.cluster_name, config.default_number_of_namespace_bundles)
-        self.ownership = OwnershipCache(service.store, OwnerData(service.service_url, service.web_service_url))
-        self.directory = BrokerDirectory(service.store)
-        self.liveness = LivenessProbe()
+    """Args:
+    store: the metadata store (policies, ownership keys, the broker directory).
+    identity: this broker; its URLs go into the ownership keys it writes.
+    topics: the topics loaded here; an unload takes its bundle's topics out of them.
+    settings: the namespace keys of the broker's config.
+    liveness: how a lookup tells a dead owner (a TCP probe of its port by default).
+    """
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        identity: BrokerIdentity,
+        topics: LoadedTopics,
+        settings: NamespaceSettings,
+        *,
+        liveness: Liveness | None = None,
+        clock: Clock = MONOTONIC,
+    ) -> None:
+        self._store = store
+        self._identity = identity
+        self._topics = topics
+        self._settings = settings
+        self._clock = clock
+        self.policies = PolicyStore(store, settings.cluster_name, settings.default_bundle_count)
+        self.ownership = OwnershipCache(store, OwnerData(identity.service_url, identity.web_service_url))
+        self.directory = BrokerDirectory(store)
         self.metrics = NamespaceMetrics()
         self.closing = False
-        self._decision = LookupDecision(self)
+        self.placement: BundlePlacement | None = None
+        """Where unowned bundles go (the load manager, set once it is built); None: this broker
+        takes them itself."""
+        self._decision = LookupDecision(
+            self, self.ownership, self.directory, liveness or LivenessProbe(), identity.broker_id
+        )
         self._cache: dict[str, NamespaceBundles] = {}
         self._generation: dict[str, int] = {}
         """Namespace → how many times its cached bundles were invalidated (a read that started
@@ -94,26 +124,15 @@ class NamespaceService:
         self._store_connected = True
         """False while the metadata store is unreachable (a shutdown then skips writing to it)."""
 
-    @property
-    def load_manager(self) -> Any:
-        return getattr(self._service, "load_manager", None)
-
-    @property
-    def broker_id(self) -> str:
-        return self._service.broker_id
-
-    @property
-    def config(self):
-        return self._service.config
-
     async def start(self) -> None:
-        store = self._service.store
-        assert store is not None
+        store = self._store
         store.watch(POLICIES_ROOT, self._policies_changed)
         store.watch(OWNERSHIP_ROOT, self._ownership_changed)
         store.add_session_listener(self._session_event)
         await self.policies.ensure_namespace(DEFAULT_NAMESPACE)
-        self._collector = NamespaceCollector(self.config.cluster_name, self.metrics, lambda: len(self.ownership.owned))
+        self._collector = NamespaceCollector(
+            self._settings.cluster_name, self.metrics, lambda: len(self.ownership.owned)
+        )
 
     # -- bundles --------------------------------------------------------------------------------
 
@@ -147,7 +166,7 @@ class NamespaceService:
             return
         for owned in list(self.ownership.owned.values()):
             if owned.state is BundleState.ACTIVE and ownership_path(owned.bundle) == notification.path:
-                asyncio.get_running_loop().create_task(self._drop(owned, "its ownership key was deleted"))
+                spawn(self._drop(owned, "its ownership key was deleted"), name=f"drop {owned.bundle}", logger=log)
 
     async def _drop(self, owned: OwnedBundle, why: str) -> None:
         """Stop serving one bundle without touching its (gone) key; its clients look it up again."""
@@ -156,7 +175,7 @@ class NamespaceService:
         log.warning("%s: %s; no longer serving it", owned.bundle, why)
         del self.ownership.owned[owned.bundle.name]
         bundle = owned.bundle
-        loading = self._service.take_topics(lambda name: bundle.contains_topic(str(name), name.namespace_name))
+        loading = self._topics.take_topics(lambda name: bundle.contains_topic(str(name), name.namespace_name))
         (await close_topics(loading, 1.0)).notify()
         self._emit("unloaded", bundle.name)
 
@@ -166,7 +185,7 @@ class NamespaceService:
             for namespace in list(self._cache):  # notifications may have been missed meanwhile
                 self._invalidate(namespace)
         if event is SessionEvent.SESSION_LOST and not self.closing:
-            asyncio.get_running_loop().create_task(self._ownership_lost())
+            spawn(self._ownership_lost(), name="ownership lost", logger=log)
 
     # -- lookup and ownership -------------------------------------------------------------------
 
@@ -174,11 +193,11 @@ class NamespaceService:
         """Which broker serves ``topic`` (reference §2.6); acquires the bundle when that is this broker.
         Never raises: failures are ``failed`` results with an error code."""
         metrics = self.metrics
-        if metrics.lookup_pending >= self.config.max_concurrent_lookup_request:
+        if metrics.lookup_pending >= self._settings.max_concurrent_lookups:
             metrics.lookup_done("failed", 0.0)
             return LookupResult.failed(ErrorCode.TOO_MANY_REQUESTS, "Failed due to too many pending lookup requests")
         metrics.lookup_pending += 1
-        started = time.monotonic()
+        started = self._clock()
         try:
             result = await self._decision.find(topic, authoritative)
         except MiniPulsarError as error:
@@ -188,7 +207,7 @@ class NamespaceService:
                 result = LookupResult.failed_by(error)
         finally:
             metrics.lookup_pending -= 1
-        metrics.lookup_done(result.kind, time.monotonic() - started)
+        metrics.lookup_done(result.kind, self._clock() - started)
         return result
 
     def is_active(self, owned: OwnedBundle) -> bool:
@@ -255,21 +274,12 @@ class NamespaceService:
         owned = self.ownership.owning(topic.namespace_name, topic_hash(str(topic)))
         return None if owned is None else owned.bundle
 
-    def topics_in(self, bundle: NamespaceBundle | str) -> list[Any]:
-        """Topics of ``bundle`` loaded here."""
-        if isinstance(bundle, str):
-            bundle = NamespaceBundle.parse(bundle)
-        return [t for t in self._service.loaded_topics() if bundle.contains_topic(str(t.name), t.name.namespace_name)]
-
     def add_ownership_listener(self, listener: OwnershipListener) -> None:
         self._listeners.append(listener)
 
     def _emit(self, event: str, bundle_name: str) -> None:
-        for listener in self._listeners:
-            try:
-                listener(event, bundle_name)
-            except Exception:  # a listener's bug must not break ownership
-                log.exception("ownership listener failed on %s %s", event, bundle_name)
+        for listener in self._listeners:  # one listener's bug must not break ownership or the others
+            guarded(log, f"ownership listener on {event} {bundle_name}", listener, event, bundle_name)
 
     # -- unload ---------------------------------------------------------------------------------
 
@@ -295,12 +305,12 @@ class NamespaceService:
 
     async def _unload(self, owned: OwnedBundle, destination_broker: str | None) -> None:
         bundle = owned.bundle
-        started = time.monotonic()
+        started = self._clock()
         owned.state = BundleState.UNLOADING
-        loading = self._service.take_topics(lambda name: bundle.contains_topic(str(name), name.namespace_name))
+        loading = self._topics.take_topics(lambda name: bundle.contains_topic(str(name), name.namespace_name))
         log.info("unloading %s (%d topics)", bundle, len(loading))
         await self.ownership.disable(owned)
-        timeout_s = self.config.namespace_bundle_unloading_timeout_ms / 1000
+        timeout_s = self._settings.unloading_timeout_s
         try:
             detached = await asyncio.wait_for(close_topics(loading, timeout_s / 2), timeout_s)
         except TimeoutError:
@@ -314,13 +324,13 @@ class NamespaceService:
         log.info(
             "unloaded %s in %.0f ms%s",
             bundle,
-            (time.monotonic() - started) * 1000,
+            (self._clock() - started) * 1000,
             f" (to {destination_broker})" if assigned else "",
         )
 
     async def _hand_over(self, bundle: NamespaceBundle, destination_broker: str | None) -> str | None:
         """Ask ``destination_broker`` to take ``bundle``; its service URL when it did."""
-        if not destination_broker or destination_broker == self.broker_id:
+        if not destination_broker or destination_broker == self._identity.broker_id:
             return None
         info = await self.directory.broker(destination_broker)
         if info is None:
@@ -360,7 +370,7 @@ class NamespaceService:
         if not lost:
             return
         log.warning("%s: dropping %d bundles", why, len(lost))
-        loading = self._service.take_topics(lambda name: True)
+        loading = self._topics.take_topics(lambda name: True)
         detached = await close_topics(loading, 1.0)
         detached.notify()
         for owned in lost:
@@ -381,14 +391,11 @@ class NamespaceService:
             BadVersionError: the policies changed concurrently (nothing was changed; retry).
         """
         bundle = _parse_bundle(bundle)
-        algorithm = algorithm or self.config.default_namespace_bundle_split_algorithm
-        if (
-            algorithm not in self.config.supported_namespace_bundle_split_algorithms
-            or algorithm not in splitting.ALGORITHMS
-        ):
+        supported = self._settings.supported_split_algorithms
+        algorithm = algorithm or self._settings.default_split_algorithm
+        if algorithm not in supported or algorithm not in splitting.ALGORITHMS:
             raise InvalidCommandError(
-                f"split algorithm {algorithm!r} is not supported; use one of "
-                f"{', '.join(self.config.supported_namespace_bundle_split_algorithms)}"
+                f"split algorithm {algorithm!r} is not supported; use one of {', '.join(supported)}"
             )
         owned = self.ownership.owned.get(bundle.name)
         if owned is None or not self.is_active(owned):
@@ -444,13 +451,11 @@ class NamespaceService:
     async def _topic_hashes(self, bundle: NamespaceBundle) -> list[int]:
         """Hashes of the bundle's topics: persistent ones from their managed ledgers, plus loaded ones."""
         tenant, namespace = bundle.namespace.split("/")
-        store = self._service.store
-        assert store is not None
         names = {
             f"persistent://{bundle.namespace}/{local}"
-            for local in await store.children(managed_ledger_path(f"{tenant}/{namespace}/persistent"))
+            for local in await self._store.children(managed_ledger_path(f"{tenant}/{namespace}/persistent"))
         }
-        names.update(str(t.name) for t in self._service.loaded_topics() if t.name.namespace_name == bundle.namespace)
+        names.update(str(t.name) for t in self._topics.loaded_topics() if t.name.namespace_name == bundle.namespace)
         return [h for h in map(topic_hash, names) if bundle.range.contains(h)]
 
     # -- namespace-wide -------------------------------------------------------------------------
@@ -483,7 +488,7 @@ class NamespaceService:
         if owned and self._store_connected:
             log.info("unloading %d bundles before shutting down", len(owned))
             unloads = asyncio.gather(*(self.unload_bundle(o.bundle) for o in owned), return_exceptions=True)
-            timeout_s = min(SHUTDOWN_UNLOAD_TIMEOUT_S, self.config.namespace_bundle_unloading_timeout_ms / 1000)
+            timeout_s = min(SHUTDOWN_UNLOAD_TIMEOUT_S, self._settings.unloading_timeout_s)
             try:
                 results = await asyncio.wait_for(unloads, timeout_s)
             except TimeoutError:

@@ -12,63 +12,94 @@ after its acknowledgement:
 
 and only after ownership was released, :meth:`DetachedClients.notify` sends CLOSE_PRODUCER /
 CLOSE_CONSUMER (with the new owner's URL when known) so each client looks the topic up again.
+
+Invariants:
+
+- no CLOSE_PRODUCER / CLOSE_CONSUMER goes out before the topic closed;
+- a topic closes only after its in-flight sends completed or ``drain_timeout_s`` passed;
+- one topic failing to close does not stop the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Protocol, TypeVar
 
+from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.topics.consumer import Consumer, ConsumerConnection
+from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters
 from minipulsar.errors import MiniPulsarError
-
-if TYPE_CHECKING:
-    from minipulsar.broker.server import BrokerConnection
+from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
+
+
+class HasConsumers(Protocol):
+    @property
+    def consumers(self) -> Sequence[Consumer]: ...
+
+
+class UnloadedTopic(Protocol):
+    """What an unload reads of a topic (a :class:`~broker.topics.base.Topic`)."""
+
+    @property
+    def name(self) -> TopicName: ...
+
+    @property
+    def counters(self) -> TopicCounters:
+        """Its producers."""
+        ...
+
+    @property
+    def subscriptions(self) -> Mapping[str, HasConsumers]: ...
+
+    async def close(self) -> None: ...
+
+
+T = TypeVar("T", bound=UnloadedTopic)
 
 
 @dataclass(slots=True)
 class DetachedClients:
     """Producers and consumers taken off unloaded topics, to be told once the bundle is released."""
 
-    producers: list[tuple[BrokerConnection, int]] = field(default_factory=list)
-    consumers: list[tuple[BrokerConnection, int]] = field(default_factory=list)
+    producers: list[tuple[ProducerConnection, int]] = field(default_factory=list)
+    consumers: list[tuple[ConsumerConnection, int]] = field(default_factory=list)
 
     def extend(self, other: DetachedClients) -> None:
         self.producers += other.producers
         self.consumers += other.consumers
 
     def notify(self, assigned_broker_url: str | None = None) -> None:
-        for connection, producer_id in self.producers:
-            connection.send_close_producer(producer_id, assigned_broker_url)
-        for connection, consumer_id in self.consumers:
-            connection.send_close_consumer(consumer_id, assigned_broker_url)
+        for producer_connection, producer_id in self.producers:
+            producer_connection.send_close_producer(producer_id, assigned_broker_url)
+        for consumer_connection, consumer_id in self.consumers:
+            consumer_connection.send_close_consumer(consumer_id, assigned_broker_url)
 
 
-def detach_clients(topic: Any) -> tuple[DetachedClients, list[asyncio.Future]]:
+def detach_clients(topic: UnloadedTopic) -> tuple[DetachedClients, list[asyncio.Future[Position]]]:
     """Step 1 and 2 for ``topic``; returns the detached clients and the adds still in flight."""
     detached = DetachedClients()
-    in_flight: list[asyncio.Future] = []
+    in_flight: list[asyncio.Future[Position]] = []
     for producer in list(topic.counters.producers.values()):
-        connection = getattr(producer, "connection", None)
-        if connection is None or not connection.detach_producer(producer.producer_id):
+        if not producer.connection.detach_producer(producer.producer_id):
             continue
-        detached.producers.append((connection, producer.producer_id))
-        last = getattr(producer, "last_added", None)
+        detached.producers.append((producer.connection, producer.producer_id))
+        last = producer.last_added
         if last is not None and not last.done():
             in_flight.append(last)
     for subscription in list(topic.subscriptions.values()):
         for consumer in list(subscription.consumers):
             connection = consumer.connection
-            detach = getattr(connection, "detach_consumer", None)
-            if detach is not None and detach(consumer.consumer_id):
+            if connection.detach_consumer(consumer.consumer_id):
                 detached.consumers.append((connection, consumer.consumer_id))
     return detached, in_flight
 
 
-async def close_topic(topic: Any, drain_timeout_s: float) -> DetachedClients:
+async def close_topic(topic: UnloadedTopic, drain_timeout_s: float) -> DetachedClients:
     """Steps 1–3 for one topic. Never raises for a topic that fails to close (it is logged)."""
     detached, in_flight = detach_clients(topic)
     if in_flight:
@@ -87,7 +118,7 @@ async def close_topic(topic: Any, drain_timeout_s: float) -> DetachedClients:
     return detached
 
 
-async def close_topics(loading: list[asyncio.Future], drain_timeout_s: float) -> DetachedClients:
+async def close_topics(loading: Sequence[asyncio.Future[T]], drain_timeout_s: float) -> DetachedClients:
     """Close every topic of ``loading`` (futures from the broker's topic map, already removed from
     it); topics still loading are awaited first. Runs the topics concurrently."""
     if loading:

@@ -8,6 +8,13 @@ bring it above zero again.
 ``pending_acks`` maps each entry sent and not yet acknowledged to its message count. It is
 filled in dispatch order; every reset of dispatch (a rewind, a seek) empties it, so for a
 single-active subscription its keys stay in ascending order (cumulative acks rely on this).
+
+Invariants:
+
+- ``unacked_messages`` is the sum of ``pending_acks`` values;
+- ``permits`` goes down by the messages sent (it may go below zero), up only by FLOW, and to
+  0 on a seek;
+- an entry sent twice without a reset in between counts once in ``unacked_messages``.
 """
 
 from __future__ import annotations
@@ -17,16 +24,34 @@ from typing import Protocol
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.protocol.commands import Message
+from minipulsar.protocol.schema import Command
 
 EMA_WEIGHT_OLD = 0.9
 """Pulsar's ``avgPercent``: avg = 0.9·avg + 0.1·(messages / entries) after each send."""
 
 
 class ConsumerConnection(Protocol):
-    def send(self, command: Message) -> None: ...
+    """The client connection a consumer is attached to (the broker's BrokerConnection)."""
 
     @property
-    def writable(self) -> bool: ...
+    def peer(self) -> str:
+        """The client's ``host:port``, as the stats show it."""
+        ...
+
+    @property
+    def writable(self) -> bool:
+        """The socket takes writes now (the client reads what it is sent)."""
+        ...
+
+    def send(self, command: Command) -> None: ...
+
+    def detach_consumer(self, consumer_id: int) -> bool:
+        """Take the consumer off this connection (its topic is unloaded); False when it is not on it."""
+        ...
+
+    def send_close_consumer(self, consumer_id: int, assigned_broker_url: str | None = None) -> None:
+        """CLOSE_CONSUMER for a detached consumer: the client looks its topic up again."""
+        ...
 
 
 class OutCounters(Protocol):

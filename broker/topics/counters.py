@@ -1,20 +1,59 @@
-"""What topics count on the hot path: plain ints, read by the stats sampler and /metrics."""
+"""What topics count on the hot path: plain ints, read by the stats sampler and /metrics.
+
+Invariant: every counter only grows; rates are derived from two readings
+(:mod:`broker.topics.rates`).
+"""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from minipulsar.broker.managed_ledger.position import Position
+
+
+class ProducerConnection(Protocol):
+    """The client connection a producer publishes on (the broker's BrokerConnection)."""
+
+    def detach_producer(self, producer_id: int) -> bool:
+        """Take the producer off this connection (its topic is unloaded); False when it is not on it."""
+        ...
+
+    def send_close_producer(self, producer_id: int, assigned_broker_url: str | None = None) -> None:
+        """CLOSE_PRODUCER for a detached producer: the client looks its topic up again."""
+        ...
 
 
 class Publisher(Protocol):
-    """A producer attached to a topic, as the stats see it (the broker's ProducerHandle)."""
+    """A producer attached to a topic, as the stats and an unload see it (the broker's ProducerHandle)."""
 
-    producer_id: int
-    name: str
-    address: str
-    connected_since: str
-    messages_in: int
-    bytes_in: int
+    @property
+    def producer_id(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def connected_since(self) -> str: ...
+
+    @property
+    def messages_in(self) -> int: ...
+
+    @property
+    def bytes_in(self) -> int: ...
+
+    @property
+    def connection(self) -> ProducerConnection: ...
+
+    @property
+    def last_added(self) -> asyncio.Future[Position] | None:
+        """The latest SEND's add: adds complete in order, so once it is done every earlier one is."""
+        ...
 
 
 @dataclass

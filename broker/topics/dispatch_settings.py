@@ -1,4 +1,7 @@
-"""The broker settings a subscription's dispatcher runs by, taken once from BrokerConfig."""
+"""The broker settings a subscription's dispatcher runs by, taken once from BrokerConfig.
+
+Invariant: a value, fixed for the subscription's life; each field names the config key it comes from.
+"""
 
 from __future__ import annotations
 

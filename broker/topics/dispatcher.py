@@ -20,6 +20,12 @@ How many entries one read asks for, from the permits (which count messages):
 Reset of dispatch state (rewind, seek, Failover switch) bumps ``_epoch``: a read that was in
 flight meanwhile is dropped when it lands (Pulsar cancels the pending read instead); the
 cursor itself ignores a read that a rewind or seek overtook, so its read position stays put.
+
+Invariants:
+
+- at most one read loop per subscription; it runs only while some consumer can take messages;
+- a read that a reset overtook (``_epoch`` moved) is never dispatched;
+- a read that fails with a MiniPulsarError is retried after :data:`READ_FAILURE_BACKOFF_S`.
 """
 
 from __future__ import annotations
@@ -29,12 +35,13 @@ import logging
 import math
 from collections.abc import Iterable
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 from minipulsar.errors import MiniPulsarError
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +80,7 @@ def entries_within_permits(permits: int, entries: list[Entry], precise: bool, ma
 class Dispatcher:
     """The read loop and the state every subscription type shares; subclasses decide who gets what."""
 
-    def __init__(self, cursor: ManagedCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
+    def __init__(self, cursor: DispatchCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
         self.cursor = cursor
         self.settings = settings
         self.redelivery = redelivery
@@ -81,6 +88,9 @@ class Dispatcher:
         self.avg_messages_per_entry: float | None = None
         """The subscription's EMA of messages per entry: the estimate for a consumer without one."""
         self.redelivered_messages = 0
+        self.blocked_on_unacked = False
+        """Shared/Key_Shared: maxUnackedMessagesPerSubscription reached; cleared at half of it
+        (a single-active dispatcher never blocks)."""
         self._loop_task: asyncio.Task[None] | None = None
         self._idle: asyncio.Future[None] | None = None
         self._closed = False
@@ -170,7 +180,7 @@ class Dispatcher:
                 self._idle.set_result(None)
             return
         if self.entries_to_read() > 0:
-            self._loop_task = asyncio.get_running_loop().create_task(self._read_loop())
+            self._loop_task = spawn(self._read_loop(), name=f"dispatch {self.cursor.name}", logger=log)
 
     def entries_to_read(self) -> int:
         """Entries the next read asks for; 0 = nothing to do until ``read_more``."""
@@ -196,10 +206,6 @@ class Dispatcher:
                     READ_FAILURE_BACKOFF_S,
                     error,
                 )
-                await asyncio.sleep(READ_FAILURE_BACKOFF_S)
-                continue
-            except Exception:  # a bug: say so loudly, but keep the subscription alive
-                log.exception("subscription %s: read failed", self.cursor.name)
                 await asyncio.sleep(READ_FAILURE_BACKOFF_S)
                 continue
             if epoch != self._epoch:  # reset while reading: these entries are stale

@@ -12,14 +12,19 @@ PersistentDispatcherMultipleConsumers, reference §5.2–5.4).
 - ``maxUnackedMessagesPerConsumer``: a consumer with that many unacked messages gets nothing
   until acks bring it down to half; ``maxUnackedMessagesPerSubscription`` does the same for the
   whole subscription. 0 turns either off.
+
+Invariants:
+
+- an entry is pending at one consumer at most, or waits in the replay set;
+- nothing goes to a consumer (or the subscription) blocked on its unacked limit.
 """
 
 from __future__ import annotations
 
 import logging
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher, entries_for_permits, entries_within_permits
@@ -30,11 +35,9 @@ log = logging.getLogger(__name__)
 
 
 class SharedDispatcher(Dispatcher):
-    def __init__(self, cursor: ManagedCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
+    def __init__(self, cursor: DispatchCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
         super().__init__(cursor, settings, redelivery)
         self.replay = ReplayQueue()
-        self.blocked_on_unacked = False
-        """maxUnackedMessagesPerSubscription reached; cleared at half of it."""
         self._round_robin = 0
         self._read_from_replay = False
 

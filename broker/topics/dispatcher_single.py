@@ -16,6 +16,11 @@ PersistentDispatcherSingleActiveConsumer, reference §5.3).
 
 Only the active consumer may ask for redelivery (Pulsar ignores the others); any consumer may
 acknowledge. A redelivery request rewinds the cursor, with or without message ids (as Pulsar).
+
+Invariants:
+
+- at most one consumer is active; only it is sent entries;
+- a change of active consumer rewinds, so the new one gets every unacknowledged entry.
 """
 
 from __future__ import annotations
@@ -23,8 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher, entries_for_permits
@@ -37,7 +42,7 @@ log = logging.getLogger(__name__)
 
 class SingleActiveConsumerDispatcher(Dispatcher):
     def __init__(
-        self, cursor: ManagedCursor, sub_type: str, settings: DispatchSettings, redelivery: RedeliveryTracker
+        self, cursor: DispatchCursor, sub_type: str, settings: DispatchSettings, redelivery: RedeliveryTracker
     ) -> None:
         super().__init__(cursor, settings, redelivery)
         self.sub_type = sub_type

@@ -20,6 +20,13 @@
   the dispatcher reads ahead from the cursor for the other keys, up to
   ``LOOK_AHEAD_MAX_REPLAY_ENTRIES`` entries waiting in the replay set (Pulsar:
   ``keySharedLookAheadMsgInReplayThresholdPerSubscription``, counted in messages there).
+
+Invariants:
+
+- an entry goes to the consumer its key's hash selects on the ring, never to another;
+- an entry is never sent before an older entry of the same key that waits in the replay set;
+- a recently joined consumer gets no entry read after it joined until the mark-delete
+  position reached its join point.
 """
 
 from __future__ import annotations
@@ -29,8 +36,8 @@ import bisect
 import mmh3
 import msgpack
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import entries_within_permits
@@ -68,7 +75,7 @@ def sticky_key(payload: bytes) -> bytes:
         unpacker.skip()  # sequence_id
         unpacker.skip()  # data
         key = unpacker.unpack()
-    except Exception:  # not a batch: one opaque message without a key
+    except (ValueError, msgpack.UnpackException):  # not a batch: one opaque message without a key
         return NONE_KEY
     if isinstance(key, str) and key:
         return key.encode()
@@ -110,7 +117,7 @@ class ConsistentHashRing:
 
 
 class KeySharedDispatcher(SharedDispatcher):
-    def __init__(self, cursor: ManagedCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
+    def __init__(self, cursor: DispatchCursor, settings: DispatchSettings, redelivery: RedeliveryTracker) -> None:
         super().__init__(cursor, settings, redelivery)
         self.ring = ConsistentHashRing(settings.key_shared_replica_points)
         self.recently_joined: dict[Consumer, Position] = {}

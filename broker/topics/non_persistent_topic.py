@@ -8,6 +8,12 @@ Subscriptions live in memory only and go away with their last consumer (as in Pu
 
 Consumers still see increasing message ids ``(-1, n)`` (``n`` counts the topic's entries), so
 client code that keys on message ids — batch acknowledgement, unacked tracking — keeps working.
+
+Invariants:
+
+- nothing is stored: no ledger, no cursor, no deduplication; a receipt never waits;
+- each entry goes to at most one consumer per subscription, or is counted as dropped there;
+- message ids ``(-1, n)`` increase by one per entry delivered to at least one subscription.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics import topic_stats
+from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.rates import RateTable
 from minipulsar.errors import ConsumerBusyError, InvalidCommandError, MiniPulsarError
@@ -34,8 +41,16 @@ SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 
 
 class NonPersistentSubscription:
-    """Consumers of one subscription, and the drop count. Also its own dispatcher: the
-    connection's FLOW / redeliver / writable handlers reach it as ``subscription.dispatcher``."""
+    """A :class:`~broker.topics.base.Subscription` with nothing stored: consumers and the drop
+    count. It is also its own dispatcher: entries are pushed as they are published."""
+
+    cursor: None = None
+    """Nothing is read back: no cursor."""
+    durable = False
+    blocked_on_unacked = False
+    """No unacked limit applies: what a consumer cannot take is dropped instead."""
+    msg_redeliver_counter = 0
+    """Nothing is kept to deliver again."""
 
     def __init__(
         self, name: str, sub_type: str, on_empty: Callable[[NonPersistentSubscription], None] = lambda _: None
@@ -43,18 +58,14 @@ class NonPersistentSubscription:
         self.name = name
         self.sub_type = sub_type
         self._on_empty = on_empty
-        self.consumers: list[Any] = []
+        self.consumers: list[Consumer] = []
         self.msg_drop_counter = 0
         """Messages this subscription could not deliver (no consumer with permits)."""
         self._round_robin = 0
 
-    @property
-    def dispatcher(self) -> NonPersistentSubscription:
-        return self
-
     # -- consumers ------------------------------------------------------------------------------
 
-    def add_consumer(self, consumer: Any, sub_type: str) -> None:
+    def add_consumer(self, consumer: Consumer, sub_type: str) -> None:
         if sub_type != self.sub_type:
             if self.consumers:
                 raise ConsumerBusyError(
@@ -65,32 +76,30 @@ class NonPersistentSubscription:
             raise ConsumerBusyError(f"subscription {self.name} already has an exclusive consumer")
         self.consumers.append(consumer)
 
-    def remove_consumer(self, consumer: Any) -> None:
+    def remove_consumer(self, consumer: Consumer) -> None:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
-            consumer.pending_acks = {}
+            consumer.take_pending()
             if not self.consumers:  # as Pulsar: a non-durable subscription ends with its last consumer
                 self._on_empty(self)
 
-    def flow(self, consumer: Any, permits: int) -> None:
+    def flow(self, consumer: Consumer, permits: int) -> None:
         consumer.permits += permits
 
-    def redeliver_unacknowledged(self, consumer: Any, *args: Any, **kwargs: Any) -> None:
-        consumer.pending_acks = {}  # nothing is kept to deliver again
+    def redeliver_unacknowledged(self, consumer: Consumer, positions: list[Position] | None = None) -> None:
+        consumer.take_pending()  # nothing is kept to deliver again: whatever was asked, none is pending
 
     def read_more(self) -> None:
         """Nothing to read: messages are pushed as they arrive."""
 
-    async def acknowledge(self, consumer: Any, positions: list[Position], cumulative: bool) -> None:
+    async def acknowledge(self, consumer: Consumer | None, positions: list[Position], cumulative: bool) -> None:
         """Acknowledgements only settle the consumer's unacked count; nothing is stored."""
         if consumer is None:
             return
         if cumulative:
-            last = max(positions)
-            consumer.pending_acks = {p: n for p, n in consumer.pending_acks.items() if p > last}
+            consumer.acked_up_to(max(positions))
         else:
-            for position in positions:
-                consumer.pending_acks.pop(position, None)
+            consumer.acked(positions)
 
     async def close(self) -> None:
         self.consumers.clear()
@@ -104,37 +113,39 @@ class NonPersistentSubscription:
         else:
             consumer.send_entries([entry])
 
-    def _pick(self, key: str | None) -> Any | None:
+    def _pick(self, key: str | None) -> Consumer | None:
         consumers = self.consumers
         if not consumers:
             return None
         if self.sub_type in ("Exclusive", "Failover"):
-            active = min(consumers, key=lambda c: (getattr(c, "priority_level", 0), c.name))
-            return active if _can_take(active) else None
+            active = min(consumers, key=lambda c: (c.priority_level, c.name))
+            return active if active.can_receive() else None
         if self.sub_type == "Key_Shared":
-            ordered = sorted(consumers, key=lambda c: (c.name, getattr(c, "consumer_id", 0)))
+            ordered = sorted(consumers, key=lambda c: (c.name, c.consumer_id))
             chosen = ordered[zlib.crc32((key or "").encode()) % len(ordered)]
-            return chosen if _can_take(chosen) else None
+            return chosen if chosen.can_receive() else None
         for _ in range(len(consumers)):
             candidate = consumers[self._round_robin % len(consumers)]
             self._round_robin += 1
-            if _can_take(candidate):
+            if candidate.can_receive():
                 return candidate
         return None
 
 
-def _can_take(consumer: Any) -> bool:
-    return consumer.permits > 0 and consumer.connection.writable and not getattr(consumer, "blocked_on_unacked", False)
-
-
 class NonPersistentTopic:
+    """A :class:`~broker.topics.base.Topic` that stores nothing."""
+
+    ledger: None = None
+    """Nothing is stored: no managed ledger."""
+    deduplication: None = None
+    """Nothing is stored to deduplicate against."""
+
     def __init__(self, name: TopicName) -> None:
         assert not name.is_persistent
         self.name = name
         self.subscriptions: dict[str, NonPersistentSubscription] = {}
         self.counters = TopicCounters()
         self.rates = RateTable()
-        self.deduplication = None
         self._next_entry_id = 0
         self._loop = asyncio.get_running_loop()
 
@@ -171,9 +182,16 @@ class NonPersistentTopic:
     # -- consuming ------------------------------------------------------------------------------
 
     async def subscribe(
-        self, consumer: Any, subscription_name: str, sub_type: str, *args: Any, **kwargs: Any
+        self,
+        consumer: Consumer,
+        subscription_name: str,
+        sub_type: str,
+        start_at_earliest: bool = False,
+        *,
+        durable: bool = True,
+        start_position: Position | None = None,
     ) -> NonPersistentSubscription:
-        """Attach ``consumer`` (extra arguments — initial position, durability — do not apply)."""
+        """Attach ``consumer``; where to start and durability do not apply (nothing is stored)."""
         if not subscription_name or "/" in subscription_name:
             raise InvalidCommandError(f"invalid subscription name {subscription_name!r}")
         if sub_type not in SUBSCRIPTION_TYPES:
@@ -192,7 +210,7 @@ class NonPersistentTopic:
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
 
-    async def unsubscribe(self, subscription_name: str, consumer: Any) -> None:
+    async def unsubscribe(self, subscription_name: str, consumer: Consumer) -> None:
         subscription = self.subscriptions.get(subscription_name)
         if subscription is None:
             return
@@ -207,10 +225,10 @@ class NonPersistentTopic:
         for subscription in self.subscriptions.values():
             await subscription.close()
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return topic_stats.topic_stats(self)
 
-    def internal_stats(self) -> dict:
+    def internal_stats(self) -> dict[str, Any]:
         return topic_stats.internal_stats(self)
 
     def update_rates(self, elapsed_s: float) -> None:

@@ -2,12 +2,20 @@
 
 Publishing goes through deduplication first when it is on (:mod:`broker.dedup`): a resent
 message is answered without a second write.
+
+Invariants:
+
+- a subscription name maps to one subscription; concurrent SUBSCRIBEs of a new name open its
+  cursor once;
+- a non-durable subscription ends (its cursor closed) with its last consumer;
+- counters count what was accepted for writing, before deduplication's answer for a resend.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from minipulsar.broker.dedup import MessageDeduplication
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
@@ -17,28 +25,29 @@ from minipulsar.broker.topics import topic_stats
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.persistent_subscription import EARLIEST, PersistentSubscription, check_sub_type
 from minipulsar.broker.topics.rates import RateTable
-from minipulsar.broker.topics.subscription import EARLIEST, Subscription, check_sub_type
 from minipulsar.errors import ConsumerBusyError, MiniPulsarError
 from minipulsar.metadata.store import MetadataStore
+from minipulsar.supervision import spawn
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
 
 class PersistentTopic:
+    """A :class:`~broker.topics.base.Topic` stored in a managed ledger."""
+
     def __init__(
-        self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings | int
+        self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings
     ) -> None:
         self.name = name
         self.ledger = ledger
         self._store = store
-        self.dispatch_settings = (
-            dispatch if isinstance(dispatch, DispatchSettings) else DispatchSettings(max_read_batch_size=dispatch)
-        )
-        """How subscriptions dispatch (from BrokerConfig; a bare int is dispatcherMaxReadBatchSize)."""
-        self.subscriptions: dict[str, Subscription] = {}
-        self._subscribing: dict[str, asyncio.Future[Subscription]] = {}
+        self.dispatch_settings = dispatch
+        """How subscriptions dispatch (from BrokerConfig)."""
+        self.subscriptions: dict[str, PersistentSubscription] = {}
+        self._subscribing: dict[str, asyncio.Future[PersistentSubscription]] = {}
         self.counters = TopicCounters()
         self.rates = RateTable()
         self.deduplication: MessageDeduplication | None = None
@@ -46,15 +55,19 @@ class PersistentTopic:
 
     @classmethod
     async def load(
-        cls, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings | int
+        cls, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings
     ) -> PersistentTopic:
         """The topic with its durable subscriptions re-opened (their type is set again by the
         first consumer that attaches)."""
         topic = cls(name, ledger, store, dispatch)
         for cursor_name in await store.children(ledger.path):
             cursor = await ManagedCursor.open(ledger, cursor_name, store, start_at_earliest=False)
-            topic.subscriptions[cursor_name] = Subscription(cursor, "Exclusive", topic.dispatch_settings)
+            topic.subscriptions[cursor_name] = PersistentSubscription(cursor, "Exclusive", topic.dispatch_settings)
         return topic
+
+    @property
+    def last_message_id(self) -> Position:
+        return self.ledger.last_confirmed
 
     # -- producing ------------------------------------------------------------------------------
 
@@ -92,7 +105,7 @@ class PersistentTopic:
         *,
         durable: bool = True,
         start_position: Position | None = None,
-    ) -> Subscription:
+    ) -> PersistentSubscription:
         """Attach ``consumer``, creating the subscription if it does not exist.
 
         A durable subscription starts at the earliest or latest entry; a non-durable one (a
@@ -119,7 +132,7 @@ class PersistentTopic:
         start_at_earliest: bool,
         durable: bool = True,
         start_position: Position | None = None,
-    ) -> Subscription:
+    ) -> PersistentSubscription:
         pending = self._subscribing.get(name)
         if pending is None:
             pending = asyncio.ensure_future(
@@ -136,30 +149,26 @@ class PersistentTopic:
         start_at_earliest: bool,
         durable: bool = True,
         start_position: Position | None = None,
-    ) -> Subscription:
+    ) -> PersistentSubscription:
         if durable:
             cursor = await ManagedCursor.open(self.ledger, name, self._store, start_at_earliest)
         else:
             if start_position is None and start_at_earliest:
                 start_position = EARLIEST
             cursor = ManagedCursor.open_non_durable(self.ledger, name, start_position, inclusive=True)
-        subscription = Subscription(cursor, sub_type, self.dispatch_settings, on_idle=self._subscription_idle)
+        subscription = PersistentSubscription(cursor, sub_type, self.dispatch_settings, on_idle=self._subscription_idle)
         self.subscriptions[name] = subscription
         return subscription
 
-    def _subscription_idle(self, subscription: Subscription) -> None:
+    def _subscription_idle(self, subscription: PersistentSubscription) -> None:
         """A non-durable subscription lost its last consumer: it ends (as in Pulsar)."""
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
-        asyncio.get_running_loop().create_task(self._close_subscription(subscription))
+        spawn(self._close_subscription(subscription), name=f"{self.name}: close {subscription.name}", logger=log)
 
-    async def _close_subscription(self, subscription: Subscription) -> None:
+    async def _close_subscription(self, subscription: PersistentSubscription) -> None:
         await subscription.close()
-        close_cursor = getattr(subscription.cursor, "close", None)
-        if close_cursor is not None:
-            result = close_cursor()
-            if asyncio.iscoroutine(result):
-                await result
+        await subscription.cursor.close()
 
     async def unsubscribe(self, subscription_name: str, consumer: Consumer) -> None:
         subscription = self.subscriptions.get(subscription_name)
@@ -185,11 +194,11 @@ class PersistentTopic:
         except MiniPulsarError as error:
             log.warning("%s: closing the managed ledger failed: %s", self.name, error)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """``pulsar-admin topics stats``: same field names (see :mod:`broker.topics.topic_stats`)."""
         return topic_stats.topic_stats(self)
 
-    def internal_stats(self) -> dict:
+    def internal_stats(self) -> dict[str, Any]:
         """``pulsar-admin topics stats-internal``: ledgers and cursors."""
         return topic_stats.internal_stats(self)
 

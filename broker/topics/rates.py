@@ -3,6 +3,11 @@
 Pulsar computes ``msgRateIn`` and friends the same way: the hot paths only bump counters, and a
 periodic task turns the difference since the previous sample into a rate, which the stats and
 /metrics report until the next sample.
+
+Invariants:
+
+- a rate is the growth of its counter over the last sample interval, never negative;
+- an object not seen in a sample has no rates any more (0.0).
 """
 
 from __future__ import annotations

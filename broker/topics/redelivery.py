@@ -5,6 +5,11 @@ timeout, REDELIVER_UNACKED, its consumer leaving, a Failover switch or rewind â€
 with the entry as ``MESSAGE.redelivery_count`` (the client's dead-letter policy reads it).
 Counts live in memory only, as in Pulsar: a broker restart starts them at zero again. An
 acknowledged entry's count is dropped.
+
+Invariants:
+
+- a count only grows until its entry is acknowledged, then it is gone;
+- with the tracker off every count reads 0.
 """
 
 from __future__ import annotations

@@ -3,12 +3,16 @@
 Pulsar's ``MessageRedeliveryController``: positions with the sticky-key hash of their entry
 (0 for Shared). Reads take the lowest positions first. ``hash_counts`` tells Key_Shared which
 keys still have an older entry waiting here, so that a newer one of the same key is held back.
+
+Invariants:
+
+- a position is held at most once; reads take the lowest positions first;
+- ``hash_counts`` counts, per key hash, the positions held.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
 
 from minipulsar.broker.managed_ledger.position import Position
 
@@ -25,10 +29,6 @@ class ReplayQueue:
         self._hashes[position] = key_hash
         heapq.heappush(self._heap, position)
         self.hash_counts[key_hash] = self.hash_counts.get(key_hash, 0) + 1
-
-    def add_all(self, positions: Iterable[Position], key_hash: Callable[[Position], int] | None = None) -> None:
-        for position in positions:
-            self.add(position, key_hash(position) if key_hash else 0)
 
     def discard(self, position: Position) -> None:
         key_hash = self._hashes.pop(position, None)

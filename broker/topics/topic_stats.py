@@ -5,22 +5,28 @@ Counters are read as they are now; rates (``msgRateIn`` …) are those of the la
 The same functions serve persistent topics (a managed ledger, cursors) and non-persistent ones
 (no storage; their subscriptions count dropped messages instead of a backlog).
 
-Fields of the subscription, consumer and managed-ledger objects that another module may not
-have yet are read with ``getattr`` and a neutral default.
+Invariants:
+
+- a topic is read through :class:`~broker.topics.base.Topic` only; what a non-persistent
+  topic lacks (``ledger``, a subscription's ``cursor``) is None and reported as Pulsar does
+  for it (no storage fields, ``msgDropRate`` instead);
+- nothing here writes to a topic except :func:`sample_rates`, to its rate table.
 """
 
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
 from typing import Any
 
-from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.topics.base import CursorStats, Subscription, Topic
+from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.counters import Publisher
 
 # -- rates ----------------------------------------------------------------------------------------
 
 
-def sample_rates(topic: Any, elapsed_s: float) -> None:
+def sample_rates(topic: Topic, elapsed_s: float) -> None:
     """Turn the counters' growth since the previous sample into per-second rates."""
     rates, counters = topic.rates, topic.counters
     rates.begin()
@@ -32,8 +38,8 @@ def sample_rates(topic: Any, elapsed_s: float) -> None:
         rates.sample(producer, "msgIn", producer.messages_in, elapsed_s)
         rates.sample(producer, "bytesIn", producer.bytes_in, elapsed_s)
     for subscription in topic.subscriptions.values():
-        rates.sample(subscription, "redeliver", getattr(subscription, "msg_redeliver_counter", 0), elapsed_s)
-        rates.sample(subscription, "drop", getattr(subscription, "msg_drop_counter", 0), elapsed_s)
+        rates.sample(subscription, "redeliver", subscription.msg_redeliver_counter, elapsed_s)
+        rates.sample(subscription, "drop", subscription.msg_drop_counter, elapsed_s)
         for consumer in subscription.consumers:
             rates.sample(consumer, "msgOut", consumer.messages_out, elapsed_s)
             rates.sample(consumer, "bytesOut", consumer.bytes_out, elapsed_s)
@@ -43,13 +49,13 @@ def sample_rates(topic: Any, elapsed_s: float) -> None:
 # -- stats ----------------------------------------------------------------------------------------
 
 
-def topic_stats(topic: Any) -> dict:
+def topic_stats(topic: Topic) -> dict[str, Any]:
     """``GET …/stats``: rates, counters, storage, publishers, subscriptions with their consumers."""
     rates, counters = topic.rates, topic.counters
     rate_in, throughput_in = rates.get(topic, "msgIn"), rates.get(topic, "bytesIn")
-    ledger = getattr(topic, "ledger", None)
+    ledger = topic.ledger
     subscriptions = {name: _subscription_stats(topic, sub) for name, sub in topic.subscriptions.items()}
-    stats = {
+    stats: dict[str, Any] = {
         "msgRateIn": rate_in,
         "msgThroughputIn": throughput_in,
         "msgRateOut": rates.get(topic, "msgOut"),
@@ -63,12 +69,12 @@ def topic_stats(topic: Any) -> dict:
         "backlogSize": backlog_size(topic),
         "publishers": [_publisher_stats(topic, p) for p in counters.producers.values()],
         "subscriptions": subscriptions,
-        "deduplicationStatus": "Enabled" if getattr(topic, "deduplication", None) is not None else "Disabled",
+        "deduplicationStatus": "Enabled" if topic.deduplication is not None else "Disabled",
     }
     if ledger is not None:
-        stats["entryCacheHits"] = getattr(ledger, "cache_hits", 0)
-        stats["entryCacheMisses"] = getattr(ledger, "cache_misses", 0)
-        # Not in Pulsar's topic stats (they are internal stats); kept for existing users.
+        stats["entryCacheHits"] = ledger.cache_hits
+        stats["entryCacheMisses"] = ledger.cache_misses
+        # Not in Pulsar's topic stats (it has them in internal stats only); minipulsar adds them.
         stats["ledgers"] = [info.to_json() for info in ledger.ledgers]
         stats["lastConfirmedEntry"] = str(ledger.last_confirmed)
     else:
@@ -76,7 +82,7 @@ def topic_stats(topic: Any) -> dict:
     return stats
 
 
-def _publisher_stats(topic: Any, producer: Any) -> dict:
+def _publisher_stats(topic: Topic, producer: Publisher) -> dict[str, Any]:
     rate, throughput = topic.rates.get(producer, "msgIn"), topic.rates.get(producer, "bytesIn")
     return {
         "producerId": producer.producer_id,
@@ -91,11 +97,11 @@ def _publisher_stats(topic: Any, producer: Any) -> dict:
     }
 
 
-def _subscription_stats(topic: Any, subscription: Any) -> dict:
+def _subscription_stats(topic: Topic, subscription: Subscription) -> dict[str, Any]:
     rates = topic.rates
     consumers = [_consumer_stats(topic, c) for c in subscription.consumers]
-    cursor = getattr(subscription, "cursor", None)
-    stats = {
+    cursor = subscription.cursor
+    stats: dict[str, Any] = {
         "type": subscription.sub_type,
         "msgBacklog": cursor.backlog_entries if cursor is not None else 0,
         "msgRateOut": sum(c["msgRateOut"] for c in consumers),
@@ -104,36 +110,33 @@ def _subscription_stats(topic: Any, subscription: Any) -> dict:
         "msgOutCounter": sum(c["msgOutCounter"] for c in consumers),
         "bytesOutCounter": sum(c["bytesOutCounter"] for c in consumers),
         "unackedMessages": sum(c["unackedMessages"] for c in consumers),
-        "blockedSubscriptionOnUnackedMsgs": bool(getattr(subscription, "blocked_on_unacked", False)),
+        "blockedSubscriptionOnUnackedMsgs": subscription.blocked_on_unacked,
         "consumers": consumers,
     }
     if cursor is None:
         stats["msgDropRate"] = rates.get(subscription, "drop")
         stats["isDurable"] = False
         return stats
-    stats["isDurable"] = bool(getattr(cursor, "durable", True))
+    stats["isDurable"] = cursor.durable
     stats["markDeletePosition"] = str(cursor.mark_delete)
     stats["readPosition"] = str(cursor.read_position)
-    for field, attribute in (
-        ("entryCacheHitsTailing", "cache_hits_tailing"),
-        ("entryCacheHitsCatchUp", "cache_hits_catch_up"),
-        ("entryCacheMissesTailing", "cache_misses_tailing"),
-        ("entryCacheMissesCatchUp", "cache_misses_catch_up"),
-    ):
-        stats[field] = getattr(cursor, attribute, 0)
+    stats["entryCacheHitsTailing"] = cursor.cache_hits_tailing
+    stats["entryCacheHitsCatchUp"] = cursor.cache_hits_catch_up
+    stats["entryCacheMissesTailing"] = cursor.cache_misses_tailing
+    stats["entryCacheMissesCatchUp"] = cursor.cache_misses_catch_up
     return stats
 
 
-def _consumer_stats(topic: Any, consumer: Any) -> dict:
+def _consumer_stats(topic: Topic, consumer: Consumer) -> dict[str, Any]:
     rates = topic.rates
     return {
         "consumerName": consumer.name,
-        "consumerId": getattr(consumer, "consumer_id", -1),
-        "address": getattr(getattr(consumer, "connection", None), "peer", ""),
+        "consumerId": consumer.consumer_id,
+        "address": consumer.connection.peer,
         "availablePermits": consumer.permits,
         "unackedMessages": consumer.unacked_messages,
-        "blockedConsumerOnUnackedMsgs": bool(getattr(consumer, "blocked_on_unacked", False)),
-        "priorityLevel": getattr(consumer, "priority_level", 0),
+        "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
+        "priorityLevel": consumer.priority_level,
         "msgRateOut": rates.get(consumer, "msgOut"),
         "msgThroughputOut": rates.get(consumer, "bytesOut"),
         "msgOutCounter": consumer.messages_out,
@@ -144,9 +147,9 @@ def _consumer_stats(topic: Any, consumer: Any) -> dict:
 # -- internal stats -------------------------------------------------------------------------------
 
 
-def internal_stats(topic: Any) -> dict:
+def internal_stats(topic: Topic) -> dict[str, Any]:
     """``GET …/internalStats``: the managed ledger's ledgers and its cursors' positions."""
-    ledger = getattr(topic, "ledger", None)
+    ledger = topic.ledger
     if ledger is None:  # non-persistent: nothing stored
         return {
             "entriesAddedCounter": topic.counters.messages_in,
@@ -160,31 +163,30 @@ def internal_stats(topic: Any) -> dict:
             "ledgers": [],
             "cursors": {},
         }
-    ledgers = ledger_list(topic)
+    ledgers = ledger_list(ledger)
     last = ledgers[-1] if ledgers else {"entries": 0, "size": 0, "timestamp": 0}
     created = ledger.ledgers[-1].timestamp_ms if ledger.ledgers else 0
     return {
-        "entriesAddedCounter": getattr(ledger, "entries_added", 0),
+        "entriesAddedCounter": ledger.entries_added,
         "numberOfEntries": sum(item["entries"] for item in ledgers),
         "totalSize": sum(item["size"] for item in ledgers),
         "currentLedgerEntries": last["entries"],
         "currentLedgerSize": last["size"],
         "lastLedgerCreatedTimestamp": _timestamp(created),
         "lastConfirmedEntry": str(ledger.last_confirmed),
-        "state": getattr(getattr(ledger, "state", None), "value", "Open"),
+        "state": ledger.state.value,
         "ledgers": [
             {"ledgerId": item["ledgerId"], "entries": item["entries"], "size": item["size"], "offloaded": False}
             for item in ledgers
         ],
-        "cursors": {cursor.name: _cursor_stats(topic, cursor) for cursor in _cursors(topic)},
+        "cursors": {cursor.name: _cursor_stats(ledger, cursor) for cursor in _cursors(topic, ledger)},
     }
 
 
-def ledger_list(topic: Any) -> list[dict]:
+def ledger_list(ledger: ManagedLedger) -> list[dict[str, int]]:
     """Each ledger's entries and bytes. The open ledger's metadata says nothing until it is
     closed: its entries come from the last confirmed position, its bytes from the managed
     ledger's total less the closed ledgers'."""
-    ledger = topic.ledger
     infos = ledger.ledgers
     closed_bytes = sum(info.size for info in infos if info.entries is not None)
     last = ledger.last_confirmed
@@ -193,49 +195,52 @@ def ledger_list(topic: Any) -> list[dict]:
         entries, size = info.entries, info.size
         if entries is None:
             entries = last.entry_id + 1 if last.ledger_id == info.ledger_id else 0
-            size = max(0, getattr(ledger, "total_size_bytes", closed_bytes) - closed_bytes)
+            size = max(0, ledger.total_size_bytes - closed_bytes)
         result.append({"ledgerId": info.ledger_id, "entries": entries, "size": size, "timestamp": info.timestamp_ms})
     return result
 
 
-def _ledger_totals(topic: Any) -> tuple[int, int]:
-    ledgers = ledger_list(topic)
+def _ledger_totals(ledger: ManagedLedger) -> tuple[int, int]:
+    ledgers = ledger_list(ledger)
     return sum(item["entries"] for item in ledgers), sum(item["size"] for item in ledgers)
 
 
-def storage_size(topic: Any) -> int:
-    return _ledger_totals(topic)[1] if getattr(topic, "ledger", None) is not None else 0
+def storage_size(topic: Topic) -> int:
+    return _ledger_totals(topic.ledger)[1] if topic.ledger is not None else 0
 
 
-def backlog_size(topic: Any) -> int:
+def backlog_entries(topic: Topic) -> int:
+    """Entries not yet acknowledged, summed over the subscriptions (0 on a non-persistent topic)."""
+    return sum(cursor.backlog_entries for cursor in _subscription_cursors(topic))
+
+
+def backlog_size(topic: Topic) -> int:
     """Pulsar's estimate: the largest subscription backlog (entries) × the average entry size."""
-    if getattr(topic, "ledger", None) is None:
+    if topic.ledger is None:
         return 0
-    entries, size = _ledger_totals(topic)
-    backlog = max(
-        (s.cursor.backlog_entries for s in topic.subscriptions.values() if getattr(s, "cursor", None) is not None),
-        default=0,
-    )
+    entries, size = _ledger_totals(topic.ledger)
+    backlog = max((cursor.backlog_entries for cursor in _subscription_cursors(topic)), default=0)
     return size * min(backlog, entries) // entries if entries else 0
 
 
-def _cursors(topic: Any) -> list[Any]:
-    live = getattr(topic.ledger, "cursors", None)
-    if isinstance(live, dict):
-        live = list(live.values())
-    cursors = list(live) if live else []
+def _subscription_cursors(topic: Topic) -> list[CursorStats]:
+    return [s.cursor for s in topic.subscriptions.values() if s.cursor is not None]
+
+
+def _cursors(topic: Topic, ledger: ManagedLedger) -> list[CursorStats]:
+    """The managed ledger's live cursors, then any subscription's cursor it no longer lists."""
+    cursors: list[CursorStats] = list(ledger.cursors)
     names = {c.name for c in cursors}
-    for subscription in topic.subscriptions.values():
-        cursor = getattr(subscription, "cursor", None)
-        if cursor is not None and cursor.name not in names:
+    for cursor in _subscription_cursors(topic):
+        if cursor.name not in names:
             cursors.append(cursor)
             names.add(cursor.name)
     return cursors
 
 
-def _cursor_stats(topic: Any, cursor: Any) -> dict:
-    holes = _runs(getattr(cursor, "individually_deleted", ()))
-    total = sum(item["entries"] for item in ledger_list(topic))
+def _cursor_stats(ledger: ManagedLedger, cursor: CursorStats) -> dict[str, Any]:
+    holes = list(cursor.individually_deleted.ranges())
+    total = sum(item["entries"] for item in ledger_list(ledger))
     backlog = cursor.backlog_entries
     return {
         "markDeletePosition": str(cursor.mark_delete),
@@ -245,23 +250,10 @@ def _cursor_stats(topic: Any, cursor: Any) -> dict:
         + "]",
         "totalNonContiguousDeletedMessagesRange": len(holes),
         "messagesConsumedCounter": max(0, total - backlog),
-        "numberOfEntriesSinceFirstNotAckedMessage": topic.ledger.count_entries(
-            cursor.mark_delete, topic.ledger.last_confirmed
-        ),
-        "durable": bool(getattr(cursor, "durable", True)),
+        "numberOfEntriesSinceFirstNotAckedMessage": ledger.count_entries(cursor.mark_delete, ledger.last_confirmed),
+        "durable": cursor.durable,
         "state": "Open",
     }
-
-
-def _runs(positions: Iterable[Any]) -> list[tuple[Position, Position]]:
-    """Consecutive positions of one ledger as ``(first, last)`` runs (Pulsar prints ``(first-1..last]``)."""
-    runs: list[list[Position]] = []
-    for position in sorted(p for p in positions if isinstance(p, tuple)):
-        if runs and runs[-1][1].ledger_id == position.ledger_id and runs[-1][1].entry_id == position.entry_id - 1:
-            runs[-1][1] = position
-        else:
-            runs.append([position, position])
-    return [(first, last) for first, last in runs]
 
 
 def _timestamp(ms: int) -> str:

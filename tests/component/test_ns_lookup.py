@@ -6,7 +6,7 @@ bundles move.
 
 Method: several NamespaceServices in one process, each on its own in-process metadata store
 (its own session) over one shared tree, with a fake broker around each (no topics loaded) and a
-scripted load manager."""
+scripted placement (the load manager's part in a lookup)."""
 
 from __future__ import annotations
 
@@ -16,15 +16,17 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
+from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.namespace.bundles import NamespaceBundle
 from minipulsar.broker.namespace.liveness import LivenessProbe
 from minipulsar.broker.namespace.ownership import OwnerData, ownership_path
 from minipulsar.broker.namespace.service import NamespaceService
-from minipulsar.config import BrokerConfig, load_config
+from minipulsar.broker.namespace.settings import NamespaceSettings
 from minipulsar.errors import ErrorCode
 from minipulsar.metadata import MemoryMetadataStore
 from minipulsar.metadata.memory import SharedTree
 from minipulsar.topic_name import TopicName
+from tests.support.broker_fakes import NoTopics
 from tests.support.net import unused_port
 from tests.support.process import wait_for
 
@@ -32,50 +34,44 @@ TOPIC = TopicName.parse("persistent://public/default/orders")
 
 
 class FakeBroker:
-    """What NamespaceService needs from BrokerService."""
+    """A NamespaceService with what a broker gives it: a store, an identity, no topics loaded."""
 
     def __init__(self, tree: SharedTree, index: int) -> None:
         self.store = MemoryMetadataStore(tree)
-        self.config = load_config(BrokerConfig, None, {"defaultNumberOfNamespaceBundles": "4"})
-        self.host, self.port, self.http_port = "127.0.0.1", 6650 + index, 8080 + index
-        self.load_manager = None
-        self.namespaces: NamespaceService | None = None
+        self.identity = BrokerIdentity.of("127.0.0.1", 6650 + index, 8080 + index)
+        self.liveness = ScriptedLiveness()
+        self.ns = NamespaceService(
+            self.store, self.identity, NoTopics(), NamespaceSettings(default_bundle_count=4), liveness=self.liveness
+        )
 
-    service_url = property(lambda self: f"pulsar://{self.host}:{self.port}")
-    web_service_url = property(lambda self: f"http://{self.host}:{self.http_port}")
-    broker_id = property(lambda self: f"{self.host}:{self.http_port}")
-
-    def loaded_topics(self) -> list:
-        return []
-
-    def take_topics(self, belongs) -> list:
-        return []
+    service_url = property(lambda self: self.identity.service_url)
+    web_service_url = property(lambda self: self.identity.web_service_url)
+    broker_id = property(lambda self: self.identity.broker_id)
 
     async def start(self) -> FakeBroker:
         info = {"pulsarServiceUrl": self.service_url, "webServiceUrl": self.web_service_url}
         await self.store.put(f"/loadbalance/brokers/{self.broker_id}", json.dumps(info).encode(), ephemeral=True)
-        self.namespaces = NamespaceService(self)  # type: ignore[arg-type]
-        self.namespaces.liveness = AlwaysAlive()  # nothing listens on these fake brokers' ports
-        await self.namespaces.start()
+        await self.ns.start()
         return self
 
-    @property
-    def ns(self) -> NamespaceService:
-        assert self.namespaces is not None
-        return self.namespaces
 
+class ScriptedLiveness:
+    """Every broker is alive (nothing listens on these fake brokers' ports) unless ``probe`` is set."""
 
-class AlwaysAlive:
+    def __init__(self) -> None:
+        self.probe: LivenessProbe | None = None
+
     async def is_gone(self, service_url: str) -> bool:
-        return False
+        return self.probe is not None and await self.probe.is_gone(service_url)
 
 
-class ScriptedLoadManager:
+class ScriptedPlacement:
     def __init__(self, leader: bool, choice: str | None) -> None:
-        self.is_leader, self.choice, self.asked = leader, choice, []
+        self.is_leader, self.choice = leader, choice
+        self.asked: list[str] = []
 
-    def select_broker_for(self, bundle_name: str) -> str | None:
-        self.asked.append(bundle_name)
+    def select_broker_for(self, bundle: str) -> str | None:
+        self.asked.append(bundle)
         return self.choice
 
 
@@ -117,7 +113,7 @@ async def test_racing_brokers_end_with_exactly_one_owner(brokers: list[FakeBroke
 
 async def test_authoritative_lookup_takes_an_unowned_bundle(brokers: list[FakeBroker]) -> None:
     a, b, _ = brokers
-    a.load_manager = ScriptedLoadManager(leader=True, choice=a.broker_id)
+    a.ns.placement = ScriptedPlacement(leader=True, choice=a.broker_id)
     answer = await b.ns.lookup(TOPIC, authoritative=True)
     assert (answer.kind, answer.broker_url) == ("connect", b.service_url)
 
@@ -129,24 +125,24 @@ async def test_the_leaders_placement_is_followed_through_an_authoritative_redire
         json.dumps({"brokerId": a.broker_id, "serviceUrl": a.web_service_url}).encode(),
         ephemeral=True,
     )
-    a.load_manager = ScriptedLoadManager(leader=True, choice=b.broker_id)
-    c.load_manager = ScriptedLoadManager(leader=False, choice=c.broker_id)
+    a.ns.placement = a_placement = ScriptedPlacement(leader=True, choice=b.broker_id)
+    c.ns.placement = c_placement = ScriptedPlacement(leader=False, choice=c.broker_id)
     forwarded = await c.ns.lookup(TOPIC)  # a non-leader forwards the decision to the leader
     assert (forwarded.kind, forwarded.broker_url, forwarded.authoritative) == ("redirect", a.service_url, False)
-    assert c.load_manager.asked == []
+    assert c_placement.asked == []
     decided = await a.ns.lookup(TOPIC)
     assert (decided.kind, decided.broker_url, decided.authoritative) == ("redirect", b.service_url, True)
-    assert a.load_manager.asked == [(await a.ns.bundle_of(TOPIC)).name]
+    assert a_placement.asked == [(await a.ns.bundle_of(TOPIC)).name]
     taken = await b.ns.lookup(TOPIC, authoritative=decided.authoritative)
     assert (taken.kind, taken.broker_url) == ("connect", b.service_url)
 
 
 async def test_without_a_leader_a_broker_decides_itself(brokers: list[FakeBroker]) -> None:
     _, b, c = brokers
-    c.load_manager = ScriptedLoadManager(leader=False, choice=b.broker_id)
+    c.ns.placement = placement = ScriptedPlacement(leader=False, choice=b.broker_id)
     answer = await c.ns.lookup(TOPIC)
     assert (answer.kind, answer.broker_url, answer.authoritative) == ("redirect", b.service_url, True)
-    c.load_manager.choice = None  # no opinion: take it
+    placement.choice = None  # no opinion: take it
     other = TopicName.parse("persistent://public/default/something-else")
     assert (await c.ns.lookup(other)).broker_url == c.service_url
 
@@ -217,7 +213,7 @@ async def test_an_owner_whose_port_refuses_connections_is_replaced_but_a_listeni
     """Goal: reference §2.3 takes a dead owner's bundles after its session expires; the TCP probe
     takes them at once when nothing listens on its port, and never from a live broker."""
     _, b, _ = brokers
-    b.ns.liveness = LivenessProbe()
+    b.liveness.probe = LivenessProbe()
     ghost = MemoryMetadataStore(b.store.shared)  # the owner's session, not expired yet
     listening = await asyncio.start_server(lambda reader, writer: writer.close(), "127.0.0.1", 0)
     closed_port = unused_port()

@@ -18,18 +18,6 @@ KINDS = {"unit", "component", "cluster", "faults"}
 TOP_LEVEL_DIRS = KINDS | {"support"}
 TOP_LEVEL_FILES = {"__init__.py", "conftest.py"}
 
-SHARED_ELSEWHERE = {
-    # Being moved to tests/support by other engineers (issue 17 point 7); the lead empties this
-    # list once their branches are merged. The broker unit tests' fakes (tests/unit/broker/):
-    "FakeConnection",
-    "FakeLedger",
-    "FakeConsumer",  # tests/support/client_fakes.py has one already
-    "ManualClock",  # tests/support/clock.py has one already
-    "closed_ledger",
-    "report",  # tests/support/load_reports.py has one already
-}
-"""Helper names still defined in more than one module, in areas other engineers are changing."""
-
 
 def modules() -> list[Path]:
     return sorted(path for path in TESTS.rglob("*.py") if "__pycache__" not in path.parts)
@@ -86,13 +74,7 @@ def test_no_support_module_is_named_like_a_test() -> None:
 
 
 def test_no_helper_is_defined_in_two_modules() -> None:
-    copies = {helper: paths for helper, paths in defined_twice().items() if helper not in SHARED_ELSEWHERE}
-    assert copies == {}, "define each once, in tests/support"
-
-
-def test_the_names_still_defined_twice_elsewhere_are_still_defined_twice() -> None:
-    """Once another engineer's branch removed a copy, its name leaves :data:`SHARED_ELSEWHERE`."""
-    assert SHARED_ELSEWHERE - defined_twice().keys() == set()
+    assert defined_twice() == {}, "define each once, in tests/support"
 
 
 def test_no_test_module_imports_another() -> None:

@@ -9,6 +9,8 @@
    again among all brokers.
 
 The caller (the load manager, or the simulation) records the answer as a preallocation.
+
+Invariant: pure; the answer is a broker with a report, or None when there is none.
 """
 
 from __future__ import annotations

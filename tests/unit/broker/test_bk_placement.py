@@ -19,10 +19,10 @@ from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPo
 from minipulsar.broker.bookkeeper.placement import (
     DefaultEnsemblePlacementPolicy,
     EnsemblePlacementPolicy,
-    placement_policy,
     select_ensemble,
     select_replacement,
 )
+from minipulsar.broker.bookkeeper.placement_policies import placement_policy
 from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy, arrange_racks, window_neighbours
 from minipulsar.errors import ConfigError, NotEnoughBookiesError
 
@@ -73,7 +73,9 @@ def assert_even(counts: list[int], tolerance: float = 0.15) -> None:
     assert all(abs(count - mean) <= tolerance * mean for count in counts), (counts, mean)
 
 
-def report(journal_mb_s: float, disk: float = 0.5, *, at_s: float = 100.0, read_only: bool = False) -> BookieLoadReport:
+def bookie_report(
+    journal_mb_s: float, disk: float = 0.5, *, at_s: float = 100.0, read_only: bool = False
+) -> BookieLoadReport:
     return BookieLoadReport(
         journal_write_bytes_per_s=journal_mb_s * MB,
         ledger_dirs_used_fraction=disk,
@@ -100,7 +102,7 @@ def test_new_ensembles_are_distinct_writable_bookies_outside_every_exclusion(
         read_only=frozenset(writable[:2]),
         quarantined=frozenset({writable[2]}),
         racks={bookie: f"/rack-{i % 3}" for i, bookie in enumerate(writable)},
-        loads={bookie: report(10 * i) for i, bookie in enumerate(writable)},
+        loads={bookie: bookie_report(10 * i) for i, bookie in enumerate(writable)},
         now_s=101.0,
     )
     policy = policy_class(random.Random(SEED))
@@ -352,7 +354,7 @@ def test_loadaware_sends_clearly_more_ledgers_to_lightly_loaded_bookies() -> Non
     3 light (25 MB/s, disks 30 % used) and 3 heavy (150 MB/s, 70 %) bookies; the light ones get
     at least twice the ledgers, and the heavy ones still get some (no herding, no lock-out)."""
     light, heavy = bookies(3, "light"), bookies(3, "heavy")
-    view = loaded_view({**{b: report(25, 0.3) for b in light}, **{b: report(150, 0.7) for b in heavy}})
+    view = loaded_view({**{b: bookie_report(25, 0.3) for b in light}, **{b: bookie_report(150, 0.7) for b in heavy}})
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED))
     counts = Counter(itertools.chain.from_iterable(policy.new_ensemble(3, 2, 2, view) for _ in range(10_000)))
     light_share, heavy_share = sum(shares(counts, light)), sum(shares(counts, heavy))
@@ -363,7 +365,14 @@ def test_loadaware_sends_clearly_more_ledgers_to_lightly_loaded_bookies() -> Non
 
 
 def test_loadaware_prefers_a_low_disk_usage_at_equal_throughput() -> None:
-    view = loaded_view({"a": report(50, 0.1), "b": report(50, 0.1), "c": report(50, 0.8), "d": report(50, 0.8)})
+    view = loaded_view(
+        {
+            "a": bookie_report(50, 0.1),
+            "b": bookie_report(50, 0.1),
+            "c": bookie_report(50, 0.8),
+            "d": bookie_report(50, 0.8),
+        }
+    )
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED))
     counts = Counter(itertools.chain.from_iterable(policy.new_ensemble(2, 2, 2, view) for _ in range(10_000)))
     assert counts["a"] + counts["b"] >= 1.3 * (counts["c"] + counts["d"]), counts
@@ -372,8 +381,12 @@ def test_loadaware_prefers_a_low_disk_usage_at_equal_throughput() -> None:
 def test_loadaware_never_chooses_read_only_or_quarantined_bookies() -> None:
     """Goal: the lightest bookies are the forbidden ones, and still never chosen: one read-only by
     its fresh load report, one read-only in the registry, one quarantined."""
-    loads = {b: report(100) for b in bookies(5)}
-    loads |= {"idle-report-ro": report(0, read_only=True), "idle-registry-ro": report(0), "idle-quarantined": report(0)}
+    loads = {b: bookie_report(100) for b in bookies(5)}
+    loads |= {
+        "idle-report-ro": bookie_report(0, read_only=True),
+        "idle-registry-ro": bookie_report(0),
+        "idle-quarantined": bookie_report(0),
+    }
     view = loaded_view(loads, read_only=frozenset({"idle-registry-ro"}), quarantined=frozenset({"idle-quarantined"}))
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED))
     counts = Counter(itertools.chain.from_iterable(policy.new_ensemble(3, 2, 2, view) for _ in range(10_000)))
@@ -383,7 +396,7 @@ def test_loadaware_never_chooses_read_only_or_quarantined_bookies() -> None:
 
 def test_loadaware_spreads_evenly_over_identical_loads() -> None:
     writable = bookies(5)
-    view = loaded_view({b: report(80, 0.4) for b in writable})
+    view = loaded_view({b: bookie_report(80, 0.4) for b in writable})
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED))
     counts = Counter(itertools.chain.from_iterable(policy.new_ensemble(3, 2, 2, view) for _ in range(10_000)))
     assert_even(shares(counts, writable))
@@ -395,9 +408,9 @@ def test_loadaware_places_at_random_without_fresh_reports(reported: str) -> None
     the spread is even, as DefaultEnsemblePlacementPolicy's."""
     writable = bookies(5)
     if reported == "stale":
-        loads = {b: report(10 if i < 2 else 200, at_s=50.0) for i, b in enumerate(writable)}
+        loads = {b: bookie_report(10 if i < 2 else 200, at_s=50.0) for i, b in enumerate(writable)}
     else:
-        loads = {writable[0]: report(200), writable[1]: report(200)}
+        loads = {writable[0]: bookie_report(200), writable[1]: bookie_report(200)}
     view = ClusterView(writable=frozenset(writable), loads=loads, now_s=101.0)
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED), stale_after_s=15.0)
     assert load_weights(writable, view, 15.0) is None
@@ -406,13 +419,17 @@ def test_loadaware_places_at_random_without_fresh_reports(reported: str) -> None
 
 
 def test_loadaware_stale_read_only_report_is_ignored() -> None:
-    view = loaded_view({"a": report(10, read_only=True, at_s=0.0), "b": report(10), "c": report(10)}, now_s=101.0)
+    view = loaded_view(
+        {"a": bookie_report(10, read_only=True, at_s=0.0), "b": bookie_report(10), "c": bookie_report(10)}, now_s=101.0
+    )
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED), stale_after_s=15.0)
     assert sorted(policy.new_ensemble(3, 2, 2, view)) == ["a", "b", "c"]
 
 
 def test_load_weights_are_positive_floored_and_neutral_for_unknown_bookies() -> None:
-    view = loaded_view({"idle": report(0, 0.0), "avg": report(100, 0.5), "hot": report(1_000, 1.0)})
+    view = loaded_view(
+        {"idle": bookie_report(0, 0.0), "avg": bookie_report(100, 0.5), "hot": bookie_report(1_000, 1.0)}
+    )
     view = ClusterView(writable=view.writable | {"new"}, loads=view.loads, now_s=view.now_s)
     weights = load_weights(["avg", "hot", "idle", "new"], view, 15.0)
     assert weights is not None
@@ -423,7 +440,7 @@ def test_load_weights_are_positive_floored_and_neutral_for_unknown_bookies() -> 
 
 def test_load_weights_of_near_equal_bookies_are_near_equal() -> None:
     """Goal: randomisation among near-equal candidates: 10 % more journal load costs < 10 % chance."""
-    view = loaded_view({"a": report(50), "b": report(55), "c": report(50)})
+    view = loaded_view({"a": bookie_report(50), "b": bookie_report(55), "c": bookie_report(50)})
     weights = load_weights(["a", "b", "c"], view, 15.0)
     assert weights is not None
     assert 0.9 < weights["b"] / weights["a"] < 1.0
@@ -433,7 +450,7 @@ def test_loadaware_keeps_racks_apart_when_racks_differ() -> None:
     """Goal: load-awareness works inside the rack-aware choice: windows still span distinct racks,
     and inside each rack the light bookie gets more ledgers."""
     racks = {f"r{r}-{kind}": f"/r{r}" for r in range(3) for kind in ("light", "heavy")}
-    loads = {bookie: report(20 if bookie.endswith("light") else 150) for bookie in racks}
+    loads = {bookie: bookie_report(20 if bookie.endswith("light") else 150) for bookie in racks}
     view = ClusterView(writable=frozenset(racks), racks=racks, loads=loads, now_s=101.0)
     policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED))
     counts: Counter[str] = Counter()

@@ -24,17 +24,10 @@ from minipulsar.errors import (
     RequestTimeoutError,
     TooManyRequestsError,
 )
+from tests.support.clock import ManualClock
 
 SEED = 4327
 TIMEOUT = RequestTimeoutError("add timed out")
-
-
-class ManualClock:
-    def __init__(self, now_s: float = 1_000.0) -> None:
-        self.now_s = now_s
-
-    def __call__(self) -> float:
-        return self.now_s
 
 
 def quarantine(
@@ -51,7 +44,7 @@ def quarantine(
         quarantine_time_s=time_s,
         quarantine_ratio=ratio,
         rng=random.Random(seed),
-        clock=clock or ManualClock(),
+        clock=clock or ManualClock(1_000.0),
         **kwargs,
     )
 
@@ -61,7 +54,8 @@ def fail(target: BookieQuarantine, bookie: str, times: int, error: BaseException
         target.record_error(bookie, error)
 
 
-def metric(name: str) -> float:
+def quarantine_metric(name: str) -> float:
+    """A sample of the quarantine's metrics in this process's registry (0 before the first)."""
     return REGISTRY.get_sample_value(PREFIX + name) or 0.0
 
 
@@ -155,11 +149,11 @@ def test_faulty_again_while_quarantined_keeps_the_expiry() -> None:
     target = quarantine(threshold=1, time_s=100.0, clock=clock)
     fail(target, "b1", 1)
     assert target.check() == ["b1"]
-    before = metric("BOOKIE_QUARANTINE")
+    before = quarantine_metric("BOOKIE_QUARANTINE")
     clock.now_s = 60.0
     fail(target, "b1", 10)
     assert target.check() == []
-    assert metric("BOOKIE_QUARANTINE") == before
+    assert quarantine_metric("BOOKIE_QUARANTINE") == before
     clock.now_s = 100.0
     assert not target.is_quarantined("b1")
 
@@ -171,21 +165,24 @@ def test_release_all_ends_every_quarantine() -> None:
     assert target.check() == ["b1", "b2"]
     target.release_all()
     assert target.quarantined() == frozenset()
-    assert metric("QUARANTINED_BOOKIES") == 0
+    assert quarantine_metric("QUARANTINED_BOOKIES") == 0
 
 
 def test_metrics_count_quarantines_skips_and_the_quarantined() -> None:
-    quarantined_before, skipped_before = metric("BOOKIE_QUARANTINE"), metric("BOOKIE_QUARANTINE_SKIP")
+    quarantined_before, skipped_before = (
+        quarantine_metric("BOOKIE_QUARANTINE"),
+        quarantine_metric("BOOKIE_QUARANTINE_SKIP"),
+    )
     always, never = quarantine(threshold=1, ratio=1.0), quarantine(threshold=1, ratio=0.0)
     fail(always, "b1", 1)
     fail(always, "b2", 1)
     fail(never, "b1", 1)
     always.check()
     never.check()
-    assert metric("BOOKIE_QUARANTINE") == quarantined_before + 2
-    assert metric("BOOKIE_QUARANTINE_SKIP") == skipped_before + 1
+    assert quarantine_metric("BOOKIE_QUARANTINE") == quarantined_before + 2
+    assert quarantine_metric("BOOKIE_QUARANTINE_SKIP") == skipped_before + 1
     always.quarantined()
-    assert metric("QUARANTINED_BOOKIES") == 2
+    assert quarantine_metric("QUARANTINED_BOOKIES") == 2
 
 
 @pytest.mark.parametrize("kwargs", [{"threshold": 0}, {"time_s": -1.0}, {"ratio": 1.5}, {"ratio": -0.1}])
@@ -218,7 +215,7 @@ def test_ratio_p_quarantines_about_p_of_faulty_intervals(ratio: float) -> None:
             quarantine_time_s=1800.0,
             quarantine_ratio=ratio,
             rng=rng,
-            clock=ManualClock(),
+            clock=ManualClock(1_000.0),
         )
         fail(target, "b1", 5)
         quarantined += len(target.check())

@@ -7,23 +7,9 @@ import json
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
-from minipulsar.broker.managed_ledger.info import LedgerInfo
-from minipulsar.broker.managed_ledger.ledger import ManagedLedger, ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
-
-
-def closed_ledger(*entries_per_ledger: int) -> ManagedLedger:
-    """A managed ledger whose ledgers 10, 11, … are closed with the given entry counts."""
-    ledger = ManagedLedger(
-        "t/ns/persistent/x",
-        store=None,
-        bookkeeper=None,
-        cache=EntryCache(0),  # type: ignore[arg-type]
-        config=ManagedLedgerConfig(),
-    )
-    ledger._ledgers.replace([LedgerInfo(10 + i, entries=n) for i, n in enumerate(entries_per_ledger)])
-    return ledger
+from tests.support.broker_fakes import closed_ledger
 
 
 async def test_positions_skip_empty_and_finished_ledgers() -> None:

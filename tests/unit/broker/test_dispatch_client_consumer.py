@@ -3,8 +3,6 @@ acks batched into one REDELIVER_UNACKED, full redelivery on Exclusive, permits a
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from minipulsar.client.consumer import Consumer
@@ -13,28 +11,8 @@ from minipulsar.client.exceptions import CumulativeAcknowledgementNotAllowedErro
 from minipulsar.client.message import MessageId
 from minipulsar.protocol import commands as cmd
 from minipulsar.protocol.batch import BatchMessage, encode_batch
+from tests.support.broker_fakes import FakeConnection
 from tests.support.process import wait_for
-
-
-class FakeConnection:
-    is_open = True
-
-    def __init__(self) -> None:
-        self.consumers: dict = {}
-        self.sent: list = []
-        self.requests: list[tuple[type, dict]] = []
-
-    def send(self, command) -> None:
-        self.sent.append(command)
-
-    def request(self, cls, *, timeout_s=None, **fields):
-        self.requests.append((cls, fields))
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-    def of(self, kind: type) -> list:
-        return [c for c in self.sent if isinstance(c, kind)]
 
 
 def consumer(sub_type: str = "Exclusive", **kwargs) -> tuple[Consumer, FakeConnection]:
@@ -48,8 +26,8 @@ def consumer(sub_type: str = "Exclusive", **kwargs) -> tuple[Consumer, FakeConne
         pool=None,
         lookup=None,
         operation_timeout_s=30,
-    )  # type: ignore[arg-type]
-    target._connection = connection  # type: ignore[assignment]
+    )  # type: ignore[arg-type]  # the client takes a concrete pool and lookup; none is needed here
+    target._connection = connection  # type: ignore[assignment]  # a concrete ClientConnection in the client
     connection.consumers[target._consumer_id] = target
     return target, connection
 

@@ -4,134 +4,28 @@ and each dispatcher driven over an in-memory cursor (no sockets, no bookies)."""
 from __future__ import annotations
 
 import asyncio
+import random
+from typing import Any
 
 import pytest
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.broker.topics.consumer import Consumer
-from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import entries_for_permits, entries_within_permits
 from minipulsar.broker.topics.key_shared import NONE_KEY, ConsistentHashRing, key_hash, sticky_key
+from minipulsar.broker.topics.persistent_subscription import PersistentSubscription
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 from minipulsar.broker.topics.replay import ReplayQueue
-from minipulsar.broker.topics.subscription import Subscription
 from minipulsar.errors import ConsumerBusyError, InvalidCommandError
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.protocol.commands import ActiveConsumerChange, Message
+from tests.support.broker_fakes import FakeCursor, FakeLedger, L, batch_payload, connection_of, make_consumer
+from tests.support.broker_fakes import sent_to as sent
 
-L = 7  # the one ledger of the fake managed ledger
-
-
-def batch(count: int = 1, key: str | None = None) -> bytes:
-    return encode_batch(1000, "p", [BatchMessage(i, b"x", key) for i in range(count)])
+SEED = 1717
 
 
-class FakeLedger:
-    def __init__(self) -> None:
-        self.entries: list[Entry] = []
-        self._waiters: list[asyncio.Future[None]] = []
-
-    def add(self, count: int = 1, key: str | None = None) -> Position:
-        position = Position(L, len(self.entries))
-        self.entries.append(Entry(position, batch(count, key), count))
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        return position
-
-    async def read_entries(
-        self, start: Position, max_entries: int, max_bytes: int | None = None, cursor: object = None
-    ) -> list[Entry]:
-        return self.entries[start.entry_id : start.entry_id + max_entries]
-
-    def wait_for_entries(self) -> asyncio.Future[None]:
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
-        return waiter
-
-    @property
-    def first_position(self) -> Position:
-        return Position(L, -1)
-
-    @property
-    def last_confirmed(self) -> Position:
-        return Position(L, len(self.entries) - 1)
-
-    def next_position(self, position: Position) -> Position:
-        return Position(L, position.entry_id + 1)
-
-
-class FakeCursor:
-    """ManagedCursor's dispatch-facing surface over a list."""
-
-    name = "sub"
-    durable = True
-
-    def __init__(self, ledger: FakeLedger) -> None:
-        self.ledger = ledger
-        self.mark_delete = Position(L, -1)
-        self.acked: set[Position] = set()
-        self.read_position = Position(L, 0)
-        self.active = False
-
-    def has_more_entries(self) -> bool:
-        return self.read_position.entry_id < len(self.ledger.entries)
-
-    async def read_entries(self, max_entries: int, max_bytes: int | None = None) -> list[Entry]:
-        entries = self.ledger.entries[self.read_position.entry_id : self.read_position.entry_id + max_entries]
-        if entries:
-            self.read_position = Position(L, entries[-1].position.entry_id + 1)
-        return [e for e in entries if not self.is_acked(e.position)]
-
-    def rewind(self) -> None:
-        self.read_position = Position(L, self.mark_delete.entry_id + 1)
-
-    def seek(self, position: Position) -> None:
-        self.read_position = position
-
-    def is_acked(self, position: Position) -> bool:
-        return position <= self.mark_delete or position in self.acked
-
-    async def acknowledge(self, positions: list[Position]) -> None:
-        self.acked.update(positions)
-        while Position(L, self.mark_delete.entry_id + 1) in self.acked:
-            self.mark_delete = Position(L, self.mark_delete.entry_id + 1)
-            self.acked.discard(self.mark_delete)
-
-    async def acknowledge_cumulative(self, position: Position) -> None:
-        self.mark_delete = max(self.mark_delete, position)
-
-    async def reset(self, position: Position) -> None:
-        self.mark_delete = Position(L, position.entry_id - 1)
-        self.acked.clear()
-        self.read_position = position
-
-
-class FakeConnection:
-    def __init__(self) -> None:
-        self.sent: list = []
-        self.writable = True
-
-    def send(self, command) -> None:
-        self.sent.append(command)
-
-    def messages(self) -> list[Position]:
-        return [Position(c.ledger_id, c.entry_id) for c in self.sent if isinstance(c, Message)]
-
-
-def make_consumer(consumer_id: int, name: str | None = None, priority_level: int = 0) -> Consumer:
-    return Consumer(
-        consumer_id, name or f"c{consumer_id}", FakeConnection(), "sub", TopicCounters(), priority_level=priority_level
-    )
-
-
-def sent(consumer: Consumer) -> list[Position]:
-    return consumer.connection.messages()  # type: ignore[attr-defined]
-
-
-async def settled(subscription: Subscription) -> None:
+async def settled(subscription: PersistentSubscription) -> None:
     """Yield until the read loop is idle (waiting for entries) or finished."""
     dispatcher = subscription.dispatcher
     for _ in range(1000):
@@ -142,8 +36,8 @@ async def settled(subscription: Subscription) -> None:
     raise AssertionError("the dispatcher never settled")
 
 
-def subscription(sub_type: str, ledger: FakeLedger, **settings) -> Subscription:
-    return Subscription(FakeCursor(ledger), sub_type, DispatchSettings(**settings))  # type: ignore[arg-type]
+def subscription(sub_type: str, ledger: FakeLedger, **settings: Any) -> PersistentSubscription:
+    return PersistentSubscription(FakeCursor(ledger), sub_type, DispatchSettings(**settings))
 
 
 # -- permits → entries ------------------------------------------------------------------------
@@ -206,8 +100,21 @@ def test_key_hash_is_murmur3_32_with_the_sign_bit_cleared() -> None:
 def test_sticky_key_is_the_first_messages_key_or_none_key() -> None:
     mixed = encode_batch(1, "p", [BatchMessage(0, b"a", "k1"), BatchMessage(1, b"b", "k2")])
     assert sticky_key(mixed) == b"k1"
-    assert sticky_key(batch(3)) == NONE_KEY
+    assert sticky_key(batch_payload(3)) == NONE_KEY
     assert sticky_key(b"\x00not a batch") == NONE_KEY
+
+
+def test_sticky_key_of_any_bytes_is_a_key_or_none_key_and_never_an_error() -> None:
+    rng = random.Random(SEED)
+    whole = encode_batch(1, "p", [BatchMessage(0, b"a", "k1")])
+    cut = [whole[:n] for n in range(len(whole))]
+    noise = [bytes(rng.randrange(256) for _ in range(rng.randrange(40))) for _ in range(2000)]
+    flipped = [
+        bytes(b ^ (rng.randrange(1, 256) if i == rng.randrange(len(whole)) else 0) for i, b in enumerate(whole))
+        for _ in range(2000)
+    ]
+    for payload in (*cut, *noise, *flipped):
+        assert isinstance(sticky_key(payload), bytes), f"seed {SEED}: {payload!r}"
 
 
 def test_ring_keeps_keys_of_staying_consumers_when_one_leaves() -> None:
@@ -255,7 +162,7 @@ async def test_failover_activates_by_priority_then_name_and_rewinds_after_the_de
         sub.flow(consumer, 10)
     await settled(sub)
     assert len(sent(b)) == 4 and sent(a_low) == []
-    assert [c.is_active for c in a_low.connection.sent if isinstance(c, ActiveConsumerChange)] == [False]
+    assert [c.is_active for c in connection_of(a_low).sent if isinstance(c, ActiveConsumerChange)] == [False]
 
     switch = asyncio.get_running_loop().create_future()
     sub.remove_consumer(b)  # a takes over, after the delay, with b's unacknowledged entries
@@ -264,7 +171,7 @@ async def test_failover_activates_by_priority_then_name_and_rewinds_after_the_de
     await switch
     await settled(sub)
     assert sent(a_low) == [Position(L, i) for i in range(4)]
-    assert [m.redelivery_count for m in a_low.connection.sent if isinstance(m, Message)] == [1, 1, 1, 1]
+    assert [m.redelivery_count for m in connection_of(a_low).sent if isinstance(m, Message)] == [1, 1, 1, 1]
 
 
 async def test_shared_round_robin_respects_permits_and_the_round_robin_batch() -> None:
@@ -315,7 +222,7 @@ async def test_shared_redelivers_negatively_acknowledged_entries_first_with_a_co
     sub.redeliver_unacknowledged(consumer, [Position(L, 1)])
     sub.flow(consumer, 1)
     await settled(sub)
-    last = [c for c in consumer.connection.sent if isinstance(c, Message)][-1]
+    last = [c for c in connection_of(consumer).sent if isinstance(c, Message)][-1]
     assert (last.entry_id, last.redelivery_count) == (1, 1)
     assert sub.msg_redeliver_counter == 1
 

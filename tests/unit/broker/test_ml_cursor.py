@@ -11,16 +11,12 @@ import time
 import pytest
 
 from minipulsar.broker.managed_ledger import metrics
-from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
-from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.info import LedgerInfo
-from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.metadata.memory import MemoryMetadataStore
+from tests.support.broker_fakes import closed_ledger
 from tests.support.process import wait_for
-
-KEEP_FOREVER = {"retention_time_minutes": -1, "retention_size_mb": -1}  # no trimming: there are no bookies
 
 
 class CountingStore(MemoryMetadataStore):
@@ -30,22 +26,9 @@ class CountingStore(MemoryMetadataStore):
         super().__init__()
         self.put_times_s: list[float] = []
 
-    async def put(self, path, value, expected_version=None, *, ephemeral=False):  # type: ignore[override]
+    async def put(self, path, value, expected_version=None, *, ephemeral=False):
         self.put_times_s.append(time.monotonic())
         return await super().put(path, value, expected_version, ephemeral=ephemeral)
-
-
-def closed_ledger(*entries_per_ledger: int, store=None, **config) -> ManagedLedger:
-    """A managed ledger whose ledgers 10, 11, … are closed with the given entry counts."""
-    ledger = ManagedLedger(
-        "t/ns/persistent/x",
-        store=store,
-        bookkeeper=None,
-        cache=EntryCache(0),  # type: ignore[arg-type]
-        config=ManagedLedgerConfig(**{**KEEP_FOREVER, **config}),
-    )
-    ledger._ledgers.replace([LedgerInfo(10 + i, entries=n) for i, n in enumerate(entries_per_ledger)])
-    return ledger
 
 
 async def test_non_durable_cursor_starts_latest_earliest_or_at_a_position() -> None:

@@ -5,23 +5,7 @@ pending-sends limit: a connection reads only when no reason holds it."""
 from __future__ import annotations
 
 from minipulsar.broker.publish_buffer import GLOBAL_LIMIT, PublishBuffer
-
-
-class FakeConnection:
-    """Counts its throttle reasons like BrokerConnection; ``reading`` = no reason holds."""
-
-    def __init__(self) -> None:
-        self.reasons: set[str] = set()
-
-    def throttle(self, reason: str) -> None:
-        self.reasons.add(reason)
-
-    def unthrottle(self, reason: str) -> None:
-        self.reasons.discard(reason)
-
-    @property
-    def reading(self) -> bool:
-        return not self.reasons
+from tests.support.broker_fakes import FakeConnection
 
 
 def test_reaching_the_limit_pauses_every_connection_and_half_resumes_them() -> None:

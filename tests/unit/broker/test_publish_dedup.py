@@ -8,34 +8,11 @@ import asyncio
 import json
 
 from minipulsar.broker.dedup import DUPLICATE, MessageDeduplication
-from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.errors import PersistenceError
 from minipulsar.metadata import MemoryMetadataStore
-from minipulsar.protocol.batch import BatchMessage, encode_batch
+from tests.support.broker_fakes import FakeLedger
 from tests.support.process import wait_for
-
-
-class FakeLedger:
-    """One ledger (id 7) of entries; adds complete when the test says so."""
-
-    def __init__(self) -> None:
-        self.entries: list[Entry] = []
-
-    @property
-    def last_confirmed(self) -> Position:
-        return Position(7, len(self.entries) - 1)
-
-    def next_position(self, position: Position) -> Position:
-        return Position(7, 0) if position.ledger_id != 7 else Position(7, position.entry_id + 1)
-
-    async def read_entries(self, start: Position, max_entries: int) -> list[Entry]:
-        return self.entries[start.entry_id : start.entry_id + max_entries]
-
-    def append(self, producer: str, sequence_ids: list[int]) -> Position:
-        payload = encode_batch(0, producer, [BatchMessage(s, b"x") for s in sequence_ids])
-        position = Position(7, len(self.entries))
-        self.entries.append(Entry(position, payload, len(sequence_ids)))
-        return position
 
 
 def dedup(store: MemoryMetadataStore, interval: int = 1000, max_producers: int = 100) -> MessageDeduplication:
@@ -52,7 +29,7 @@ async def test_a_stored_message_is_a_duplicate_and_an_in_flight_one_waits_for_it
     state.track("p", 0, -1, first)
     waiting = state.check("p", 0, -1)
     assert waiting is not None and not waiting.done(), "in flight: wait for the original"
-    first.set_result(ledger.append("p", [0]))
+    first.set_result(ledger.add_batch("p", [0]))
     assert await waiting == Position(7, 0), "answered with the original's position"
     assert await state.check("p", 0, -1) == DUPLICATE
     assert state.check("p", 1, -1) is None
@@ -82,7 +59,7 @@ async def test_state_survives_a_restart_from_snapshot_and_replay() -> None:
     for sequence_id in range(5):
         added = loop.create_future()
         state.track("p", sequence_id, -1, added)
-        added.set_result(ledger.append("p", [sequence_id]))
+        added.set_result(ledger.add_batch("p", [sequence_id]))
         await asyncio.sleep(0)
 
     async def snapshot_taken() -> bool:
@@ -90,7 +67,7 @@ async def test_state_survives_a_restart_from_snapshot_and_replay() -> None:
         return stored is not None and json.loads(stored.value)["entryId"] >= 3
 
     await wait_for(snapshot_taken, timeout_s=5, message="no snapshot after 2 × brokerDeduplicationEntriesInterval")
-    ledger.append("q", [10, 11, 12])  # written, then the broker crashed before any snapshot
+    ledger.add_batch("q", [10, 11, 12])  # written, then the broker crashed before any snapshot
     restarted = dedup(store, interval=2)
     await restarted.recover(ledger)
     assert restarted.persisted == {"p": 4, "q": 12}
@@ -109,7 +86,7 @@ async def test_the_producer_map_is_bounded() -> None:
     for name in ("a", "b", "c"):
         added = loop.create_future()
         state.track(name, 0, -1, added)
-        added.set_result(ledger.append(name, [0]))
+        added.set_result(ledger.add_batch(name, [0]))
     await asyncio.sleep(0)
     assert list(state.pushed) == ["b", "c"], "the least recently used name is forgotten"
     await store.close()

@@ -1,4 +1,4 @@
-"""A persistent subscription: a cursor plus the dispatcher feeding its consumers.
+"""PersistentSubscription: a cursor plus the dispatcher feeding its consumers.
 
 The subscription type is fixed while consumers are attached; the first consumer to attach to
 an idle subscription sets it (Pulsar behaves the same), which also builds a new dispatcher.
@@ -13,6 +13,14 @@ client then clears its receiver queue (all of it predates the seek: it had no pe
 and grants ``receiver_queue_size`` permits again, as after a resubscribe. Other consumers of
 the same subscription are not told: what already sits in their receiver queues is still
 delivered to them (Pulsar's disconnect would have dropped it).
+
+Invariants:
+
+- the subscription type changes only while no consumer is attached, and then the dispatcher
+  is new and the cursor rewound;
+- cumulative acknowledgement is refused on Shared and Key_Shared;
+- after a seek nothing sent before it counts as pending, and dispatch stays paused until
+  :meth:`PersistentSubscription.resume`.
 """
 
 from __future__ import annotations
@@ -20,8 +28,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.topics.base import DispatchCursor
 from minipulsar.broker.topics.consumer import Consumer
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher
@@ -46,13 +54,15 @@ def check_sub_type(sub_type: str) -> None:
         )
 
 
-class Subscription:
+class PersistentSubscription:
+    """A :class:`~broker.topics.base.Subscription` that reads its topic's managed ledger."""
+
     def __init__(
         self,
-        cursor: ManagedCursor,
+        cursor: DispatchCursor,
         sub_type: str,
         settings: DispatchSettings | None = None,
-        on_idle: Callable[[Subscription], None] | None = None,
+        on_idle: Callable[[PersistentSubscription], None] | None = None,
     ) -> None:
         check_sub_type(sub_type)
         self.cursor = cursor
@@ -93,8 +103,13 @@ class Subscription:
         return sum(consumer.unacked_messages for consumer in self.consumers)
 
     @property
+    def msg_drop_counter(self) -> int:
+        """Nothing is dropped: what a consumer cannot take now stays in the backlog."""
+        return 0
+
+    @property
     def blocked_on_unacked(self) -> bool:
-        return bool(getattr(self.dispatcher, "blocked_on_unacked", False))
+        return self.dispatcher.blocked_on_unacked
 
     # -- consumers ------------------------------------------------------------------------------
 
@@ -126,6 +141,9 @@ class Subscription:
 
     def flow(self, consumer: Consumer, permits: int) -> None:
         self.dispatcher.flow(consumer, permits)
+
+    def read_more(self) -> None:
+        self.dispatcher.read_more()
 
     # -- acknowledgements and redelivery --------------------------------------------------------
 

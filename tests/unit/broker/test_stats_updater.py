@@ -1,0 +1,51 @@
+"""Goal: the stats timer turns counters into rates over the time since its previous round, and a
+topic whose rates fail to update (a bug) is logged while the other topics and the entry cache
+still get theirs. Method: StatsUpdater rounds driven by hand with a ManualClock."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.stats_updater import StatsUpdater
+from minipulsar.broker.topics.base import Topic
+from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
+from minipulsar.broker.topics.registry import TopicMap
+from minipulsar.topic_name import TopicName
+from tests.support.broker_fakes import batch_payload
+from tests.support.clock import ManualClock
+
+
+class BrokenTopic(NonPersistentTopic):
+    def update_rates(self, elapsed_s: float) -> None:
+        raise RuntimeError("a bug in one topic's stats")
+
+
+async def loaded(topics: TopicMap, topic: NonPersistentTopic) -> NonPersistentTopic:
+    future: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
+    future.set_result(topic)
+    topics.put(topic.name, future)
+    return topic
+
+
+async def test_rates_are_over_the_time_since_the_previous_round(caplog: pytest.LogCaptureFixture) -> None:
+    clock, topics, cache = ManualClock(), TopicMap(), EntryCache(0)
+    await loaded(topics, BrokenTopic(TopicName.parse("non-persistent://t/ns/broken")))
+    healthy = await loaded(topics, NonPersistentTopic(TopicName.parse("non-persistent://t/ns/healthy")))
+    updater = StatsUpdater(topics, cache, interval_s=60.0, clock=clock)
+    updater.start()
+    try:
+        for _ in range(4):
+            healthy.publish(batch_payload(), 1)
+        cache.hits += 10
+        clock.advance(2.0)
+        with caplog.at_level(logging.ERROR, logger="minipulsar.broker.stats_updater"):
+            updater.run_once()
+    finally:
+        await updater.stop()
+    assert healthy.rates.get(healthy, "msgIn") == 2.0
+    assert cache.hits_rate == 5.0 and cache.misses_rate == 0.0
+    assert any("non-persistent://t/ns/broken: updating its rates failed" in r.getMessage() for r in caplog.records)
