@@ -374,6 +374,7 @@ async def test_bookie_port_in_use_is_a_clear_error(standalone: Standalone, tmp_p
     assert f"bookie-0 port 127.0.0.1:{port} is in use" in result.stderr
 
 
+@pytest.mark.expect_error_log(r"ended unexpectedly")
 async def test_a_dying_child_stops_the_cluster_with_a_failure_exit(standalone: Standalone) -> None:
     launcher = await standalone.start()
     children = children_of(launcher.proc.pid)

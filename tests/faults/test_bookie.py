@@ -132,6 +132,7 @@ async def test_a_restart_after_sigkill_waits_out_the_old_registration(tmp_path: 
         await observer.close()
 
 
+@pytest.mark.expect_error_log(r"bookie cannot start")
 @pytest.mark.parametrize("flag", ["--ledger-dirs", "--journal-dir"])
 async def test_directories_of_another_bookie_are_refused(tmp_path: Path, metastore: ServerProcess, flag: str) -> None:
     url = f"metastore://{metastore.address}"

@@ -72,6 +72,7 @@ async def wait_registered_only_under(store: MetadataStore, bookie: ServerProcess
     await wait_for(only_there, timeout_s=10, message=f"{bookie.address} not registered only under {path}")
 
 
+@pytest.mark.expect_error_log(r"is full: usage", r"shutting the bookie down", r"bookie stopped on a failure")
 async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_writable(
     tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
 ) -> None:
@@ -108,6 +109,7 @@ async def test_full_disks_make_the_bookie_read_only_and_freed_space_makes_it_wri
     assert await registered_under(observer, bookie) == set()
 
 
+@pytest.mark.expect_error_log(r"is full: usage", r"shutting the bookie down", r"bookie stopped on a failure")
 async def test_a_bookie_started_on_full_disks_registers_read_only(
     tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
 ) -> None:
@@ -121,6 +123,7 @@ async def test_a_bookie_started_on_full_disks_registers_read_only(
         conn.close()
 
 
+@pytest.mark.expect_error_log(r"is full: usage", r"shutting the bookie down", r"bookie stopped on a failure")
 async def test_a_restarted_bookie_removes_the_read_only_key_its_killed_run_left(
     tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
 ) -> None:
@@ -139,6 +142,7 @@ async def test_a_restarted_bookie_removes_the_read_only_key_its_killed_run_left(
         assert await registered_under(observer, second) == {AVAILABLE}
 
 
+@pytest.mark.expect_error_log(r"is full: usage", r"shutting the bookie down", r"bookie stopped on a failure")
 async def test_with_read_only_mode_disabled_full_disks_stop_the_bookie(
     tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
 ) -> None:
@@ -155,6 +159,7 @@ async def test_with_read_only_mode_disabled_full_disks_stop_the_bookie(
         assert "readOnlyModeEnabled=false" in bookie.log_tail()
 
 
+@pytest.mark.expect_error_log(r"is full: usage", r"shutting the bookie down", r"bookie stopped on a failure")
 async def test_with_read_only_mode_disabled_a_bookie_started_on_full_disks_never_registers(
     tmp_path: Path, metastore: ServerProcess, observer: MetadataStore
 ) -> None:

@@ -200,6 +200,7 @@ async def test_an_entry_too_big_to_be_read_back_is_refused_not_acknowledged(book
         client.close()
 
 
+@pytest.mark.expect_error_log(r"bookie cannot start")
 @pytest.mark.parametrize("damage", ["metadata-url", "index-db"])
 async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_path: Path, damage: str) -> None:
     """Goal: an unknown metadataServiceUri scheme or a damaged index.db ends the start with

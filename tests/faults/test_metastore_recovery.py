@@ -132,6 +132,7 @@ async def test_restart_keeps_live_sessions_and_expires_dead_owners_one_timeout_l
     await live.close()
 
 
+@pytest.mark.expect_error_log(r"metastore cannot start: .* is in use")
 async def test_sigterm_shuts_down_cleanly_and_a_second_server_cannot_share_the_data_dir(
     metastore: ServerProcess,
     tmp_path: Path,

@@ -31,6 +31,7 @@ async def loaded(topics: TopicMap, topic: NonPersistentTopic) -> NonPersistentTo
     return topic
 
 
+@pytest.mark.expect_error_log(r"updating its rates failed")
 async def test_rates_are_over_the_time_since_the_previous_round(caplog: pytest.LogCaptureFixture) -> None:
     clock, topics, cache = ManualClock(), TopicMap(), EntryCache(0)
     await loaded(topics, BrokenTopic(TopicName.parse("non-persistent://t/ns/broken")))
