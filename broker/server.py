@@ -40,8 +40,8 @@ from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.namespace.lookup import TopicLookup
 from minipulsar.broker.publish_buffer import PublishBuffer
 from minipulsar.broker.throttling import ConnectionThrottling
-from minipulsar.broker.topics.base import Subscription, Topic
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer, Subscription, Topic
+from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.key_shared import KEY_SHARED_MODES
 from minipulsar.broker.topics.persistent_subscription import PersistentSubscription
 from minipulsar.broker.topics.registry import TopicRegistry
@@ -303,7 +303,7 @@ class BrokerConnection(ServerConnection):
             start = _parse_positions([command.start_message_id])[0]
         topic = await self._topics.get_topic(_parse_topic(command.topic))
         name = command.consumer_name or f"consumer-{command.consumer_id}"
-        consumer = Consumer(
+        consumer = ServerConsumer(
             command.consumer_id, name, self, command.subscription, topic.counters, priority_level=command.priority_level
         )
         subscription = await topic.subscribe(

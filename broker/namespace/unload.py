@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from minipulsar.broker.managed_ledger.position import Position
-from minipulsar.broker.topics.consumer import Consumer, ConsumerConnection
+from minipulsar.broker.topics.base import Consumer
+from minipulsar.broker.topics.consumer import ConsumerConnection
 from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters
 from minipulsar.errors import MiniPulsarError
 from minipulsar.topic_name import TopicName

@@ -1,4 +1,4 @@
-"""Topic and Subscription: what the rest of the broker reads of a topic, whatever it stores.
+"""Topic, Subscription and Consumer: what the rest of the broker reads of them, whatever the topic stores.
 
 The connection handlers, the stats and /metrics, the admin REST, an unload and the load
 report see a topic only through these protocols. :class:`PersistentTopic` with its
@@ -11,15 +11,15 @@ Invariants:
   and ``deduplication`` are None, as is its subscriptions' ``cursor``; a persistent
   subscription drops nothing (``msg_drop_counter`` stays 0), a non-persistent one redelivers
   nothing (``msg_redeliver_counter`` stays 0);
-- a subscription's consumers are :class:`~broker.topics.consumer.Consumer` objects, one class
-  for both kinds;
+- a subscription's consumers are :class:`Consumer` s — :class:`~broker.topics.consumer.ServerConsumer`
+  for both kinds of topic; dispatch, the stats and an unload read only what :class:`Consumer` lists;
 - counters only grow; :meth:`Topic.update_rates` turns them into the rates the stats report.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -28,10 +28,41 @@ if TYPE_CHECKING:
     from minipulsar.broker.managed_ledger.ledger import ManagedLedger
     from minipulsar.broker.managed_ledger.position import Entry, Position
     from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
-    from minipulsar.broker.topics.consumer import Consumer
+    from minipulsar.broker.topics.consumer import ConsumerConnection, RedeliveryCounts
     from minipulsar.broker.topics.counters import TopicCounters
     from minipulsar.broker.topics.rates import RateTable
     from minipulsar.topic_name import TopicName
+
+
+class Consumer(Protocol):
+    """One consumer of a subscription, as dispatch, the stats and an unload see it."""
+
+    consumer_id: int
+    name: str
+    connection: ConsumerConnection
+    priority_level: int
+    """Lower is preferred: Failover's active consumer and Shared's round-robin level."""
+    permits: int
+    unacked_messages: int
+    blocked_on_unacked: bool
+    avg_messages_per_entry: float | None
+    messages_out: int
+    bytes_out: int
+
+    @property
+    def writable(self) -> bool:
+        """Its connection takes writes now."""
+        ...
+
+    def can_receive(self) -> bool: ...
+
+    def send_entries(self, entries: list[Entry], redelivery: RedeliveryCounts | None = None) -> int: ...
+
+    def acked(self, positions: Iterable[Position]) -> None: ...
+
+    def acked_up_to(self, position: Position) -> None: ...
+
+    def take_pending(self, positions: Iterable[Position] | None = None) -> list[Position]: ...
 
 
 class CursorStats(Protocol):

@@ -63,7 +63,10 @@ class RedeliveryCounts(Protocol):
     def count(self, position: Position) -> int: ...
 
 
-class Consumer:
+class ServerConsumer:
+    """A consumer attached through one client connection: its permits, what it was sent and
+    not yet acknowledged, and its counters (Pulsar's ``Consumer``; see :class:`~broker.topics.base.Consumer`)."""
+
     def __init__(
         self,
         consumer_id: int,
@@ -182,4 +185,4 @@ class Consumer:
         return taken
 
     def __repr__(self) -> str:
-        return f"Consumer({self.name!r}, id={self.consumer_id}, permits={self.permits})"
+        return f"ServerConsumer({self.name!r}, id={self.consumer_id}, permits={self.permits})"

@@ -36,8 +36,7 @@ import math
 from collections.abc import Iterable
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.broker.topics.base import DispatchCursor
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer, DispatchCursor
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 from minipulsar.errors import MiniPulsarError

@@ -29,8 +29,7 @@ import asyncio
 import logging
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.broker.topics.base import DispatchCursor
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer, DispatchCursor
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher, entries_for_permits
 from minipulsar.broker.topics.redelivery import RedeliveryTracker

@@ -37,8 +37,7 @@ import mmh3
 import msgpack
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.broker.topics.base import DispatchCursor
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer, DispatchCursor
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import entries_within_permits
 from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher

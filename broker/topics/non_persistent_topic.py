@@ -26,7 +26,7 @@ from typing import Any
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics import topic_stats
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.rates import RateTable
 from minipulsar.errors import ConsumerBusyError, InvalidCommandError, MiniPulsarError

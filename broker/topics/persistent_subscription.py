@@ -29,8 +29,7 @@ import logging
 from collections.abc import Callable
 
 from minipulsar.broker.managed_ledger.position import Position
-from minipulsar.broker.topics.base import DispatchCursor
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer, DispatchCursor
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher
 from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher

@@ -22,7 +22,7 @@ from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.topics import topic_stats
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.persistent_subscription import EARLIEST, PersistentSubscription, check_sub_type

@@ -19,8 +19,7 @@ import datetime
 from typing import Any
 
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
-from minipulsar.broker.topics.base import CursorStats, Subscription, Topic
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.base import Consumer, CursorStats, Subscription, Topic
 from minipulsar.broker.topics.counters import Publisher
 
 # -- rates ----------------------------------------------------------------------------------------

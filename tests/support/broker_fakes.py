@@ -28,7 +28,7 @@ from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 from minipulsar.broker.topics.base import Topic
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters
 from minipulsar.metadata import MemoryMetadataStore, MetadataStore
 from minipulsar.protocol.batch import BatchMessage, encode_batch
@@ -134,23 +134,25 @@ class FakePublisher:
     bytes_in: int = 0
 
 
-def make_consumer(consumer_id: int, name: str | None = None, priority_level: int = 0, permits: int = 0) -> Consumer:
+def make_consumer(
+    consumer_id: int, name: str | None = None, priority_level: int = 0, permits: int = 0
+) -> ServerConsumer:
     """A broker consumer on its own :class:`FakeConnection`, with ``permits``."""
-    consumer = Consumer(
+    consumer = ServerConsumer(
         consumer_id, name or f"c{consumer_id}", FakeConnection(), "sub", TopicCounters(), priority_level=priority_level
     )
     consumer.permits = permits
     return consumer
 
 
-def connection_of(consumer: Consumer) -> FakeConnection:
+def connection_of(consumer: ServerConsumer) -> FakeConnection:
     """The :class:`FakeConnection` of a consumer :func:`make_consumer` made."""
     connection = consumer.connection
     assert isinstance(connection, FakeConnection), connection
     return connection
 
 
-def sent_to(consumer: Consumer) -> list[Position]:
+def sent_to(consumer: ServerConsumer) -> list[Position]:
     """The positions sent to a consumer :func:`make_consumer` made, in order."""
     return connection_of(consumer).messages()
 

@@ -11,7 +11,7 @@ import asyncio
 
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.namespace.unload import close_topics
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.non_persistent_topic import NonPersistentSubscription
 from minipulsar.topic_name import TopicName
@@ -28,7 +28,7 @@ class UnloadingTopic:
         connection.attached_consumers.add(7)
         self.counters = TopicCounters(producers={(1, 1): FakePublisher(1, connection, in_flight)})
         subscription = NonPersistentSubscription("sub", "Shared")
-        subscription.add_consumer(Consumer(7, "c", connection, "sub", self.counters), "Shared")
+        subscription.add_consumer(ServerConsumer(7, "c", connection, "sub", self.counters), "Shared")
         self.subscriptions = {"sub": subscription}
 
     async def close(self) -> None:

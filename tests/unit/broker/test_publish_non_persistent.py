@@ -3,14 +3,14 @@ drops (and counts) it per subscription otherwise; receipts are immediate with (-
 
 from __future__ import annotations
 
-from minipulsar.broker.topics.consumer import Consumer
+from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.non_persistent_topic import NON_PERSISTENT_POSITION, NonPersistentTopic
 from minipulsar.protocol.commands import Message
 from minipulsar.topic_name import TopicName
 from tests.support.broker_fakes import batch_payload, connection_of, make_consumer
 
 
-def received(consumer: Consumer) -> list[bytes]:
+def received(consumer: ServerConsumer) -> list[bytes]:
     return [message.payload for message in connection_of(consumer).of(Message)]
 
 
