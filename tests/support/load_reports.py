@@ -58,9 +58,16 @@ def load_data(reports: dict[str, LocalBrokerData], samples: int = 1) -> LoadData
 
 
 def broker_with(
-    usage: float, bundle_throughputs: dict[str, float], name: str = "b", rate_per_byte: float = 0.001, **usages: float
+    usage: float,
+    bundle_throughputs: dict[str, float],
+    name: str = "b",
+    rate_per_byte: float = 0.001,
+    memory: float = 0.0,
+    direct: float = 0.0,
+    bw_in: float = 0.0,
+    bw_out: float = 0.0,
 ) -> LocalBrokerData:
-    """A broker at ``usage`` % CPU owning bundles with these throughputs (B/s)."""
-    return report(
-        cpu=usage, bundles={b: stats(t * rate_per_byte, t) for b, t in bundle_throughputs.items()}, name=name, **usages
-    )
+    """A broker at ``usage`` % CPU (and the other usages given) owning bundles with these
+    throughputs (B/s)."""
+    bundles = {b: stats(t * rate_per_byte, t) for b, t in bundle_throughputs.items()}
+    return report(cpu=usage, memory=memory, direct=direct, bw_in=bw_in, bw_out=bw_out, bundles=bundles, name=name)

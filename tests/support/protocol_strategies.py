@@ -34,7 +34,7 @@ def strategy_for(spec: FieldSpec, payload_bytes_max: int) -> st.SearchStrategy[A
     """Values a field accepts: one of its choices, or of exactly the runtime types it accepts."""
     if spec.choices is not None:
         return st.sampled_from(sorted(spec.choices, key=repr))
-    options = []
+    options: list[st.SearchStrategy[Any]] = []
     for accepted_type in spec.accepted:
         if accepted_type is type(None):
             options.append(st.none())

@@ -216,4 +216,5 @@ async def read_entries(
 ) -> list[tuple[int, bytes]]:
     """One READ_ENTRY on a :class:`RawClient` to a bookie: the (entry id, payload) pairs it answered."""
     response = await client.request(ReadEntry, ledger_id=ledger_id, first_entry_id=first, count=count, **kw)
+    assert isinstance(response, ReadEntryResponse), response
     return [(entry_id, payload) for entry_id, payload in response.entries]
