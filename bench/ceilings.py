@@ -201,7 +201,7 @@ def io_pattern_ceiling(
                     offset += log_chunk_bytes
             finally:
                 os.close(fd)
-        except BaseException as exc:  # re-raised by the caller
+        except BaseException as exc:  # noqa: BLE001 -- handed to the caller, which re-raises it
             errors.append(exc)
             stop.set()
 
@@ -262,7 +262,7 @@ def run_in_thread(function: Any, *args: Any) -> Any:
     def target() -> None:
         try:
             outcome["value"] = function(*args)
-        except BaseException as exc:  # re-raised on the caller's thread
+        except BaseException as exc:  # noqa: BLE001 -- re-raised on the caller's thread
             outcome["error"] = exc
 
     thread = threading.Thread(target=target, name="fsync-ceiling")

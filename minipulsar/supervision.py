@@ -54,7 +54,7 @@ def guarded(logger: logging.Logger, what: str, fn: Callable[P, T], *args: P.args
     on with the others."""
     try:
         return fn(*args, **kwargs)
-    except Exception:  # noqa: BLE001 -- the boundary: nothing above it can handle a bug
+    except Exception:
         logger.exception("%s failed", what)
         return None
 
@@ -126,7 +126,7 @@ class Periodic:
                 await result
         except self._expected as error:
             self._logger.log(self._expected_level, "%s: %s", self.name, error)
-        except Exception:  # noqa: BLE001 -- the boundary of one round: the next one still runs
+        except Exception:
             self._logger.exception("%s failed", self.name)
 
 
@@ -139,7 +139,7 @@ def failure_of(
     None when ``fn`` returned."""
     try:
         fn(*args, **kwargs)
-    except Exception as error:  # noqa: BLE001 -- the boundary: the caller fails what depended on fn
+    except Exception as error:
         logger.exception("%s failed", what)
         return error
     return None

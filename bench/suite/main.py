@@ -206,7 +206,7 @@ async def run(args: argparse.Namespace) -> int:
         }
         try:
             result |= await module.run(ctx)
-        except Exception as exc:  # one broken scenario must not lose the others' results
+        except Exception as exc:  # noqa: BLE001 -- a scenario's boundary: one broken scenario keeps the others' results
             failures += 1
             result["error"] = f"{type(exc).__name__}: {exc}"
             ctx.emit(f"FAILED: {result['error']}")

@@ -337,7 +337,7 @@ def _fail(message: str) -> int:
 
 def _run(main) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("client").setLevel(logging.ERROR)  # retries are reported once, by the final error
+    logging.getLogger("minipulsar.client").setLevel(logging.ERROR)  # retries are reported once, by the final error
     try:
         return run(main())
     except UsageError as error:

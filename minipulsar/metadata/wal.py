@@ -38,6 +38,7 @@ from minipulsar.durable_file import fsync_directory, sync_data
 from minipulsar.metadata import snapshot
 from minipulsar.metadata.txn import Txn
 from minipulsar.protocol.codec import MSGPACK_SHAPE_ERRORS
+from minipulsar.supervision import failure_of
 
 log = logging.getLogger(__name__)
 
@@ -170,10 +171,16 @@ class LogWriter:
     # -- the thread -----------------------------------------------------------------------------
 
     def _run(self) -> None:
+        """The thread's body: a bug fails the WAL as a write error does, so no change waits forever."""
+        error = failure_of(log, "the metastore WAL's writer thread", self._write_until_stopped)
+        if error is not None:
+            self._post(self._on_failed, error)
+
+    def _write_until_stopped(self) -> None:
         try:
             while self._write_group():
                 pass
-        except BaseException as error:  # disk full, EIO ...: report once, write nothing more
+        except OSError as error:  # disk full, EIO ...: report once, write nothing more
             log.critical("metastore WAL write failed: %s", error, exc_info=True)
             self._post(self._on_failed, error)
 

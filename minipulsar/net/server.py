@@ -81,7 +81,7 @@ class ServerConnection(Connection):
             return
         try:
             result = handler(self, command)
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 -- one request's boundary: answered, an unexpected one logged
             self.reply_error(command, error)
             return
         if result is not None and isinstance(result, types.CoroutineType):  # inspect.iscoroutine

@@ -20,7 +20,7 @@ import aiohttp
 import pytest
 
 from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
-from minipulsar.errors import NoSuchLedgerError
+from minipulsar.errors import MiniPulsarError, NoSuchLedgerError
 from minipulsar.ledger_paths import ledger_path
 from minipulsar.metadata import MetadataStore
 from minipulsar.net import connect
@@ -106,7 +106,7 @@ class ConcurrentReader:
                 try:
                     if await read_ledger(self.conn, ledger_id) != [gc_payload(ledger_id, e) for e in range(ENTRIES)]:
                         self.failures.append(f"ledger {ledger_id}: different bytes")
-                except Exception as exc:
+                except MiniPulsarError as exc:
                     self.failures.append(f"ledger {ledger_id}: {exc!r}")
                 self.read_times.append(time.monotonic())
 

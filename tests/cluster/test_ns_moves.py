@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.cli.admin import AdminClient
+from minipulsar.errors import MiniPulsarError
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import cluster_fixture
 from tests.support.process import ServerProcess, wait_for
@@ -79,7 +80,7 @@ class Traffic:
     async def _send(self, n: int) -> None:
         try:
             message_id = await self.producer.send(f"m-{n}".encode())
-        except Exception as error:  # counted: a failed send is not receipted, so not owed to the consumer
+        except MiniPulsarError as error:  # counted: a failed send is not receipted, so not owed to the consumer
             self.send_errors.append(repr(error))
         else:
             self.receipted[n] = message_id
@@ -99,7 +100,7 @@ class Traffic:
             self.received[n] = self.received.get(n, 0) + 1
             try:
                 await self.consumer.acknowledge(message)
-            except Exception:  # the consumer was moving: not acknowledged, so it may come again
+            except MiniPulsarError:  # the consumer was moving: not acknowledged, so it may come again
                 continue
             self.acked_ids.add(message_id)
             self._acked_numbers.add(n)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from minipulsar import Client, InitialPosition, Timeout
+from minipulsar.errors import MiniPulsarError
 from tests.support.cluster import make_cluster
 
 SEND_TIMEOUT_MS = 800
@@ -21,7 +22,7 @@ async def timed_send(producer, data: bytes) -> tuple[object, float]:
     started = time.monotonic()
     try:
         result = await producer.send(data)
-    except Exception as error:
+    except MiniPulsarError as error:
         result = error
     return result, time.monotonic() - started
 

@@ -106,7 +106,7 @@ async def run(ctx: Context) -> dict[str, Any]:
             window = FlushWindow(data).start()
             try:
                 figures = await start()
-            except Exception as exc:  # a peer that fails is a row that says so, not a lost run
+            except Exception as exc:  # noqa: BLE001 -- a peer's boundary: a failing peer is a row that says so
                 ctx.emit(f"FAILED {label}: {exc}")
                 rows.append({"system": label, "skipped": f"failed: {type(exc).__name__}: {exc}"})
                 continue

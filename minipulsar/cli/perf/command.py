@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -41,7 +40,6 @@ from minipulsar.cli.perf.options import (
 from minipulsar.errors import MiniPulsarError
 
 if TYPE_CHECKING:
-    from minipulsar.cli.perf.managed_ledger import BookKeeperClient
     from minipulsar.cli.perf.report import PerfResult
 
 Options = ProduceOptions | ConsumeOptions | ManagedLedgerOptions
@@ -369,26 +367,9 @@ async def _run_mode(options: Options, stop: asyncio.Event) -> PerfResult:
     return await perf.run_managed_ledger(options, stop=stop)
 
 
-@contextlib.asynccontextmanager
-async def bookkeeper_client(metadata_url: str) -> AsyncIterator[BookKeeperClient]:
-    """The broker's BookKeeper client on the metadata store at ``metadata_url``, for
-    ``perf managed-ledger`` (here because only ``minipulsar.cli`` may import ``broker``)."""
-    from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
-    from minipulsar.metadata import open_metadata_store
-
-    store = await open_metadata_store(metadata_url)
-    bookkeeper = BookKeeper(store, BookKeeperSettings())
-    try:
-        await bookkeeper.start()
-        yield bookkeeper
-    finally:
-        await bookkeeper.close()
-        await store.close()
-
-
 def _setup_logging() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    logging.getLogger("client").setLevel(logging.ERROR)  # retries are reported once, by the final error
+    logging.getLogger("minipulsar.client").setLevel(logging.ERROR)  # retries are reported once, by the final error
 
 
 def _non_negative(kind: Callable[[str], Number]) -> Callable[[str], Number]:

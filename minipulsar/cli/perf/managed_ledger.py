@@ -12,7 +12,7 @@ A failed add ends the run (pulsar-perf exits), its error in ``result.error``.
 
 The BookKeeper client lives in ``broker/``, which the core package may only reach from
 ``minipulsar.cli`` (``tests/unit/test_layering.py``): :func:`run_managed_ledger` takes a
-``bookkeeper`` factory, and by default uses :func:`minipulsar.cli.perf.command.bookkeeper_client`.
+``bookkeeper`` factory, and by default uses :func:`bookkeeper_client` (the broker's BookKeeper client).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict
 from typing import Protocol
 
@@ -80,8 +80,6 @@ async def run_managed_ledger(
         PerfInterrupted: ``stop`` was set before the run began.
     """
     if bookkeeper is None:
-        from minipulsar.cli.perf.command import bookkeeper_client
-
         bookkeeper = bookkeeper_client
     payload = make_payload(options.size_bytes)
     stats = PerfStats(latency_unit_ms=0.001, latency_highest=MAX_LATENCY_US)
@@ -182,3 +180,20 @@ def _completion(
         session.finish(error)
 
     return on_added
+
+
+@contextlib.asynccontextmanager
+async def bookkeeper_client(metadata_url: str) -> AsyncIterator[BookKeeperClient]:
+    """The broker's BookKeeper client on the metadata store at ``metadata_url``, for
+    ``perf managed-ledger`` (the application layer may import the broker)."""
+    from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
+    from minipulsar.metadata import open_metadata_store
+
+    store = await open_metadata_store(metadata_url)
+    bookkeeper = BookKeeper(store, BookKeeperSettings())
+    try:
+        await bookkeeper.start()
+        yield bookkeeper
+    finally:
+        await bookkeeper.close()
+        await store.close()
