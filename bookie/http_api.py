@@ -21,7 +21,7 @@ their paths and JSON shapes, beside ``/metrics`` on ``httpServerPort``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
@@ -29,14 +29,37 @@ from minipulsar.config import parse_bool
 from minipulsar.errors import ServiceNotReadyError
 
 if TYPE_CHECKING:
-    from minipulsar.bookie.bookie_server import BookieServer
+    from minipulsar.bookie.bookie_impl import BookieImpl
+    from minipulsar.bookie.load import BookieLoad
+    from minipulsar.bookie.state_manager import BookieStateManager
+    from minipulsar.config import BookieConfig
 
 READ_ONLY_BY_HAND = "set read-only through PUT /api/v1/bookie/state/readonly"
 FORCE_READ_ONLY = "forceReadOnlyBookie=true"
 
 
+class BookieAdmin(Protocol):
+    """What the REST API reads and asks of the bookie process (:class:`BookieServer`)."""
+
+    config: BookieConfig
+    bookie: BookieImpl
+    state: BookieStateManager
+    load: BookieLoad
+    serving: bool
+    """Registered and taking requests."""
+    failed_journals: set[int]
+
+    @property
+    def bookie_id(self) -> str: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    async def set_read_only_by_hand(self, read_only: bool) -> None: ...
+
+
 class BookieHttpApi:
-    def __init__(self, service: BookieServer) -> None:
+    def __init__(self, service: BookieAdmin) -> None:
         self._service = service
 
     def routes(self) -> list[web.RouteDef]:
