@@ -1,6 +1,6 @@
 """The bookie's load report: what BOOKIE_INFO and ``GET /api/v1/bookie/info`` say about how busy it is.
 
-Load-aware ensemble placement (BookKeeper BP-65, reference §7.8) polls every bookie for this and
+Load-aware ensemble placement (BookKeeper BP-65) polls every bookie for this and
 skips the hot ones, so the figures describe the last few seconds, not the process lifetime:
 
 - ``journalWriteBytesPerSecond``: journal bytes written (BP-65's ``writeBytePerSecond``);

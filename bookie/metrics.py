@@ -1,4 +1,4 @@
-"""The bookie's Prometheus metrics, named as BookKeeper names them (reference §9).
+"""The bookie's Prometheus metrics, named as BookKeeper names them.
 
 BookKeeper exports latencies as summaries in milliseconds with a ``success`` label; the
 Python client has no quantile summaries, so latencies are histograms in milliseconds (p99 via

@@ -1,4 +1,4 @@
-"""Message deduplication by producer sequence ids (Pulsar's ``MessageDeduplication``, reference §5.7).
+"""Message deduplication by producer sequence ids (Pulsar's ``MessageDeduplication``).
 
 Per topic and producer name the broker keeps two marks:
 

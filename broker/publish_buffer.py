@@ -1,4 +1,4 @@
-"""The broker-wide publish buffer: bytes of publishes received but not yet persisted (reference §5.5).
+"""The broker-wide publish buffer: bytes of publishes received but not yet persisted.
 
 Pulsar's ``maxMessagePublishBufferSizeInMB`` (PR 6178, with PR 6550's immediate pause): every
 SEND adds its payload size when it arrives and subtracts it when the managed ledger answered.

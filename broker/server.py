@@ -2,7 +2,7 @@
 
 SEND is the hot path: it is handled synchronously — append to the topic's managed ledger and
 answer SEND_RECEIPT from the add's completion callback (deduplication may answer a resend
-without a write). Publish throttling (reference §5.5) stops reading a connection's socket —
+without a write). Publish throttling stops reading a connection's socket —
 TCP then pushes back on the producer — for either of two reasons, and reads again only when
 neither holds:
 

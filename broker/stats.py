@@ -2,7 +2,7 @@
 
 Hot paths bump plain ints on topics, producers and consumers; the stats timer turns them into
 rates every ``statsUpdateFrequencyInSecs``; this collector reads both when /metrics is
-scraped and yields Pulsar's families (reference §9):
+scraped and yields Pulsar's families:
 
 - per topic (labels cluster, namespace, topic): ``pulsar_in_messages_total``,
   ``pulsar_in_bytes_total``, ``pulsar_out_messages_total``, ``pulsar_out_bytes_total``,

@@ -1,6 +1,6 @@
 """Consumer: receive messages pushed by the broker within the permits we grant.
 
-Flow control as in Pulsar (reference §5.1): on subscribe we grant ``receiver_queue_size``
+Flow control as in Pulsar: on subscribe we grant ``receiver_queue_size``
 permits; each message handed to the application frees one, and once half the queue's worth is
 free we grant them back in one FLOW. Permits count messages: a batch entry is unpacked here
 and each of its messages is one permit. So at most ``receiver_queue_size`` messages wait in

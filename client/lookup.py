@@ -1,4 +1,4 @@
-"""Binary lookup: which broker serves a topic (reference §2.5, §2.7).
+"""Binary lookup: which broker serves a topic.
 
 One attempt: ask the current service-URL host with ``authoritative=false``; ``connect`` names
 the owner; ``redirect`` means ask the named broker, carrying the ``authoritative`` flag it

@@ -1,4 +1,4 @@
-"""Ledger storage: where entries live once the journal made them durable (reference §8.3).
+"""Ledger storage: where entries live once the journal made them durable.
 
 :class:`~bookie.storage.base.LedgerStorage` is the interface the bookie uses;
 :class:`~bookie.storage.db_ledger_storage.DbLedgerStorage` implements it the way BookKeeper's

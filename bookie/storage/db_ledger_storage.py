@@ -1,4 +1,4 @@
-"""DbLedgerStorage: the bookie's ledger storage over one or more ledger dirs (reference §8.3).
+"""DbLedgerStorage: the bookie's ledger storage over one or more ledger dirs.
 
 Ledger ``L`` lives in dir ``L mod #dirs`` (:class:`SingleDirectoryDbLedgerStorage`: write cache,
 entry logs, index, read-ahead cache). This module runs the checkpoints, BookKeeper's

@@ -1,5 +1,5 @@
 """Garbage collection of the ledger storage (BookKeeper's ``GarbageCollectorThread`` with the
-``ScanAndCompareGarbageCollector``; reference §8.5).
+``ScanAndCompareGarbageCollector``).
 
 Every ``gcWaitTime`` (or when forced: ``PUT /api/v1/bookie/gc``) one round runs, dir by dir:
 

@@ -1,4 +1,4 @@
-"""DbLedgerStorage metrics under BookKeeper's names (reference §9: ``bookie_`` + the stat name
+"""DbLedgerStorage metrics under BookKeeper's names (``bookie_`` + the stat name
 with ``-`` turned into ``_``).
 
 Latencies are histograms in milliseconds (BookKeeper exports OpStats summaries in ms); counters
@@ -81,7 +81,7 @@ WRITE_CACHE_HITS = Gauge("bookie_write_cache_hits", "Entries served from the wri
 WRITE_CACHE_MISSES = Gauge("bookie_write_cache_misses", "Entries not in the write cache (monotonic)")
 
 # -- garbage collection and compaction (bookie/storage/gc.py) -------------------------------------
-# BookKeeper's GarbageCollectorStats under the ``bookie_gc_`` scope (reference §9).
+# BookKeeper's GarbageCollectorStats under the ``bookie_gc_`` scope.
 MAJOR_COMPACTION_TOTAL = Gauge("bookie_gc_MAJOR_COMPACTION_TOTAL", "Major compactions run (monotonic)")
 MINOR_COMPACTION_TOTAL = Gauge("bookie_gc_MINOR_COMPACTION_TOTAL", "Minor compactions run (monotonic)")
 RECLAIMED_COMPACTION_SPACE_BYTES = Gauge(

@@ -1,4 +1,4 @@
-"""A ledger open for writing or reading (reference §7.2, §7.3).
+"""A ledger open for writing or reading.
 
 Writes: entry ``e`` goes to its write set, the ``Qw`` bookies at ensemble positions
 ``(e + k) mod E``. It completes when ``Qa`` of them acknowledged it *and* every earlier entry

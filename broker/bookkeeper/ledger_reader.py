@@ -1,4 +1,4 @@
-"""Reading entries of a ledger from its replicas (reference §7.5).
+"""Reading entries of a ledger from its replicas.
 
 - Entry ``e`` is read from its write set. With ``E == Qw`` every bookie of a segment holds every
   entry, so a range is one READ_ENTRY to one replica — the *sticky* one (Pulsar's

@@ -1,4 +1,4 @@
-"""Load-aware ensemble placement: BIGO's bookie load balancing (BP-65, reference §7.8).
+"""Load-aware ensemble placement: BIGO's bookie load balancing (BP-65).
 
 Every broker polls each bookie's load report every ``bookieLoadPollIntervalSeconds`` and
 decides alone, at every ledger creation, from the last report per bookie. Two figures make a

@@ -1,5 +1,5 @@
-"""The BookKeeper client's metrics, under the names a Pulsar broker exports them (reference §9:
-``pulsar_managedLedger_client_`` + BookKeeper's stat names).
+"""The BookKeeper client's metrics, under the names a Pulsar broker exports them
+(``pulsar_managedLedger_client_`` + BookKeeper's stat names).
 
 BookKeeper's counters carry no ``_total`` suffix; prometheus-client would add one to a
 Counter, so counters whose exact name operators query are monotonically increasing Gauges.

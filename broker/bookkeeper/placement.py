@@ -4,7 +4,7 @@ Policies are pure: a decision is a function of a :class:`ClusterView` snapshot a
 policy's random generator, nothing else (no I/O, no clock, no asyncio), so brokers can be
 simulated and tested with hand-made views and a seeded ``random.Random``.
 
-Invariants every policy keeps (reference §7.7):
+Invariants every policy keeps:
 
 - a new ensemble is ``ensemble_size`` *distinct* bookies from ``view.writable``;
 - a bookie that is read-only, quarantined or in ``exclude`` is never chosen, not even by

@@ -1,6 +1,6 @@
 """Client-side bookie quarantine: keep new ledgers off a bookie that keeps failing requests.
 
-BookKeeper's rule (``BookKeeper.checkForFaultyBookies``, reference §7.6), as Pulsar sets it:
+BookKeeper's rule (``BookKeeper.checkForFaultyBookies``), as Pulsar sets it:
 
 - every failed request to a bookie whose error is not *expected* (:func:`counts_toward_quarantine`)
   adds one to that bookie's error counter;

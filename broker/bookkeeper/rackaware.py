@@ -4,7 +4,7 @@ Entry ``e`` is written to the ``write_quorum`` bookies at ensemble positions ``e
 ``e + Qw - 1 mod E``: a *write-quorum window*. Two positions share a window exactly when their
 cyclic distance is below Qw, so the goal is that such positions never hold the same rack.
 
-How an ensemble is chosen (BookKeeper's RackawareEnsemblePlacementPolicy, reference §7.7):
+How an ensemble is chosen (BookKeeper's RackawareEnsemblePlacementPolicy):
 
 1. Candidates are grouped by ``view.rack_of(bookie)``. With fewer than two racks among them
    the choice is plain random (as BookKeeper does), weighted by :meth:`weights` if any.

@@ -1,5 +1,5 @@
 """Ledger recovery: close a ledger whose writer may still be alive, without losing an entry
-it acknowledged (BookKeeper's open-with-recovery, see reference §7.4).
+it acknowledged (BookKeeper's open-with-recovery).
 
 1. Mark the metadata IN_RECOVERY (CAS): the old writer's next ensemble change fails.
 2. Fence the ledger on every bookie of the last ensemble and read their LACs. We go on as soon

@@ -1,4 +1,4 @@
-"""Broker load balancing, after Pulsar's ``ModularLoadManagerImpl`` (reference §1).
+"""Broker load balancing, after Pulsar's ``ModularLoadManagerImpl``.
 
 Every broker publishes a load report (:mod:`.load_report`, written by :mod:`.reporter`) under
 ``/loadbalance/brokers/{host}:{webport}``; one broker, elected at ``/loadbalance/leader``

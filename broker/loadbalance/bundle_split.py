@@ -1,4 +1,4 @@
-"""Which bundles the leader splits (Pulsar's ``BundleSplitterTask``; reference §1.10), pure.
+"""Which bundles the leader splits (Pulsar's ``BundleSplitterTask``), pure.
 
 A bundle reported by its owner is too big when any of: more than
 ``loadBalancerNamespaceBundleMaxTopics`` topics, more than ``…MaxSessions`` producers +

@@ -1,4 +1,4 @@
-"""The five resource figures of a broker's load report (reference §1.2), measured here.
+"""The five resource figures of a broker's load report, measured here.
 
 What minipulsar measures, and how it differs from Pulsar's ``LinuxBrokerHostUsageImpl``:
 

@@ -1,4 +1,4 @@
-"""Load-manager leader election on the ephemeral key ``/loadbalance/leader`` (reference §1.1).
+"""Load-manager leader election on the ephemeral key ``/loadbalance/leader``.
 
 Every broker tries to create the key (create-only, ephemeral) with Pulsar's ``LeaderBroker``
 JSON ``{"brokerId": "host:webport", "serviceUrl": "http://host:webport"}``; the one that

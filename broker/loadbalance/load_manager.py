@@ -1,4 +1,4 @@
-"""The load manager of one broker (Pulsar's ``ModularLoadManagerImpl``; reference §1.1–1.10).
+"""The load manager of one broker (Pulsar's ``ModularLoadManagerImpl``).
 
 Every broker:
 

@@ -1,7 +1,7 @@
 """A broker's load report (Pulsar's ``LocalBrokerData``) and the rule for when to rewrite it.
 
 The report is the JSON value of the broker's ephemeral ``/loadbalance/brokers/{host}:{webport}``
-key, with Pulsar's field names (reference §1.2): service URLs, five resource usages, aggregate
+key, with Pulsar's field names: service URLs, five resource usages, aggregate
 message rates and throughputs, counts, the owned bundles and per-bundle stats (``lastStats``).
 Invariant: the aggregates are the sums over ``lastStats`` — :meth:`LocalBrokerData.build`
 computes them, nothing else sets them.

@@ -1,4 +1,4 @@
-"""Load-balancer metrics, collected at scrape time (reference §1.13).
+"""Load-balancer metrics, collected at scrape time.
 
 Pulsar's names (labels ``cluster``, ``broker``):
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class LoadBalancerCounters:
-    """What the metrics report (reference §1.13), counted since this broker started."""
+    """What the metrics report, counted since this broker started."""
 
     unload_broker_total: int = 0
     """Shedding cycles × brokers that lost at least one bundle in the cycle."""

@@ -1,4 +1,4 @@
-"""One shedding cycle, decided (Pulsar's ``doLoadShedding`` minus the admin calls; reference §1.5).
+"""One shedding cycle, decided (Pulsar's ``doLoadShedding`` minus the admin calls).
 
 1. forget unloads older than ``loadBalancerSheddingGracePeriodMinutes``;
 2. nothing with fewer than two brokers;

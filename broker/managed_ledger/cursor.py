@@ -1,4 +1,4 @@
-"""ManagedCursor: a subscription's (or a reader's) position in a managed ledger (reference §3.5).
+"""ManagedCursor: a subscription's (or a reader's) position in a managed ledger.
 
 - ``mark_delete``: every entry at or before it is acknowledged;
 - ``individually_deleted``: acknowledged entries after ``mark_delete`` (ack holes), as sorted

@@ -1,4 +1,4 @@
-"""The broker's entry cache (reference §4): recently added entries, so tailing readers never
+"""The broker's entry cache: recently added entries, so tailing readers never
 read bookies.
 
 Two levels, as Pulsar's ``EntryCacheManager`` and ``RangeEntryCacheImpl``:

@@ -1,4 +1,4 @@
-"""ManagedLedger: a topic's log as an ordered list of BookKeeper ledgers (reference §3).
+"""ManagedLedger: a topic's log as an ordered list of BookKeeper ledgers.
 
 Writing. Only the last ledger is written. Adds are issued in order on it and complete in
 order; each completed add advances ``last_confirmed``, may land in the entry cache (when an
@@ -7,14 +7,14 @@ Pulsar's ``ManagedLedgerImpl``: LedgerOpened → (full) ClosingLedger → Closed
 CreatingLedger → LedgerOpened. Adds arriving while no ledger is open queue, and are issued in
 order on the next ledger: nothing queued is lost or reordered.
 
-Rollover (reference §3.3): checked on each add and by a timer at the ledger's maximum age.
+Rollover: checked on each add and by a timer at the ledger's maximum age.
 The add that fills the ledger is its last: it is marked ``close_when_done``, and the ledger
 is closed once it (and so every add before it) completed. The next ledger is created lazily,
 on the next write (Pulsar's choice: an idle topic holds no open ledger). A failed add closes
 the ledger the same way (at its last-add-confirmed); the failed add and those in flight
 behind it fail to their producers, later ones go to a new ledger.
 
-Trimming (reference §3.4, rules in retention.py): every ``retentionCheckIntervalInSeconds``,
+Trimming (rules in retention.py): every ``retentionCheckIntervalInSeconds``,
 after a ledger closes and when a durable cursor's mark-delete leaves a ledger. Ledgers are
 removed from the managed-ledger info first (compare-and-set), then deleted from BookKeeper
 (the bookies' garbage collection reclaims the data), then dropped from the entry cache;

@@ -1,4 +1,4 @@
-"""When to roll the current ledger and which ledgers to trim: pure rules, no I/O (reference §3.3, §3.4).
+"""When to roll the current ledger and which ledgers to trim: pure rules, no I/O.
 
 Rollover is Pulsar's ``currentLedgerIsFull``: full by entries or bytes, or aged past the
 maximum rollover time — but never before the minimum rollover time.

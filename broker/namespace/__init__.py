@@ -1,4 +1,4 @@
-"""Namespaces, bundles, ownership and lookup (reference §2).
+"""Namespaces, bundles, ownership and lookup.
 
 - :mod:`.bundles`   hash ranges and topic → bundle (CRC32 of the full topic name), pure;
 - :mod:`.split`     the split algorithms (``range_equally_divide``, ``topic_count_equally_divide``), pure;

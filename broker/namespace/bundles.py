@@ -1,4 +1,4 @@
-"""Namespace bundles: hash ranges over ``[0x00000000, 0xffffffff]`` and topic → bundle (reference §2.1).
+"""Namespace bundles: hash ranges over ``[0x00000000, 0xffffffff]`` and topic → bundle.
 
 A namespace's key space is cut by sorted boundaries ``b0 = 0x00000000 < b1 < … < bn = 0xffffffff``;
 bundle i is ``[b_i, b_{i+1})`` except the last, which is closed at ``0xffffffff`` so every hash

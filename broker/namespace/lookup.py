@@ -1,4 +1,4 @@
-"""The broker-side lookup decision (reference §2.6): which broker serves a topic's bundle.
+"""The broker-side lookup decision: which broker serves a topic's bundle.
 
 ::
 

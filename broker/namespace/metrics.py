@@ -1,4 +1,4 @@
-"""Lookup, ownership and topic-load metrics with Pulsar's names (reference §2.7, §9), read at scrape time.
+"""Lookup, ownership and topic-load metrics with Pulsar's names, read at scrape time.
 
 - ``pulsar_broker_bundles_count``: bundles this broker owns (the per-broker bundle count);
 - ``pulsar_broker_lookup_answers_total`` / ``…_redirects_total`` / ``…_failures_total``: lookups answered

@@ -1,4 +1,4 @@
-"""Bundle ownership: ephemeral keys ``/namespace/{tenant}/{ns}/0xLLLLLLLL_0xHHHHHHHH`` (reference §2.3).
+"""Bundle ownership: ephemeral keys ``/namespace/{tenant}/{ns}/0xLLLLLLLL_0xHHHHHHHH``.
 
 The key's value is Pulsar's ``NamespaceEphemeralData`` JSON — the owner's binary and HTTP URLs and
 a ``disabled`` flag set while the bundle is being unloaded. The owner is whoever created the key;

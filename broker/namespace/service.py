@@ -1,4 +1,4 @@
-"""NamespaceService: this broker's namespaces, bundles and the bundles it owns (reference §2).
+"""NamespaceService: this broker's namespaces, bundles and the bundles it owns.
 
 What the rest of the broker calls:
 
@@ -190,7 +190,7 @@ class NamespaceService:
     # -- lookup and ownership -------------------------------------------------------------------
 
     async def lookup(self, topic: TopicName, authoritative: bool = False) -> LookupResult:
-        """Which broker serves ``topic`` (reference §2.6); acquires the bundle when that is this broker.
+        """Which broker serves ``topic``; acquires the bundle when that is this broker.
         Never raises: failures are ``failed`` results with an error code."""
         metrics = self.metrics
         if metrics.lookup_pending >= self._settings.max_concurrent_lookups:
@@ -284,7 +284,7 @@ class NamespaceService:
     # -- unload ---------------------------------------------------------------------------------
 
     async def unload_bundle(self, bundle: NamespaceBundle | str, destination_broker: str | None = None) -> None:
-        """Unload a bundle this broker owns (reference §2.4): flag it disabled, close its topics,
+        """Unload a bundle this broker owns: flag it disabled, close its topics,
         release the ownership key, then tell the clients (CLOSE_PRODUCER / CLOSE_CONSUMER, naming
         the destination broker when one is given and it took the bundle).
 
@@ -381,7 +381,7 @@ class NamespaceService:
     async def split_bundle(
         self, bundle: NamespaceBundle | str, algorithm: str | None = None, unload: bool = False
     ) -> list[NamespaceBundle]:
-        """Split a bundle this broker owns in two (reference §2.2); this broker owns both halves
+        """Split a bundle this broker owns in two; this broker owns both halves
         (and unloads them when ``unload``, so placement may move them).
 
         Raises:

@@ -1,4 +1,4 @@
-"""Bundle split algorithms (reference §2.2): where to cut one bundle in two.
+"""Bundle split algorithms: where to cut one bundle in two.
 
 - ``range_equally_divide`` (Pulsar's default): the middle of the range, ``lo + (hi − lo) / 2``;
 - ``topic_count_equally_divide``: halfway between the two middle topic hashes of the bundle, so each

@@ -1,4 +1,4 @@
-"""Closing the topics of a bundle that is being unloaded, and telling their clients (reference §2.4).
+"""Closing the topics of a bundle that is being unloaded, and telling their clients.
 
 Per topic, in this order, so that no acknowledged message is lost and none is delivered again
 after its acknowledgement:

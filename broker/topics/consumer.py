@@ -1,7 +1,7 @@
 """The broker's view of one consumer: its connection, its permits, what it has not acked.
 
 Permits count messages, not entries: a batch entry of n messages costs n permits, and the
-client grants them back by the message (reference §5.1). A dispatcher may push a consumer
+client grants them back by the message. A dispatcher may push a consumer
 below zero — Pulsar does, by up to one read's worth — and sends it nothing more until FLOWs
 bring it above zero again.
 

@@ -1,7 +1,7 @@
 """Dispatchers: move entries from a subscription's cursor to its consumers within their permits.
 
-One read loop per subscription (never a task per message), as Pulsar's ``readMoreEntries``
-(reference §5.2). It runs while some consumer can take messages: each turn it reads up to
+One read loop per subscription (never a task per message), as Pulsar's ``readMoreEntries``.
+It runs while some consumer can take messages: each turn it reads up to
 ``entries_to_read`` entries — at most ``dispatcherMaxReadBatchSize`` entries and about
 ``dispatcherMaxReadSizeBytes`` bytes — hands them out, and when the cursor is caught up it
 waits for the managed ledger's next add. Anything that may give it work (FLOW, an ack that

@@ -1,5 +1,5 @@
 """Shared: entries spread round-robin over the consumers that can take them (Pulsar's
-PersistentDispatcherMultipleConsumers, reference §5.2–5.4).
+PersistentDispatcherMultipleConsumers).
 
 - A read asks for entries for the sum of the permits of every consumer that can receive.
 - Each turn goes to the next consumer, in attach order, among those with permits at the best

@@ -1,5 +1,5 @@
 """Exclusive and Failover: one active consumer gets every entry (Pulsar's
-PersistentDispatcherSingleActiveConsumer, reference §5.3).
+PersistentDispatcherSingleActiveConsumer).
 
 - Exclusive: a second consumer is refused with ConsumerBusy.
 - Failover: every consumer attaches; the active one is the first by ``(priority_level, name)``

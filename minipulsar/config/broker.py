@@ -319,7 +319,7 @@ class BrokerConfig:
         doc="Kind of topic created automatically on first use.",
         choices=("non-partitioned", "partitioned"),
     )
-    # -- namespaces, bundles, ownership, lookup (reference §2; broker/namespace/ reads these) -------
+    # -- namespaces, bundles, ownership, lookup (broker/namespace/ reads these) ----------------------
     default_number_of_namespace_bundles: int = setting(
         "defaultNumberOfNamespaceBundles",
         4,
@@ -371,7 +371,7 @@ class BrokerConfig:
         doc="Publishes of one connection not yet answered; past it, reading from the connection stops.",
         min_value=1,
     )
-    # -- load balancer (reference §1.12; broker/loadbalance/settings.py reads these) -----------------
+    # -- load balancer (broker/loadbalance/settings.py reads these) ---------------------------------
     load_balancer_enabled: bool = setting(
         "loadBalancerEnabled", True, doc="Report load and, on the leader broker, place bundles by it."
     )

@@ -1,5 +1,5 @@
-"""Garbage collection in a real bookie process against a real metastore (issue 3's Done-when GC
-test): after most ledgers' metadata is deleted, a forced GC (``PUT /api/v1/bookie/gc``) shrinks
+"""Garbage collection in a real bookie process against a real metastore: after most ledgers'
+metadata is deleted, a forced GC (``PUT /api/v1/bookie/gc``) shrinks
 the ledger dirs, the live ledgers read back byte-identical — also after a SIGKILL — and reads
 running all through the compaction never fail.
 

@@ -1,5 +1,5 @@
 """Programs written against the official Pulsar Python client run against minipulsar with only
-their import lines changed (issue 7, first "Done when").
+their import lines changed.
 
 ASYNC_PROGRAM is written as the official ``pulsar.asyncio`` API reads (pulsar-client 3.x:
 ``pulsar/asyncio.py``): ``Client(url)``, ``await create_producer(topic, batching_enabled=…)``,

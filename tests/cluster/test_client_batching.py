@@ -1,4 +1,4 @@
-"""Producer batching, compression and pending limits against a real cluster (issue 7 point 2).
+"""Producer batching, compression and pending limits against a real cluster.
 
 One cluster serves the whole module (the tests use distinct topics)."""
 

@@ -1,4 +1,4 @@
-"""Consumer flow control on a real cluster ("Done when" bullet 3, reference §5.1): permits count
+"""Consumer flow control on a real cluster: permits count
 messages of batched entries; a slow consumer holds no more than its queue plus one batch, and
 resumes as it acknowledges."""
 

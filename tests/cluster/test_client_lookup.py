@@ -1,4 +1,4 @@
-"""Lookup on real processes (issue 7 point 1, reference §2.5–2.7): redirects are followed with
+"""Lookup on real processes: redirects are followed with
 the broker's authoritative flag, a redirect loop fails clearly, a multi-host service URL moves
 past a dead host, and errors name their root cause instead of a bare timeout.
 

@@ -1,6 +1,6 @@
 """Flow control with batched entries, on a real cluster: permits count messages, and only
 ``preciseDispatcherFlowControl=true`` keeps a consumer of 100-message entries near its
-receiver queue (reference §5.1–5.2)."""
+receiver queue."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Redelivery on a real cluster: negative acks, ack timeouts, consumers leaving with unacked
-messages, and acknowledgements that survive a broker restart (reference §5.4)."""
+messages, and acknowledgements that survive a broker restart."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Each subscription type's delivery rules, on a real cluster (reference §5.3)."""
+"""Each subscription type's delivery rules, on a real cluster."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Live check of the load manager on 3 real brokers (issue 6, "Done when", third bullet).
+"""Live check of the load manager on 3 real brokers.
 
 All bundles start on broker 0 (the others are stopped while the topics are created and their
 producers attach); then brokers 1 and 2 come back, and ThresholdShedder, run every 3 seconds by

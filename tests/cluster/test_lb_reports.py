@@ -1,4 +1,4 @@
-"""Load reports, leader election and auto split on real brokers (issue 6 points 3, 6, 7)."""
+"""Load reports, leader election and auto split on real brokers."""
 
 from __future__ import annotations
 

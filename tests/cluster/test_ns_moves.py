@@ -1,4 +1,4 @@
-"""Bundles move while a producer and a consumer keep running (issue 6, "Done when").
+"""Bundles move while a producer and a consumer keep running.
 
 Goal: on 3 real brokers, unloading a bundle, splitting it (with unload), unloading the
 namespace, stopping the owning broker cleanly and killing it (SIGKILL) each move the topic's

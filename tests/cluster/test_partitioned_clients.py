@@ -1,5 +1,5 @@
-"""Partitioned topics, multi-topic and regex subscriptions on a real cluster (issue 7 point 5),
-and the produce/consume CLI's flags against it (point 7).
+"""Partitioned topics, multi-topic and regex subscriptions on a real cluster,
+and the produce/consume CLI's flags against it.
 
 Method: one cluster for the module (metastore, bookie, broker processes); partitioned topics
 made through the admin REST API (``PUT …/partitions``); each test its own topics. Which

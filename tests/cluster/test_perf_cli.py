@@ -1,5 +1,5 @@
 """``minipulsar perf produce | consume | managed-ledger`` as processes against real clusters
-(issue 8 point 1, the first "Done when" bullet scaled down).
+(a long run, scaled down).
 
 One metastore + bookie + broker cluster serves the produce/consume tests (distinct topics);
 managed-ledger gets its own cluster of two bookies and no broker.

@@ -3,7 +3,7 @@ cycle) while two producers push as fast as their pending limits allow — one wi
 messages, which runs into its connection's ``maxPendingPublishRequestsPerConnection``, one
 with large messages, which fills the broker-wide ``maxMessagePublishBufferSizeInMB``.
 
-What must hold (issue 5 point 6, reference §5.5): the broker's bytes of unpersisted publishes
+What must hold: the broker's bytes of unpersisted publishes
 stay under ``maxMessagePublishBufferSizeInMB`` (plus what was already read off each socket
 when the pause came — at most one read buffer per connection, as with Netty in Pulsar); the
 broker pauses the producer connections (the producers' sends wait); nothing acknowledged is

@@ -1,4 +1,4 @@
-"""Readers on a real cluster (issue 7 point 4): start positions (earliest, latest, a message id
+"""Readers on a real cluster: start positions (earliest, latest, a message id
 inside or outside a batch, exclusive or inclusive), has_message_available, seek by id and by
 time, and that a reader's subscription is non-durable.
 

@@ -1,4 +1,4 @@
-"""Non-persistent topics on a real cluster (issue 5 point 8, reference §6): messages go straight
+"""Non-persistent topics on a real cluster: messages go straight
 to connected consumers that have permits, the rest are dropped and counted, receipts carry no
 durable position, and nothing is kept for a subscriber that comes later."""
 

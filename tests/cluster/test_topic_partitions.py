@@ -1,4 +1,4 @@
-"""Partitioned topics on a real cluster (issue 5 point 8): the partition count in the metadata
+"""Partitioned topics on a real cluster: the partition count in the metadata
 store under Pulsar's admin path, the admin REST API on it, PARTITIONED_METADATA, automatic
 creation with ``allowAutoTopicCreationType=partitioned``, and partitions as ordinary topics."""
 
@@ -33,7 +33,7 @@ async def test_partition_metadata_admin_and_auto_creation(tmp_path: Path) -> Non
         async with Client(cluster.service_url) as client:
             partitions = await client.get_topic_partitions("orders")
             assert partitions == [f"persistent://public/default/orders-partition-{i}" for i in range(6)]
-            whole = await client.create_producer("orders")  # a producer over every partition (issue 7)
+            whole = await client.create_producer("orders")  # a producer over every partition
             routed_to = (await whole.send(b"routed")).partition()
             assert (whole.num_partitions(), routed_to in range(6)) == (6, True)
             await whole.close()

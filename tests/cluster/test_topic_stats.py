@@ -1,4 +1,4 @@
-"""Topic stats, internal stats and metrics on a real cluster (issue 5 points 9 and 10), with
+"""Topic stats, internal stats and metrics on a real cluster, with
 Pulsar's field and metric names; rates come from the counters every statsUpdateFrequencyInSecs."""
 
 from __future__ import annotations

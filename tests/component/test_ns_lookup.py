@@ -1,4 +1,4 @@
-"""Goal: the ownership keys and the lookup decision of reference §2.3/§2.6 — any broker's answer
+"""Goal: the ownership keys and the lookup decision (docs/design.md §4.3) — any broker's answer
 agrees on one owner, racing brokers end with exactly one, the leader's placement is followed
 (authoritative redirects), non-leaders forward to the leader, an unloading bundle fails
 retriably, a broker with a stale view of a split never owns the parent, and a dead session's
@@ -210,7 +210,7 @@ async def test_a_key_left_by_an_earlier_session_on_the_same_address_is_taken_ove
 async def test_an_owner_whose_port_refuses_connections_is_replaced_but_a_listening_one_is_not(
     brokers: list[FakeBroker],
 ) -> None:
-    """Goal: reference §2.3 takes a dead owner's bundles after its session expires; the TCP probe
+    """Goal: a broker takes a dead owner's bundles after its session expires; the TCP probe
     takes them at once when nothing listens on its port, and never from a live broker."""
     _, b, _ = brokers
     b.liveness.probe = LivenessProbe()

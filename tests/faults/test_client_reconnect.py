@@ -1,4 +1,4 @@
-"""Reconnection on a real cluster (issue 7 point 2, "Done when" bullet 2): producers and a
+"""Reconnection on a real cluster: producers and a
 consumer ride through a broker restart — or a bundle unload — in the middle of a
 50,000-message batched send, and with broker deduplication every message is consumed exactly
 once, in order per producer."""

@@ -1,4 +1,4 @@
-"""Send timeouts on a real cluster ("Done when" bullet 4): with every bookie paused, sends fail
+"""Send timeouts on a real cluster: with every bookie paused, sends fail
 with a timeout after ``send_timeout_millis`` — exactly the messages whose time is up — and once
 the bookies resume the same producer sends again."""
 

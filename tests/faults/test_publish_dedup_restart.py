@@ -1,4 +1,4 @@
-"""Deduplication on a real cluster (issue 5 point 7, reference §5.7): with
+"""Deduplication on a real cluster: with
 ``brokerDeduplicationEnabled`` a resend of an already stored (producer name, sequence id) is
 acknowledged without a second write — also after the broker was killed and restarted, when
 the state comes back from the last snapshot plus the entries written after it."""

@@ -225,7 +225,7 @@ def test_defaults_load_without_a_file() -> None:
 
 
 def test_binary_file_is_a_config_error(tmp_path: Path) -> None:
-    """Regression: a non-UTF-8 file escaped as UnicodeDecodeError with a traceback."""
+    """A non-UTF-8 file is a ConfigError naming the file, not a UnicodeDecodeError traceback."""
     path = tmp_path / "broker.conf"
     path.write_bytes(b"brokerServicePort=6650\n\xff\xfe\x00garbage\n")
     with pytest.raises(ConfigError, match="not UTF-8"):

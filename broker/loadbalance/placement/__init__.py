@@ -1,1 +1,1 @@
-"""Placement strategies: where an unowned bundle goes (reference §1.7)."""
+"""Placement strategies: where an unowned bundle goes."""

@@ -1,4 +1,4 @@
-"""LeastLongTermMessageRate (Pulsar's default placement; reference §1.7).
+"""LeastLongTermMessageRate (Pulsar's default placement).
 
 Score = the broker's long-term message rate (in+out, summed over its bundles) plus that of the
 bundles preallocated to it; a broker whose weighted max usage is above

@@ -1,4 +1,4 @@
-"""LeastResourceUsageWithWeight (Pulsar PR 16281, PIP-181 — WeChat's fix; reference §1.7).
+"""LeastResourceUsageWithWeight (Pulsar PR 16281, PIP-181 — WeChat's fix).
 
 Per broker keep the same moving average of the weighted max resource usage as
 ThresholdShedder (restarted when the broker has no bundle or no traffic); pick at random among

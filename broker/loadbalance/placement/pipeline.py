@@ -1,4 +1,4 @@
-"""Where an unowned bundle goes: Pulsar's ``selectBroker`` pipeline (reference §1.7), pure.
+"""Where an unowned bundle goes: Pulsar's ``selectBroker`` pipeline, pure.
 
 1. candidates = every broker with a report (minipulsar has no isolation policies);
 2. drop brokers serving more than ``loadBalancerBrokerMaxTopics`` topics (unless none is left);

@@ -1,1 +1,1 @@
-"""Shedding strategies: which bundles the leader unloads (reference §1.6)."""
+"""Shedding strategies: which bundles the leader unloads."""

@@ -1,4 +1,4 @@
-"""AvgShedder (PIP-364, Pulsar PRs 22946/22949; reference §1.6): shedder AND placement in one.
+"""AvgShedder (PIP-364, Pulsar PRs 22946/22949): shedder AND placement in one.
 
 Shedding: score every broker ``100 · max(cpu, directMemory, bwIn, bwOut)`` (weighted, no heap
 memory, no moving average), sort, and pair the lowest with the highest, the second lowest

@@ -1,4 +1,4 @@
-"""OverloadShedder (Pulsar's original shedder; reference §1.6).
+"""OverloadShedder (Pulsar's original shedder).
 
 A broker whose unweighted max resource usage ``u`` is at or above
 ``loadBalancerBrokerOverloadedThresholdPercentage`` (85 %) sheds its largest bundles until

@@ -1,4 +1,4 @@
-"""ThresholdShedder (Pulsar PR 6772, BIGO; Pulsar's default shedder since 2.10; reference §1.6).
+"""ThresholdShedder (Pulsar PR 6772, BIGO; Pulsar's default shedder since 2.10).
 
 Each cycle, per broker: ``h ← first ? u : H·h + (1 − H)·u`` with ``u`` the weighted max resource
 usage and ``H = loadBalancerHistoryResourcePercentage`` (0.9). A broker with

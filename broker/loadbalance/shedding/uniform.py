@@ -1,4 +1,4 @@
-"""UniformLoadShedder (Pulsar 2.10; reference §1.6): balance message rate and throughput.
+"""UniformLoadShedder (Pulsar 2.10): balance message rate and throughput.
 
 Compare the brokers with the highest and lowest message rate (in+out), and those with the
 highest and lowest throughput. If ``(maxRate − minRate)/minRate`` exceeds

@@ -153,8 +153,8 @@ async def test_not_found_message_survives_the_wire(server, clients) -> None:
 
 
 async def test_request_with_a_bad_field_raises_at_once_and_leaves_nothing_pending(server, clients) -> None:
-    """Regression: the request used to be registered before the command was built, so a typo
-    left a phantom request pending until its timeout."""
+    """A command that cannot be built (a misspelt field) raises before it is registered: no
+    phantom request waits for its timeout."""
     client = await open_client(server, clients)
     with pytest.raises(TypeError):
         client.request(Lookup, topc="typo")

@@ -167,8 +167,8 @@ async def test_listener_close_closes_every_connection(server, clients) -> None:
 
 
 async def test_error_from_the_peer_is_logged_not_answered(server, raw) -> None:
-    """Regression: an ERROR with no request of ours to complete was answered with an ERROR
-    (two servers could bounce errors forever)."""
+    """An ERROR that completes none of our requests is logged, never answered with an ERROR
+    (two servers would bounce errors forever)."""
     peer = await raw()
     await peer.handshake()
     await peer.send(Error(code=ErrorCode.TOO_LARGE.value, message="your frame"))

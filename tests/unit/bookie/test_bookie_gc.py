@@ -37,7 +37,8 @@ from tests.support.entries import payload_for
 
 
 async def test_ledgers_deleted_from_metadata_leave_memory_index_and_disk(tmp_path: Path) -> None:
-    """Goal: the Done-when GC test in small. Method: 30 ledgers x 20 entries in ~10 entry logs,
+    """Goal: the GC scenario of tests/cluster/test_bookie_gc.py in small.
+    Method: 30 ledgers x 20 entries in ~10 entry logs,
     metadata kept for every third ledger, forced GC: the others are gone from memory, index and
     disk, entry-log bytes shrink by more than half, the live ledgers read back byte-identical,
     also after a restart."""

@@ -1,4 +1,4 @@
-"""The shedding strategies, on hand-made LoadData (reference §1.6)."""
+"""The shedding strategies, on hand-made LoadData."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Goal: bundle math matches Pulsar (reference §2.1) — CRC32 topic hash, initial boundaries, names,
+"""Goal: bundle math matches Pulsar — CRC32 topic hash, initial boundaries, names,
 and every hash falling in exactly one bundle, the last bundle closed at 0xffffffff.
 Method: pure functions; a property test over random boundaries and hashes."""
 

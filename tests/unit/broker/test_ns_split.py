@@ -1,4 +1,4 @@
-"""Goal: the split algorithms cut where Pulsar's do (reference §2.2) and never produce an empty half.
+"""Goal: the split algorithms cut where Pulsar's do and never produce an empty half.
 Method: pure functions on hand-picked ranges and topic hashes, plus a property test."""
 
 from __future__ import annotations

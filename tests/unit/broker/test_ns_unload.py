@@ -1,5 +1,5 @@
-"""Goal: an unloaded topic's clients are handled in the order that keeps acknowledged messages
-(reference §2.4): producers and consumers are detached first, the topic closes only once the
+"""Goal: an unloaded topic's clients are handled in the order that keeps acknowledged messages:
+producers and consumers are detached first, the topic closes only once the
 sends already persisting have completed (their receipts go out before any CLOSE), and the
 CLOSE_PRODUCER / CLOSE_CONSUMER come last, naming the new owner when there is one.
 

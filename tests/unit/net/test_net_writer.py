@@ -52,8 +52,8 @@ async def test_drain_waits_while_paused_and_returns_on_resume() -> None:
 
 
 async def test_close_releases_waiters_and_later_drains() -> None:
-    """Regression: a writer paused when its connection dropped stayed paused, so a drain()
-    after the drop never returned."""
+    """A writer paused when its connection drops is released: a drain() after the drop returns
+    at once instead of waiting for a resume that never comes."""
     writer, _ = make_writer()
     writer.pause()
     waiting = asyncio.ensure_future(writer.drain())

@@ -148,7 +148,8 @@ def test_known_bad_bodies_are_invalid_commands(body: bytes) -> None:
 
 
 def test_unhashable_command_type_is_an_invalid_command_with_its_request_id() -> None:
-    """Regression: ``t`` holding a list or map used to escape as TypeError."""
+    """``t`` holding a list or map (unhashable: no command lookup) is a malformed command, not a
+    TypeError."""
     for bogus in ([1], {"a": 1}):
         with pytest.raises(MalformedCommandError) as caught:
             decode_body(msgpack.packb({"t": bogus, "id": 9}))
