@@ -214,29 +214,9 @@ class SegmentWriter:
         :func:`take_recycled`); its blocks are already written, so the groups written over
         them need no block allocation and their syncs flush data only."""
         path = segment_path(directory, segment_id)
-        fd = take_recycled(directory, segment_id) if reuse else -1
-        if fd >= 0:
-            try:
-                return cls(
-                    directory,
-                    segment_id,
-                    fd,
-                    SEGMENT_HEADER_SIZE,
-                    prealloc_bytes,
-                    preallocator,
-                    limit_bytes,
-                    drop_cache,
-                    direct_io,
-                    staging,
-                )
-            except BaseException:
-                os.close(fd)
-                raise
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        writer = None
-        try:
-            os.write(fd, encode_segment_header(segment_id))
-            writer = cls(
+
+        def writer_on(fd: int) -> SegmentWriter:
+            return cls(
                 directory,
                 segment_id,
                 fd,
@@ -248,6 +228,19 @@ class SegmentWriter:
                 direct_io,
                 staging,
             )
+
+        fd = take_recycled(directory, segment_id) if reuse else -1
+        if fd >= 0:
+            try:
+                return writer_on(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        writer = None
+        try:
+            os.write(fd, encode_segment_header(segment_id))
+            writer = writer_on(fd)
             writer._preallocate(writer._target_for(SEGMENT_HEADER_SIZE + 1))
             writer._extension_target = writer._allocated
             os.fsync(fd)
