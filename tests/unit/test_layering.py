@@ -16,28 +16,14 @@ Layers (an edge "A → B" also covers every sub-module of A and B):
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-import minipulsar
-
-ROOT = Path(__file__).resolve().parents[2]
-SOURCES = {
-    "minipulsar": "minipulsar",
-    "bookie": "minipulsar.bookie",
-    "broker": "minipulsar.broker",
-    "client": "minipulsar.client",
-}
-"""Repository folder → the import name it is installed under (the folders under ``minipulsar/``
-are symbolic links to these, so the walk reads each file once, from its real folder)."""
+from tests.support.imports import ROOT, Import, all_imports, imports_of
 
 COMPONENTS = ("minipulsar.bookie", "minipulsar.broker", "minipulsar.client")
 APPLICATION = ("minipulsar.cli", "minipulsar.sync", "minipulsar.__main__")
-LAZY_EXPORTS = dict.fromkeys(minipulsar.__all__, "minipulsar.client")
-"""``from minipulsar import X``: the module the package root's ``__getattr__`` loads for X."""
 
 
 @dataclass(frozen=True)
@@ -60,68 +46,6 @@ RULES = [
 first rule applies to its sub-modules only (see :func:`violations`)."""
 
 
-@dataclass(frozen=True)
-class Import:
-    module: str
-    target: str
-    path: Path
-    line: int
-
-    def __str__(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}: {self.module} imports {self.target}"
-
-
-def module_name(path: Path) -> str:
-    folder, *rest = path.relative_to(ROOT).with_suffix("").parts
-    parts = [SOURCES[folder], *rest]
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
-
-
-def imports_of(source: str, module: str, path: Path, is_package: bool) -> list[Import]:
-    """Every module ``source`` may import. ``from X import a`` yields X and X.a (a may be a
-    module); ``from minipulsar import Client`` and ``minipulsar.Client`` yield the module that
-    the lazy re-export loads."""
-    package = module if is_package else module.rpartition(".")[0]
-    found: list[Import] = []
-    for node in ast.walk(ast.parse(source, str(path))):
-        if isinstance(node, ast.Import):
-            found += [Import(module, alias.name, path, node.lineno) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = _resolve(node, package)
-            found.append(Import(module, base, path, node.lineno))
-            found += [
-                Import(module, _from_target(base, alias.name), path, node.lineno)
-                for alias in node.names
-                if alias.name != "*"
-            ]
-        elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id == "minipulsar"
-            and node.attr in LAZY_EXPORTS
-        ):
-            found.append(Import(module, LAZY_EXPORTS[node.attr], path, node.lineno))
-    return found
-
-
-def _from_target(base: str, name: str) -> str:
-    if base == "minipulsar" and name in LAZY_EXPORTS:
-        return LAZY_EXPORTS[name]
-    return f"{base}.{name}"
-
-
-def _resolve(node: ast.ImportFrom, package: str) -> str:
-    if not node.level:
-        return node.module or ""
-    parts = package.split(".") if package else []
-    if node.level - 1 > len(parts):
-        raise AssertionError(f"relative import beyond the top-level package in {package}")
-    base = parts[: len(parts) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
 def within(name: str, prefix: str) -> bool:
     return prefix == "" or name == prefix or name.startswith(prefix + ".")
 
@@ -136,14 +60,6 @@ def violations(rule: Rule, found: list[Import]) -> list[Import]:
         if any(within(imp.target, forbidden) for forbidden in rule.forbidden):
             bad.append(imp)
     return bad
-
-
-def all_imports() -> list[Import]:
-    found: list[Import] = []
-    for folder in SOURCES:
-        for path in sorted((ROOT / folder).rglob("*.py")):  # rglob does not enter the links
-            found += imports_of(path.read_text(), module_name(path), path, path.name == "__init__.py")
-    return found
 
 
 @pytest.fixture(scope="module")
