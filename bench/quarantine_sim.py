@@ -5,7 +5,7 @@ errors from a hot bookie in the same minute, quarantines it for 30 minutes, and 
 in the same minute, so its inbound traffic swings on and off with the quarantine period;
 quarantining with probability p cut the standard deviation of bookie inbound traffic from
 75 to 40 MB/s. This bench replays that with the real placement and quarantine code
-(broker/bookkeeper/placement.py, quarantine.py) and simulated time — no processes, no I/O,
+(minipulsar/bookkeeper/placement.py, quarantine.py) and simulated time — no processes, no I/O,
 deterministic for a given ``--seed``.
 
 Model (the defaults; printed by every run):
@@ -56,13 +56,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from minipulsar.broker.bookkeeper.cluster_view import ClusterView  # noqa: E402
-from minipulsar.broker.bookkeeper.placement import (  # noqa: E402
+from minipulsar.bookkeeper.cluster_view import ClusterView  # noqa: E402
+from minipulsar.bookkeeper.placement import (  # noqa: E402
     DefaultEnsemblePlacementPolicy,
     select_ensemble,
     select_replacement,
 )
-from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine  # noqa: E402
+from minipulsar.bookkeeper.quarantine import BookieQuarantine  # noqa: E402
 from minipulsar.errors import RequestTimeoutError  # noqa: E402
 
 DEFAULT_SEED = 1

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings
 from minipulsar.broker.admin import admin_routes
 from minipulsar.broker.admin_namespaces import namespace_routes
-from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
 from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.loadbalance.load_manager import LoadManager
 from minipulsar.broker.loadbalance.reporter import LoadReporter

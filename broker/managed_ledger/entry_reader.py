@@ -23,7 +23,7 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.protocol.batch import peek_num_messages, peek_publish_time_ms
 
 if TYPE_CHECKING:
-    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+    from minipulsar.bookkeeper.ledger_handle import LedgerHandle
     from minipulsar.broker.managed_ledger.ledger_client import LedgerClient
 
 DEFAULT_ENTRY_SIZE_BYTES = 1024

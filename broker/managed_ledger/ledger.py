@@ -66,7 +66,7 @@ from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 from minipulsar.supervision import Periodic, spawn
 
 if TYPE_CHECKING:
-    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+    from minipulsar.bookkeeper.ledger_handle import LedgerHandle
     from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 log = logging.getLogger(__name__)

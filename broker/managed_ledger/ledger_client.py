@@ -1,4 +1,4 @@
-"""LedgerClient: what a managed ledger needs of the BookKeeper client (``broker/bookkeeper``).
+"""LedgerClient: what a managed ledger needs of the BookKeeper client (``minipulsar/bookkeeper``).
 
 A managed ledger creates its ledgers, opens closed ones to read (recovering an open one
 first) and deletes those trimmed away; nothing else. Invariant: a created ledger's id is
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+    from minipulsar.bookkeeper.ledger_handle import LedgerHandle
 
 
 class LedgerClient(Protocol):

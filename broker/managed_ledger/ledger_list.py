@@ -19,7 +19,7 @@ from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.position import Position
 
 if TYPE_CHECKING:
-    from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+    from minipulsar.bookkeeper.ledger_handle import LedgerHandle
 
 
 class LedgerList:

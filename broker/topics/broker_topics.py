@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from minipulsar.broker.bookkeeper import BookKeeper
+from minipulsar.bookkeeper import BookKeeper
 from minipulsar.broker.dedup import MessageDeduplication
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache

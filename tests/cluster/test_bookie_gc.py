@@ -19,7 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
+from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.errors import MiniPulsarError, NoSuchLedgerError
 from minipulsar.ledger_paths import ledger_path
 from minipulsar.metadata import MetadataStore

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
+from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache

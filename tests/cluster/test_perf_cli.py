@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from minipulsar import Client, InitialPosition, Timeout
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.metadata import open_metadata_store
 from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.fixtures import cluster_fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings, metrics
+from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings, metrics
 from minipulsar.errors import LedgerFencedError, MiniPulsarError, NoSuchEntryError, NotEnoughBookiesError
 from minipulsar.metadata import open_metadata_store
 from tests.support.process import ServerProcess, wait_for

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
+from minipulsar.bookkeeper.ledger_handle import LedgerHandle
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.entry_reader import CursorReadCounters

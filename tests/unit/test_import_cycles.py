@@ -4,8 +4,8 @@ and replaced from its leaves up.
 
 Method: the static import walk of tests/support/imports.py without the ``if TYPE_CHECKING:``
 blocks (which never run); each import is an edge to the module it loads — the longest module
-name it starts with, so ``from minipulsar.broker.bookkeeper import BookKeeper`` is an edge to
-the package ``minipulsar.broker.bookkeeper``, whose ``__init__`` runs first.
+name it starts with, so ``from minipulsar.bookkeeper import BookKeeper`` is an edge to
+the package ``minipulsar.bookkeeper``, whose ``__init__`` runs first.
 """
 
 from __future__ import annotations

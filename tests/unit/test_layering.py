@@ -124,7 +124,7 @@ def _check(source: str, module: str, is_package: bool = False) -> list[str]:
         ),
         (
             "from minipulsar.bookie import journal",
-            "minipulsar.broker.bookkeeper.client",
+            "minipulsar.bookkeeper.client",
             False,
             ["minipulsar.bookie", "minipulsar.bookie.journal"],
         ),

@@ -186,7 +186,7 @@ def _completion(
 async def bookkeeper_client(metadata_url: str) -> AsyncIterator[BookKeeperClient]:
     """The broker's BookKeeper client on the metadata store at ``metadata_url``, for
     ``perf managed-ledger`` (the application layer may import the broker)."""
-    from minipulsar.broker.bookkeeper import BookKeeper, BookKeeperSettings
+    from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings
     from minipulsar.metadata import open_metadata_store
 
     store = await open_metadata_store(metadata_url)

@@ -129,7 +129,7 @@ def test_the_ledger_path_contract() -> None:
 
 
 def test_the_broker_uses_the_shared_ledger_path() -> None:
-    from minipulsar.broker.bookkeeper import ledger_metadata
+    from minipulsar.bookkeeper import ledger_metadata
 
     assert ledger_metadata.ledger_path is ledger_path
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from minipulsar.broker.bookkeeper.ledger_id import LedgerIdAllocator
+from minipulsar.bookkeeper.ledger_id import LedgerIdAllocator
 from minipulsar.metadata import open_metadata_store
 
 

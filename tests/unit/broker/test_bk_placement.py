@@ -14,16 +14,16 @@ from collections.abc import Mapping
 
 import pytest
 
-from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport, ClusterView
-from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy, load_weights
-from minipulsar.broker.bookkeeper.placement import (
+from minipulsar.bookkeeper.cluster_view import BookieLoadReport, ClusterView
+from minipulsar.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy, load_weights
+from minipulsar.bookkeeper.placement import (
     DefaultEnsemblePlacementPolicy,
     EnsemblePlacementPolicy,
     select_ensemble,
     select_replacement,
 )
-from minipulsar.broker.bookkeeper.placement_policies import placement_policy
-from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy, arrange_racks, window_neighbours
+from minipulsar.bookkeeper.placement_policies import placement_policy
+from minipulsar.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy, arrange_racks, window_neighbours
 from minipulsar.errors import ConfigError, NotEnoughBookiesError
 
 SEED = 20240611

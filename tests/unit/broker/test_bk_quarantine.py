@@ -11,8 +11,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from bench.quarantine_sim import DEFAULT_SEED, FAULTY, SimParams, buckets, compare, simulate
-from minipulsar.broker.bookkeeper.metrics import PREFIX
-from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine, counts_toward_quarantine
+from minipulsar.bookkeeper.metrics import PREFIX
+from minipulsar.bookkeeper.quarantine import BookieQuarantine, counts_toward_quarantine
 from minipulsar.errors import (
     BookieReadOnlyError,
     ConnectionClosedError,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from minipulsar.broker.bookkeeper.add_budget import AddBudget
-from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry, parse_rack_mapping
+from minipulsar.bookkeeper.add_budget import AddBudget
+from minipulsar.bookkeeper.bookie_registry import BookieRegistry, parse_rack_mapping
 from minipulsar.metadata import open_metadata_store
 from tests.support.process import wait_for
 

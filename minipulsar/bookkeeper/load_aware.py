@@ -45,8 +45,8 @@ import random
 import statistics
 from collections.abc import Mapping, Sequence
 
-from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport, ClusterView
-from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy
+from minipulsar.bookkeeper.cluster_view import BookieLoadReport, ClusterView
+from minipulsar.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy
 
 JOURNAL_SHARE = 0.7
 DISK_SHARE = 0.3

@@ -29,7 +29,7 @@ import logging
 import random
 from collections.abc import Collection, Sequence
 
-from minipulsar.broker.bookkeeper.cluster_view import ClusterView
+from minipulsar.bookkeeper.cluster_view import ClusterView
 from minipulsar.errors import NotEnoughBookiesError
 
 logger = logging.getLogger(__name__)

@@ -47,7 +47,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from minipulsar.broker.bookkeeper.metrics import BOOKIE_QUARANTINE, BOOKIE_QUARANTINE_SKIP, QUARANTINED_BOOKIES
+from minipulsar.bookkeeper.metrics import BOOKIE_QUARANTINE, BOOKIE_QUARANTINE_SKIP, QUARANTINED_BOOKIES
 from minipulsar.errors import (
     BookieReadOnlyError,
     ConnectionClosedError,

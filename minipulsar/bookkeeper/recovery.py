@@ -30,9 +30,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from minipulsar.broker.bookkeeper.bookie_client import BookieClient
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
-from minipulsar.broker.bookkeeper.metrics import LEDGER_RECOVER
+from minipulsar.bookkeeper.bookie_client import BookieClient
+from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.bookkeeper.metrics import LEDGER_RECOVER
 from minipulsar.errors import (
     BadVersionError,
     NoSuchEntryError,

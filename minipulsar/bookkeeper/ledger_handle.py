@@ -30,11 +30,11 @@ from collections import deque
 from dataclasses import replace
 from functools import partial
 
-from minipulsar.broker.bookkeeper.add_budget import AddBudget
-from minipulsar.broker.bookkeeper.context import ClientContext
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
-from minipulsar.broker.bookkeeper.ledger_reader import LedgerReader
-from minipulsar.broker.bookkeeper.metrics import ADD_ENTRY, NUM_ENSEMBLE_CHANGE, NUM_PENDING_ADD
+from minipulsar.bookkeeper.add_budget import AddBudget
+from minipulsar.bookkeeper.context import ClientContext
+from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
+from minipulsar.bookkeeper.ledger_reader import LedgerReader
+from minipulsar.bookkeeper.metrics import ADD_ENTRY, NUM_ENSEMBLE_CHANGE, NUM_PENDING_ADD
 from minipulsar.errors import (
     BadVersionError,
     LedgerFencedError,

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import random
 
-from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
-from minipulsar.broker.bookkeeper.placement import DefaultEnsemblePlacementPolicy, EnsemblePlacementPolicy
-from minipulsar.broker.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy
+from minipulsar.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
+from minipulsar.bookkeeper.placement import DefaultEnsemblePlacementPolicy, EnsemblePlacementPolicy
+from minipulsar.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy
 from minipulsar.errors import ConfigError
 
 BOOKKEEPER_CLIENT_PACKAGE = "org.apache.bookkeeper.client."

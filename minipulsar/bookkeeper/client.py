@@ -16,21 +16,21 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from minipulsar.broker.bookkeeper.add_budget import AddBudget
-from minipulsar.broker.bookkeeper.bookie_client import BookieClient
-from minipulsar.broker.bookkeeper.bookie_load_poller import BookieLoadPoller
-from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry
-from minipulsar.broker.bookkeeper.cluster_view import ClusterView
-from minipulsar.broker.bookkeeper.context import ClientContext
-from minipulsar.broker.bookkeeper.ledger_handle import LedgerHandle
-from minipulsar.broker.bookkeeper.ledger_id import LedgerIdAllocator
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
-from minipulsar.broker.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
-from minipulsar.broker.bookkeeper.metrics import PENDING_ADD_BYTES
-from minipulsar.broker.bookkeeper.placement import select_ensemble, select_replacement
-from minipulsar.broker.bookkeeper.placement_policies import placement_policy
-from minipulsar.broker.bookkeeper.quarantine import BookieQuarantine
-from minipulsar.broker.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
+from minipulsar.bookkeeper.add_budget import AddBudget
+from minipulsar.bookkeeper.bookie_client import BookieClient
+from minipulsar.bookkeeper.bookie_load_poller import BookieLoadPoller
+from minipulsar.bookkeeper.bookie_registry import BookieRegistry
+from minipulsar.bookkeeper.cluster_view import ClusterView
+from minipulsar.bookkeeper.context import ClientContext
+from minipulsar.bookkeeper.ledger_handle import LedgerHandle
+from minipulsar.bookkeeper.ledger_id import LedgerIdAllocator
+from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
+from minipulsar.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy
+from minipulsar.bookkeeper.metrics import PENDING_ADD_BYTES
+from minipulsar.bookkeeper.placement import select_ensemble, select_replacement
+from minipulsar.bookkeeper.placement_policies import placement_policy
+from minipulsar.bookkeeper.quarantine import BookieQuarantine
+from minipulsar.bookkeeper.recovery import read_last_add_confirmed, recover_ledger
 from minipulsar.errors import NoSuchLedgerError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 from minipulsar.supervision import Periodic

@@ -24,9 +24,9 @@ import logging
 import random
 import time
 
-from minipulsar.broker.bookkeeper.context import ClientContext
-from minipulsar.broker.bookkeeper.ledger_metadata import LedgerMetadata
-from minipulsar.broker.bookkeeper.metrics import READ_ENTRY, SPECULATIVE_READ_COUNT
+from minipulsar.bookkeeper.context import ClientContext
+from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata
+from minipulsar.bookkeeper.metrics import READ_ENTRY, SPECULATIVE_READ_COUNT
 from minipulsar.errors import MiniPulsarError, PersistenceError
 from minipulsar.protocol.commands import ReadEntryResponse
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from minipulsar.broker.bookkeeper.add_budget import AddBudget
-from minipulsar.broker.bookkeeper.bookie_client import BookieClient
+from minipulsar.bookkeeper.add_budget import AddBudget
+from minipulsar.bookkeeper.bookie_client import BookieClient
 from minipulsar.metadata.store import MetadataStore
 
 ReplaceBookie = Callable[[Sequence[str], int, int, int, frozenset[str]], Awaitable[str]]

@@ -35,8 +35,8 @@ import itertools
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 
-from minipulsar.broker.bookkeeper.cluster_view import ClusterView
-from minipulsar.broker.bookkeeper.placement import EnsemblePlacementPolicy, check_quorums, check_replacement
+from minipulsar.bookkeeper.cluster_view import ClusterView
+from minipulsar.bookkeeper.placement import EnsemblePlacementPolicy, check_quorums, check_replacement
 
 SEARCH_NODES_MAX = 2_000
 """Positions the rack search may try per decision before it settles for the greedy

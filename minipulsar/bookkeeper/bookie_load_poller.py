@@ -18,9 +18,9 @@ import logging
 import time
 from collections.abc import Callable
 
-from minipulsar.broker.bookkeeper.bookie_client import BookieClient
-from minipulsar.broker.bookkeeper.bookie_registry import BookieRegistry
-from minipulsar.broker.bookkeeper.cluster_view import BookieLoadReport
+from minipulsar.bookkeeper.bookie_client import BookieClient
+from minipulsar.bookkeeper.bookie_registry import BookieRegistry
+from minipulsar.bookkeeper.cluster_view import BookieLoadReport
 from minipulsar.errors import MiniPulsarError
 from minipulsar.protocol.commands import BookieInfoResponse
 from minipulsar.supervision import Periodic, spawn

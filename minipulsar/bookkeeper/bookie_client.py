@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from minipulsar.broker.bookkeeper.metrics import BOOKIE_PENDING_REQUESTS
+from minipulsar.bookkeeper.metrics import BOOKIE_PENDING_REQUESTS
 from minipulsar.errors import ConnectionClosedError, MiniPulsarError
 from minipulsar.net import Connection, connect, parse_address
 from minipulsar.protocol import commands as cmd
