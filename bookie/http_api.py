@@ -10,7 +10,7 @@ their paths and JSON shapes, beside ``/metrics`` on ``httpServerPort``.
   read-only by hand (draining it before it is taken out: brokers place no new ledgers on it,
   reads are served) until PUT false; the disk monitor does not undo it, and a restart does
   only without ``persistBookieStatusEnabled`` (:mod:`bookie.bookie_status`). PUT false clears
-  only that cause: a bookie with full ledger dirs or a failed journal stays read-only, and the
+  only that cause: a bookie with no writable ledger dir stays read-only, and the
   answer says so. The answer comes once the registration has moved. Refused (400) with
   ``forceReadOnlyBookie`` (false asked) and with ``readOnlyModeEnabled=false`` (true asked;
   BookKeeper would shut the bookie down);
