@@ -5,7 +5,8 @@ their paths and JSON shapes, beside ``/metrics`` on ``httpServerPort``.
 - ``GET /api/v1/bookie/is_ready``: 200 once the bookie serves (registered), 503 before and
   while it stops — for readiness probes;
 - ``GET /api/v1/bookie/state``: ``running``, ``readOnly``, ``shuttingDown`` and
-  ``availableForHighPriorityWrites`` (recovery adds: refused only once a journal failed);
+  ``availableForHighPriorityWrites`` (recovery adds: refused once a journal failed, or every
+  ledger dir failed);
 - ``GET|PUT /api/v1/bookie/state/readonly``: ``{"readOnly": bool}``. PUT true turns the bookie
   read-only by hand (draining it before it is taken out: brokers place no new ledgers on it,
   reads are served) until PUT false; the disk monitor does not undo it, and a restart does
@@ -91,7 +92,8 @@ class BookieHttpApi:
                 "shuttingDown": service.stopping,
                 "availableForHighPriorityWrites": service.serving
                 and not service.stopping
-                and not service.failed_journals,
+                and not service.failed_journals
+                and bool(service.bookie.dirs_manager.healthy_dirs),
             }
         )
 

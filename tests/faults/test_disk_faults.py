@@ -24,7 +24,8 @@ import pytest
 import pytest_asyncio
 
 from minipulsar import Client, InitialPosition
-from minipulsar.errors import BookieReadOnlyError, MiniPulsarError
+from minipulsar.errors import BookieReadOnlyError, MiniPulsarError, NoSuchEntryError, NoSuchLedgerError
+from minipulsar.ledger_paths import LEDGERS_ROOT, parse_ledger_node
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.net import connect
 from minipulsar.protocol.commands import BookieInfo
@@ -136,6 +137,7 @@ async def test_eio_on_one_of_two_ledger_dirs_fails_that_dir_and_the_other_takes_
         for ledger_id, entry_ids in acked.items():
             await assert_reads_back(conn, ledger_id, entry_ids)
         conn.close()
+        assert await asyncio.to_thread(bookie.stop) == 0, "a requested stop, even with a dir failed"
     eio_shim.disarm()
     restarted = bookie_process(
         tmp_path, metastore.url, port=bookie.port, ledgers=("ledgers-0", "ledgers-1"), settings=FAST_FLUSH
@@ -164,6 +166,22 @@ async def consume_all(service_url: str, topic: str, count: int) -> list[bytes]:
         return [(await consumer.receive(timeout_millis=20_000)).data() for _ in range(count)]
 
 
+async def ledger_ids(store: MetadataStore) -> list[int]:
+    names = await store.children(LEDGERS_ROOT)
+    return sorted(i for i in map(parse_ledger_node, names) if i is not None)
+
+
+async def entries_served(conn: RawClient, ledgers: list[int]) -> int:
+    """How many of ``ledgers`` the bookie serves entry 0 of (cursor ledgers may have none)."""
+    served = 0
+    for ledger_id in ledgers:
+        try:
+            served += bool(await read_entries(conn, ledger_id, 0))
+        except (NoSuchEntryError, NoSuchLedgerError):
+            continue
+    return served
+
+
 async def two_bookie_cluster_then_a_third(cluster: ProcessCluster) -> None:
     """The topic's first ledger goes to bookies 0 and 1 (the only ones); bookie 2 joins after,
     the replacement the writer can pick."""
@@ -188,6 +206,7 @@ async def test_eio_on_the_only_ledger_dir_turns_the_bookie_read_only_and_produce
             async with Client(cluster.service_url) as client:
                 producer = await client.create_producer("disk-eio-ledger")
                 sent = await produce(producer, 0, 50)
+                first_ledgers = await ledger_ids(store)
                 await two_bookie_cluster_then_a_third(cluster)
                 bookie = cluster.bookies[0]
                 eio_shim.arm()
@@ -202,6 +221,7 @@ async def test_eio_on_the_only_ledger_dir_turns_the_bookie_read_only_and_produce
             info = await bookie_info(conn)
             assert info["readOnly"] is True and info["writableLedgerDirs"] == 0
             assert info["ledgers"] >= 1 and info["entries"] >= 1
+            assert await entries_served(conn, first_ledgers) >= 1, "reads of the read-only bookie"
             conn.close()
             assert await consume_all(cluster.service_url, "disk-eio-ledger", len(sent)) == sent
         finally:
