@@ -151,7 +151,7 @@ async def test_eio_on_one_of_two_ledger_dirs_fails_that_dir_and_the_other_takes_
         conn.close()
 
 
-async def produce(producer, first: int, count: int) -> list[bytes]:
+async def send_numbered(producer, first: int, count: int) -> list[bytes]:
     sent = []
     for index in range(first, first + count):
         payload = f"m-{index}".encode()
@@ -205,18 +205,18 @@ async def test_eio_on_the_only_ledger_dir_turns_the_bookie_read_only_and_produce
         try:
             async with Client(cluster.service_url) as client:
                 producer = await client.create_producer("disk-eio-ledger")
-                sent = await produce(producer, 0, 50)
+                sent = await send_numbered(producer, 0, 50)
                 first_ledgers = await ledger_ids(store)
                 await two_bookie_cluster_then_a_third(cluster)
                 bookie = cluster.bookies[0]
                 eio_shim.arm()
-                sent += await produce(producer, 50, 100)
+                sent += await send_numbered(producer, 50, 100)
 
                 async def read_only() -> bool:
                     return await registrations(store, bookie.address) == {READONLY}
 
                 await wait_for(read_only, 20, message="bookie 0 not registered read-only")
-                sent += await produce(producer, 150, 150)
+                sent += await send_numbered(producer, 150, 150)
             conn = await connect(RawClient, bookie.host, bookie.port)
             info = await bookie_info(conn)
             assert info["readOnly"] is True and info["writableLedgerDirs"] == 0
@@ -244,17 +244,17 @@ async def test_eio_on_a_journal_makes_the_bookie_leave_and_producers_go_on(tmp_p
         try:
             async with Client(cluster.service_url) as client:
                 producer = await client.create_producer("disk-eio-journal")
-                sent = await produce(producer, 0, 50)
+                sent = await send_numbered(producer, 0, 50)
                 await two_bookie_cluster_then_a_third(cluster)
                 bookie = cluster.bookies[0]
                 eio_shim.arm()
-                sent += await produce(producer, 50, 100)
+                sent += await send_numbered(producer, 50, 100)
                 assert bookie.proc is not None
                 code = await asyncio.to_thread(bookie.proc.wait, 30)
                 assert code == 5, bookie.log_tail()
                 assert await registrations(store, bookie.address) == set()
                 assert "journal 0 failed" in bookie.log_tail(200)
-                sent += await produce(producer, 150, 100)
+                sent += await send_numbered(producer, 150, 100)
             assert await consume_all(cluster.service_url, "disk-eio-journal", len(sent)) == sent
         finally:
             await store.close()
