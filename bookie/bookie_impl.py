@@ -42,10 +42,11 @@ from minipulsar.bookie.storage.base import LedgerStorage
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
 from minipulsar.bookie.storage.gc import NO_PRESSURE, DiskPressure, GarbageCollector, LedgerMetadataSource
 from minipulsar.bookie.storage.ledger_dirs import DiskUsage, LedgerDirs
+from minipulsar.bookie.storage.ledger_dirs_manager import FULL, LedgerDirsManager
 from minipulsar.bookie.storage.ledger_state import LedgerState
 from minipulsar.bookie.storage.read_executor import ReadExecutor, ThreadPoolReadExecutor
 from minipulsar.config import BookieConfig
-from minipulsar.errors import LedgerFencedError, NoSuchLedgerError
+from minipulsar.errors import BookieReadOnlyError, LedgerFencedError, NoSuchLedgerError
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,9 @@ class BookieImpl:
         self.config = config
         self.journals = JournalSet.from_config(config)
         self.ledger_dirs = LedgerDirs(config.ledger_dirs)
-        self.storage: LedgerStorage = DbLedgerStorage(config, self.journals)
+        self.dirs_manager = LedgerDirsManager(config.ledger_dirs)
+        """Which ledger dirs take adds (full, failed): shared by the storage and the disk monitor."""
+        self.storage: LedgerStorage = DbLedgerStorage(config, self.journals, dirs_manager=self.dirs_manager)
         self.journals.attach_storage(self.storage)
         self._own_read_executor: ThreadPoolReadExecutor | None = None
         if read_executor is None:
@@ -162,9 +165,9 @@ class BookieImpl:
 
     def try_add(self, requests: Sequence[AddRequest], sink: JournalSink, started: float = 0.0) -> int:
         """Admit the adds of one read, in order, to the write cache and their journal. Returns
-        how many of them were dealt with — admitted, or refused (LedgerFenced) with ``sink``
-        told; the rest, from the first one that found no room, must go through
-        :meth:`add_when_admitted`, in order.
+        how many of them were dealt with — admitted, or refused (LedgerFenced; BookieReadOnly
+        when the ledger's dir is full or failed) with ``sink`` told; the rest, from the first
+        one that found no room, must go through :meth:`add_when_admitted`, in order.
 
         ``requests`` are ADD_ENTRY commands (or anything with their ``ledger_id``,
         ``entry_id``, ``lac``, ``payload`` and ``recovery``); once an entry is durable and in
@@ -184,7 +187,7 @@ class BookieImpl:
             try:
                 if not self._try_add_one(request, sink, started):
                     return index
-            except LedgerFencedError as error:
+            except (LedgerFencedError, BookieReadOnlyError) as error:  # fenced; its ledger dir takes no adds
                 sink.requests_done([request], started, error)
         return len(requests)
 
@@ -193,13 +196,14 @@ class BookieImpl:
 
         Raises:
             LedgerFencedError: the ledger is fenced and this is not a recovery add.
+            BookieReadOnlyError: the ledger's dir takes no adds (full or failed).
         """
         ledger_id, storage = request.ledger_id, self.storage
         state = storage.ledger(ledger_id)
         if state is not None and state.fenced and not request.recovery:
             raise LedgerFencedError(f"ledger {ledger_id} is fenced")
         journal = self.journals.for_ledger(ledger_id)
-        if not journal.has_room or not storage.try_admit(ledger_id, len(request.payload)):
+        if not journal.has_room or not storage.try_admit(ledger_id, len(request.payload), request.recovery):
             return False
         journal.add([request], sink, started)
         return True
@@ -291,7 +295,8 @@ class BookieImpl:
         metrics.ENTRIES_COUNT.set(self.storage.entry_count)
 
     def info(self) -> dict:
-        """Figures for BOOKIE_INFO and /api/v1/bookie/info (besides disk space)."""
+        """Figures for BOOKIE_INFO and /api/v1/bookie/info (besides disk space); the full and
+        failed ledger dirs (and why each failed) too."""
         self._update_counts()
         return {
             "ledgers": self.storage.ledger_count,
@@ -299,4 +304,6 @@ class BookieImpl:
             "journalQueuedEntries": self.journals.queued_entries,
             "journalDirs": [str(Path(d)) for d in self.config.journal_dirs],
             "ledgerDirs": [str(Path(d)) for d in self.config.ledger_dirs],
+            "fullLedgerDirs": [d for d, state in self.dirs_manager.states().items() if state == FULL],
+            "failedLedgerDirs": {str(d): why for d, why in self.dirs_manager.failed.items()},
         }

@@ -18,10 +18,14 @@ Invariants:
 - brokers see only a bookie that already serves, registered in the state it serves in;
 - while serving, the bookie is read-only — adds refused with BookieReadOnly, the
   registration on the read-only path — exactly while a cause of
-  :mod:`bookie.state_manager` holds: no writable ledger dir (cleared below
-  ``diskUsageLwmThreshold``), a failed journal (until a restart), an operator's ``PUT
-  /api/v1/bookie/state/readonly``, or ``forceReadOnlyBookie``; with
-  ``readOnlyModeEnabled=false`` the first two stop the bookie instead, as BookKeeper does;
+  :mod:`bookie.state_manager` holds: no writable ledger dir, each full or failed
+  (:mod:`bookie.storage.ledger_dirs_manager`; a full one comes back below
+  ``diskUsageLwmThreshold``), an operator's ``PUT /api/v1/bookie/state/readonly``, or
+  ``forceReadOnlyBookie``; with ``readOnlyModeEnabled=false`` the first stops the bookie
+  instead, as BookKeeper does;
+- a failed journal (a write or sync error) makes the bookie leave: its registration is
+  deleted at once, then it stops and the process exits with 5 (BookKeeper's
+  ``ExitCode.BOOKIE_EXCEPTION``) — never a bookie that stays up refusing everything;
 - garbage collection runs only while serving (``PUT /api/v1/bookie/gc`` forces a round);
 - nothing accepted is dropped on a stop: what was read is answered before the journals close.
 """
@@ -54,12 +58,13 @@ from minipulsar.bookie.load import BookieLoad
 from minipulsar.bookie.read_pool import ReadThreadPool
 from minipulsar.bookie.registration import DEFAULT_RACK, BookieRegistration
 from minipulsar.bookie.server_connection import BookieServerConnection
-from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager, journal_failed
+from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager
 from minipulsar.bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net.server import Listener
+from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
 
@@ -95,15 +100,15 @@ class BookieServer:
         self, config: BookieConfig, store: MetadataStore | None = None, stop: asyncio.Event | None = None
     ) -> None:
         """``store``: an already open metadata store (tests); else one is opened from the config.
-        ``stop``: set when the bookie must shut down by itself (every ledger dir full, or a
-        journal failed, with read-only mode disabled); the process then stops it as on SIGTERM."""
+        ``stop``: set when the bookie must shut down by itself (a journal failed; or no ledger
+        dir is writable, with read-only mode disabled); the process then stops it as on SIGTERM."""
         self.config = config
         disk_model.install(config.simulated_disk_model)  # bench only; None (the default): no model
         self.read_pool = ReadThreadPool(config.num_read_worker_threads, config.max_pending_read_requests_per_thread)
         self.bookie = BookieImpl(config, read_executor=self.read_pool)
         self.state = BookieStateManager(self._read_only_changed)
         self.bookie.journals.on_failed(self._journal_failed)
-        self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed)
+        self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed, self.bookie.dirs_manager)
         self.bookie.storage.no_space_listener = self._ledger_dir_out_of_space
         self.load = BookieLoad(config.journal_dirs, config.ledger_dirs, self.disk_monitor, self.state, self.read_pool)
         self._stop_event = stop
@@ -259,9 +264,9 @@ class BookieServer:
         return check_cookies(journal_dirs, self.bookie.ledger_dirs.dirs)
 
     def _writable_changed(self, writable: bool) -> None:
-        """The disk monitor found the first writable ledger dir again, or lost the last one."""
+        """The first ledger dir is writable again, or the last one is full or failed."""
         if not writable and not self.config.read_only_mode_enabled:
-            self._shut_down("every ledger dir is full and readOnlyModeEnabled=false")
+            self._shut_down("no ledger dir is writable (each full or failed) and readOnlyModeEnabled=false")
             return
         self.state.set_cause(LEDGER_DIRS_FULL, not writable)
 
@@ -271,13 +276,16 @@ class BookieServer:
             self.disk_monitor.check_soon()
 
     def _journal_failed(self, index: int, failure: BaseException) -> None:
-        """A journal's writer stopped (on the loop, once per journal)."""
+        """A journal's writer stopped (on the loop, once per journal): as BookKeeper's bookie
+        whose journal thread quit, leave the cluster — the failed journal refuses its adds
+        already; the registration is deleted now, so that writers replace this bookie at once
+        rather than after its session expires; then the bookie stops (the process exits with
+        BOOKIE_EXCEPTION, 5), whatever ``readOnlyModeEnabled`` says."""
         log.error("journal %d (%s) failed: %s", index, self.config.journal_dirs[index], failure)
         self.failed_journals.add(index)
-        if not self.config.read_only_mode_enabled:
-            self._shut_down(f"journal {index} failed and readOnlyModeEnabled=false")
-            return
-        self.state.set_cause(journal_failed(index, failure), True)
+        self._shut_down(f"journal {index} failed ({failure})")
+        if self.registration is not None and not self._stopped:
+            spawn(self.registration.unregister(), name="unregister after a journal failure", logger=log)
 
     def _shut_down(self, why: str) -> None:
         log.error("%s: shutting the bookie down", why)

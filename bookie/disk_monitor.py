@@ -12,9 +12,12 @@ rules (:func:`check_dirs`, pure):
   once) is below ``diskUsageLwmThreshold``. That gap is the hysteresis: a read-only bookie
   does not flap back to writable (and move its registration) on every small deletion.
 
-No writable dir left makes the bookie read-only (``readOnlyModeEnabled``, :mod:`bookie.state_manager`;
-otherwise the owner shuts the bookie down). The monitor only reports: its listener is told
-when the writable state changes.
+The monitor only reports, to the :class:`~bookie.storage.ledger_dirs_manager.LedgerDirsManager`
+it shares with the ledger storage: that one also holds the dirs a flush found out of space
+(full until a check here finds them below the threshold) and the failed dirs (not read here
+any more), and tells its listener when no dir is writable any more, or one is again (the
+bookie then turns read-only, or writable: :mod:`bookie.state_manager`; with
+``readOnlyModeEnabled=false`` the owner shuts the bookie down).
 
 Tests drive a real process through ``minipulsarDiskUsageOverrideFile`` (TEST ONLY): when set
 and readable, that file's number is every dir's used fraction; free bytes are derived from it
@@ -30,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from minipulsar.bookie import metrics
+from minipulsar.bookie.storage.ledger_dirs_manager import LedgerDirsManager
 from minipulsar.config import BookieConfig
 
 log = logging.getLogger(__name__)
@@ -122,19 +125,34 @@ WritableListener = Callable[[bool], None]
 
 
 class LedgerDirsMonitor:
-    def __init__(self, config: BookieConfig, listener: WritableListener | None = None) -> None:
-        self.dirs = [Path(d) for d in config.ledger_dirs]
+    def __init__(
+        self,
+        config: BookieConfig,
+        listener: WritableListener | None = None,
+        dirs_manager: LedgerDirsManager | None = None,
+    ) -> None:
+        """``dirs_manager``: where the full dirs go (the ledger storage's, which also knows the
+        failed ones); ``listener``: set as its listener when given."""
+        self.dirs_manager = dirs_manager if dirs_manager is not None else LedgerDirsManager(config.ledger_dirs)
+        if listener is not None:
+            self.dirs_manager.listener = listener
+        self.dirs = list(self.dirs_manager.dirs)
         self.thresholds = Thresholds.from_config(config)
         self.interval_s = config.disk_check_interval_ms / 1000
         self.override_file = config.disk_usage_override_file
-        self.listener = listener
         self.usages: list[DirUsage] = []
-        """The last reading, one per ledger dir (empty before the first check)."""
-        self.full_dirs: frozenset[Path] = frozenset()
-        self.writable = True
-        """At least one ledger dir can take new entries."""
+        """The last reading, one per ledger dir not failed (empty before the first check)."""
         self._task: asyncio.Task[None] | None = None
         self._check_now: asyncio.Task[None] | None = None
+
+    @property
+    def full_dirs(self) -> frozenset[Path]:
+        return self.dirs_manager.full
+
+    @property
+    def writable(self) -> bool:
+        """At least one ledger dir can take new entries (neither full nor failed)."""
+        return self.dirs_manager.writable
 
     async def start(self) -> None:
         """Check once now (the bookie registers in the state this finds), then every interval."""
@@ -166,16 +184,15 @@ class LedgerDirsMonitor:
             log.error("checking the ledger dirs failed: %s", exc)
 
     async def check(self) -> None:
-        """Read the usage of every dir, apply the thresholds, and tell the listener of a change."""
-        usages = await asyncio.to_thread(read_usages, self.dirs, self.override_file)
-        was_writable = self.writable  # read after the await: a check_soon() may have run meanwhile
-        full = check_dirs(usages, self.full_dirs, self.thresholds)
+        """Read the usage of every dir not failed, apply the thresholds, and hand the full ones
+        to the dirs manager (which tells its listener of a change)."""
+        manager = self.dirs_manager
+        usages = await asyncio.to_thread(read_usages, manager.healthy_dirs, self.override_file)
+        usages = [usage for usage in usages if usage.directory not in manager.failed]  # failed meanwhile
+        full = check_dirs(usages, self.full_dirs & {usage.directory for usage in usages}, self.thresholds)
         self._log_changes(usages, full)
-        self.usages, self.full_dirs = usages, full
-        self.writable = len(full) < len(self.dirs)
-        metrics.LEDGER_WRITABLE_DIRS.set(len(self.dirs) - len(full))
-        if self.writable != was_writable and self.listener is not None:
-            self.listener(self.writable)
+        self.usages = usages
+        manager.set_full(full)
 
     def _log_changes(self, usages: list[DirUsage], full: frozenset[Path]) -> None:
         previous = {usage.directory: usage.used_fraction for usage in self.usages}

@@ -5,12 +5,13 @@ their paths and JSON shapes, beside ``/metrics`` on ``httpServerPort``.
 - ``GET /api/v1/bookie/is_ready``: 200 once the bookie serves (registered), 503 before and
   while it stops — for readiness probes;
 - ``GET /api/v1/bookie/state``: ``running``, ``readOnly``, ``shuttingDown`` and
-  ``availableForHighPriorityWrites`` (recovery adds: refused only once a journal failed);
+  ``availableForHighPriorityWrites`` (recovery adds: refused once a journal failed, or every
+  ledger dir failed);
 - ``GET|PUT /api/v1/bookie/state/readonly``: ``{"readOnly": bool}``. PUT true turns the bookie
   read-only by hand (draining it before it is taken out: brokers place no new ledgers on it,
   reads are served) until PUT false; the disk monitor does not undo it, and a restart does
   only without ``persistBookieStatusEnabled`` (:mod:`bookie.bookie_status`). PUT false clears
-  only that cause: a bookie with full ledger dirs or a failed journal stays read-only, and the
+  only that cause: a bookie with no writable ledger dir stays read-only, and the
   answer says so. The answer comes once the registration has moved. Refused (400) with
   ``forceReadOnlyBookie`` (false asked) and with ``readOnlyModeEnabled=false`` (true asked;
   BookKeeper would shut the bookie down);
@@ -91,7 +92,8 @@ class BookieHttpApi:
                 "shuttingDown": service.stopping,
                 "availableForHighPriorityWrites": service.serving
                 and not service.stopping
-                and not service.failed_journals,
+                and not service.failed_journals
+                and bool(service.bookie.dirs_manager.healthy_dirs),
             }
         )
 

@@ -227,7 +227,7 @@ class BookieLoad:
                 }
                 for usage in usages
             ],
-            "writableLedgerDirs": len(usages) - len(self.disk_monitor.full_dirs),
+            "writableLedgerDirs": sum(self.disk_monitor.dirs_manager.writable_flags),
             "readOnly": self.state.read_only,
             "state": "readonly" if self.state.read_only else "writable",
             "readOnlyReasons": list(self.state.causes),

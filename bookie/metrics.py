@@ -176,7 +176,11 @@ SERVER_STATUS = Gauge("bookie_SERVER_STATUS", "1 while the bookie is writable, 0
 LEDGERS_COUNT = Gauge("bookie_ledgers_count", "Ledgers this bookie holds")
 ENTRIES_COUNT = Gauge("bookie_entries_count", "Entries this bookie holds")
 
-LEDGER_WRITABLE_DIRS = Gauge("bookie_ledger_writable_dirs", "Ledger dirs below diskUsageThreshold (writable)")
+LEDGER_WRITABLE_DIRS = Gauge(
+    "bookie_ledger_writable_dirs",
+    "Ledger dirs that take new entries: neither full (diskUsageThreshold, ENOSPC) nor failed",
+)
+LEDGER_NUM_DIRS = Gauge("bookie_ledger_num_dirs", "Ledger dirs configured (ledgerDirectories)")
 
 # -- the read thread pool (bookie/read_pool.py) ----------------------------------------------------
 

@@ -4,14 +4,15 @@ A bookie turns read-only — adds refused with BookieReadOnly (recovery adds exc
 served, registration under ``/ledgers/available/readonly`` so that brokers place no new
 ledgers on it — while any cause holds:
 
-- :data:`LEDGER_DIRS_FULL`: every ledger dir is above ``diskUsageThreshold``
-  (:mod:`bookie.disk_monitor`); it clears below ``diskUsageLwmThreshold``;
-- a failed journal (:func:`journal_failed`): its writer thread stopped after an I/O error
-  (a full or failing journal disk), and with its file position unknown that journal takes no
-  more records until the bookie restarts and replays it. BookKeeper shuts the bookie down
-  then; here it stays up to serve what it stores, and says why it refuses adds;
+- :data:`LEDGER_DIRS_FULL`: no ledger dir takes new entries, each being full (above
+  ``diskUsageThreshold``, or out of space) or failed (I/O errors):
+  :mod:`bookie.storage.ledger_dirs_manager`. It clears once a full dir is back (below
+  ``diskUsageLwmThreshold`` in total); a failed dir never comes back before a restart;
 - an operator's ``PUT /api/v1/bookie/state/readonly`` (until the PUT that clears it), or
   ``forceReadOnlyBookie`` (for good): :mod:`bookie.http_api`.
+
+A failed journal is no cause: the bookie leaves the cluster instead, as BookKeeper's
+(:mod:`bookie.bookie_server`).
 
 Invariants:
 - :attr:`BookieStateManager.read_only` is a plain attribute (every admission reads it), true
@@ -25,11 +26,7 @@ from collections.abc import Callable
 
 from minipulsar.errors import BookieReadOnlyError
 
-LEDGER_DIRS_FULL = "every ledger dir is above diskUsageThreshold"
-
-
-def journal_failed(index: int, error: BaseException) -> str:
-    return f"journal {index} failed ({error}); it takes no more records until the bookie restarts"
+LEDGER_DIRS_FULL = "no writable ledger dir: each is full (diskUsageThreshold, or out of space) or failed"
 
 
 class BookieStateManager:

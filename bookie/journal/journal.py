@@ -153,7 +153,7 @@ class Journal:
         """What :func:`guarded` and :func:`failure_of` log, made once."""
         self.on_failed: Callable[[int, MiniPulsarError], None] | None = None
         """Told ``(index, failure)`` on the loop, once, when the writer thread stops after a
-        failed write, sync or roll (the bookie then turns read-only: :mod:`bookie.state_manager`)."""
+        failed write, sync or roll (the bookie then leaves the cluster: :mod:`bookie.bookie_server`)."""
 
     def attach_storage(self, storage: EntryStore) -> None:
         """Where durable adds go before their sinks hear of them; before :meth:`start`."""

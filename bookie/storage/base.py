@@ -59,8 +59,13 @@ class LedgerStorage(ABC):
     # -- adds and fences ------------------------------------------------------------------------
 
     @abstractmethod
-    def try_admit(self, ledger_id: int, payload_length: int) -> bool:
-        """Reserve write-cache room for an add; False when there is none now (then ``await admit``)."""
+    def try_admit(self, ledger_id: int, payload_length: int, recovery: bool = False) -> bool:
+        """Reserve write-cache room for an add; False when there is none now (then ``await admit``).
+
+        Raises:
+            BookieReadOnlyError: the ledger's dir takes no adds (full, or failed; a ``recovery``
+                add passes a full dir).
+        """
 
     def try_admit_all(self, ledger_ids: set[int], payload_bytes: int, entries: int) -> bool:
         """Reserve room for several adds of ``ledger_ids`` at once (``payload_bytes`` in all), or
@@ -76,7 +81,8 @@ class LedgerStorage(ABC):
 
         Raises:
             TooManyRequestsError: no room within the storage's bound (dbStorage_maxThrottleTimeMs).
-            BookieReadOnlyError: refused by :meth:`refuse_waiting` (never a ``recovery`` add).
+            BookieReadOnlyError: refused by :meth:`refuse_waiting` (never a ``recovery`` add), or
+                the ledger's dir takes no adds (as :meth:`try_admit`).
         """
 
     def refuse_waiting(self, error: Callable[[], BaseException]) -> int:

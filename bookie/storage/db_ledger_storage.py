@@ -23,9 +23,12 @@ Invariants:
 - the mark moves only with a checkpoint in which every dir swapped its active half and every
   flush succeeded: while a dir retries an old half, its active one holds records before any
   newer mark, so the journals keep them;
-- a flush that failed for lack of space tells :attr:`DbLedgerStorage.no_space_listener`. Adds
-  to that dir's ledgers waiting for room are refused after dbStorage_maxThrottleTimeMs
-  (TooManyRequests);
+- a dir whose flush failed is marked in :attr:`DbLedgerStorage.dirs_manager`: *full* for lack of
+  space (and :attr:`DbLedgerStorage.no_space_listener` is told), *failed* for any other error
+  (:mod:`bookie.storage.ledger_dirs_manager`). While it is not writable the adds of its ledgers
+  are refused at once with BookieReadOnly, those waiting for room too; adds that wait for
+  room in a writable dir are refused after dbStorage_maxThrottleTimeMs (TooManyRequests);
+- no ``lastMark`` is written into a failed dir (the newest mark over the dirs is read at start);
 - blocking work (flush, replay, open, close) never runs on the event loop;
 - the replay at start puts entries into the write cache; a full half is flushed on the spot
   *without* moving the mark (a crash then replays those records again: harmless, an entry
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import errno
 import functools
 import logging
 import sqlite3
@@ -50,9 +52,11 @@ from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.base import LedgerStorage
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, CheckpointSource
 from minipulsar.bookie.storage.ledger_dirs import LedgerDirs
+from minipulsar.bookie.storage.ledger_dirs_manager import LedgerDirsManager, is_out_of_space
 from minipulsar.bookie.storage.ledger_state import LedgerState
 from minipulsar.bookie.storage.single_directory import FlushBatch, SingleDirectoryDbLedgerStorage, StorageSettings
 from minipulsar.config import BookieConfig
+from minipulsar.errors import BookieReadOnlyError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +64,6 @@ MB = 1024 * 1024
 RETRY_DELAY_S = 1.0
 FAILURE_LOG_EVERY = 30
 """While a checkpoint keeps failing, one log line per this many attempts (after the first)."""
-_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 FLUSH_ERRORS: tuple[type[Exception], ...] = (OSError, sqlite3.Error)
 """What a dir's flush may fail with in operation (the disk, the index): the dir keeps its half
 and retries it."""
@@ -106,6 +109,9 @@ class _Checkpointing:
     """The dirs' flush failures, then the lastMark write's (set on the flush thread)."""
     dir_errors: dict[int, BaseException] = field(default_factory=dict)
     """Per dir index, its flush's failure (also in ``errors``)."""
+    mark_skipped: list[bool] = field(default_factory=list)
+    """Per dir: failed (its disk errs), so the lastMark is not written there (the newest mark of
+    all dirs is the one read at start)."""
 
     @property
     def failed(self) -> bool:
@@ -114,9 +120,16 @@ class _Checkpointing:
 
 class DbLedgerStorage(LedgerStorage):
     def __init__(
-        self, config: BookieConfig, checkpoint_source: CheckpointSource, settings: StorageSettings | None = None
+        self,
+        config: BookieConfig,
+        checkpoint_source: CheckpointSource,
+        settings: StorageSettings | None = None,
+        dirs_manager: LedgerDirsManager | None = None,
     ) -> None:
         settings = settings or settings_from_config(config)
+        self.dirs_manager = dirs_manager if dirs_manager is not None else LedgerDirsManager(config.ledger_dirs)
+        """Which dirs take adds: a flush failing marks its dir full (no space) or failed."""
+        self._writable = self.dirs_manager.writable_flags
         self._dirs = [
             SingleDirectoryDbLedgerStorage(d, settings, functools.partial(self._dir_wants_flush, index))
             for index, d in enumerate(LedgerDirs(config.ledger_dirs).current_dirs)
@@ -316,6 +329,7 @@ class DbLedgerStorage(LedgerStorage):
             for directory, failed in zip(self._dirs, self._unflushed)
         ]
         self._sequence += 1
+        manager = self.dirs_manager
         return _Checkpointing(
             self._sequence,
             checkpoint,
@@ -323,6 +337,7 @@ class DbLedgerStorage(LedgerStorage):
             complete=not self._has_failed_halves,
             retried=retry_failed and self._has_failed_halves,
             persist_mark=persist_mark,
+            mark_skipped=[d in manager.failed for d in manager.dirs],
         )
 
     def _checkpoint_done(self, job: _Checkpointing, future: asyncio.Future) -> None:
@@ -339,6 +354,7 @@ class DbLedgerStorage(LedgerStorage):
             if index < len(job.flushed) and job.flushed[index]:
                 directory.flush_completed(batch)
                 self._unflushed[index] = None
+                self.dirs_manager.flushed(index)
                 if self._dir_failure[index] is not None:
                     self._dir_failure[index] = None
                     log.warning("ledger dir %s flushes again (checkpoint %d)", directory.directory, job.sequence)
@@ -372,6 +388,7 @@ class DbLedgerStorage(LedgerStorage):
         disk stays full."""
         self._failures += 1
         for index, error in job.dir_errors.items():
+            self._dir_write_failed(index, error)
             failure = f"{type(error).__name__} {getattr(error, 'errno', None)}"
             if failure != self._dir_failure[index]:
                 self._dir_failure[index] = failure
@@ -393,11 +410,19 @@ class DbLedgerStorage(LedgerStorage):
             return
         if self._retry_timer is None:
             self._retry_timer = self._loop.call_later(RETRY_DELAY_S, self._retry_now)
-        if (
-            any(isinstance(e, OSError) and e.errno in _NO_SPACE_ERRNOS for e in job.errors)
-            and self.no_space_listener is not None
-        ):
+        if any(is_out_of_space(e) for e in job.errors) and self.no_space_listener is not None:
             self.no_space_listener()
+
+    def _dir_write_failed(self, index: int, error: BaseException) -> None:
+        """A flush into dir ``index`` failed: the dir is full (no space) or failed (any other
+        I/O error), and the adds of its ledgers waiting for room are refused now."""
+        if is_out_of_space(error):
+            self.dirs_manager.out_of_space(index, error)
+        else:
+            self.dirs_manager.dir_failed(index, error)
+        if not self._writable[index]:
+            reason = self.dirs_manager.refusal_reason(index)
+            self._dirs[index].refuse_waiting(lambda: BookieReadOnlyError(f"{reason}: its ledgers take no adds here"))
 
     def _retry_now(self) -> None:
         self._retry_timer = None
@@ -448,11 +473,7 @@ class DbLedgerStorage(LedgerStorage):
             future.result()  # a bug in another dir's flush is raised here, once all have finished
         job.errors += [job.dir_errors[index] for index in sorted(job.dir_errors)]
         if not job.failed and job.complete and job.checkpoint != self._persisted and job.persist_mark:
-            for directory in self._dirs:
-                directory.write_last_mark(job.checkpoint)
-            self._persisted = job.checkpoint
-            self._persisted_at = time.monotonic()
-            self._source.checkpoint_complete(job.checkpoint)
+            self._write_marks(job)
         metrics.FLUSH.observe((time.monotonic() - started) * 1000)
         log.debug(
             "checkpoint %d done in %.1f ms: entry logs %s, mark %s",
@@ -461,6 +482,25 @@ class DbLedgerStorage(LedgerStorage):
             sorted({i for b in batches for i in b.logs}),
             job.checkpoint,
         )
+
+    def _write_marks(self, job: _Checkpointing) -> None:
+        """Write the lastMark in every dir not failed; a dir whose write fails fails the
+        checkpoint (its error in ``job.dir_errors``: the dir is marked failed, the mark written
+        again by the next checkpoint, without it)."""
+        skipped = job.mark_skipped or [False] * self._n
+        for index, (directory, skip) in enumerate(zip(self._dirs, skipped)):
+            if skip:
+                continue
+            try:
+                directory.write_last_mark(job.checkpoint)
+            except FLUSH_ERRORS as exc:
+                job.dir_errors[index] = exc
+                job.errors.append(exc)
+        if job.failed:
+            return
+        self._persisted = job.checkpoint
+        self._persisted_at = time.monotonic()
+        self._source.checkpoint_complete(job.checkpoint)
 
     def _flush_dir(self, job: _Checkpointing, index: int, batch: FlushBatch) -> None:
         """Flush one dir's batch and note the outcome in ``job``: flushed, or the dir's failure
@@ -475,8 +515,21 @@ class DbLedgerStorage(LedgerStorage):
 
     # -- adds, fences, reads: routed to the ledger's dir --------------------------------------------
 
-    def try_admit(self, ledger_id: int, payload_length: int) -> bool:
-        return self._dirs[ledger_id % self._n].try_admit(payload_length)
+    def _check_writable(self, index: int, ledger_id: int, recovery: bool) -> None:
+        """Raises BookieReadOnlyError when dir ``index`` takes no adds (a recovery add passes a
+        full dir, not a failed one)."""
+        if self._writable[index]:
+            return
+        manager = self.dirs_manager
+        if recovery and manager.dirs[index] not in manager.failed:
+            return
+        raise BookieReadOnlyError(f"{manager.refusal_reason(index)}: this bookie takes no adds for ledger {ledger_id}")
+
+    def try_admit(self, ledger_id: int, payload_length: int, recovery: bool = False) -> bool:
+        index = ledger_id % self._n
+        if not self._writable[index]:
+            self._check_writable(index, ledger_id, recovery)
+        return self._dirs[index].try_admit(payload_length)
 
     def try_admit_all(self, ledger_ids: set[int], payload_bytes: int, entries: int) -> bool:
         """Admit the adds of several ledgers together: all of them or none (False: admit them
@@ -484,12 +537,16 @@ class DbLedgerStorage(LedgerStorage):
         first = next(iter(ledger_ids))
         if self._n > 1 and any((ledger_id - first) % self._n for ledger_id in ledger_ids):
             return False
+        if not self._writable[first % self._n]:
+            return False  # one by one: each is refused (or, recovery, admitted)
         return self._dirs[first % self._n].try_admit_all(payload_bytes, entries)
 
     async def admit(
         self, ledger_id: int, payload_length: int, recovery: bool = False, since: float | None = None
     ) -> None:
-        await self._dirs[ledger_id % self._n].admit(payload_length, recovery, since)
+        index = ledger_id % self._n
+        self._check_writable(index, ledger_id, recovery)
+        await self._dirs[index].admit(payload_length, recovery, since)
 
     def refuse_waiting(self, error: Callable[[], BaseException]) -> int:
         return sum(directory.refuse_waiting(error) for directory in self._dirs)

@@ -12,8 +12,8 @@ Flags map to ``bookkeeper.conf`` keys: ``--port`` → ``bookiePort``, ``--http-p
 the bookie id is ``host:port`` of the bound port. Prints ``READY bookie host:port
 http=host:port`` once registered. SIGTERM/SIGINT: stop accepting, answer every add in
 flight, close the journals, delete the registration, exit 0 (also when asked while starting:
-the bookie then stops before it registers). A bookie that shut itself down (every ledger dir
-full or a journal failed, with ``readOnlyModeEnabled=false``) exits with 5, BookKeeper's
+the bookie then stops before it registers). A bookie that shut itself down (a journal failed;
+or no ledger dir is writable, with ``readOnlyModeEnabled=false``) exits with 5, BookKeeper's
 ``ExitCode.BOOKIE_EXCEPTION``.
 """
 
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 async def serve(config: BookieConfig, stop: asyncio.Event) -> int:
     """Start, serve until ``stop`` is set, stop. Returns the exit code: 0 after a requested
     stop (also one asked while starting), :data:`EXIT_FAILURE` when the bookie shut itself down
-    (every ledger dir full or a journal failed, with readOnlyModeEnabled=false)."""
+    (a journal failed; or no writable ledger dir, with readOnlyModeEnabled=false)."""
     # The CLI is the only place that imports bookie code.
     from minipulsar.bookie.bookie_server import BookieServer, StartAborted, tune_gc
 

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from minipulsar.cli.common import EXIT_FAILURE
+
 log = logging.getLogger("minipulsar.standalone")
 
 READY_TIMEOUT_S = 30.0
@@ -54,6 +56,8 @@ def describe_exit(code: int | None) -> str:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"killed by signal {-code}"
+    if code == EXIT_FAILURE:
+        return f"exit code {code} (BOOKIE_EXCEPTION: it stopped itself on a failure, a failed journal or disk)"
     return f"exit code {code}"
 
 

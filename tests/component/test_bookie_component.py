@@ -256,57 +256,43 @@ def fail_journal_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(journal_segment.SegmentWriter, "append_synced", no_space)
 
 
-@pytest.mark.expect_error_log(r"write failed, refusing further adds", r"journal \d+ \(.*\) failed")
-async def test_a_failed_journal_turns_the_bookie_read_only_and_reads_go_on(
-    client: RawClient, service: BookieServer, store_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Goal: a journal that can no longer write (its disk full) takes the bookie out of new
-    ensembles without taking it down. Method: the journal's writes fail from some add on:
-    that add fails, the registration moves under readonly/, later adds are refused with
-    BookieReadOnly saying why, the entries added before are still read, BOOKIE_INFO says
-    read-only and why."""
-    for entry_id in range(3):
-        await add_entry(client, 15, entry_id, entry_payload(15, entry_id))
-    fail_journal_writes(monkeypatch)
-    with pytest.raises(UnknownServerError, match="No space left"):
-        await add_entry(client, 15, 3, entry_payload(15, 3))
-    observer = await open_metadata_store(store_url)
-    try:
-        await wait_for(
-            lambda: observer.exists(registration_path(service.bookie_id, read_only=True)),
-            10,
-            message="registration not moved under readonly/",
-        )
-        assert not await observer.exists(registration_path(service.bookie_id))
-    finally:
-        await observer.close()
-    with pytest.raises(BookieReadOnlyError, match="journal 0 failed"):
-        await add_entry(client, 15, 3, entry_payload(15, 3))
-    assert await read_entries(client, 15, 0, 10) == [(i, entry_payload(15, i)) for i in range(3)]
-    info = (await client.request(BookieInfo)).info
-    assert info["readOnly"] is True and "No space left" in info["readOnlyReasons"][0]
-
-
 @pytest.mark.expect_error_log(
     r"write failed, refusing further adds", r"journal \d+ \(.*\) failed", r"shutting the bookie down"
 )
-async def test_with_read_only_mode_disabled_a_failed_journal_stops_the_bookie(
-    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("read_only_mode", ["true", "false"])
+async def test_a_failed_journal_makes_the_bookie_leave_the_cluster(
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch, read_only_mode: str
 ) -> None:
-    """BookKeeper's behaviour: a journal that fails takes the bookie down (readOnlyModeEnabled=false)."""
+    """Goal: BookKeeper's behaviour, whatever readOnlyModeEnabled says: a journal that can no
+    longer write takes the bookie out of the cluster rather than leaving it up refusing
+    everything. Method: the journal's writes fail from some add on: that add fails (never
+    acknowledged), the registration is deleted (writable and read-only paths) before the bookie
+    has stopped, the stop event is set with the failure recorded (the CLI exits 5 then), and
+    the entries acknowledged before are still read until the stop."""
     stop = asyncio.Event()
-    service = BookieServer(service_config(tmp_path, store_url, readOnlyModeEnabled="false"), stop=stop)
+    service = BookieServer(service_config(tmp_path, store_url, readOnlyModeEnabled=read_only_mode), stop=stop)
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
+    observer = await open_metadata_store(store_url)
     try:
+        for entry_id in range(3):
+            await add_entry(conn, 15, entry_id, entry_payload(15, entry_id))
         fail_journal_writes(monkeypatch)
-        with pytest.raises(UnknownServerError):
-            await add_entry(conn, 16, 0, entry_payload(16, 0))
+        with pytest.raises(UnknownServerError, match="No space left"):
+            await add_entry(conn, 15, 3, entry_payload(15, 3))
         await asyncio.wait_for(stop.wait(), 10)
-        assert not service.state.read_only
+        assert service.failure is not None and "journal 0 failed" in service.failure
+        await wait_for(lambda: _not_registered(observer, service.bookie_id), 10, message="registration not deleted")
+        assert await read_entries(conn, 15, 0, 10) == [(i, entry_payload(15, i)) for i in range(3)]
+        assert not service.state.read_only  # it leaves; it does not linger read-only
     finally:
+        await observer.close()
         conn.close()
         await service.stop()
+
+
+async def _not_registered(observer, bookie_id: str) -> bool:
+    return not any([await observer.exists(registration_path(bookie_id, read_only=ro)) for ro in (False, True)])
 
 
 def fail_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -338,7 +324,9 @@ async def _assert_reads_back(conn: RawClient, ledger_id: int, entry_ids: list[in
         ]
 
 
-@pytest.mark.expect_error_log(r"is full: usage", r"flush failed in checkpoint", r"checkpoint \d+ failed")
+@pytest.mark.expect_error_log(
+    r"is full: usage", r"is out of space", r"flush failed in checkpoint", r"checkpoint \d+ failed"
+)
 async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_loses_no_acked_add(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -375,6 +363,8 @@ async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_
         monkeypatch.undo()
         usage.write_text("0.5")
         await service.disk_monitor.check()  # its next round
+        assert service.state.read_only, "full until a flush into the dir goes through"
+        await service.bookie.storage.checkpoint()  # the failed half, retried
         assert not service.state.read_only
         assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 18, range(100), 10_000)).values())
         await service.bookie.storage.checkpoint()
@@ -384,48 +374,55 @@ async def test_a_ledger_dir_out_of_space_turns_the_bookie_read_only_at_once_and_
         await service.stop()
 
 
-@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_adds_finding_no_write_cache_room_within_max_throttle_time_are_refused(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Goal: dbStorage_maxThrottleTimeMs bounds the wait for write-cache room: with flushes
-    failing while the disk monitor sees no full dir, adds are refused with TooManyRequests
-    (none acknowledged is lost) and the bookie serves on; once a flush works, adds go through."""
+    """Goal: dbStorage_maxThrottleTimeMs bounds the wait for write-cache room: with a flush
+    that does not finish (a stalled disk), adds are refused with TooManyRequests (none
+    acknowledged is lost) and the bookie serves on; once the flush finishes, adds go through."""
     from minipulsar.bookie.storage import metrics as storage_metrics
+    from minipulsar.bookie.storage import single_directory
 
     service = BookieServer(
         service_config(tmp_path, store_url, dbStorage_writeCacheMaxSizeMb="1", dbStorage_maxThrottleTimeMs="100")
     )
     await service.start()
     conn = await connect(RawClient, service.host, service.port)
+    flush = single_directory.SingleDirectoryDbLedgerStorage.flush
+    disk_back = threading.Event()
+
+    def stalled_flush(self, batch) -> None:
+        disk_back.wait(30)
+        flush(self, batch)
+
     try:
         rejected_before = storage_metrics.REJECTED_WRITE_REQUESTS._value.get()
-        fail_flushes(monkeypatch)
-        started = service.bookie.storage._sequence
+        monkeypatch.setattr(single_directory.SingleDirectoryDbLedgerStorage, "flush", stalled_flush)
         outcomes = await _add_all(conn, 19, range(120), 10_000)
-        # The adds knocking at the failed dir start no checkpoint each: its retry timer (1 s) does.
-        assert service.bookie.storage._sequence - started <= 5
         refused = {type(o) for o in outcomes.values() if isinstance(o, BaseException)}
         assert refused == {TooManyRequestsError}, refused
         assert storage_metrics.REJECTED_WRITE_REQUESTS._value.get() > rejected_before
         assert not service.state.read_only
         acked = [i for i, o in outcomes.items() if not isinstance(o, BaseException)]
         await _assert_reads_back(conn, 19, acked, 10_000)
+        disk_back.set()
         monkeypatch.undo()
-        await service.bookie.storage.checkpoint()  # the failed one, retried now
+        await service.bookie.storage.checkpoint()
         assert not any(isinstance(o, BaseException) for o in (await _add_all(conn, 20, range(40), 10_000)).values())
     finally:
+        disk_back.set()
         conn.close()
         await service.stop()
 
 
-@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
+@pytest.mark.expect_error_log(r"is out of space", r"flush failed in checkpoint", r"checkpoint \d+ failed")
 async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_nor_its_acked_adds(
     tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Goal: with two ledger dirs, one whose flushes fail (ENOSPC, the disk monitor not seeing
-    it full) stops neither the adds to the other dir's ledgers nor that dir's flushes, as
-    BookKeeper's per-dir storages; the mark stays put (the journal keeps every record the
+    it full) is marked full at once — its ledgers' adds refused with BookieReadOnly naming it —
+    and stops neither the adds to the other dir's ledgers nor that dir's flushes, as
+    BookKeeper's per-dir storages; the bookie stays writable; the mark stays put (the journal keeps every record the
     failed dir has not flushed) until the failed dir flushes again, no half is written twice,
     and every acked add reads back. Method: a 1 MB write cache over two dirs,
     dbStorage_maxThrottleTimeMs 100, the flushes of ``ledgers-0`` failing; ledger 20 lives
@@ -465,7 +462,9 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
         assert not any(isinstance(o, BaseException) for o in other_dir.values())  # 3 MB: many flushes
         assert len(flushed["ledgers-1"]) >= 4
         refused = {type(o) for o in failed_dir.values() if isinstance(o, BaseException)}
-        assert refused == {TooManyRequestsError}, refused
+        assert refused == {BookieReadOnlyError}, refused
+        assert any("ledgers-0 is full" in str(o) for o in failed_dir.values())
+        assert service.bookie.dirs_manager.full == {tmp_path / "ledgers-0"}
         assert storage.last_checkpoint == mark
         assert not service.state.read_only
         acked = [*range(5), *(i for i, o in failed_dir.items() if not isinstance(o, BaseException))]
@@ -480,6 +479,8 @@ async def test_a_ledger_dir_whose_flushes_fail_holds_up_neither_the_other_dir_no
         assert (await storage.checkpoint()) != mark
         assert storage.last_checkpoint != mark
         assert flushed["ledgers-0"]
+        await service.disk_monitor.check()  # its next round: the disk has room
+        assert not service.bookie.dirs_manager.full
         after = await _add_all(conn, 20, range(105, 145), 10_000)
         assert not any(isinstance(o, BaseException) for o in after.values())
         for halves in flushed.values():

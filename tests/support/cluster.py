@@ -42,6 +42,8 @@ class ProcessCluster:
     The benchmarks point it at the disk the user wants measured."""
     ledger_root: Path | None = None
     """Where bookie ``i`` keeps its ledgers (``<ledger_root>/bookie-<i>/ledgers``); None: under ``root``."""
+    bookie_env: dict[int, dict[str, str]] = field(default_factory=dict)
+    """Extra environment of bookie ``i``'s process (e.g. :class:`tests.support.disk_faults.EioShim`'s)."""
 
     @property
     def broker(self) -> ServerProcess | None:
@@ -77,9 +79,14 @@ class ProcessCluster:
     def _make(self) -> None:
         self.metastore = metastore_process(self.root)
 
+    def bookie_dirs(self, index: int) -> tuple[Path, Path]:
+        """Bookie ``index``'s journal dir and ledger dir."""
+        name = f"bookie-{index}"
+        return (self.journal_root or self.root) / name / "journal", (self.ledger_root or self.root) / name / "ledgers"
+
     def _bookie(self, index: int, port: int = 0) -> ServerProcess:
         name = f"bookie-{index}"
-        return bookie_process(
+        process = bookie_process(
             self.root,
             self.metadata_url,
             port=port,
@@ -89,6 +96,8 @@ class ProcessCluster:
             defaults=CLUSTER_BOOKIE_DEFAULTS,
             name=name,
         )
+        process.env.update(self.bookie_env.get(index, {}))
+        return process
 
     def _broker(self, index: int = 0, port: int = 0, http_port: int = 0) -> ServerProcess:
         q = self._quorum()
@@ -127,6 +136,14 @@ class ProcessCluster:
             self.brokers.append(self._broker(index))
         # in parallel: each takes a few seconds to import and connect
         await asyncio.gather(*(asyncio.to_thread(b.start) for b in self.brokers))
+
+    async def add_bookie(self) -> ServerProcess:
+        """Start one more bookie (index ``len(bookies)``; its :attr:`bookie_env` applies)."""
+        bookie = self._bookie(len(self.bookies))
+        self.bookies.append(bookie)
+        await asyncio.to_thread(bookie.start)
+        self.bookie_count = len(self.bookies)
+        return bookie
 
     async def restart_bookie(self, index: int) -> None:
         """Restart bookie ``index`` on its port and dirs (its bookie id must not change)."""
@@ -179,12 +196,13 @@ async def make_cluster(
     bookie_settings: Mapping[str, object] | None = None,
     journal_root: Path | None = None,
     ledger_root: Path | None = None,
+    bookie_env: Mapping[int, dict[str, str]] | None = None,
 ) -> AsyncIterator[ProcessCluster]:
     """A started cluster under ``root``, stopped when the context exits.
 
     Args:
         bookies, brokers: how many of each (brokers may be 0: a metastore and bookies only).
-        broker_settings, bookie_settings, journal_root, ledger_root: see :class:`ProcessCluster`.
+        broker_settings, bookie_settings, journal_root, ledger_root, bookie_env: see :class:`ProcessCluster`.
     """
     cluster = ProcessCluster(
         root,
@@ -194,6 +212,7 @@ async def make_cluster(
         bookie_settings=dict(bookie_settings or {}),
         journal_root=journal_root,
         ledger_root=ledger_root,
+        bookie_env=dict(bookie_env or {}),
     )
     try:
         await cluster.start()

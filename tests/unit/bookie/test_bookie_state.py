@@ -3,20 +3,21 @@ flip once, with the reason (bookie/state.py)."""
 
 from __future__ import annotations
 
-from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager, journal_failed
+from minipulsar.bookie.http_api import READ_ONLY_BY_HAND
+from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager
 
 
 def test_read_only_while_any_cause_holds_and_each_flip_is_told_once() -> None:
     flips: list[tuple[bool, str]] = []
     state = BookieStateManager(lambda read_only, reason: flips.append((read_only, reason)))
-    journal = journal_failed(0, OSError(28, "No space left on device"))
+    journal = READ_ONLY_BY_HAND
     assert not state.read_only and state.reason == ""
 
     state.set_cause(LEDGER_DIRS_FULL, True)
     state.set_cause(LEDGER_DIRS_FULL, True)  # already holds: no second flip
     state.set_cause(journal, True)
     assert state.read_only and state.reason == f"{LEDGER_DIRS_FULL}; {journal}"
-    state.set_cause(LEDGER_DIRS_FULL, False)  # the journal still fails: still read-only
+    state.set_cause(LEDGER_DIRS_FULL, False)  # the operator's still holds: still read-only
     assert state.read_only and state.reason == journal
     state.set_cause(journal, False)
     assert not state.read_only

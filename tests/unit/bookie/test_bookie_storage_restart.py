@@ -234,7 +234,9 @@ async def test_the_ledger_dirs_flush_at_the_same_time(tmp_path: Path, monkeypatc
         await bookie.close()
 
 
-@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
+@pytest.mark.expect_error_log(
+    r"flush failed in checkpoint", r"checkpoint \d+ failed", r"is out of space", r"ledger dir \S+ failed"
+)
 async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_journal(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -276,7 +278,9 @@ async def test_what_a_failing_ledger_dir_never_flushed_is_replayed_from_the_jour
         await restarted.close()
 
 
-@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
+@pytest.mark.expect_error_log(
+    r"flush failed in checkpoint", r"checkpoint \d+ failed", r"is out of space", r"ledger dir \S+ failed"
+)
 async def test_a_dir_whose_new_entry_log_hit_a_full_disk_flushes_again_once_there_is_room(
     tmp_path: Path, monkeypatch
 ) -> None:
@@ -311,11 +315,14 @@ async def test_a_dir_whose_new_entry_log_hit_a_full_disk_flushes_again_once_ther
         await restarted.close()
 
 
-@pytest.mark.expect_error_log(r"flush failed in checkpoint", r"checkpoint \d+ failed")
+@pytest.mark.expect_error_log(
+    r"flush failed in checkpoint", r"checkpoint \d+ failed", r"is out of space", r"ledger dir \S+ failed"
+)
 async def test_each_dir_failing_is_logged_when_it_starts(tmp_path: Path, monkeypatch, caplog) -> None:
     """Goal: while one dir keeps failing (its checkpoint errors logged only now and then),
     another dir starting to fail is logged at once, and so is a dir flushing again. Method:
-    ``ledgers-a`` fails with ENOSPC, a few checkpoints later ``ledgers-b`` with EIO too."""
+    ``ledgers-a`` fails with ENOSPC (it is full then: ledger 0 takes no more adds), a few
+    checkpoints later ``ledgers-b`` with EIO too (failed: ledger 1 takes no more adds)."""
     real_flush = SingleDirectoryDbLedgerStorage.flush
     failing = {"ledgers-a": errno.ENOSPC}
 
@@ -330,14 +337,21 @@ async def test_each_dir_failing_is_logged_when_it_starts(tmp_path: Path, monkeyp
     try:
         caplog.set_level("ERROR", logger="minipulsar.bookie.storage.db_ledger_storage")
         for attempt in range(3):
-            await add_many(bookie, range(2), range(attempt * 5, attempt * 5 + 5))
+            await add_many(bookie, range(2) if attempt == 0 else [1], range(attempt * 5, attempt * 5 + 5))
             with pytest.raises(RuntimeError):
                 await storage(bookie).checkpoint()
+        assert bookie.dirs_manager.state(tmp_path / "bookie" / "ledgers-a") == "full"
         failing["ledgers-b"] = errno.EIO
-        await add_many(bookie, range(2), range(15, 20))
+        await add_many(bookie, [1], range(15, 20))
         with pytest.raises(RuntimeError):
             await storage(bookie).checkpoint()
-        dir_lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ledger dir ")]
+        assert bookie.dirs_manager.state(tmp_path / "bookie" / "ledgers-b") == "failed"
+        assert not bookie.dirs_manager.writable
+        dir_lines = [
+            r.getMessage()
+            for r in caplog.records
+            if r.getMessage().startswith("ledger dir ") and r.name.endswith("db_ledger_storage")
+        ]
         assert len([line for line in dir_lines if "ledgers-a" in line and "No space" in line]) == 1
         assert len([line for line in dir_lines if "ledgers-b" in line and "Input/output" in line]) == 1
         caplog.set_level("WARNING", logger="minipulsar.bookie.storage.db_ledger_storage")
@@ -345,7 +359,9 @@ async def test_each_dir_failing_is_logged_when_it_starts(tmp_path: Path, monkeyp
         await storage(bookie).checkpoint()
         again = [r.getMessage() for r in caplog.records if "flushes again" in r.getMessage()]
         assert sorted(line.split()[2].rsplit("/", 2)[1] for line in again) == ["ledgers-a", "ledgers-b"]
-        await _assert_all_readable(bookie, range(2), 20)
+        await _assert_all_readable(bookie, [0], 5)
+        await _assert_all_readable(bookie, [1], 20)
+        assert bookie.dirs_manager.state(tmp_path / "bookie" / "ledgers-b") == "failed", "until a restart"
     finally:
         await bookie.close()
 
