@@ -14,15 +14,23 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from minipulsar.bookie.storage.entry_log import RECORD_HEADER, RECORD_HEADER_SIZE, encode_record_header
+from minipulsar import Client, InitialPosition
+from minipulsar.bookie.storage.entry_log import (
+    LOG_HEADER_SIZE,
+    RECORD_HEADER,
+    RECORD_HEADER_SIZE,
+    encode_record_header,
+)
 from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings, metrics
 from minipulsar.bookkeeper.digest import METADATA_LENGTH, DigestManager, generate_master_key
 from minipulsar.errors import UnauthorizedAccessError
 from minipulsar.metadata import open_metadata_store
 from minipulsar.protocol.commands import AddEntryResponse, Error, ReadEntry, ReadEntryResponse, ReadLac, ReadLacResponse
+from tests.support.cluster import make_cluster
 from tests.support.process import ServerProcess
 from tests.support.raw_client import RawBookieClient
 from tests.support.servers import bookie_process
+from tests.support.web import metrics_text, sample_value
 
 SESSION_MS = 2000
 CRC32C_HEADER = METADATA_LENGTH + 4
@@ -223,3 +231,57 @@ async def check_master_key(client: RawBookieClient, right: bytes, wrong: bytes, 
     entry_id = lac.last_entry_id + 1
     answer = await client.request(client.add(7, entry_id, b"more", master_key=right))
     assert isinstance(answer, AddEntryResponse), f"the right key writes: {answer}"
+
+
+def reseal_every_record(ledger_dir: Path) -> int:
+    """Flip the last payload byte of every record in the entry logs of ``ledger_dir`` and
+    rewrite each record's CRC over the flipped bytes (what the bookie itself would store had
+    the bytes been damaged before it checksummed them); returns how many were corrupted."""
+    corrupted = 0
+    for log_file in sorted((ledger_dir / "current").glob("*.log")):
+        data = bytearray(log_file.read_bytes())
+        offset = LOG_HEADER_SIZE
+        while offset + RECORD_HEADER_SIZE <= len(data):
+            length, _crc, ledger_id, entry_id = RECORD_HEADER.unpack_from(data, offset)
+            end = offset + RECORD_HEADER_SIZE + length
+            if length == 0 or end > len(data):
+                break  # the unwritten (zero) tail
+            data[end - 1] ^= 0xFF
+            data[offset : offset + RECORD_HEADER_SIZE] = encode_record_header(
+                ledger_id, entry_id, bytes(data[offset + RECORD_HEADER_SIZE : end])
+            )
+            corrupted += 1
+            offset = end
+        log_file.write_bytes(bytes(data))
+    return corrupted
+
+
+async def test_a_broker_serves_the_right_messages_from_a_cluster_with_one_corrupt_bookie(tmp_path: Path) -> None:
+    """Goal: through the broker, every message reads back byte-identical although one bookie
+    of every ensemble returns corrupt bytes that pass its own checks; the broker counts them.
+    Method: 3 bookies, E=3 Qw=2 Qa=2; publish 60 messages; stop the broker (its caches go),
+    then bookie-0; corrupt every record in bookie-0's entry logs (resealed); start both again
+    and consume everything from a new subscription at Earliest."""
+    quorums = {
+        "managedLedgerDefaultEnsembleSize": 3,
+        "managedLedgerDefaultWriteQuorum": 2,
+        "managedLedgerDefaultAckQuorum": 2,
+    }
+    async with make_cluster(tmp_path, bookies=3, broker_settings=quorums) as cluster:
+        sent = [f"message {i:03d} ".encode() * 8 for i in range(60)]
+        async with Client(cluster.service_url) as client:
+            producer = await client.create_producer("digested")
+            for data in sent:
+                await producer.send(data)
+        await cluster.stop_broker(0)
+        await asyncio.to_thread(cluster.bookies[0].stop)
+        assert reseal_every_record(tmp_path / "bookie-0" / "ledgers") >= 20, "bookie-0 holds 2/3 of the entries"
+        await asyncio.to_thread(cluster.bookies[0].start_on_same_port)
+        await cluster.start_broker(0)
+        async with Client(cluster.service_url) as client:
+            consumer = await client.subscribe("digested", "after", initial_position=InitialPosition.Earliest)
+            received = [(await consumer.receive(timeout_millis=30_000)).data() for _ in sent]
+        assert received == sent
+        text = await asyncio.to_thread(metrics_text, cluster.brokers[0])
+        mismatches = sample_value(text, metrics.PREFIX + "READ_ENTRY_DM")
+        assert mismatches is not None and mismatches >= 1, "the broker counted the corrupt copies it read around"
