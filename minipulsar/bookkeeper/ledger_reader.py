@@ -12,8 +12,9 @@
   ``max_bytes`` cut) is fine, the caller asks again from where it stopped.
 - Every entry is verified against its digest and unwrapped
   (:class:`~minipulsar.bookkeeper.digest.DigestManager`). An entry that fails is counted
-  (``READ_ENTRY_DM``) and never returned: the answer is cut before it, and when it is the first
-  entry asked for, the replica counts as failed and the next one is asked.
+  (``READ_ENTRY_DM``) and never returned: the answer is cut before it, the replica counts as
+  failed (the sticky bookie changes), and when it is the first entry asked for the next
+  replica is asked at once.
 
 Invariants:
 
@@ -155,11 +156,11 @@ class LedgerReader:
                 heard = True
                 for future in done:
                     bookie = in_flight.pop(future)
-                    entries = self._answer(future, bookie, metadata, first, errors)
+                    entries, sound = self._answer(future, bookie, metadata, first, errors)
+                    if not sound and bookie == replicas[0]:
+                        self._sticky_index += 1  # the sticky bookie failed: prefer the next one
                     if entries:
                         return entries
-                    if bookie == replicas[0]:
-                        self._sticky_index += 1  # the sticky bookie failed: prefer the next one
                     if launched < len(replicas):
                         launch()
         finally:
@@ -171,22 +172,23 @@ class LedgerReader:
 
     def _answer(
         self, future: asyncio.Future, bookie: str, metadata: LedgerMetadata, first: int, errors: list[str]
-    ) -> list[tuple[int, bytes]] | None:
+    ) -> tuple[list[tuple[int, bytes]], bool]:
+        """The verified entries of a replica's answer (empty: none from ``first``), and whether
+        the replica is sound: it answered, and every entry it sent matched its digest."""
         error = future.exception()
         if error is not None:
             errors.append(f"{bookie}: {error}")
             if isinstance(error, MiniPulsarError):
                 self._ctx.record_error(bookie, error)
-            return None
+            return [], False
         response: ReadEntryResponse = future.result()
         if not response.entries or response.entries[0][0] != first:
             errors.append(f"{bookie}: answered without entry {first}")
-            return None
+            return [], False
         entries = verified_entries(self._digest_of(metadata), first, response.entries, bookie)
-        if entries:
-            return entries
-        errors.append(f"{bookie}: entry {first} does not match its digest")
-        return None
+        if not entries:
+            errors.append(f"{bookie}: entry {first} does not match its digest")
+        return entries, len(entries) == len(response.entries)
 
 
 def verified_entries(digest: DigestManager, first: int, entries: list, bookie: str) -> list[tuple[int, bytes]]:

@@ -6,9 +6,6 @@ The bookies are a fake answering from dicts (no sockets): each answer is ready a
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 import pytest
 from prometheus_client import REGISTRY
 
@@ -16,60 +13,13 @@ from minipulsar.bookkeeper import metrics
 from minipulsar.bookkeeper.digest import DigestManager
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
 from minipulsar.bookkeeper.recovery import recover_ledger
-from minipulsar.errors import NoSuchEntryError, PersistenceError, RequestTimeoutError
+from minipulsar.errors import PersistenceError
 from minipulsar.metadata.memory import MemoryMetadataStore
 from minipulsar.metadata.store import NOT_EXISTS
-from minipulsar.protocol.commands import AddEntryResponse, ReadEntryResponse, ReadLacResponse
+from tests.support.dict_bookies import DictBookies
 
 BOOKIES = ("a:1", "b:1", "c:1")
 PASSWORD = b"pw"
-
-
-class DictBookies:
-    """What recovery asks of a BookieClient, answered from ``entries[bookie][entry_id]``;
-    ``failing`` bookies time out on reads."""
-
-    def __init__(self, entries: dict[str, dict[int, bytes]], lac: int, failing: frozenset[str] = frozenset()) -> None:
-        self.entries, self.lac, self.failing = entries, lac, failing
-        self.adds: list[tuple[str, int, bytes, bool, bytes]] = []
-        self.fences: list[tuple[str, bytes]] = []
-
-    def _done(self, result: Any) -> asyncio.Future:
-        future = asyncio.get_running_loop().create_future()
-        if isinstance(result, BaseException):
-            future.set_exception(result)
-        else:
-            future.set_result(result)
-        return future
-
-    def read_lac(self, bookie: str, ledger_id: int, fence: bool = False, master_key: bytes = b"") -> asyncio.Future:
-        if fence:
-            self.fences.append((bookie, master_key))
-        last = max(self.entries[bookie], default=-1)
-        return self._done(ReadLacResponse(id=1, ledger_id=ledger_id, lac=self.lac, last_entry_id=last))
-
-    def read_entries(self, bookie: str, ledger_id: int, first: int, count: int, max_bytes: int = 0) -> asyncio.Future:
-        if bookie in self.failing:
-            return self._done(RequestTimeoutError(f"{bookie} timed out"))
-        data = self.entries[bookie].get(first)
-        if data is None:
-            return self._done(NoSuchEntryError(f"{bookie} has no entry {first}"))
-        return self._done(ReadEntryResponse(id=1, ledger_id=ledger_id, entries=[[first, data]], lac=self.lac))
-
-    def add_entry(
-        self,
-        bookie: str,
-        ledger_id: int,
-        entry_id: int,
-        lac: int,
-        payload: bytes,
-        recovery: bool = False,
-        *,
-        master_key: bytes,
-    ) -> asyncio.Future:
-        self.adds.append((bookie, entry_id, payload, recovery, master_key))
-        self.entries[bookie][entry_id] = payload
-        return self._done(AddEntryResponse(id=1, ledger_id=ledger_id, entry_id=entry_id))
 
 
 def wrapped(entry_id: int) -> bytes:
