@@ -10,6 +10,10 @@ loop. Invariants:
   it durable it goes into the ledger storage, and only then is its sink told — so a
   durable add always fits, and a checkpoint that captures a journal's applied mark knows that
   every record before it is in the storage;
+- an add or a fencing read must bring the ledger's master key: the first one to reach this
+  bookie sets it — in memory at once, and journaled as a LEDGER_KEY record ahead of the add or
+  FENCE record, persisted in the ledger's index row by the next checkpoint — and any later
+  one with another key is refused with UnauthorizedAccess before anything else happens;
 - fencing sets the flag at once (later adds are refused) and journals a FENCE record in the
   ledger's journal, *after* every add of that ledger already admitted; the fence completes
   when that record is durable, by which time those adds are in the storage too (the journal
@@ -36,7 +40,7 @@ from typing import Protocol
 
 from minipulsar.bookie import metrics
 from minipulsar.bookie.journal.format import EntryLocation, JournalRecord, RecordType
-from minipulsar.bookie.journal.journal import Fence, Journal, JournalRequest, JournalSink, ReplayResult
+from minipulsar.bookie.journal.journal import Fence, Journal, JournalRequest, JournalSink, LedgerKey, ReplayResult
 from minipulsar.bookie.journal.journal_set import JournalSet
 from minipulsar.bookie.storage.base import LedgerStorage
 from minipulsar.bookie.storage.db_ledger_storage import DbLedgerStorage
@@ -46,12 +50,13 @@ from minipulsar.bookie.storage.ledger_dirs_manager import FULL, LedgerDirsManage
 from minipulsar.bookie.storage.ledger_state import LedgerState
 from minipulsar.bookie.storage.read_executor import ReadExecutor, ThreadPoolReadExecutor
 from minipulsar.config import BookieConfig
-from minipulsar.errors import BookieReadOnlyError, LedgerFencedError, NoSuchLedgerError
+from minipulsar.errors import BookieReadOnlyError, LedgerFencedError, NoSuchLedgerError, UnauthorizedAccessError
 
 log = logging.getLogger(__name__)
 
 _LEDGER_ID = operator.attrgetter("ledger_id")
 _PAYLOAD = operator.attrgetter("payload")
+_MASTER_KEY = operator.attrgetter("master_key")
 
 
 class AddRequest(JournalRequest, Protocol):
@@ -59,6 +64,21 @@ class AddRequest(JournalRequest, Protocol):
 
     @property
     def recovery(self) -> bool: ...
+    @property
+    def master_key(self) -> bytes: ...
+
+
+class _KeyDurable:
+    """The journal's sink for LEDGER_KEY records: nobody waits for them (the add or FENCE
+    record behind each one completes after it, in queue order)."""
+
+    __slots__ = ()
+
+    def requests_done(self, requests: list[LedgerKey], started: float, error: BaseException | None) -> None:
+        pass
+
+
+_KEY_DURABLE = _KeyDurable()
 
 
 class _FenceDurable:
@@ -160,6 +180,8 @@ class BookieImpl:
             self.storage.replay_entry(record.ledger_id, record.entry_id, record.lac, payload)
         elif record.type is RecordType.FENCE:
             self.storage.fence(record.ledger_id)
+        elif record.type is RecordType.LEDGER_KEY:
+            self.storage.set_master_key(record.ledger_id, payload)
 
     # -- adds -----------------------------------------------------------------------------------
 
@@ -187,7 +209,8 @@ class BookieImpl:
             try:
                 if not self._try_add_one(request, sink, started):
                     return index
-            except (LedgerFencedError, BookieReadOnlyError) as error:  # fenced; its ledger dir takes no adds
+            except (LedgerFencedError, UnauthorizedAccessError, BookieReadOnlyError) as error:
+                # fenced; another master key; its ledger dir takes no adds
                 sink.requests_done([request], started, error)
         return len(requests)
 
@@ -195,11 +218,13 @@ class BookieImpl:
         """Admit one add; False when the journal or the write cache has no room for it.
 
         Raises:
+            UnauthorizedAccessError: the ledger has another master key.
             LedgerFencedError: the ledger is fenced and this is not a recovery add.
             BookieReadOnlyError: the ledger's dir takes no adds (full or failed).
         """
         ledger_id, storage = request.ledger_id, self.storage
         state = storage.ledger(ledger_id)
+        self._check_master_key(ledger_id, request.master_key, state)
         if state is not None and state.fenced and not request.recovery:
             raise LedgerFencedError(f"ledger {ledger_id} is fenced")
         journal = self.journals.for_ledger(ledger_id)
@@ -212,15 +237,24 @@ class BookieImpl:
         self, ledger_ids: set[int], requests: Sequence[AddRequest], sink: JournalSink, started: float
     ) -> bool:
         storage = self.storage
+        keys = set(map(_MASTER_KEY, requests))
+        if len(keys) != 1:
+            return False  # one by one: each add's key is checked against its ledger's
+        (key,) = keys
+        keyless: list[int] = []
         for ledger_id in ledger_ids:
             state = storage.ledger(ledger_id)
-            if state is not None and state.fenced:
-                return False  # one by one: recovery adds pass, the others are refused
+            if state is None or state.master_key is None:
+                keyless.append(ledger_id)  # new here: this key becomes its key
+            elif state.master_key != key or state.fenced:
+                return False  # one by one: refused (a wrong key; a fenced ledger but for recovery adds)
         journal = self.journals.for_ledgers(ledger_ids)
         if journal is None or not journal.has_room:
             return False
         if not storage.try_admit_all(ledger_ids, sum(map(len, map(_PAYLOAD, requests))), len(requests)):
             return False
+        for ledger_id in keyless:
+            self._record_master_key(ledger_id, key)
         journal.add(requests, sink, started)
         return True
 
@@ -229,6 +263,7 @@ class BookieImpl:
         add; the fence is checked again. ``started``: when the add arrived (0: unknown); the
         write cache refuses it dbStorage_maxThrottleTimeMs after that (TooManyRequests)."""
         ledger_id, recovery, size, storage = request.ledger_id, request.recovery, len(request.payload), self.storage
+        self._check_master_key(ledger_id, request.master_key, storage.ledger(ledger_id))
         await storage.admit(ledger_id, size, recovery, started or None)
         journal: Journal = self.journals.for_ledger(ledger_id)
         try:
@@ -241,6 +276,24 @@ class BookieImpl:
             raise
         journal.add([request], sink, started)
 
+    def _check_master_key(self, ledger_id: int, master_key: bytes, state: LedgerState | None) -> None:
+        """Refuse a key other than the ledger's; record it if the ledger has none yet (its
+        LEDGER_KEY record goes into the ledger's journal ahead of the caller's record).
+
+        Raises:
+            UnauthorizedAccessError: the ledger has another master key.
+        """
+        if state is not None and state.master_key is not None:
+            if state.master_key != master_key:
+                raise UnauthorizedAccessError(f"ledger {ledger_id}: wrong master key")
+            return
+        self._record_master_key(ledger_id, master_key)
+
+    def _record_master_key(self, ledger_id: int, master_key: bytes) -> None:
+        self.storage.set_master_key(ledger_id, master_key)
+        key = LedgerKey(ledger_id, master_key)
+        self.journals.for_ledger(ledger_id).add([key], _KEY_DURABLE, 0.0, RecordType.LEDGER_KEY)
+
     def _check_not_fenced(self, ledger_id: int, recovery: bool) -> None:
         state = self.storage.ledger(ledger_id)
         if state is not None and state.fenced and not recovery:
@@ -248,9 +301,14 @@ class BookieImpl:
 
     # -- fencing and reads ----------------------------------------------------------------------
 
-    def fence(self, ledger_id: int) -> asyncio.Future[LedgerState]:
+    def fence(self, ledger_id: int, master_key: bytes) -> asyncio.Future[LedgerState]:
         """Fence the ledger now (creating it if unknown): adds from here on are refused. The
-        future resolves with the ledger's state once the FENCE record is durable."""
+        future resolves with the ledger's state once the FENCE record is durable.
+
+        Raises:
+            UnauthorizedAccessError: the ledger has another master key (nothing is fenced).
+        """
+        self._check_master_key(ledger_id, master_key, self.storage.ledger(ledger_id))
         if self.storage.fence(ledger_id):
             log.info("ledger %d fenced", ledger_id)
         fenced: asyncio.Future[LedgerState] = asyncio.get_running_loop().create_future()

@@ -298,7 +298,7 @@ class BookieServerConnection(ServerConnection):
                 f"READ_ENTRY: count must be >= 1 and max_bytes >= 0, got count={cmd.count} max_bytes={cmd.max_bytes}"
             )
         # Fence here, in the read path: commands behind this one on the connection see it.
-        fenced = self.bookie.fence(cmd.ledger_id) if cmd.fence else None
+        fenced = self.bookie.fence(cmd.ledger_id, cmd.master_key) if cmd.fence else None
         return self._read_entry(cmd, fenced, self._read_turn())
 
     def _may_run_read(self) -> bool:
@@ -373,7 +373,7 @@ class BookieServerConnection(ServerConnection):
                 ReadLacResponse(id=cmd.id, ledger_id=cmd.ledger_id, lac=state.lac, last_entry_id=state.last_entry_id)
             )
             return None
-        return self._fence_and_read_lac(cmd, self.bookie.fence(cmd.ledger_id))
+        return self._fence_and_read_lac(cmd, self.bookie.fence(cmd.ledger_id, cmd.master_key))
 
     async def _fence_and_read_lac(self, cmd: ReadLac, fenced: asyncio.Future) -> None:
         state = await fenced

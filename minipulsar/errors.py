@@ -40,6 +40,7 @@ class ErrorCode(str, enum.Enum):
     NO_SUCH_ENTRY = "NoSuchEntry"
     NO_SUCH_LEDGER = "NoSuchLedger"
     BOOKIE_READ_ONLY = "BookieReadOnly"
+    UNAUTHORIZED_ACCESS = "UnauthorizedAccess"
     # metadata store
     NOT_FOUND = "NotFound"
     ALREADY_EXISTS = "AlreadyExists"
@@ -189,6 +190,13 @@ class NoSuchEntryError(ServerError):
 
 class NoSuchLedgerError(ServerError):
     code = ErrorCode.NO_SUCH_LEDGER
+
+
+class UnauthorizedAccessError(ServerError):
+    """An add or a fencing read whose master key is not the ledger's (BookKeeper's
+    ``UnauthorizedAccessException``): the writer does not hold the ledger's password."""
+
+    code = ErrorCode.UNAUTHORIZED_ACCESS
 
 
 class BookieReadOnlyError(ServerError):

@@ -83,6 +83,9 @@ class RecordType(enum.IntEnum):
     """Version 3: starts a group commit's records (see the module docstring); never replayed."""
     END = 4
     """Version 3: the segment rolled over here; never replayed."""
+    LEDGER_KEY = 5
+    """The ledger's master key (the payload), journaled with its first add or fence, before
+    it (BookKeeper's ``METAENTRY_ID_LEDGER_KEY`` entry): the key outlives a restart."""
 
 
 class JournalRecord(NamedTuple):

@@ -85,6 +85,16 @@ class Fence:
     payload: bytes = b""
 
 
+@dataclass(frozen=True, slots=True)
+class LedgerKey:
+    """The request of a LEDGER_KEY record: the ledger's master key is ``payload``."""
+
+    ledger_id: int
+    payload: bytes
+    entry_id: int = -1
+    lac: int = -1
+
+
 class JournalSink(Protocol):
     """Who hears that admitted records completed, on the loop, once per record: after it is
     durable (and, for an add, in the ledger storage), ``error`` None; or with the error that

@@ -109,6 +109,11 @@ class LedgerStorage(ABC):
         """Mark the ledger fenced, creating it if unknown; True if it was not fenced before."""
 
     @abstractmethod
+    def set_master_key(self, ledger_id: int, master_key: bytes) -> bool:
+        """Record the ledger's master key, creating it if unknown, unless it has one already
+        (the first key stays); True if it had none."""
+
+    @abstractmethod
     def ledger(self, ledger_id: int) -> LedgerState | None:
         """The ledger's state, None for a ledger this bookie never saw."""
 

@@ -567,6 +567,9 @@ class DbLedgerStorage(LedgerStorage):
     def fence(self, ledger_id: int) -> bool:
         return self._dir(ledger_id).fence(ledger_id)
 
+    def set_master_key(self, ledger_id: int, master_key: bytes) -> bool:
+        return self._dir(ledger_id).set_master_key(ledger_id, master_key)
+
     def ledger(self, ledger_id: int) -> LedgerState | None:
         return self._dirs[ledger_id % self._n].ledger(ledger_id)
 

@@ -5,7 +5,7 @@ here one sqlite file holds every table, so one flush commits the locations, the 
 state and the entry-log usage in a single transaction:
 
 - ``locations``: (ledger_id, entry_id) → location in an entry log (:mod:`entry_location_index`);
-- ``ledgers``: ledger_id → fenced, LAC, last entry id (:mod:`ledger_metadata_index`);
+- ``ledgers``: ledger_id → fenced, LAC, last entry id, master key (:mod:`ledger_metadata_index`);
 - ``entry_log_ledgers``: (log_id, ledger_id) → bytes of that ledger in that log, what GC needs
   to compute each log's live fraction (:mod:`entry_log_metadata`);
 - ``meta``: counters (entries indexed, highest entry-log id).
@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS locations (
     PRIMARY KEY (ledger_id, entry_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ledgers (
     ledger_id INTEGER PRIMARY KEY, fenced INTEGER NOT NULL, lac INTEGER NOT NULL,
-    last_entry_id INTEGER NOT NULL);
+    last_entry_id INTEGER NOT NULL, master_key BLOB);
 CREATE TABLE IF NOT EXISTS entry_log_ledgers (
     log_id INTEGER NOT NULL, ledger_id INTEGER NOT NULL, bytes INTEGER NOT NULL,
     PRIMARY KEY (log_id, ledger_id)) WITHOUT ROWID;
@@ -56,6 +56,9 @@ class IndexDb:
         writer = self._connect()
         writer.execute("PRAGMA journal_mode=WAL")
         writer.executescript(_SCHEMA)
+        columns = {row[1] for row in writer.execute("PRAGMA table_info(ledgers)")}
+        if "master_key" not in columns:  # an index.db from before master keys: they read as unknown
+            writer.execute("ALTER TABLE ledgers ADD COLUMN master_key BLOB")
         self._writer = writer
 
     def _connect(self) -> sqlite3.Connection:

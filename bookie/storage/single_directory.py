@@ -346,7 +346,7 @@ class SingleDirectoryDbLedgerStorage:
 
     @property
     def has_unflushed_changes(self) -> bool:
-        return bool(self._active) or self._ledgers.has_unpersisted_fences
+        return bool(self._active) or self._ledgers.has_unpersisted_changes
 
     # -- adds and fences (loop) -----------------------------------------------------------------
 
@@ -383,6 +383,9 @@ class SingleDirectoryDbLedgerStorage:
 
     def fence(self, ledger_id: int) -> bool:
         return self._ledgers.fence(ledger_id)
+
+    def set_master_key(self, ledger_id: int, master_key: bytes) -> bool:
+        return self._ledgers.set_master_key(ledger_id, master_key)
 
     def ledger(self, ledger_id: int) -> LedgerState | None:
         return self._ledgers.get(ledger_id)

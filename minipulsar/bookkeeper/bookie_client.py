@@ -45,10 +45,26 @@ class BookieClient:
         self._closed = False
 
     def add_entry(
-        self, bookie: str, ledger_id: int, entry_id: int, lac: int, payload: bytes, recovery: bool = False
+        self,
+        bookie: str,
+        ledger_id: int,
+        entry_id: int,
+        lac: int,
+        payload: bytes,
+        recovery: bool = False,
+        *,
+        master_key: bytes,
     ) -> asyncio.Future:
+        """Store ``payload`` (the wrapped entry: :meth:`DigestManager.package`) on ``bookie``."""
         return self._request(
-            bookie, cmd.AddEntry, ledger_id=ledger_id, entry_id=entry_id, lac=lac, payload=payload, recovery=recovery
+            bookie,
+            cmd.AddEntry,
+            ledger_id=ledger_id,
+            entry_id=entry_id,
+            lac=lac,
+            payload=payload,
+            recovery=recovery,
+            master_key=master_key,
         )
 
     def read_entries(
@@ -58,8 +74,9 @@ class BookieClient:
             bookie, cmd.ReadEntry, ledger_id=ledger_id, first_entry_id=first_entry_id, count=count, max_bytes=max_bytes
         )
 
-    def read_lac(self, bookie: str, ledger_id: int, fence: bool = False) -> asyncio.Future:
-        return self._request(bookie, cmd.ReadLac, ledger_id=ledger_id, fence=fence)
+    def read_lac(self, bookie: str, ledger_id: int, fence: bool = False, master_key: bytes = b"") -> asyncio.Future:
+        """The bookie's LAC of the ledger; ``fence`` (with the ledger's ``master_key``) fences it first."""
+        return self._request(bookie, cmd.ReadLac, ledger_id=ledger_id, fence=fence, master_key=master_key)
 
     def bookie_info(self, bookie: str) -> asyncio.Future:
         return self._request(bookie, cmd.BookieInfo)

@@ -22,6 +22,7 @@ from minipulsar.bookkeeper.bookie_load_poller import BookieLoadPoller
 from minipulsar.bookkeeper.bookie_registry import BookieRegistry
 from minipulsar.bookkeeper.cluster_view import ClusterView
 from minipulsar.bookkeeper.context import ClientContext
+from minipulsar.bookkeeper.digest import DigestType
 from minipulsar.bookkeeper.ledger_handle import LedgerHandle
 from minipulsar.bookkeeper.ledger_id import LedgerIdAllocator
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
@@ -54,6 +55,8 @@ class BookKeeperSettings:
     quarantine_ratio: float = 1.0
     max_pending_add_bytes_per_ledger: int = 16 * 1024 * 1024
     max_pending_add_bytes: int = 128 * 1024 * 1024
+    digest_type: DigestType = DigestType.CRC32C
+    password: bytes = b""
 
     @classmethod
     def from_broker_config(cls, config) -> BookKeeperSettings:
@@ -70,6 +73,8 @@ class BookKeeperSettings:
             quarantine_ratio=config.quarantine_ratio,
             max_pending_add_bytes_per_ledger=config.max_pending_add_bytes_per_ledger,
             max_pending_add_bytes=config.max_pending_add_bytes,
+            digest_type=DigestType(config.digest_type),
+            password=config.password.encode(),
         )
 
 
@@ -148,9 +153,13 @@ class BookKeeper:
         custom: dict[str, str] | None = None,
         *,
         id_above: int = -1,
+        digest_type: DigestType | None = None,
+        password: bytes | None = None,
     ) -> LedgerHandle:
         """A new ledger, open for writing by this client, with an id greater than ``id_above``
-        (a managed ledger passes its last ledger id: its positions order by ledger id).
+        (a managed ledger passes its last ledger id: its positions order by ledger id), its
+        entries digested with ``digest_type`` and its master key derived from ``password``
+        (by default the settings' ``managedLedgerDigestType`` / ``managedLedgerPassword``).
 
         Raises:
             NotEnoughBookiesError: fewer writable bookies than ``ensemble_size``.
@@ -164,6 +173,8 @@ class BookKeeper:
             ack_quorum=ack_quorum,
             ensembles=((0, tuple(ensemble)),),
             custom=custom or {},
+            digest_type=self.settings.digest_type if digest_type is None else digest_type,
+            password=self.settings.password if password is None else password,
         )
         stat = await self._store.put(ledger_path(ledger_id), metadata.to_bytes(), NOT_EXISTS)
         metadata = LedgerMetadata.from_bytes(ledger_id, metadata.to_bytes(), stat.version)

@@ -15,6 +15,11 @@ The handle fails — every pending add with it — only when no replacement exis
 (NotEnoughBookiesError), the ledger was fenced (LedgerFencedError: someone recovers it), or
 its metadata changed under us.
 
+Digests: each payload is wrapped once, in :meth:`LedgerHandle.add`, by the ledger's
+:class:`~minipulsar.bookkeeper.digest.DigestManager` (header with the LAC and the ledger length
+so far, digest, payload); resends after an ensemble change send the same bytes. Every add
+carries the ledger's master key.
+
 Memory: an add's payload counts against the ledger's and the client's :class:`AddBudget`
 from its first send until every replica answered; adds that do not fit wait here, in order.
 A completed add drops its payload; its slower replicas still have their request timeout.
@@ -41,6 +46,7 @@ from minipulsar.errors import (
     MiniPulsarError,
     NoSuchEntryError,
     PersistenceError,
+    UnauthorizedAccessError,
 )
 from minipulsar.supervision import spawn
 
@@ -72,10 +78,12 @@ class PendingAdd:
         "started_s",
     )
 
-    def __init__(self, entry_id: int, payload: bytes, future: asyncio.Future[int]) -> None:
+    def __init__(self, entry_id: int, payload: bytes, size: int, future: asyncio.Future[int]) -> None:
         self.entry_id = entry_id
         self.payload: bytes | None = payload
-        self.size = len(payload)
+        """The entry as sent: wrapped by the ledger's digest manager."""
+        self.size = size
+        """Bytes of the caller's payload (what the ledger's length counts)."""
         self.future = future
         self.acked: set[int] = set()
         """Ensemble positions whose bookie acknowledged this entry."""
@@ -111,6 +119,9 @@ class LedgerHandle:
         """Every bookie that failed a write of this handle: never chosen again as a replacement
         (a dead bookie stays registered until its session expires)."""
         self._ensemble_change: asyncio.Task | None = None
+        self._digest = metadata.digest_manager()
+        self._added_length = self.length
+        """Payload bytes of every add accepted so far (the length in the next entry's header)."""
         self._reader = LedgerReader(ctx)
         self._loop = asyncio.get_running_loop()
         self.failure: MiniPulsarError | None = None
@@ -137,8 +148,11 @@ class LedgerHandle:
         if self.state is not HandleState.OPEN:
             future.set_exception(self.failure or PersistenceError(f"ledger {self.ledger_id} is {self.state.value}"))
             return future
-        op = PendingAdd(self._next_entry_id, payload, future)
+        entry_id = self._next_entry_id
         self._next_entry_id += 1
+        self._added_length += len(payload)
+        wrapped = self._digest.package(entry_id, self.last_add_confirmed, self._added_length, payload)
+        op = PendingAdd(entry_id, wrapped, len(payload), future)
         NUM_PENDING_ADD.inc()
         self._unsent.append(op)
         if len(self._unsent) == 1:
@@ -169,7 +183,9 @@ class LedgerHandle:
         bookie = ensemble[position]
         assert op.payload is not None, "an add is sent (or resent) only before it completes"
         op.in_flight += 1
-        request = self._ctx.bookies.add_entry(bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, op.payload)
+        request = self._ctx.bookies.add_entry(
+            bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, op.payload, master_key=self._digest.master_key
+        )
         request.add_done_callback(partial(self._add_answered, op, position, bookie))
 
     def _add_answered(self, op: PendingAdd, position: int, bookie: str, request: asyncio.Future) -> None:
@@ -190,6 +206,9 @@ class LedgerHandle:
         if isinstance(error, MiniPulsarError):
             self._ctx.record_error(bookie, error)
         if self.state is not HandleState.OPEN:
+            return
+        if isinstance(error, UnauthorizedAccessError):
+            self._fail(UnauthorizedAccessError(f"ledger {self.ledger_id}: bookie {bookie} refused our master key"))
             return
         if isinstance(error, LedgerFencedError):
             self._fail(

@@ -6,15 +6,23 @@
 write set ``[(e + k) mod E for k in range(Qw)]``. Invariant ``E >= Qw >= Qa``.
 ``last_entry_id`` and ``length`` are final only when the state is CLOSED. Updates are
 compare-and-set on the metadata key's version.
+
+``digest_type`` and ``password`` are the ledger's, stored as BookKeeper stores them
+(``digestType``, ``password`` in base64), so that any client — ledger recovery, AutoRecovery,
+admin tools — can verify its entries and present its master key
+(:mod:`minipulsar.bookkeeper.digest`). Metadata written without them reads as CRC32C and the
+empty password, the defaults.
 """
 
 from __future__ import annotations
 
+import base64
 import enum
 import json
 import time
 from dataclasses import dataclass, field, replace
 
+from minipulsar.bookkeeper.digest import DigestManager, DigestType
 from minipulsar.ledger_paths import ledger_path
 
 __all__ = ["LedgerMetadata", "LedgerState", "ledger_path"]
@@ -38,6 +46,10 @@ class LedgerMetadata:
     length: int = 0
     ctime_ms: int = field(default_factory=lambda: int(time.time() * 1000))
     custom: dict[str, str] = field(default_factory=dict)
+    digest_type: DigestType = DigestType.CRC32C
+    """How the writer digests each entry (every reader checks it)."""
+    password: bytes = b""
+    """The ledger's password; its master key is derived from it."""
     version: int = -1
     """Version of the metadata key this was read at (-1: not stored yet)."""
 
@@ -71,6 +83,10 @@ class LedgerMetadata:
         size = self.ensemble_size
         return [ensemble[(entry_id + k) % size] for k in range(self.write_quorum)]
 
+    def digest_manager(self) -> DigestManager:
+        """A digest manager for this ledger's entries (it also holds the master key)."""
+        return DigestManager(self.ledger_id, self.digest_type, self.password)
+
     def closed(self, last_entry_id: int, length: int) -> LedgerMetadata:
         return replace(self, state=LedgerState.CLOSED, last_entry_id=last_entry_id, length=length)
 
@@ -86,6 +102,8 @@ class LedgerMetadata:
                 "ensembles": [[first, list(bookies)] for first, bookies in self.ensembles],
                 "ctime": self.ctime_ms,
                 "customMetadata": self.custom,
+                "digestType": self.digest_type.value,
+                "password": base64.b64encode(self.password).decode(),
             },
             separators=(",", ":"),
         ).encode()
@@ -104,5 +122,7 @@ class LedgerMetadata:
             length=raw["length"],
             ctime_ms=raw.get("ctime", 0),
             custom=raw.get("customMetadata", {}),
+            digest_type=DigestType(raw.get("digestType", DigestType.CRC32C.value)),
+            password=base64.b64decode(raw.get("password", "")),
             version=version,
         )

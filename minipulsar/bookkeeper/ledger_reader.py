@@ -10,10 +10,16 @@
   but only while nobody has answered anything yet; the first good answer wins.
 - An answer counts only if it starts at the entry asked for; a shorter range (the bookie's
   ``max_bytes`` cut) is fine, the caller asks again from where it stopped.
+- Every entry is verified against its digest and unwrapped
+  (:class:`~minipulsar.bookkeeper.digest.DigestManager`). An entry that fails is counted
+  (``READ_ENTRY_DM``) and never returned: the answer is cut before it, the replica counts as
+  failed (the sticky bookie changes), and when it is the first entry asked for the next
+  replica is asked at once.
 
 Invariants:
 
 - entries are returned in order from the first asked for, and never beyond the known end;
+- only payloads whose digest matched are returned;
 - a read fails only when every replica of an entry failed.
 """
 
@@ -25,8 +31,9 @@ import random
 import time
 
 from minipulsar.bookkeeper.context import ClientContext
+from minipulsar.bookkeeper.digest import DigestManager, DigestMismatchError
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata
-from minipulsar.bookkeeper.metrics import READ_ENTRY, SPECULATIVE_READ_COUNT
+from minipulsar.bookkeeper.metrics import READ_ENTRY, READ_ENTRY_DM, SPECULATIVE_READ_COUNT
 from minipulsar.errors import MiniPulsarError, PersistenceError
 from minipulsar.protocol.commands import ReadEntryResponse
 
@@ -50,6 +57,14 @@ class LedgerReader:
         self._ctx = ctx
         self._sticky_index = (rng or random).randrange(1 << 30)
         """Which bookie of an ``E == Qw`` ensemble reads go to first (modulo E)."""
+        self._digest: DigestManager | None = None
+        """The digest manager of the ledger last read (a reader usually reads one ledger)."""
+
+    def _digest_of(self, metadata: LedgerMetadata) -> DigestManager:
+        digest = self._digest
+        if digest is None or digest.ledger_id != metadata.ledger_id:
+            digest = self._digest = metadata.digest_manager()
+        return digest
 
     async def read(self, metadata: LedgerMetadata, first_entry_id: int, last_entry_id: int) -> list[tuple[int, bytes]]:
         """Entries ``first..last`` inclusive, all of them, in order.
@@ -141,11 +156,11 @@ class LedgerReader:
                 heard = True
                 for future in done:
                     bookie = in_flight.pop(future)
-                    entries = self._answer(future, bookie, metadata, first, errors)
+                    entries, sound = self._answer(future, bookie, metadata, first, errors)
+                    if not sound and bookie == replicas[0]:
+                        self._sticky_index += 1  # the sticky bookie failed: prefer the next one
                     if entries:
                         return entries
-                    if bookie == replicas[0]:
-                        self._sticky_index += 1  # the sticky bookie failed: prefer the next one
                     if launched < len(replicas):
                         launch()
         finally:
@@ -157,16 +172,37 @@ class LedgerReader:
 
     def _answer(
         self, future: asyncio.Future, bookie: str, metadata: LedgerMetadata, first: int, errors: list[str]
-    ) -> list[tuple[int, bytes]] | None:
+    ) -> tuple[list[tuple[int, bytes]], bool]:
+        """The verified entries of a replica's answer (empty: none from ``first``), and whether
+        the replica is sound: it answered, and every entry it sent matched its digest."""
         error = future.exception()
         if error is not None:
             errors.append(f"{bookie}: {error}")
             if isinstance(error, MiniPulsarError):
                 self._ctx.record_error(bookie, error)
-            return None
+            return [], False
         response: ReadEntryResponse = future.result()
-        entries = [(int(e), bytes(p)) for e, p in response.entries]
-        if entries and entries[0][0] == first:
-            return entries
-        errors.append(f"{bookie}: answered without entry {first}")
-        return None
+        if not response.entries or response.entries[0][0] != first:
+            errors.append(f"{bookie}: answered without entry {first}")
+            return [], False
+        entries = verified_entries(self._digest_of(metadata), first, response.entries, bookie)
+        if not entries:
+            errors.append(f"{bookie}: entry {first} does not match its digest")
+        return entries, len(entries) == len(response.entries)
+
+
+def verified_entries(digest: DigestManager, first: int, entries: list, bookie: str) -> list[tuple[int, bytes]]:
+    """The payloads of a bookie's ``[entry_id, wrapped bytes]`` answer from ``first`` on, up to
+    the first entry out of sequence or not matching its digest (counted in ``READ_ENTRY_DM``)."""
+    verified: list[tuple[int, bytes]] = []
+    verify = digest.verify
+    for expected, (entry_id, data) in enumerate(entries, first):
+        if entry_id != expected:
+            break
+        try:
+            verified.append((expected, verify(expected, bytes(data))))
+        except DigestMismatchError as error:
+            READ_ENTRY_DM.inc()
+            log.warning("bookie %s: %s; reading it from another replica", bookie, error)
+            break
+    return verified

@@ -32,6 +32,10 @@ NUM_ENSEMBLE_CHANGE = Gauge(PREFIX + "NUM_ENSEMBLE_CHANGE", "Ensemble changes ma
 SPECULATIVE_READ_COUNT = Gauge(
     PREFIX + "SPECULATIVE_READ_COUNT", "Reads also sent to another replica after speculativeReadTimeout (counter)"
 )
+READ_ENTRY_DM = Gauge(
+    PREFIX + "READ_ENTRY_DM",
+    "Entries read whose bytes did not match their digest; the read went to another replica (counter)",
+)
 BOOKIE_QUARANTINE = Gauge(PREFIX + "BOOKIE_QUARANTINE", "Faulty bookies quarantined (counter)")
 BOOKIE_QUARANTINE_SKIP = Gauge(
     PREFIX + "BOOKIE_QUARANTINE_SKIP",

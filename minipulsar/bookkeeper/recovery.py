@@ -12,8 +12,13 @@ it acknowledged (BookKeeper's open-with-recovery).
    can have acknowledged it: BookKeeper issue 1067). Any other failure (timeout, I/O error,
    a corrupt entry log — which bookies report as an error, never as NoSuchEntry, BookKeeper
    issue 2908) stops recovery with an error rather than truncating the ledger.
-4. Close the metadata (CAS) with the last recovered entry; if someone else closed it first,
-   adopt theirs.
+4. Close the metadata (CAS) with the last recovered entry and the ledger length its header
+   holds; if someone else closed it first, adopt theirs.
+
+Entries are verified against their digest as every reader does; a replica whose copy does not
+match counts as failed for that entry (``READ_ENTRY_DM``), never as having it nor as lacking
+it. The re-adds send the stored (wrapped) bytes unchanged. Fencing reads and re-adds carry the
+ledger's master key.
 
 Invariants:
 
@@ -26,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 from minipulsar.bookkeeper.bookie_client import BookieClient
+from minipulsar.bookkeeper.digest import DigestManager, DigestMismatchError
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
-from minipulsar.bookkeeper.metrics import LEDGER_RECOVER
+from minipulsar.bookkeeper.metrics import LEDGER_RECOVER, READ_ENTRY_DM
 from minipulsar.errors import (
     BadVersionError,
     NoSuchEntryError,
@@ -48,7 +54,7 @@ _ABSENT = (NoSuchEntryError, NoSuchLedgerError)
 
 
 async def _answers(
-    futures: Iterable[asyncio.Future], enough: Callable[[list[tuple[int, Any]]], bool]
+    futures: Iterable[Awaitable[Any]], enough: Callable[[list[tuple[int, Any]]], bool]
 ) -> list[tuple[int, Any]]:
     """(index, result or exception) pairs in arrival order, until ``enough(answers)`` or all are in.
 
@@ -122,8 +128,10 @@ async def read_last_add_confirmed(metadata: LedgerMetadata, bookies: BookieClien
         heard = {i for i, result in answers if isinstance(result, (ReadLacResponse, *_ABSENT))}
         return bool(heard) and _covers_every_write_quorum(metadata, heard)
 
+    master_key = metadata.digest_manager().master_key
     answers = await _answers(
-        (bookies.read_lac(bookie, metadata.ledger_id, fence=fence) for bookie in ensemble), covered
+        (bookies.read_lac(bookie, metadata.ledger_id, fence=fence, master_key=master_key) for bookie in ensemble),
+        covered,
     )
     lac = metadata.ensembles[-1][0] - 1
     for index, result in answers:
@@ -158,12 +166,13 @@ def _covers_every_write_quorum(metadata: LedgerMetadata, heard: set[int]) -> boo
 async def _recover_tail(metadata: LedgerMetadata, bookies: BookieClient, lac: int) -> tuple[int, int]:
     """Re-replicate the entries after ``lac`` that reached any bookie; returns (last entry, bytes)."""
     entry_id, length = lac + 1, 0
+    digest = metadata.digest_manager()
     while True:
-        payload = await _read_for_recovery(metadata, bookies, entry_id)
-        if payload is None:
+        found = await _read_for_recovery(metadata, bookies, entry_id, digest)
+        if found is None:
             return entry_id - 1, length
-        await _recovery_add(metadata, bookies, entry_id, payload)
-        length += len(payload)
+        data, length = found
+        await _recovery_add(metadata, bookies, entry_id, data, digest.master_key)
         entry_id += 1
 
 
@@ -175,33 +184,56 @@ def _absent(result: Any) -> bool:
     return isinstance(result, _ABSENT) or (isinstance(result, ReadEntryResponse) and not result.entries)
 
 
-async def _read_for_recovery(metadata: LedgerMetadata, bookies: BookieClient, entry_id: int) -> bytes | None:
-    """The entry's payload from any replica, None when it certainly was never acknowledged."""
+async def _verified(request: asyncio.Future, digest: DigestManager, entry_id: int) -> Any:
+    """The bookie's answer to a recovery read, or DigestMismatchError if its copy is corrupt."""
+    result = await request
+    if _found(result, entry_id):
+        try:
+            digest.verify_entry(entry_id, bytes(result.entries[0][1]))
+        except DigestMismatchError:
+            READ_ENTRY_DM.inc()
+            raise
+    return result
+
+
+async def _read_for_recovery(
+    metadata: LedgerMetadata, bookies: BookieClient, entry_id: int, digest: DigestManager
+) -> tuple[bytes, int] | None:
+    """The entry's stored (wrapped) bytes from any replica whose copy matches its digest, and
+    the ledger length its header holds; None when it certainly was never acknowledged."""
     missing_after = metadata.write_quorum - metadata.ack_quorum + 1
 
     def decided(answers: list[tuple[int, Any]]) -> bool:
         return any(_found(r, entry_id) for _, r in answers) or sum(_absent(r) for _, r in answers) >= missing_after
 
     answers = await _answers(
-        (bookies.read_entries(bookie, metadata.ledger_id, entry_id, 1) for bookie in metadata.write_set(entry_id)),
+        (
+            _verified(bookies.read_entries(bookie, metadata.ledger_id, entry_id, 1), digest, entry_id)
+            for bookie in metadata.write_set(entry_id)
+        ),
         decided,
     )
     for _, result in answers:
         if _found(result, entry_id):
-            return bytes(result.entries[0][1])
+            data = bytes(result.entries[0][1])
+            return data, digest.verify_entry(entry_id, data).length
     if sum(_absent(r) for _, r in answers) >= missing_after:
         return None
     errors = [str(r) for _, r in answers if isinstance(r, BaseException)]
     raise PersistenceError(f"ledger {metadata.ledger_id}: cannot tell whether entry {entry_id} exists: {errors}")
 
 
-async def _recovery_add(metadata: LedgerMetadata, bookies: BookieClient, entry_id: int, payload: bytes) -> None:
+async def _recovery_add(
+    metadata: LedgerMetadata, bookies: BookieClient, entry_id: int, data: bytes, master_key: bytes
+) -> None:
     def quorum(answers: list[tuple[int, Any]]) -> bool:
         return sum(not isinstance(r, BaseException) for _, r in answers) >= metadata.ack_quorum
 
     answers = await _answers(
         (
-            bookies.add_entry(bookie, metadata.ledger_id, entry_id, entry_id - 1, payload, recovery=True)
+            bookies.add_entry(
+                bookie, metadata.ledger_id, entry_id, entry_id - 1, data, recovery=True, master_key=master_key
+            )
             for bookie in metadata.write_set(entry_id)
         ),
         quorum,

@@ -78,6 +78,17 @@ class BrokerConfig:
         doc="Bookies that must acknowledge an entry before it is acknowledged (Qa).",
         min_value=1,
     )
+    digest_type: str = setting(
+        "managedLedgerDigestType",
+        "CRC32C",
+        doc="Digest of every entry, computed by the writer and checked by every reader.",
+        choices=("CRC32C", "CRC32", "MAC", "DUMMY"),
+    )
+    password: str = setting(
+        "managedLedgerPassword",
+        "",
+        doc="Password of new ledgers; bookies refuse writes and fencing without its master key.",
+    )
     bookkeeper_timeout_s: int = setting(
         "bookkeeperClientTimeoutInSeconds", 30, doc="Timeout (s) of a BookKeeper add or read.", min_value=1
     )

@@ -313,6 +313,9 @@ class CloseConsumer(Command):
 
 @command("ADD_ENTRY")
 class AddEntry(Command):
+    """``payload`` is the entry as the writer wrapped it (header + digest + payload,
+    :mod:`minipulsar.bookkeeper.digest`); the bookie stores and returns it unchanged."""
+
     id: int
     ledger_id: int
     entry_id: int
@@ -321,6 +324,9 @@ class AddEntry(Command):
     """The writer's last-add-confirmed, piggybacked on every add."""
     recovery: bool = False
     """Recovery adds are accepted on a fenced ledger."""
+    master_key: bytes = b""
+    """The ledger's master key; the bookie records it with the ledger's first add or fence and
+    refuses (UnauthorizedAccess) adds that bring another."""
 
 
 @command("ADD_ENTRY_RESPONSE", response=True)
@@ -344,6 +350,8 @@ class ReadEntry(Command):
     max_bytes: int = 0
     """0 = limited by the frame size only."""
     fence: bool = False
+    master_key: bytes = b""
+    """With ``fence``: the ledger's master key (UnauthorizedAccess if it is not); else unused."""
 
 
 @command("READ_ENTRY_RESPONSE", response=True)
@@ -362,6 +370,8 @@ class ReadLac(Command):
     id: int
     ledger_id: int
     fence: bool = False
+    master_key: bytes = b""
+    """With ``fence``: the ledger's master key (UnauthorizedAccess if it is not); else unused."""
 
 
 @command("READ_LAC_RESPONSE", response=True)

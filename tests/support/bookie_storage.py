@@ -44,9 +44,11 @@ def storage(bookie: BookieImpl) -> DbLedgerStorage:
     return bookie.storage
 
 
-async def add(bookie: BookieImpl, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> None:
+async def add(
+    bookie: BookieImpl, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False, master_key: bytes = b""
+) -> None:
     """One add, through admission and the journal, returning once it is acknowledged."""
-    sink, request = RecordingSink(), Add(ledger_id, entry_id, payload, recovery=recovery)
+    sink, request = RecordingSink(), Add(ledger_id, entry_id, payload, recovery=recovery, master_key=master_key)
     if bookie.try_add([request], sink) == 0:
         await bookie.add_when_admitted(request, sink)
     await sink.wait(1)

@@ -26,14 +26,21 @@ WAIT_S = 10.0
 class Add:
     """An ADD_ENTRY as the journal and the bookie read it (``lac``: the entry before, by default)."""
 
-    __slots__ = ("entry_id", "lac", "ledger_id", "payload", "recovery")
+    __slots__ = ("entry_id", "lac", "ledger_id", "master_key", "payload", "recovery")
 
     def __init__(
-        self, ledger_id: int, entry_id: int, payload: bytes, lac: int | None = None, recovery: bool = False
+        self,
+        ledger_id: int,
+        entry_id: int,
+        payload: bytes,
+        lac: int | None = None,
+        recovery: bool = False,
+        master_key: bytes = b"",
     ) -> None:
         self.ledger_id, self.entry_id, self.payload = ledger_id, entry_id, payload
         self.lac = entry_id - 1 if lac is None else lac
         self.recovery = recovery
+        self.master_key = master_key
 
     def __repr__(self) -> str:
         return f"Add({self.ledger_id}, {self.entry_id}, {len(self.payload)} bytes)"

@@ -154,7 +154,9 @@ class RawBookieClient(RawPeer):
     def next_id(self) -> int:
         return next(self._ids)
 
-    def add(self, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False) -> AddEntry:
+    def add(
+        self, ledger_id: int, entry_id: int, payload: bytes, recovery: bool = False, master_key: bytes = b""
+    ) -> AddEntry:
         """An ADD_ENTRY with the next id and ``lac = entry_id - 1`` (not sent)."""
         return AddEntry(
             id=self.next_id(),
@@ -163,6 +165,7 @@ class RawBookieClient(RawPeer):
             payload=payload,
             lac=entry_id - 1,
             recovery=recovery,
+            master_key=master_key,
         )
 
     async def request(self, command: Command) -> Command:

@@ -61,17 +61,36 @@ def test_ledgers_merge_with_max_keep_the_fence_and_load_back(tmp_path: Path, db:
     ledgers.states.get_or_create(1).entry_added(10, 9)
     assert ledgers.fence(2) and not ledgers.fence(2)
     rows = ledgers.snapshot([1])
-    assert sorted(rows) == [(1, 0, 9, 10), (2, 1, -1, -1)]
+    assert sorted(rows) == [(1, 0, 9, 10, None), (2, 1, -1, -1, None)]
     assert ledgers.snapshot([]) == [], "a fence is snapshotted once"
     with db.transaction() as cursor:
         ledgers.persist(cursor, rows)
     with db.transaction() as cursor:  # an older snapshot never moves anything back
-        ledgers.persist(cursor, [(1, 0, 3, 4), (2, 0, 0, 0)])
+        ledgers.persist(cursor, [(1, 0, 3, 4, None), (2, 0, 0, 0, None)])
     reloaded = LedgerMetadataIndex(db)
     reloaded.load()
     one, two = reloaded.get(1), reloaded.get(2)
     assert (one.last_entry_id, one.lac, one.fenced) == (10, 9, False)
     assert (two.last_entry_id, two.lac, two.fenced) == (0, 0, True)
+
+
+def test_master_key_is_snapshotted_once_first_one_stays_and_loads_back(db: IndexDb) -> None:
+    """Goal: a ledger's master key is set once, persisted by the next snapshot, never replaced
+    (in memory or by merging rows), and read back at start."""
+    ledgers = LedgerMetadataIndex(db)
+    assert ledgers.set_master_key(3, b"k1") and not ledgers.set_master_key(3, b"k2")
+    assert ledgers.get(3).master_key == b"k1"
+    assert ledgers.has_unpersisted_changes
+    rows = ledgers.snapshot([])
+    assert rows == [(3, 0, -1, -1, b"k1")]
+    assert not ledgers.has_unpersisted_changes and ledgers.snapshot([]) == []
+    with db.transaction() as cursor:
+        ledgers.persist(cursor, rows)
+    with db.transaction() as cursor:  # a row without the key, or with another, keeps the first
+        ledgers.persist(cursor, [(3, 1, 5, 5, None), (3, 1, 5, 5, b"k2")])
+    reloaded = LedgerMetadataIndex(db)
+    reloaded.load()
+    assert reloaded.get(3).master_key == b"k1" and reloaded.get(3).fenced
 
 
 def test_entry_log_usage_adds_up_per_log_and_ledger(db: IndexDb) -> None:

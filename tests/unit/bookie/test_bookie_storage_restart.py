@@ -23,7 +23,7 @@ from minipulsar.bookie.journal.segment import segment_path
 from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT
 from minipulsar.bookie.storage.single_directory import SingleDirectoryDbLedgerStorage
-from minipulsar.errors import LedgerFencedError, NoSuchEntryError
+from minipulsar.errors import LedgerFencedError, NoSuchEntryError, UnauthorizedAccessError
 from tests.support.bookie_storage import (
     add,
     add_many,
@@ -140,6 +140,46 @@ def _fence_records(journal_dir: Path) -> list[int]:
     return fenced
 
 
+async def test_a_master_key_is_replayed_from_the_journal_and_outlives_its_record(tmp_path: Path) -> None:
+    """Goal: a ledger's master key survives a crash before any checkpoint (its LEDGER_KEY
+    record is replayed) and a crash after the checkpoint that deleted that record's segment
+    (the ledger index has it). Method: add with key k, crash image, restart on it, check;
+    then roll the journal past the record, checkpoint, crash image, restart, check."""
+    root = tmp_path / "bookie"
+    bookie = await started_bookie(root, journalMaxSizeMB=1)
+    await add(bookie, 2, 0, b"first", master_key=b"k")
+    image = crash_image(root)
+    await bookie.close()
+    bookie = await started_bookie(image, journalMaxSizeMB=1)
+    try:
+        with pytest.raises(UnauthorizedAccessError):
+            await add(bookie, 2, 1, b"intruder", master_key=b"not k")
+        with pytest.raises(UnauthorizedAccessError):
+            bookie.fence(2, b"not k")
+        assert not bookie.ledger(2).fenced
+        await add(bookie, 2, 1, b"second", master_key=b"k")
+        journal = bookie.journals.for_ledger(2)
+        for entry_id in range(25):  # same journal: rolls past the LEDGER_KEY record
+            await add(bookie, 0, entry_id, payload_for(0, entry_id, 100 * KIB))
+        mark = (await storage(bookie).checkpoint()).mark(journal.index)
+        await wait_for(
+            lambda: all(s >= mark.segment_id for s in list_segments(journal.directory)),
+            10,
+            message="segments before the checkpoint deleted (on the journal's trim thread)",
+        )
+        second_image = crash_image(image)
+    finally:
+        await bookie.close()
+    bookie = await started_bookie(second_image, journalMaxSizeMB=1)
+    try:
+        assert bookie.ledger(2).master_key == b"k"
+        with pytest.raises(UnauthorizedAccessError):
+            await add(bookie, 2, 2, b"intruder", master_key=b"not k")
+        await add(bookie, 2, 2, b"third", master_key=b"k")
+    finally:
+        await bookie.close()
+
+
 async def test_a_fence_outlives_its_journal_record(tmp_path: Path) -> None:
     """Goal: a fenced ledger stays fenced across a restart once the segment holding its FENCE
     record was deleted by a checkpoint. Method: fence, roll the journal past it, checkpoint,
@@ -147,7 +187,7 @@ async def test_a_fence_outlives_its_journal_record(tmp_path: Path) -> None:
     root = tmp_path / "bookie"
     bookie = await started_bookie(root, journalMaxSizeMB=1)
     await add(bookie, 2, 0, b"before the fence")
-    await bookie.fence(2)
+    await bookie.fence(2, b"")
     journal = bookie.journals.for_ledger(2)
     assert _fence_records(journal.directory) == [2]
     for entry_id in range(25):  # same journal: rolls past the record
