@@ -1,23 +1,39 @@
 """Ledger recovery: close a ledger whose writer may still be alive, without losing an entry
-it acknowledged (BookKeeper's open-with-recovery).
+it acknowledged (BookKeeper's open-with-recovery: LedgerRecoveryOp, ReadLastConfirmedOp and
+the ensemble change during recovery).
 
 1. Mark the metadata IN_RECOVERY (CAS): the old writer's next ensemble change fails.
 2. Fence the ledger on every bookie of the last ensemble and read their LACs. We go on as soon
    as, in every write-quorum window of the ensemble, fewer than ``Qa`` bookies are unheard of —
    then no entry can have been acknowledged without one of its replicas answering us — without
-   waiting for a hung bookie's timeout.
-3. From max(LAC)+1, read each entry from its write set. Found anywhere: re-write it to the
-   write set with the recovery flag (allowed on fenced ledgers), done once ``Qa`` acknowledge.
-   Declared missing as soon as ``Qw - Qa + 1`` replicas say NoSuchEntry/NoSuchLedger (no quorum
-   can have acknowledged it: BookKeeper issue 1067). Any other failure (timeout, I/O error,
-   a corrupt entry log — which bookies report as an error, never as NoSuchEntry, BookKeeper
-   issue 2908) stops recovery with an error rather than truncating the ledger.
-4. Close the metadata (CAS) with the last recovered entry; if someone else closed it first,
-   adopt theirs.
+   waiting for a hung bookie's timeout. A bookie that fails (refused, timeout, error) is
+   remembered as failed.
+3. From max(LAC, first entry of the last segment - 1) + 1, read each entry from its write set
+   *in the metadata read at step 1*. Found anywhere: re-write it with the recovery flag
+   (allowed on fenced ledgers) to its write set in the *recovery ensemble*, done once ``Qa``
+   acknowledge. Declared missing as soon as ``Qw - Qa + 1`` replicas say NoSuchEntry/NoSuchLedger
+   (no quorum can have acknowledged it: BookKeeper issue 1067). Any other failure (timeout,
+   I/O error, a corrupt entry log — which bookies report as an error, never as NoSuchEntry,
+   BookKeeper issue 2908) stops recovery with an error rather than truncating the ledger.
+4. Ensemble change during recovery: the recovery ensemble starts as the last ensemble; a bookie
+   of it that failed (at step 2, 3 or in a recovery add) is replaced by the placement policy
+   (never by a bookie that failed during this recovery: a dead bookie stays registered until its
+   session expires), in a segment starting at the first recovered entry. Entries already
+   recovered are re-written to the replacement before going on. Once the whole tail is on ``Qa``
+   bookies of the recovery ensemble, the new segment is stored by CAS (the state stays
+   IN_RECOVERY; a last segment starting at that entry is replaced, as BookKeeper does).
+5. Close the metadata (CAS) with the last recovered entry.
+
+Races: any CAS that loses (another recoverer, or the old writer's ensemble change before step 1)
+re-reads the metadata: a CLOSED one is adopted (theirs is as good as ours: a close is only ever
+written by one CAS, so nobody sees two different closes), otherwise recovery starts over from it.
 
 Invariants:
 
 - no entry a writer had acknowledged (on ``Qa`` bookies) is lost by recovery;
+- a recovery segment becomes visible in the metadata only once every entry it covers is on
+  ``Qa`` of its bookies — so a later recoverer that reads from it (after this one crashed)
+  cannot take a replacement's NoSuchEntry for the absence of an acknowledged entry;
 - recovery never truncates the ledger on an error it cannot classify: it fails instead.
 """
 
@@ -27,24 +43,28 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from minipulsar.bookkeeper.bookie_client import BookieClient
+from minipulsar.bookkeeper.context import ClientContext
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
-from minipulsar.bookkeeper.metrics import LEDGER_RECOVER
+from minipulsar.bookkeeper.metrics import LEDGER_RECOVER, NUM_ENSEMBLE_CHANGE
 from minipulsar.errors import (
     BadVersionError,
+    MiniPulsarError,
     NoSuchEntryError,
     NoSuchLedgerError,
     PersistenceError,
 )
-from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.commands import ReadEntryResponse, ReadLacResponse
 
 log = logging.getLogger(__name__)
 
 _ABSENT = (NoSuchEntryError, NoSuchLedgerError)
+
+RECOVERY_ATTEMPTS_MAX = 10
+"""Starts over after a lost CAS before giving up (PersistenceError: the caller retries later)."""
 
 
 async def _answers(
@@ -68,18 +88,19 @@ async def _answers(
     return answers
 
 
-async def recover_ledger(metadata: LedgerMetadata, bookies: BookieClient, store: MetadataStore) -> LedgerMetadata:
+async def recover_ledger(metadata: LedgerMetadata, ctx: ClientContext) -> LedgerMetadata:
     """Fence, recover the tail and close ``metadata``'s ledger; returns the closed metadata.
 
     Raises:
         PersistenceError: not enough bookies answered to recover safely (retry later).
-        BadVersionError: someone else changed the metadata concurrently (re-read and retry).
+        NotEnoughBookiesError: a failed bookie of the last ensemble has no replacement.
+        NoSuchLedgerError: the ledger's metadata was deleted meanwhile.
     """
     if metadata.is_closed:
         return metadata
     started = time.monotonic()
     try:
-        closed = await _recover(metadata, bookies, store)
+        closed = await LedgerRecoveryOp(metadata, ctx).run()
     except BaseException:
         LEDGER_RECOVER.labels("false").observe((time.monotonic() - started) * 1000)
         raise
@@ -87,31 +108,235 @@ async def recover_ledger(metadata: LedgerMetadata, bookies: BookieClient, store:
     return closed
 
 
-async def _recover(metadata: LedgerMetadata, bookies: BookieClient, store: MetadataStore) -> LedgerMetadata:
-    if metadata.state is LedgerState.OPEN:
+@dataclass
+class _RecoveredTail:
+    """The entries recovery re-writes, and where: the recovery ensemble and each entry's acks."""
+
+    first_entry_id: int
+    ensemble: list[str]
+    payloads: list[bytes] = field(default_factory=list)
+    acked: list[set[int]] = field(default_factory=list)
+    """Per entry, the ensemble positions whose bookie acknowledged its recovery add."""
+    replaced: bool = False
+
+    @property
+    def last_entry_id(self) -> int:
+        return self.first_entry_id + len(self.payloads) - 1
+
+
+class LedgerRecoveryOp:
+    """One recovery of one ledger (see the module docstring); :meth:`run` once."""
+
+    def __init__(self, metadata: LedgerMetadata, ctx: ClientContext) -> None:
+        self.metadata = metadata
+        self._ctx = ctx
+        self._bookies: BookieClient = ctx.bookies
+        self.failed: set[str] = set()
+        """Bookies that failed a request of this recovery: replaced, never chosen as replacements."""
+        self.ensemble_changes = 0
+
+    @property
+    def ledger_id(self) -> int:
+        return self.metadata.ledger_id
+
+    async def run(self) -> LedgerMetadata:
+        for _ in range(RECOVERY_ATTEMPTS_MAX):
+            if self.metadata.is_closed:
+                return self.metadata
+            try:
+                return await self._attempt()
+            except BadVersionError:
+                self.metadata = await self._reread()
+                log.info(
+                    "ledger %d: metadata changed during recovery (now %s); %s",
+                    self.ledger_id,
+                    self.metadata.state.value,
+                    "adopting the close" if self.metadata.is_closed else "starting over",
+                )
+        raise PersistenceError(f"ledger {self.ledger_id}: metadata kept changing during recovery")
+
+    async def _reread(self) -> LedgerMetadata:
+        current = await self._ctx.store.get(ledger_path(self.ledger_id))
+        if current is None:
+            raise NoSuchLedgerError(f"ledger {self.ledger_id} has no metadata (deleted during recovery)")
+        return LedgerMetadata.from_bytes(self.ledger_id, current.value, current.version)
+
+    async def _attempt(self) -> LedgerMetadata:
+        """One pass; raises BadVersionError when a CAS lost (``run`` re-reads and decides)."""
+        metadata = await self._mark_in_recovery(self.metadata)
+        lac = await read_last_add_confirmed(metadata, self._bookies, fence=True, failed=self.failed)
+        tail = _RecoveredTail(lac + 1, list(metadata.last_ensemble))
+        await self._recover_tail(metadata, tail)
+        if tail.replaced and tail.payloads:
+            metadata = await self._store_ensemble(metadata, tail)
+        return await self._close(metadata, tail)
+
+    async def _mark_in_recovery(self, metadata: LedgerMetadata) -> LedgerMetadata:
+        if metadata.state is not LedgerState.OPEN:
+            return metadata
         in_recovery = replace(metadata, state=LedgerState.IN_RECOVERY)
-        stat = await store.put(ledger_path(metadata.ledger_id), in_recovery.to_bytes(), metadata.version)
-        metadata = replace(in_recovery, version=stat.version)
-    lac = await read_last_add_confirmed(metadata, bookies, fence=True)
-    last_entry_id, length = await _recover_tail(metadata, bookies, lac)
-    closed = metadata.closed(last_entry_id, max(metadata.length, length))
-    try:
-        stat = await store.put(ledger_path(metadata.ledger_id), closed.to_bytes(), metadata.version)
-    except BadVersionError:
-        current = await store.get(ledger_path(metadata.ledger_id))
-        if current is not None:
-            adopted = LedgerMetadata.from_bytes(metadata.ledger_id, current.value, current.version)
-            if adopted.is_closed:  # someone else recovered it first: theirs is as good as ours
-                return adopted
-        raise
-    log.info("ledger %d recovered and closed at entry %d", metadata.ledger_id, last_entry_id)
-    return replace(closed, version=stat.version)
+        stat = await self._ctx.store.put(ledger_path(self.ledger_id), in_recovery.to_bytes(), metadata.version)
+        self.metadata = replace(in_recovery, version=stat.version)
+        return self.metadata
+
+    # -- the tail -------------------------------------------------------------------------------
+
+    async def _recover_tail(self, metadata: LedgerMetadata, tail: _RecoveredTail) -> None:
+        """Read each entry after the LAC from ``metadata``'s write sets; re-write it to the recovery
+        ensemble; stop at the first one that certainly was never acknowledged."""
+        entry_id = tail.first_entry_id
+        while True:
+            payload = await self._read_for_recovery(metadata, entry_id)
+            if payload is None:
+                return
+            tail.payloads.append(payload)
+            tail.acked.append(set())
+            await self._replicate(metadata, tail)
+            entry_id += 1
+
+    async def _read_for_recovery(self, metadata: LedgerMetadata, entry_id: int) -> bytes | None:
+        """The entry's payload from any replica, None when it certainly was never acknowledged."""
+        missing_after = metadata.write_quorum - metadata.ack_quorum + 1
+        write_set = metadata.write_set(entry_id)
+
+        def decided(answers: list[tuple[int, Any]]) -> bool:
+            return any(_found(r, entry_id) for _, r in answers) or sum(_absent(r) for _, r in answers) >= missing_after
+
+        answers = await _answers(
+            (self._bookies.read_entries(bookie, self.ledger_id, entry_id, 1) for bookie in write_set), decided
+        )
+        for index, result in answers:
+            if _found(result, entry_id):
+                return bytes(result.entries[0][1])
+            if isinstance(result, BaseException) and not isinstance(result, _ABSENT):
+                self._bookie_failed(write_set[index], f"recovery read of entry {entry_id}", result)
+        if sum(_absent(r) for _, r in answers) >= missing_after:
+            return None
+        errors = [str(r) for _, r in answers if isinstance(r, BaseException)]
+        raise PersistenceError(f"ledger {self.ledger_id}: cannot tell whether entry {entry_id} exists: {errors}")
+
+    async def _replicate(self, metadata: LedgerMetadata, tail: _RecoveredTail) -> None:
+        """Bring every recovered entry to ``Qa`` acknowledgements in the recovery ensemble,
+        replacing its failed bookies first (each pass replaces at least one more failed bookie,
+        or finishes, or raises)."""
+        while True:
+            await self._replace_failed(metadata, tail)
+            short = [i for i, acked in enumerate(tail.acked) if len(acked) < metadata.ack_quorum]
+            if not short:
+                return
+            failed_before = len(self.failed)
+            await asyncio.gather(*(self._recovery_add(metadata, tail, i) for i in short))
+            if all(len(tail.acked[i]) >= metadata.ack_quorum for i in short):
+                return
+            if len(self.failed) == failed_before:
+                entry_id = tail.first_entry_id + short[0]
+                raise PersistenceError(
+                    f"ledger {self.ledger_id}: recovery add of entry {entry_id} reached "
+                    f"{len(tail.acked[short[0]])} bookies, needs {metadata.ack_quorum}"
+                )
+
+    async def _recovery_add(self, metadata: LedgerMetadata, tail: _RecoveredTail, index: int) -> None:
+        """Send entry ``index`` of the tail to the positions of its write set that lack it."""
+        entry_id = tail.first_entry_id + index
+        size = metadata.ensemble_size
+        positions = [(entry_id + k) % size for k in range(metadata.write_quorum)]
+        positions = [p for p in positions if p not in tail.acked[index]]
+        bookies = [tail.ensemble[p] for p in positions]
+        payload = tail.payloads[index]
+
+        def quorum(answers: list[tuple[int, Any]]) -> bool:
+            return len(tail.acked[index]) >= metadata.ack_quorum
+
+        def note(answers: list[tuple[int, Any]]) -> bool:
+            for i, result in answers[noted[0] :]:
+                if isinstance(result, BaseException):
+                    self._bookie_failed(bookies[i], f"recovery add of entry {entry_id}", result)
+                elif tail.ensemble[positions[i]] == bookies[i]:
+                    tail.acked[index].add(positions[i])
+            noted[0] = len(answers)
+            return quorum(answers)
+
+        noted = [0]
+        answers = await _answers(
+            (
+                self._bookies.add_entry(bookie, self.ledger_id, entry_id, entry_id - 1, payload, recovery=True)
+                for bookie in bookies
+            ),
+            note,
+        )
+        note(answers)
+
+    async def _replace_failed(self, metadata: LedgerMetadata, tail: _RecoveredTail) -> None:
+        """Put a replacement at every position of the recovery ensemble whose bookie failed; the
+        entries recovered so far lose those positions' acknowledgements (re-sent by the caller)."""
+        for position, bookie in enumerate(tail.ensemble):
+            if bookie not in self.failed:
+                continue
+            exclude = frozenset(tail.ensemble) | frozenset(self.failed)
+            replacement = await self._ctx.replace_bookie(
+                tuple(tail.ensemble), position, metadata.write_quorum, metadata.ack_quorum, exclude
+            )
+            log.info(
+                "ledger %d: recovery replaces bookie %s by %s from entry %d",
+                self.ledger_id,
+                bookie,
+                replacement,
+                tail.first_entry_id,
+            )
+            tail.ensemble[position] = replacement
+            tail.replaced = True
+            for acked in tail.acked:
+                acked.discard(position)
+
+    def _bookie_failed(self, bookie: str, what: str, error: BaseException) -> None:
+        if bookie in self.failed:
+            return
+        log.warning("ledger %d: bookie %s failed the %s: %s", self.ledger_id, bookie, what, error)
+        self.failed.add(bookie)
+        if isinstance(error, MiniPulsarError):
+            self._ctx.record_error(bookie, error)
+
+    # -- storing --------------------------------------------------------------------------------
+
+    async def _store_ensemble(self, metadata: LedgerMetadata, tail: _RecoveredTail) -> LedgerMetadata:
+        """The recovery ensemble as the last segment, from the first recovered entry (CAS; the
+        state stays IN_RECOVERY)."""
+        start, ensemble = tail.first_entry_id, tuple(tail.ensemble)
+        segments = list(metadata.ensembles)
+        if segments[-1][0] == start:
+            segments[-1] = (start, ensemble)
+        else:
+            segments.append((start, ensemble))
+        changed = replace(metadata, ensembles=tuple(segments))
+        stat = await self._ctx.store.put(ledger_path(self.ledger_id), changed.to_bytes(), metadata.version)
+        self.metadata = replace(changed, version=stat.version)
+        self.ensemble_changes += 1
+        NUM_ENSEMBLE_CHANGE.inc()
+        log.info(
+            "ledger %d: ensemble change during recovery at entry %d: %s -> %s",
+            self.ledger_id,
+            start,
+            list(metadata.last_ensemble),
+            list(ensemble),
+        )
+        return self.metadata
+
+    async def _close(self, metadata: LedgerMetadata, tail: _RecoveredTail) -> LedgerMetadata:
+        length = sum(len(p) for p in tail.payloads)
+        closed = metadata.closed(tail.last_entry_id, max(metadata.length, length))
+        stat = await self._ctx.store.put(ledger_path(self.ledger_id), closed.to_bytes(), metadata.version)
+        log.info("ledger %d recovered and closed at entry %d", self.ledger_id, tail.last_entry_id)
+        self.metadata = replace(closed, version=stat.version)
+        return self.metadata
 
 
-async def read_last_add_confirmed(metadata: LedgerMetadata, bookies: BookieClient, *, fence: bool) -> int:
-    """The highest LAC the bookies of the last ensemble report, once enough of them answered
-    that no acknowledged entry can be missed (the coverage rule); with ``fence`` each of them
-    also refuses further adds from the writer.
+async def read_last_add_confirmed(
+    metadata: LedgerMetadata, bookies: BookieClient, *, fence: bool, failed: set[str] | None = None
+) -> int:
+    """The highest LAC the bookies of the last ensemble report — at least the first entry of the
+    last segment minus one (earlier segments are immutable: BookKeeper issue 2615) — once enough
+    of them answered that no acknowledged entry can be missed (the coverage rule); with ``fence``
+    each of them also refuses further adds from the writer. Bookies that failed go to ``failed``.
 
     Raises:
         PersistenceError: too few bookies answered for the coverage rule.
@@ -137,6 +362,8 @@ async def read_last_add_confirmed(metadata: LedgerMetadata, bookies: BookieClien
                 ensemble[index],
                 result,
             )
+            if failed is not None:
+                failed.add(ensemble[index])
     if not covered(answers):
         heard = sum(1 for _, r in answers if isinstance(r, (ReadLacResponse, *_ABSENT)))
         raise PersistenceError(
@@ -155,18 +382,6 @@ def _covers_every_write_quorum(metadata: LedgerMetadata, heard: set[int]) -> boo
     return True
 
 
-async def _recover_tail(metadata: LedgerMetadata, bookies: BookieClient, lac: int) -> tuple[int, int]:
-    """Re-replicate the entries after ``lac`` that reached any bookie; returns (last entry, bytes)."""
-    entry_id, length = lac + 1, 0
-    while True:
-        payload = await _read_for_recovery(metadata, bookies, entry_id)
-        if payload is None:
-            return entry_id - 1, length
-        await _recovery_add(metadata, bookies, entry_id, payload)
-        length += len(payload)
-        entry_id += 1
-
-
 def _found(result: Any, entry_id: int) -> bool:
     return isinstance(result, ReadEntryResponse) and bool(result.entries) and result.entries[0][0] == entry_id
 
@@ -175,43 +390,4 @@ def _absent(result: Any) -> bool:
     return isinstance(result, _ABSENT) or (isinstance(result, ReadEntryResponse) and not result.entries)
 
 
-async def _read_for_recovery(metadata: LedgerMetadata, bookies: BookieClient, entry_id: int) -> bytes | None:
-    """The entry's payload from any replica, None when it certainly was never acknowledged."""
-    missing_after = metadata.write_quorum - metadata.ack_quorum + 1
-
-    def decided(answers: list[tuple[int, Any]]) -> bool:
-        return any(_found(r, entry_id) for _, r in answers) or sum(_absent(r) for _, r in answers) >= missing_after
-
-    answers = await _answers(
-        (bookies.read_entries(bookie, metadata.ledger_id, entry_id, 1) for bookie in metadata.write_set(entry_id)),
-        decided,
-    )
-    for _, result in answers:
-        if _found(result, entry_id):
-            return bytes(result.entries[0][1])
-    if sum(_absent(r) for _, r in answers) >= missing_after:
-        return None
-    errors = [str(r) for _, r in answers if isinstance(r, BaseException)]
-    raise PersistenceError(f"ledger {metadata.ledger_id}: cannot tell whether entry {entry_id} exists: {errors}")
-
-
-async def _recovery_add(metadata: LedgerMetadata, bookies: BookieClient, entry_id: int, payload: bytes) -> None:
-    def quorum(answers: list[tuple[int, Any]]) -> bool:
-        return sum(not isinstance(r, BaseException) for _, r in answers) >= metadata.ack_quorum
-
-    answers = await _answers(
-        (
-            bookies.add_entry(bookie, metadata.ledger_id, entry_id, entry_id - 1, payload, recovery=True)
-            for bookie in metadata.write_set(entry_id)
-        ),
-        quorum,
-    )
-    if not quorum(answers):
-        acked = sum(not isinstance(r, BaseException) for _, r in answers)
-        raise PersistenceError(
-            f"ledger {metadata.ledger_id}: recovery add of entry {entry_id} reached "
-            f"{acked} bookies, needs {metadata.ack_quorum}"
-        )
-
-
-__all__ = ["read_last_add_confirmed", "recover_ledger"]
+__all__ = ["LedgerRecoveryOp", "read_last_add_confirmed", "recover_ledger"]
