@@ -4,6 +4,7 @@ interface, for unit tests of the BookKeeper client's pure logic (recovery, ensem
 - Each :class:`FakeBookie` keeps entries, a LAC and a fenced flag per ledger, and answers as a
   bookie does: NoSuchLedger/NoSuchEntry for what it never stored, LedgerFenced for a normal add
   to a fenced ledger; a recovery add is taken anyway.
+- Reads of an entry in ``unreadable`` fail with an I/O error.
 - A bookie ``down`` refuses every request with ConnectionClosedError (a refused connection);
   ``dies_after_adds`` takes that many more adds, then goes down.
 - Answers complete on a later loop iteration (``call_soon``), so concurrent operations
@@ -32,6 +33,7 @@ from minipulsar.errors import (
     MiniPulsarError,
     NoSuchEntryError,
     NoSuchLedgerError,
+    PersistenceError,
 )
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.commands import AddEntryResponse, ReadEntryResponse, ReadLacResponse
@@ -50,6 +52,8 @@ class FakeBookie:
     ledgers: dict[int, FakeLedgerState] = field(default_factory=dict)
     down: bool = False
     dies_after_adds: int | None = None
+    unreadable: set[int] = field(default_factory=set)
+    """Entry ids whose reads fail with an I/O error (a corrupt entry log)."""
 
     def entry_ids(self, ledger_id: int) -> list[int]:
         state = self.ledgers.get(ledger_id)
@@ -120,6 +124,8 @@ class FakeBookies:
             state = fake.ledgers.get(ledger_id)
             if state is None:
                 raise NoSuchLedgerError(f"bookie {bookie} has no ledger {ledger_id}")
+            if first_entry_id in fake.unreadable:
+                raise PersistenceError(f"bookie {bookie}: I/O error reading entry {first_entry_id}")
             found = []
             for entry_id in range(first_entry_id, first_entry_id + count):
                 if entry_id not in state.entries:

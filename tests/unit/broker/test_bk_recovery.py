@@ -15,7 +15,7 @@ from minipulsar.bookkeeper.ledger_handle import LedgerHandle
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.bookkeeper.ledger_reader import LedgerReader
 from minipulsar.bookkeeper.recovery import LedgerRecoveryOp, read_last_add_confirmed, recover_ledger
-from minipulsar.errors import LedgerFencedError, MiniPulsarError, NotEnoughBookiesError
+from minipulsar.errors import LedgerFencedError, MiniPulsarError, NotEnoughBookiesError, PersistenceError
 from minipulsar.metadata.memory import MemoryMetadataStore
 from minipulsar.metadata.store import NOT_EXISTS
 from tests.support.fake_bookies import FakeBookies, fake_context
@@ -140,6 +140,45 @@ async def test_a_bookie_failing_mid_tail_gets_the_whole_tail_re_written_to_its_r
     assert [p for _, p in await reader.read(closed, 5, 9)] == [payload_of(e) for e in range(5, 10)]
 
 
+async def test_a_long_tail_is_recovered_window_by_window_onto_the_replacement() -> None:
+    """40 entries after the LAC (more than two read windows), b1 dead: all reach b3 and b2."""
+    store = MemoryMetadataStore()
+    bookies = FakeBookies(["b1", "b2", "b3"])
+    metadata = await stored_open_ledger(store, ("b1", "b2"))
+    write_as_writer(bookies, metadata, 49)
+    for bookie in ("b1", "b2"):
+        bookies[bookie].ledgers[LEDGER].lac = 9
+    bookies["b1"].down = True
+
+    closed = await recover_ledger(metadata, fake_context(bookies, store))
+
+    assert closed.last_entry_id == 49 and closed.ensembles[-1] == (10, ("b3", "b2"))
+    assert bookies["b3"].entry_ids(LEDGER) == list(range(10, 50))
+    assert await read_ledger_back(bookies, store, closed) == [payload_of(e) for e in range(50)]
+
+
+async def test_an_unreadable_entry_before_the_end_fails_recovery_one_after_it_does_not() -> None:
+    """b1 dead; b2 cannot read entry 6 (I/O error). With entries 0..9 recovery cannot tell whether
+    6 exists and fails rather than truncate; with entries 0..3 the end (4) comes first and the
+    error on 6, read in the same window, does not matter."""
+    for last_entry_id, closes_at in ((9, None), (3, 3)):
+        store = MemoryMetadataStore()
+        bookies = FakeBookies(["b1", "b2", "b3"])
+        metadata = await stored_open_ledger(store, ("b1", "b2"))
+        write_as_writer(bookies, metadata, last_entry_id)
+        for bookie in ("b1", "b2"):
+            bookies[bookie].ledgers[LEDGER].lac = 1
+        bookies["b1"].down = True
+        bookies["b2"].unreadable.add(6)
+        if closes_at is None:
+            with pytest.raises(PersistenceError, match="cannot tell whether entry 6 exists"):
+                await recover_ledger(metadata, fake_context(bookies, store))
+            assert (await stored_metadata(store)).state is LedgerState.IN_RECOVERY
+        else:
+            closed = await recover_ledger(metadata, fake_context(bookies, store))
+            assert closed.last_entry_id == closes_at
+
+
 async def test_striped_ensemble_replaces_the_dead_position_only() -> None:
     """3/2/2 on b1,b2,b3 with b2 down: entries 0..5, bookie LACs from the writer; the tail goes to
     the spare b4 at b2's position."""
@@ -157,7 +196,8 @@ async def test_striped_ensemble_replaces_the_dead_position_only() -> None:
     assert await read_ledger_back(bookies, store, closed) == [payload_of(e) for e in range(6)]
 
 
-async def test_racing_recoverers_close_the_ledger_once_and_agree() -> None:
+@pytest.mark.parametrize("seeds", [(1, 2), (3, 4), (5, 6), (7, 8)])
+async def test_racing_recoverers_close_the_ledger_once_and_agree(seeds: tuple[int, int]) -> None:
     """Two recoveries of the same ledger at once (different placement seeds, so different
     replacements): both return the one stored close, and every entry reads back."""
     store = MemoryMetadataStore()
@@ -167,8 +207,8 @@ async def test_racing_recoverers_close_the_ledger_once_and_agree() -> None:
     bookies["b1"].down = True
 
     first, second = await asyncio.gather(
-        recover_ledger(metadata, fake_context(bookies, store, seed=1)),
-        recover_ledger(metadata, fake_context(bookies, store, seed=2)),
+        recover_ledger(metadata, fake_context(bookies, store, seed=seeds[0])),
+        recover_ledger(metadata, fake_context(bookies, store, seed=seeds[1])),
     )
 
     stored = await stored_metadata(store)
