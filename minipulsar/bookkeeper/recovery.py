@@ -262,19 +262,19 @@ class LedgerRecoveryOp:
         bookies = [tail.ensemble[p] for p in positions]
         payload = tail.payloads[index]
 
-        def quorum(answers: list[tuple[int, Any]]) -> bool:
-            return len(tail.acked[index]) >= metadata.ack_quorum
+        noted = 0
 
         def note(answers: list[tuple[int, Any]]) -> bool:
-            for i, result in answers[noted[0] :]:
+            """Count the answers not seen yet; enough once ``Qa`` positions acknowledged."""
+            nonlocal noted
+            for i, result in answers[noted:]:
                 if isinstance(result, BaseException):
                     self._bookie_failed(bookies[i], f"recovery add of entry {entry_id}", result)
-                elif tail.ensemble[positions[i]] == bookies[i]:
+                else:
                     tail.acked[index].add(positions[i])
-            noted[0] = len(answers)
-            return quorum(answers)
+            noted = len(answers)
+            return len(tail.acked[index]) >= metadata.ack_quorum
 
-        noted = [0]
         answers = await _answers(
             (
                 self._bookies.add_entry(bookie, self.ledger_id, entry_id, entry_id - 1, payload, recovery=True)
