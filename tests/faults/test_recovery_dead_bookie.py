@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from minipulsar import Client, InitialPosition
+from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings
+from minipulsar.errors import MiniPulsarError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from tests.support.cluster import ProcessCluster, make_cluster
 from tests.support.process import ServerProcess
@@ -155,3 +157,49 @@ async def test_a_topic_over_many_ledgers_loads_and_reads_fast_with_a_dead_bookie
             assert took_s < 20, f"took {took_s:.1f} s: something waited on the dead bookie"
         finally:
             await store.close()
+
+
+@pytest.mark.parametrize("writer_busy", [False, True])
+async def test_two_clients_recovering_at_once_with_a_dead_bookie_agree_on_one_close(
+    tmp_path: Path, writer_busy: bool
+) -> None:
+    """Goal: recoveries racing each other and the live old writer stay safe on real bookies.
+    Method: 4 bookies, no broker; a writer acknowledges 200 entries of a 2/2/2 ledger (busy: and
+    keeps 50 more in flight, so it changes its ensemble itself; idle: the recoverers must replace
+    the bookie); an ensemble bookie is SIGKILLed; two other clients open the ledger with recovery
+    at once. Both get the same closed ledger, holding every acknowledged entry (read back through
+    the surviving replica and the replacement); the writer cannot add again."""
+    async with make_cluster(tmp_path, bookies=4, brokers=0) as cluster:
+        stores = [await open_metadata_store(cluster.metadata_url, session_timeout_ms=2000) for _ in range(3)]
+        clients = [BookKeeper(store, BookKeeperSettings(timeout_s=10.0)) for store in stores]
+        try:
+            for client in clients:
+                await client.start()
+            writer = await clients[0].create_ledger(2, 2, 2)
+            acked = {await writer.add(b"entry-%d" % e): b"entry-%d" % e for e in range(200)}
+            in_flight = [writer.add(b"entry-%d" % e) for e in range(200, 250 if writer_busy else 200)]
+            victim = process_of_bookie(cluster, writer.metadata.last_ensemble[0])
+            await asyncio.to_thread(victim.kill)
+            first, second = await asyncio.gather(
+                clients[1].open_ledger(writer.ledger_id, recovery=True),
+                clients[2].open_ledger(writer.ledger_id, recovery=True),
+            )
+            for outcome in await asyncio.gather(*in_flight, return_exceptions=True):
+                if isinstance(outcome, int):
+                    acked[outcome] = b"entry-%d" % outcome
+            late = await asyncio.gather(writer.add(b"late"), return_exceptions=True)
+
+            assert first.metadata == second.metadata and first.metadata.is_closed
+            assert first.metadata == await clients[0].read_metadata(writer.ledger_id)
+            last = first.last_entry_id
+            assert set(acked) <= set(range(last + 1)), "every acknowledged entry is in the closed ledger"
+            content = dict(await second.read(0, last))
+            assert all(content[e] == payload for e, payload in acked.items())
+            assert isinstance(late[0], MiniPulsarError)
+            if not writer_busy:
+                assert victim.address not in first.metadata.last_ensemble, "recovery replaced the dead bookie"
+        finally:
+            for client in clients:
+                await client.close()
+            for store in stores:
+                await store.close()
