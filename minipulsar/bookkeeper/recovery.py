@@ -6,21 +6,23 @@ the ensemble change during recovery).
 2. Fence the ledger on every bookie of the last ensemble and read their LACs. We go on as soon
    as, in every write-quorum window of the ensemble, fewer than ``Qa`` bookies are unheard of —
    then no entry can have been acknowledged without one of its replicas answering us — without
-   waiting for a hung bookie's timeout. A bookie that fails (refused, timeout, error) is
-   remembered as failed; so is one that cannot be reached for a recovery read (one answering
-   a read with an error is alive: it stays) and one that fails a recovery add.
+   waiting for a hung bookie's timeout (stragglers get ``FENCE_STRAGGLER_GRACE_S`` more). A
+   bookie that fails (refused, timeout, error) or stays silent is remembered as failed; so is
+   one that cannot be reached for a recovery read (one answering a read with an error is alive:
+   it stays) and one that fails a recovery add.
 3. From max(LAC, first entry of the last segment - 1) + 1, read each entry (a window of them at
-   a time) from its write set
-   *in the metadata read at step 1*. Found anywhere: re-write it with the recovery flag
-   (allowed on fenced ledgers) to its write set in the *recovery ensemble*, done once ``Qa``
-   acknowledge. Declared missing as soon as ``Qw - Qa + 1`` replicas say NoSuchEntry/NoSuchLedger
-   (no quorum can have acknowledged it: BookKeeper issue 1067). Any other failure (timeout,
-   I/O error, a corrupt entry log — which bookies report as an error, never as NoSuchEntry,
-   BookKeeper issue 2908) stops recovery with an error rather than truncating the ledger.
+   a time) from its write set *in the metadata read at step 1*. Found anywhere: re-write it
+   with the recovery flag (allowed on fenced ledgers) to its write set in the *recovery
+   ensemble*, done once ``Qa`` acknowledge. Declared missing as soon as ``Qw - Qa + 1``
+   replicas say NoSuchEntry/NoSuchLedger (no quorum can have acknowledged it: BookKeeper issue
+   1067). Any other failure (timeout, I/O error, a corrupt entry log — which bookies report as
+   an error, never as NoSuchEntry, BookKeeper issue 2908) stops recovery with an error rather
+   than truncating the ledger.
 4. Ensemble change during recovery: the recovery ensemble starts as the last ensemble; a bookie
    of it that failed (at step 2, 3 or in a recovery add) is replaced by the placement policy
    (never by a bookie that failed during this recovery: a dead bookie stays registered until its
-   session expires), in a segment starting at the first recovered entry. Entries already
+   session expires), in a segment starting at the first recovered entry; a position no bookie
+   can take keeps its failed bookie, sent nothing more (at ``Qw > Qa`` the others may suffice). Entries already
    recovered are re-written to the replacement before going on. Once the whole tail is on ``Qa``
    bookies of the recovery ensemble, the new segment is stored by CAS (the state stays
    IN_RECOVERY; a last segment starting at that entry is replaced, as BookKeeper does).
@@ -58,6 +60,7 @@ from minipulsar.errors import (
     MiniPulsarError,
     NoSuchEntryError,
     NoSuchLedgerError,
+    NotEnoughBookiesError,
     PersistenceError,
     RequestTimeoutError,
 )
@@ -72,14 +75,20 @@ RECOVERY_READ_WINDOW = 16
 """Entries of the tail read (and then re-written) concurrently: a tail of in-flight adds is
 recovered in a few round trips rather than two per entry."""
 
+FENCE_STRAGGLER_GRACE_S = 1.0
+"""How long the fence waits, once the coverage rule holds, for the bookies not heard from yet;
+one still silent then counts as failed (replaced if the tail is re-written), so a hung bookie
+costs this, not a request timeout on a recovery add."""
+
 RECOVERY_ATTEMPTS_MAX = 10
 """Starts over after a lost CAS before giving up (PersistenceError: the caller retries later)."""
 
 
 async def _answers(
-    futures: Iterable[asyncio.Future], enough: Callable[[list[tuple[int, Any]]], bool]
+    futures: Iterable[asyncio.Future], enough: Callable[[list[tuple[int, Any]]], bool], linger_s: float = 0.0
 ) -> list[tuple[int, Any]]:
-    """(index, result or exception) pairs in arrival order, until ``enough(answers)`` or all are in.
+    """(index, result or exception) pairs in arrival order, until ``enough(answers)`` or all are in;
+    then up to ``linger_s`` more for the stragglers.
 
     Requests still running when it returns are left to finish (or time out) on their own.
     """
@@ -88,6 +97,11 @@ async def _answers(
     try:
         while pending and not enough(answers):
             done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for future in done:
+                index = pending.pop(future)
+                answers.append((index, future.exception() or future.result()))
+        if pending and linger_s > 0:
+            done, _ = await asyncio.wait(pending, timeout=linger_s)
             for future in done:
                 index = pending.pop(future)
                 answers.append((index, future.exception() or future.result()))
@@ -143,6 +157,7 @@ class LedgerRecoveryOp:
         self.failed: set[str] = set()
         """Bookies that failed a request of this recovery: replaced, never chosen as replacements."""
         self.ensemble_changes = 0
+        self._no_replacement: NotEnoughBookiesError | None = None
 
     @property
     def ledger_id(self) -> int:
@@ -247,6 +262,8 @@ class LedgerRecoveryOp:
             if all(len(tail.acked[i]) >= metadata.ack_quorum for i in short):
                 return
             if len(self.failed) == failed_before:
+                if self._no_replacement is not None:
+                    raise self._no_replacement
                 entry_id = tail.first_entry_id + short[0]
                 raise PersistenceError(
                     f"ledger {self.ledger_id}: recovery add of entry {entry_id} reached "
@@ -258,7 +275,7 @@ class LedgerRecoveryOp:
         entry_id = tail.first_entry_id + index
         size = metadata.ensemble_size
         positions = [(entry_id + k) % size for k in range(metadata.write_quorum)]
-        positions = [p for p in positions if p not in tail.acked[index]]
+        positions = [p for p in positions if p not in tail.acked[index] and tail.ensemble[p] not in self.failed]
         bookies = [tail.ensemble[p] for p in positions]
         payload = tail.payloads[index]
 
@@ -286,14 +303,20 @@ class LedgerRecoveryOp:
 
     async def _replace_failed(self, metadata: LedgerMetadata, tail: _RecoveredTail) -> None:
         """Put a replacement at every position of the recovery ensemble whose bookie failed; the
-        entries recovered so far lose those positions' acknowledgements (re-sent by the caller)."""
+        entries recovered so far lose those positions' acknowledgements (re-sent by the caller).
+        A position nobody can take keeps its failed bookie, which gets no more adds: the tail
+        may still reach ``Qa`` on the others (else the NotEnoughBookiesError is raised)."""
         for position, bookie in enumerate(tail.ensemble):
             if bookie not in self.failed:
                 continue
             exclude = frozenset(tail.ensemble) | frozenset(self.failed)
-            replacement = await self._ctx.replace_bookie(
-                tuple(tail.ensemble), position, metadata.write_quorum, metadata.ack_quorum, exclude
-            )
+            try:
+                replacement = await self._ctx.replace_bookie(
+                    tuple(tail.ensemble), position, metadata.write_quorum, metadata.ack_quorum, exclude
+                )
+            except NotEnoughBookiesError as error:  # the others may still make Qa
+                self._no_replacement = error
+                continue
             log.info(
                 "ledger %d: recovery replaces bookie %s by %s from entry %d",
                 self.ledger_id,
@@ -354,7 +377,9 @@ async def read_last_add_confirmed(
     """The highest LAC the bookies of the last ensemble report — at least the first entry of the
     last segment minus one (earlier segments are immutable: BookKeeper issue 2615) — once enough
     of them answered that no acknowledged entry can be missed (the coverage rule); with ``fence``
-    each of them also refuses further adds from the writer. Bookies that failed go to ``failed``.
+    each of them also refuses further adds from the writer. With ``failed``, the bookies not
+    heard from get ``FENCE_STRAGGLER_GRACE_S`` more to answer; those that failed or stayed silent
+    go to ``failed``.
 
     Raises:
         PersistenceError: too few bookies answered for the coverage rule.
@@ -366,8 +391,20 @@ async def read_last_add_confirmed(
         return bool(heard) and _covers_every_write_quorum(metadata, heard)
 
     answers = await _answers(
-        (bookies.read_lac(bookie, metadata.ledger_id, fence=fence) for bookie in ensemble), covered
+        (bookies.read_lac(bookie, metadata.ledger_id, fence=fence) for bookie in ensemble),
+        covered,
+        linger_s=FENCE_STRAGGLER_GRACE_S if failed is not None else 0.0,
     )
+    silent = set(range(len(ensemble))) - {index for index, _ in answers}
+    if failed is not None and silent and covered(answers):
+        log.warning(
+            "ledger %d: bookies %s did not answer the %s within %.1f s: counted as failed",
+            metadata.ledger_id,
+            sorted(ensemble[i] for i in silent),
+            "fence" if fence else "LAC read",
+            FENCE_STRAGGLER_GRACE_S,
+        )
+        failed.update(ensemble[i] for i in silent)
     lac = metadata.ensembles[-1][0] - 1
     for index, result in answers:
         if isinstance(result, ReadLacResponse):

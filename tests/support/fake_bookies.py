@@ -5,6 +5,7 @@ interface, for unit tests of the BookKeeper client's pure logic (recovery, ensem
   bookie does: NoSuchLedger/NoSuchEntry for what it never stored, LedgerFenced for a normal add
   to a fenced ledger; a recovery add is taken anyway.
 - Reads of an entry in ``unreadable`` fail with an I/O error.
+- A ``hung`` bookie never answers.
 - A bookie ``down`` refuses every request with ConnectionClosedError (a refused connection);
   ``dies_after_adds`` takes that many more adds, then goes down.
 - Answers complete on a later loop iteration (``call_soon``), so concurrent operations
@@ -52,6 +53,8 @@ class FakeBookie:
     ledgers: dict[int, FakeLedgerState] = field(default_factory=dict)
     down: bool = False
     dies_after_adds: int | None = None
+    hung: bool = False
+    """Takes requests and never answers (a SIGSTOPped process)."""
     unreadable: set[int] = field(default_factory=set)
     """Entry ids whose reads fail with an I/O error (a corrupt entry log)."""
 
@@ -92,7 +95,8 @@ class FakeBookies:
             except MiniPulsarError as error:
                 future.set_exception(error)
 
-        asyncio.get_running_loop().call_soon(complete)
+        if not bookie.hung:
+            asyncio.get_running_loop().call_soon(complete)
         return future
 
     def add_entry(

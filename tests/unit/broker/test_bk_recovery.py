@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from minipulsar.bookkeeper import recovery
 from minipulsar.bookkeeper.ledger_handle import LedgerHandle
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.bookkeeper.ledger_reader import LedgerReader
@@ -81,6 +82,26 @@ async def test_dead_bookie_is_replaced_from_the_first_recovered_entry(dead_posit
     assert await read_ledger_back(bookies, store, closed) == [payload_of(e) for e in range(10)]
 
 
+async def test_a_hung_bookie_is_replaced_after_the_fence_grace_not_a_request_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """b1 takes requests and never answers: the fence goes on with b2 (coverage), waits the
+    straggler grace for b1, then counts it failed, so the tail goes to b2 and b3 at once."""
+    monkeypatch.setattr(recovery, "FENCE_STRAGGLER_GRACE_S", 0.05)
+    store = MemoryMetadataStore()
+    bookies = FakeBookies(["b1", "b2", "b3"])
+    metadata = await stored_open_ledger(store, ("b1", "b2"))
+    write_as_writer(bookies, metadata, 9)
+    bookies["b1"].hung = True
+
+    op = LedgerRecoveryOp(metadata, fake_context(bookies, store))
+    closed = await asyncio.wait_for(op.run(), 5)
+
+    assert op.failed == {"b1"}
+    assert closed.last_entry_id == 9 and closed.ensembles[-1] == (9, ("b3", "b2"))
+    assert not any(kind == "add" and bookie == "b1" for kind, bookie, _, _ in bookies.requests)
+
+
 async def test_nothing_after_the_lac_closes_without_an_ensemble_change() -> None:
     """Every entry confirmed (LAC 9 on the survivor): nothing to re-write, so the dead bookie
     stays in the closed ledger's only segment and reads fail over to the survivor."""
@@ -113,8 +134,8 @@ async def test_a_replacement_that_fails_is_replaced_again_and_never_chosen_twice
     assert closed.last_entry_id == 4
     assert closed.ensembles[-1] == (4, ("b4", "b2"))
     assert bookies["b4"].entry_ids(LEDGER) == [4]
-    assert sum(1 for op, bookie, _, _ in bookies.requests if op == "add" and bookie == "b3") <= 1
-    assert not any(op == "add" and bookie == "b1" for op, bookie, _, _ in bookies.requests)
+    assert sum(1 for kind, bookie, _, _ in bookies.requests if kind == "add" and bookie == "b3") <= 1
+    assert not any(kind == "add" and bookie == "b1" for kind, bookie, _, _ in bookies.requests)
 
 
 async def test_a_bookie_failing_mid_tail_gets_the_whole_tail_re_written_to_its_replacement() -> None:
@@ -300,6 +321,21 @@ async def test_no_bookie_to_replace_the_dead_one_fails_recovery_and_leaves_it_in
 
     stored = await stored_metadata(store)
     assert stored.state is LedgerState.IN_RECOVERY and stored.ensembles == metadata.ensembles
+
+
+async def test_no_spare_bookie_is_fine_when_the_others_make_the_ack_quorum() -> None:
+    """3/3/2 on the only three bookies, b3 down: no replacement exists, but b1 and b2 make Qa, so
+    the ledger closes with every entry and without an ensemble change."""
+    store = MemoryMetadataStore()
+    bookies = FakeBookies(["b1", "b2", "b3"])
+    metadata = await stored_open_ledger(store, ("b1", "b2", "b3"), (3, 3, 2))
+    write_as_writer(bookies, metadata, 9)
+    bookies["b3"].down = True
+
+    closed = await recover_ledger(metadata, fake_context(bookies, store))
+
+    assert closed.last_entry_id == 9 and closed.ensembles == metadata.ensembles
+    assert await read_ledger_back(bookies, store, closed) == [payload_of(e) for e in range(10)]
 
 
 async def test_lac_read_without_recovery_works_with_one_bookie_of_the_ensemble_down() -> None:
