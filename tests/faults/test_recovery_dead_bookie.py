@@ -230,3 +230,35 @@ async def test_a_hung_ensemble_bookie_and_a_broker_crash_cost_no_request_timeout
                 victim.resume()
         finally:
             await store.close()
+
+
+async def test_opening_without_recovery_reads_to_the_lac_with_a_dead_bookie_and_fences_nothing(
+    tmp_path: Path,
+) -> None:
+    """Goal: the open-without-recovery path works with one bookie of the ensemble down.
+    Method: 3 bookies, no broker; a writer acknowledges 100 entries of a 2/2/2 ledger; an ensemble
+    bookie is SIGKILLed; another client opens the ledger without recovery: its LAC is the
+    survivor's (98: the last entry's LAC rides on the next add), entries up to it read back, and
+    the writer still adds (its own ensemble change replaces the dead bookie)."""
+    async with make_cluster(tmp_path, bookies=3, brokers=0) as cluster:
+        stores = [await open_metadata_store(cluster.metadata_url, session_timeout_ms=2000) for _ in range(2)]
+        writer_bk, reader_bk = (BookKeeper(store, BookKeeperSettings(timeout_s=10.0)) for store in stores)
+        try:
+            await writer_bk.start()
+            await reader_bk.start()
+            writer = await writer_bk.create_ledger(2, 2, 2)
+            for e in range(100):
+                await writer.add(b"entry-%d" % e)
+            await asyncio.to_thread(process_of_bookie(cluster, writer.metadata.last_ensemble[1]).kill)
+
+            reader = await asyncio.wait_for(reader_bk.open_ledger(writer.ledger_id, recovery=False), 10)
+
+            assert reader.last_add_confirmed == 98
+            assert [p for _, p in await reader.read(0, 98)] == [b"entry-%d" % e for e in range(99)]
+            assert await asyncio.wait_for(writer.add(b"entry-100"), 20) == 100
+            assert writer.ensemble_changes == 1
+        finally:
+            await writer_bk.close()
+            await reader_bk.close()
+            for store in stores:
+                await store.close()
