@@ -192,7 +192,7 @@ class BookKeeper:
         if metadata.is_closed:
             return LedgerHandle(metadata, self._ctx, writable=False)
         if recovery:
-            metadata = await recover_ledger(metadata, self.bookies, self._store)
+            metadata = await recover_ledger(metadata, self._ctx)
             return LedgerHandle(metadata, self._ctx, writable=False)
         lac = await read_last_add_confirmed(metadata, self.bookies, fence=False)
         return LedgerHandle(metadata, self._ctx, writable=False, last_add_confirmed=lac)
