@@ -157,7 +157,7 @@ async def metastore_client(metastore: ServerProcess) -> AsyncIterator[MetadataSt
     await client.close()
 
 
-@fuzz_settings(ci_examples=300)
+@fuzz_settings(ci_examples=200)
 @given(stream=byte_streams(METASTORE_COMMANDS, METASTORE_SYNC, METASTORE_VALUES))
 async def test_metastore_port(metastore: ServerProcess, metastore_client: MetadataStore, stream: ByteStream) -> None:
     async def healthy() -> None:
@@ -197,13 +197,13 @@ async def bookie_serves(bookie: ServerProcess, client: RawClient) -> None:
     assert await read_entries(client, HEALTH_LEDGER, entry_id) == [(entry_id, payload)]
 
 
-@fuzz_settings(ci_examples=400)
+@fuzz_settings(ci_examples=250)
 @given(stream=byte_streams(BOOKIE_COMMANDS, BOOKIE_SYNC, BOOKIE_VALUES))
 async def test_bookie_port(bookie: ServerProcess, bookie_client: RawClient, stream: ByteStream) -> None:
     await fuzz_binary(bookie, stream, BOOKIE_SYNC, lambda: bookie_serves(bookie, bookie_client))
 
 
-@fuzz_settings(ci_examples=500)
+@fuzz_settings(ci_examples=300)
 @given(request=http_requests(BOOKIE_ROUTES, {}))
 async def test_bookie_http_port(bookie: ServerProcess, bookie_client: RawClient, request: HttpRequest) -> None:
     await fuzz_http(bookie, request, "error", lambda: bookie_serves(bookie, bookie_client))
@@ -232,7 +232,7 @@ async def broker_serves(cluster: ProcessCluster, health: tuple[Producer, Consume
     assert status == 200
 
 
-@fuzz_settings(ci_examples=400)
+@fuzz_settings(ci_examples=250)
 @given(stream=byte_streams(BROKER_COMMANDS, BROKER_SYNC, BROKER_VALUES))
 async def test_broker_port(cluster: ProcessCluster, health: tuple[Producer, Consumer], stream: ByteStream) -> None:
     assert cluster.broker is not None
@@ -252,7 +252,7 @@ def broker_values(cluster: ProcessCluster) -> dict[str, list[str]]:
     }
 
 
-@fuzz_settings(ci_examples=500)
+@fuzz_settings(ci_examples=300)
 @given(data=st.data())
 async def test_broker_http_port(
     cluster: ProcessCluster, health: tuple[Producer, Consumer], data: st.DataObject

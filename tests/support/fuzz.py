@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+import functools
 import itertools
 import json
 import math
@@ -122,11 +123,13 @@ EDGE_VALUES: dict[type, st.SearchStrategy[Any]] = {
 """Values of the right type that a careless handler trips on."""
 
 
+@functools.cache
 def edge_value(spec: FieldSpec) -> st.SearchStrategy[Any]:
     """An edge value of one of the types ``spec`` accepts (ignoring a Literal's choices)."""
     return st.one_of([EDGE_VALUES[t] for t in spec.accepted if t in EDGE_VALUES])
 
 
+@functools.cache
 def wrong_value(spec: FieldSpec) -> st.SearchStrategy[Any]:
     """A value of a type ``spec`` does not accept (or, for a Literal, a value outside its choices)."""
     wrong = [v for v in WRONG_VALUES if not is_accepted(v, spec.accepted)]
@@ -144,14 +147,21 @@ def wrong_value(spec: FieldSpec) -> st.SearchStrategy[Any]:
 # Wire maps: valid, then bent
 
 
+MUTATIONS = ("drop", "wrong", "edge", "edge", "extra", "type")
+"""How :func:`near_valid_wire` bends a command; ``edge`` and ``extra`` keep it valid on the wire
+(the handler, not the schema, must refuse what it cannot serve)."""
+
+
 @st.composite
-def near_valid_wire(draw: st.DrawFn, classes: Sequence[type[Command]], realistic: Realistic) -> dict[Any, Any]:
-    """A valid command's wire map with one to three mutations."""
+def near_valid_wire(
+    draw: st.DrawFn, classes: Sequence[type[Command]], realistic: Realistic, mutations: Sequence[str] = MUTATIONS
+) -> dict[Any, Any]:
+    """A valid command's wire map with one to three ``mutations``."""
     cls = draw(st.sampled_from(classes))
     wire: dict[Any, Any] = draw(commands_for(cls, realistic)).to_wire()
     specs = {spec.name: spec for spec in cls._FIELDS}
     for _ in range(draw(st.integers(1, 3))):
-        mutation = draw(st.sampled_from(["drop", "wrong", "edge", "edge", "extra", "type"]))
+        mutation = draw(st.sampled_from(mutations))
         name = draw(st.sampled_from(sorted(specs))) if specs else None
         if mutation == "drop" and name is not None:
             wire.pop(name, None)
@@ -172,7 +182,20 @@ the time a field so named takes one, so the handlers get past their first checks
 
 
 def commands_for(cls: type[Command], realistic: Realistic, payload_bytes_max: int = 256) -> st.SearchStrategy[Command]:
-    """Valid instances of ``cls`` as :func:`commands_of` draws them, with ``realistic`` values."""
+    """Valid instances of ``cls`` as :func:`commands_of` draws them, with ``realistic`` values.
+
+    Strategies are built once per (class, mapping): building them per draw costs more than
+    the draw itself."""
+    key = (cls, id(realistic), payload_bytes_max)
+    if key not in _COMMANDS:
+        _COMMANDS[key] = _commands_for(cls, realistic, payload_bytes_max)
+    return _COMMANDS[key]
+
+
+_COMMANDS: dict[tuple[type[Command], int, int], st.SearchStrategy[Command]] = {}
+
+
+def _commands_for(cls: type[Command], realistic: Realistic, payload_bytes_max: int) -> st.SearchStrategy[Command]:
     if not any(spec.name in realistic for spec in cls._FIELDS):
         return commands_of(cls, payload_bytes_max)
     fields: dict[str, st.SearchStrategy[Any]] = {}
@@ -191,20 +214,48 @@ def _pack(value: Any) -> bytes:
     return msgpack.packb(value, use_bin_type=True)
 
 
+FRAME_KINDS = {
+    "valid": 6,
+    "edgy": 6,
+    "bent": 4,
+    "other port": 1,
+    "other port, bent": 1,
+    "not a map": 1,
+    "deep": 1,
+    "garbage body": 1,
+}
+"""How often each kind of frame is drawn (relative weights): mostly what reaches the handlers."""
+
+
 def frames_for(classes: Sequence[type[Command]], realistic: Realistic) -> st.SearchStrategy[bytes]:
-    """One whole frame of a stream: a valid command (mostly one ``classes`` serves), a bent
-    one, or a framed msgpack value or garbage body."""
-    return st.one_of(
-        st.sampled_from(classes).flatmap(lambda cls: commands_for(cls, realistic)).map(encode_bytes),
-        st.sampled_from(classes).flatmap(lambda cls: commands_for(cls, realistic)).map(encode_bytes),
-        st.sampled_from(COMMAND_CLASSES).flatmap(lambda cls: commands_of(cls, payload_bytes_max=64)).map(encode_bytes),
-        near_valid_wire(classes, realistic).map(lambda wire: framed(_pack(wire))),
-        near_valid_wire(classes, realistic).map(lambda wire: framed(_pack(wire))),
-        near_valid_wire(COMMAND_CLASSES, realistic).map(lambda wire: framed(_pack(wire))),
-        (msgpack_values | st.floats() | _deep_list).map(lambda value: framed(_pack(value))),
-        st.sampled_from([600, 200_000]).map(lambda depth: framed(b"\x91" * depth + b"\xc0")),
-        st.binary(max_size=64).map(framed),
-    )
+    """One whole frame of a stream, of one of the :data:`FRAME_KINDS`: a valid command of
+    ``classes`` (realistic values half the time), a valid one with edge values, a bent one, a
+    command of another port, a framed msgpack value that is not a map, msgpack nested deeper
+    than the unpacker allows, or a garbage body. Built once per (classes, mapping)."""
+    key = (tuple(classes), id(realistic))
+    if key not in _FRAMES:
+        _FRAMES[key] = _frames_for(classes, realistic)
+    return _FRAMES[key]
+
+
+_FRAMES: dict[tuple[tuple[type[Command], ...], int], st.SearchStrategy[bytes]] = {}
+
+
+def _frames_for(classes: Sequence[type[Command]], realistic: Realistic) -> st.SearchStrategy[bytes]:
+    kinds: dict[str, st.SearchStrategy[bytes]] = {
+        "valid": st.sampled_from(classes).flatmap(lambda cls: commands_for(cls, realistic)).map(encode_bytes),
+        "edgy": near_valid_wire(classes, realistic, ("edge", "edge", "extra")).map(lambda wire: framed(_pack(wire))),
+        "bent": near_valid_wire(classes, realistic).map(lambda wire: framed(_pack(wire))),
+        "other port": st.sampled_from(COMMAND_CLASSES)
+        .flatmap(lambda cls: commands_of(cls, payload_bytes_max=64))
+        .map(encode_bytes),
+        "other port, bent": near_valid_wire(COMMAND_CLASSES, realistic).map(lambda wire: framed(_pack(wire))),
+        "not a map": (msgpack_values | st.floats() | _deep_list).map(lambda value: framed(_pack(value))),
+        "deep": st.sampled_from([600, 200_000]).map(lambda depth: framed(b"\x91" * depth + b"\xc0")),
+        "garbage body": st.binary(max_size=64).map(framed),
+    }
+    weighted = [kind for kind, weight in FRAME_KINDS.items() for _ in range(weight)]
+    return st.sampled_from(weighted).flatmap(kinds.__getitem__)
 
 
 desync_pieces = st.one_of(
@@ -215,6 +266,8 @@ desync_pieces = st.one_of(
 )
 """A piece that leaves the stream off frame boundaries: a random length prefix, loose bytes."""
 
+
+_NO_VALUES: Realistic = {}
 
 CONNECT = encode_bytes(Connect(id=1, protocol_version=PROTOCOL_VERSION, client_version="fuzz"))
 
@@ -243,7 +296,7 @@ def byte_streams(
 ) -> ByteStream:
     """A handshake (usually), pieces from :func:`frames_for`, the sync request; in 1-5 writes."""
     head = draw(st.sampled_from([CONNECT, CONNECT, CONNECT, b""]))
-    pieces = draw(st.lists(frames_for(classes, realistic or {}), max_size=8))
+    pieces = draw(st.lists(frames_for(classes, realistic or _NO_VALUES), max_size=6))
     if draw(st.integers(0, 4)) == 0:
         pieces.insert(draw(st.integers(0, len(pieces))), draw(desync_pieces))
     data = head + b"".join(pieces)
