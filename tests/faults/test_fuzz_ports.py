@@ -120,13 +120,11 @@ async def max_frame_size(server: ServerProcess) -> int:
     return connected.max_frame_size
 
 
-async def fuzz_binary(
-    server: ServerProcess, stream: ByteStream, sync: Command, healthy: Callable[[], Awaitable[None]]
-) -> None:
+async def fuzz_binary(server: ServerProcess, stream: ByteStream, healthy: Callable[[], Awaitable[None]]) -> None:
     """One example on a binary port: its answers, then the process and another client."""
     outcome = expected_outcome(stream, await max_frame_size(server))
     event(outcome.name)
-    answers = await exchange(server.host, server.port, stream, outcome, sync)
+    answers = await exchange(server.host, server.port, stream, outcome)
     check_answers(answers, outcome)
     await after_example(server, healthy)
 
@@ -165,7 +163,7 @@ async def test_metastore_port(metastore: ServerProcess, metastore_client: Metada
         await metastore_client.put("/fuzz-health", tag)
         assert (await metastore_client.get("/fuzz-health")).value == tag
 
-    await fuzz_binary(metastore, stream, METASTORE_SYNC, healthy)
+    await fuzz_binary(metastore, stream, healthy)
 
 
 # -- bookie ---------------------------------------------------------------------------------------
@@ -200,7 +198,7 @@ async def bookie_serves(bookie: ServerProcess, client: RawClient) -> None:
 @fuzz_settings(ci_examples=250)
 @given(stream=byte_streams(BOOKIE_COMMANDS, BOOKIE_SYNC, BOOKIE_VALUES))
 async def test_bookie_port(bookie: ServerProcess, bookie_client: RawClient, stream: ByteStream) -> None:
-    await fuzz_binary(bookie, stream, BOOKIE_SYNC, lambda: bookie_serves(bookie, bookie_client))
+    await fuzz_binary(bookie, stream, lambda: bookie_serves(bookie, bookie_client))
 
 
 @fuzz_settings(ci_examples=300)
@@ -236,7 +234,7 @@ async def broker_serves(cluster: ProcessCluster, health: tuple[Producer, Consume
 @given(stream=byte_streams(BROKER_COMMANDS, BROKER_SYNC, BROKER_VALUES))
 async def test_broker_port(cluster: ProcessCluster, health: tuple[Producer, Consumer], stream: ByteStream) -> None:
     assert cluster.broker is not None
-    await fuzz_binary(cluster.broker, stream, BROKER_SYNC, lambda: broker_serves(cluster, health))
+    await fuzz_binary(cluster.broker, stream, lambda: broker_serves(cluster, health))
 
 
 def broker_values(cluster: ProcessCluster) -> dict[str, list[str]]:
