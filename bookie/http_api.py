@@ -161,10 +161,11 @@ class BookieHttpApi:
 
 
 async def _json_object(request: web.Request) -> dict[str, Any] | None:
-    """The request's JSON body if it is an object, else None."""
+    """The request's JSON body if it is an object, else None (also for JSON nested too deep
+    for the parser: ``json`` raises RecursionError there, not ValueError)."""
     try:
         body = await request.json()
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) else None
 

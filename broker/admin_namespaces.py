@@ -104,12 +104,14 @@ def _flag(request: web.Request, name: str) -> bool:
 
 
 async def _body(request: web.Request) -> dict[str, Any] | None:
-    text = await request.text()
-    if not text.strip():
+    """The JSON object of the body, None when empty; else 400 (also for bytes that are not
+    UTF-8, and JSON nested too deep for the parser, which raises RecursionError)."""
+    raw = await request.read()
+    if not raw.strip():
         return None
     try:
-        body = json.loads(text)
-    except ValueError as error:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as error:
         raise web.HTTPBadRequest(
             text=json.dumps({"reason": "the body is not JSON"}), content_type="application/json"
         ) from error

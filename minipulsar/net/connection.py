@@ -144,8 +144,8 @@ class Connection(asyncio.BufferedProtocol):
                     break
                 dispatch(command)
                 transport = self.transport
-                if transport is None or transport.is_closing():
-                    break
+                if transport is None or transport.is_closing() or self._discarding:
+                    break  # closing: the frames behind this one are never handled
         except FrameTooLargeError as error:
             log.warning("%s: %s; closing the connection", self.peer, error)
             self.send(Error(code=ErrorCode.TOO_LARGE.value, message=str(error)))

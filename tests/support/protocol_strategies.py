@@ -14,6 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import REGISTRY, Command, FieldSpec
 
 COMMAND_CLASSES: list[type[Command]] = sorted(REGISTRY.values(), key=lambda cls: cls.TYPE)
@@ -82,6 +83,11 @@ def any_command(payload_bytes_max: int = 4096) -> st.SearchStrategy[Command]:
 
 WRONG_VALUES: list[Any] = [True, False, 7, -1, 1.5, "text", b"bytes", [1, 2], {"k": 1}, None]
 """Candidates for a wrong-type field: each field gets those its schema does not accept."""
+
+
+def framed(body: bytes) -> bytes:
+    """``body`` behind its length prefix: one frame."""
+    return LENGTH.pack(len(body)) + body
 
 
 def is_accepted(value: Any, accepted: tuple[type, ...]) -> bool:

@@ -59,6 +59,23 @@ async def test_command_before_connect_gets_error_and_closed_connection(server, r
     assert await peer.receive() is None  # closed
 
 
+async def test_frames_behind_a_refused_handshake_are_never_handled(server, raw) -> None:
+    """Goal: a refused connection drops the rest of its input, even what came in the same read
+    (found by tests/faults/test_fuzz_ports.py: a CONNECT behind the refused frame completed the
+    handshake, and the commands behind it ran). Method: one write of LOOKUP, CONNECT, LOOKUP."""
+    peer = await raw()
+    await wait_for(lambda: len(server.connections) == 1)
+    (connection,) = server.connections
+    await peer.send(
+        [Lookup(id=5, topic="t"), Connect(id=6, protocol_version=PROTOCOL_VERSION), Lookup(id=7, topic="u")]
+    )
+    error = await peer.receive()
+    assert isinstance(error, Error) and error.id == 5
+    assert await peer.receive() is None  # closed
+    assert not connection.handshake_done
+    assert [type(command) for command in connection.sent] == [Error]
+
+
 async def test_protocol_version_mismatch_is_unsupported_version(server, clients) -> None:
     loop = asyncio.get_running_loop()
     _, client = await loop.create_connection(TestClientConnection, server.host, server.port)

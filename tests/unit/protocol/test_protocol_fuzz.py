@@ -15,14 +15,10 @@ from minipulsar.protocol.codec import CommandDecoder, decode_body, encode_bytes
 from minipulsar.protocol.commands import Flow, Ping, Send
 from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import REGISTRY, Command
-from tests.support.protocol_strategies import any_command, msgpack_values
+from tests.support.protocol_strategies import any_command, framed, msgpack_values
 
 FUZZ = settings(max_examples=150, deadline=None)
 SMALL_MAX_FRAME_SIZE = 4096
-
-
-def framed(body: bytes) -> bytes:
-    return LENGTH.pack(len(body)) + body
 
 
 def wire_maps() -> st.SearchStrategy[dict[str, Any]]:
