@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from minipulsar.durable_file import make_dirs, write_atomically
 from tests.support.faultfs import FaultFs, mount, skip_unless_available
 
 
@@ -94,3 +95,16 @@ def test_a_file_created_without_a_directory_sync_is_gone(fs: FaultFs) -> None:
     fs.power_cut()
     fs.unmount()
     assert list(fs.backing.iterdir()) == []
+
+
+def test_make_dirs_survives_a_cut_where_mkdir_p_does_not(fs: FaultFs) -> None:
+    """The bookie creates its dirs with make_dirs: a cut right after loses none of them (a
+    plain ``mkdir -p`` lost the bookie's whole tree, cookie and journal included)."""
+    make_dirs(fs.mountpoint / "durable" / "current")
+    (fs.mountpoint / "plain" / "current").mkdir(parents=True)
+    for directory in ("durable", "plain"):
+        write_atomically(fs.mountpoint / directory / "current" / "VERSION", b"cookie")
+    fs.power_cut()
+    fs.unmount()
+    assert [p.name for p in fs.backing.iterdir()] == ["durable"]
+    assert (fs.backing / "durable" / "current" / "VERSION").read_bytes() == b"cookie"
