@@ -56,6 +56,8 @@ DAMAGED_BOOKIE = 0
 """The only bookie whose disk is ever damaged (torn or flipped tails): a minority of one."""
 DAMAGE_EVERY = 3
 """Every third cut of DAMAGED_BOOKIE also damages a tail."""
+AIMED_FRACTION = 0.5
+"""Cuts aimed at a moment with unsynced changes (the rest land at random instants)."""
 TOPICS = ("power-a", "power-b")
 BOOKIE_SETTINGS = {
     "journalSyncData": True,
@@ -186,8 +188,12 @@ async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: 
             timeout_s=60,
             message="the producers make progress between cuts",
         )
-        await asyncio.sleep(rng.uniform(0.0, 1.5))  # the seeded moment (not synchronisation)
         index = rng.randrange(BOOKIES)
+        aimed = rng.random() < AIMED_FRACTION
+        if aimed:
+            await unsynced_moment(mounts[index], timeout_s=rng.uniform(0.5, 2.0))
+        else:
+            await asyncio.sleep(rng.uniform(0.0, 1.5))  # the seeded moment (not synchronisation)
         damaging = index == DAMAGED_BOOKIE and (damaged_cuts := damaged_cuts + 1) % DAMAGE_EVERY == 0
         report, damage_note = await power_cycle(
             cluster, mounts, index, offline=(lambda backing: damage_tail(backing, rng)) if damaging else None
@@ -195,10 +201,23 @@ async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: 
         if damaging:
             history.damaged_at[index] = time.monotonic()
         assert not report["unrevertible"], report
-        history.cuts.append(
-            f"cut {cut}: bookie-{index} lost {report['bytes_dropped']}+{report['bytes_restored']} bytes,"
-            f" {report['entries_reverted']} entries{'; ' + damage_note if damage_note else ''}"
-        )
+        lost = f"{report['bytes_dropped']}+{report['bytes_restored']} bytes, {report['entries_reverted']} entries"
+        aim = " (aimed)" if aimed else ""
+        history.cuts.append(f"cut {cut}{aim}: bookie-{index} lost {lost}{'; ' + damage_note if damage_note else ''}")
+
+
+async def unsynced_moment(fs: FaultFs, timeout_s: float) -> bool:
+    """Wait (at most ``timeout_s``) for a moment when the bookie on ``fs`` has written more
+    than sqlite's shared-memory file without syncing it, or changed a directory without
+    syncing it: a cut then has something to drop. Whether it still has when the kill lands
+    is up to the race."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        pending = await asyncio.to_thread(fs.pending)
+        if pending["files"] > 1 or pending["entries"] > 0:
+            return True
+        await asyncio.sleep(0.005)
+    return False
 
 
 async def create_subscriptions(service_url: str) -> None:
