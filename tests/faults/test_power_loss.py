@@ -42,7 +42,7 @@ from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.ledger_paths import ledger_path
 from minipulsar.metadata import open_metadata_store
-from minipulsar.protocol.commands import ReadEntry, ReadEntryResponse
+from minipulsar.protocol.commands import Error, ReadEntry, ReadEntryResponse, ReadLac, ReadLacResponse
 from tests.support.cluster import ProcessCluster
 from tests.support.faultfs import FaultFs, damage, mount, skip_unless_available
 from tests.support.process import wait_for
@@ -204,6 +204,7 @@ async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: 
         lost = f"{report['bytes_dropped']}+{report['bytes_restored']} bytes, {report['entries_reverted']} entries"
         aim = " (aimed)" if aimed else ""
         history.cuts.append(f"cut {cut}{aim}: bookie-{index} lost {lost}{'; ' + damage_note if damage_note else ''}")
+        history.cuts.extend(f"    {line}" for line in report["reverted"])
 
 
 async def unsynced_moment(fs: FaultFs, timeout_s: float) -> bool:
@@ -285,7 +286,7 @@ def bookie_ids(cluster: PowerLossCluster) -> dict[str, int]:
     return {f"{b.host}:{b.port}": i for i, b in enumerate(cluster.bookies)}
 
 
-@pytest.mark.expect_error_log(r"checksum mismatch")  # reads of the entry-log bytes flipped on purpose
+@pytest.mark.expect_error_log(r"checksum mismatch", r"no such record at log")  # reads of the tails damaged on purpose
 async def test_acked_entries_survive_power_cuts_on_a_minority_of_bookies(tmp_path: Path) -> None:
     skip_unless_available()
     rng = random.Random(SEED)
@@ -381,3 +382,26 @@ async def test_a_power_cut_keeps_what_was_synced_and_nothing_more(
         }
         assert len(found) == kept
         assert all(found[add.entry_id] == add.payload for add in adds if add.entry_id in found)
+
+
+async def test_a_fence_survives_a_power_cut(tmp_path: Path) -> None:
+    """A fence is answered only once durable: after a cut, the old writer's adds still get
+    LedgerFenced (else two brokers could both write one ledger)."""
+    skip_unless_available()
+    async with power_loss_cluster(tmp_path, bookies=1, brokers=0) as (cluster, mounts):
+        bookie = cluster.bookies[0]
+        client = await RawBookieClient.connected(bookie.host, bookie.port)
+        try:
+            assert is_ack(await client.request(add := client.add(9, 0, b"before the fence")), add)
+            fenced = await client.request(ReadLac(id=client.next_id(), ledger_id=9, fence=True))
+            assert isinstance(fenced, ReadLacResponse), fenced
+        finally:
+            client.close()
+        await power_cycle(cluster, mounts, 0)
+        bookie = cluster.bookies[0]
+        client = await RawBookieClient.connected(bookie.host, bookie.port)
+        try:
+            refused = await client.request(client.add(9, 1, b"from the old writer"))
+        finally:
+            client.close()
+        assert isinstance(refused, Error) and refused.code == "LedgerFenced", refused

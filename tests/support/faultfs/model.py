@@ -61,6 +61,8 @@ class PowerCutReport:
     """Directory-entry changes undone (creates, unlinks, renames, mkdirs, rmdirs)."""
     unrevertible: list[str] = field(default_factory=list)
     """Entry changes that could not be undone (a later durable change removed what they need)."""
+    reverted: list[str] = field(default_factory=list)
+    """One line per file and entry change reverted (for the test's log)."""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -69,6 +71,7 @@ class PowerCutReport:
             "bytes_dropped": self.bytes_dropped,
             "entries_reverted": self.entries_reverted,
             "unrevertible": list(self.unrevertible),
+            "reverted": list(self.reverted),
         }
 
 
@@ -234,6 +237,7 @@ class DurabilityModel:
             try:
                 _revert_entry(change)
                 report.entries_reverted += 1
+                report.reverted.append(f"{change.kind} {os.path.relpath(change.path, self.root)}")
             except OSError as exc:
                 report.unrevertible.append(f"{change.kind} {change.path}: {exc}")
         self._pending.clear()
@@ -241,14 +245,17 @@ class DurabilityModel:
         self.cut = True
         return report
 
-    @staticmethod
-    def _revert_data(state: _FileState, report: PowerCutReport) -> None:
-        report.files_reverted += 1
-        report.bytes_dropped += max(0, os.fstat(state.fd).st_size - state.durable_size)
+    def _revert_data(self, state: _FileState, report: PowerCutReport) -> None:
+        dropped = max(0, os.fstat(state.fd).st_size - state.durable_size)
         os.ftruncate(state.fd, state.durable_size)
         for offset, old in reversed(state.undo):  # newest first: the oldest bytes win
             os.pwrite(state.fd, old, offset)
-            report.bytes_restored += len(old)
+        restored = sum(len(old) for _, old in state.undo)
+        name = os.path.relpath(os.readlink(f"/proc/self/fd/{state.fd}"), self.root)
+        report.files_reverted += 1
+        report.bytes_dropped += dropped
+        report.bytes_restored += restored
+        report.reverted.append(f"{name}: {dropped} bytes past {state.durable_size} dropped, {restored} restored")
 
     def close(self) -> None:
         for state in self._files.values():
