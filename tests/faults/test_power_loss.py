@@ -5,21 +5,26 @@ A real cluster (metastore, 3 bookies, 1 broker; 2/2/2; dedup on): each bookie ke
 journal and ledger dirs on its own faultfs mount (tests/support/faultfs), which drops every
 write, truncate, create, unlink and rename not yet made durable by an fsync when its power
 is cut. Producers (no batching: one message, one entry) send all along and record every
-send, its payload, and the message id it was acked with. At seeded moments one bookie is
-SIGKILLed *and* its power is cut; on some cuts (all on one bookie, so that an entry never
-loses two copies) the tail of its newest journal segment or entry log is then torn or has
-bits flipped, offline; the bookie restarts on what was durable. At the end:
+send, its payload, and the message id it was acked with. At seeded moments (half of them
+aimed at an instant with unsynced changes) one bookie is SIGKILLed *and* its power is cut;
+every fourth time the broker is SIGKILLed too, so that its ledgers are recovered beside a
+bookie that lost its unsynced writes. On some cuts (all on one bookie, so that an entry
+never loses two copies) the tail of its newest journal segment or entry log is then torn
+or has bits flipped, offline. The bookie restarts on what was durable. At the end:
 
 - every acked message is consumed, once, in send order, and nothing is consumed that was
   never sent;
-- every acked entry is read with READ_ENTRY from each bookie that the ledger's metadata
-  says holds it: the replicas are byte-identical and hold the payload. A bookie whose disk
-  was damaged (a torn or flipped *synced* tail: the disk lied) may have lost entries acked
-  before that damage, but may never answer wrong bytes.
+- every acked entry (but the few acked as duplicates of a resend, whose id is not known) is
+  read with READ_ENTRY from each bookie that the ledger's metadata says holds it: the
+  replicas are byte-identical and hold the payload. A bookie whose disk was damaged (a torn
+  or flipped *synced* tail: the disk lied) may have lost entries acked before that damage,
+  but may never answer wrong bytes.
 
 The bookies use tiny journal segments, entry logs and write cache and a 100 ms flush
 interval, so cuts land in group commits, checkpoints, entry-log and journal rollovers.
-Durability-trading settings are off (journalSyncData=true). Knobs (environment):
+Durability-trading settings are off (journalSyncData=true); the journal and the entry logs
+keep their default O_DIRECT writes (faultfs accepts O_DIRECT opens; their writes and syncs
+reach it like any other, which the control test below shows). Knobs (environment):
 MINIPULSAR_POWERLOSS_SEED, MINIPULSAR_POWERLOSS_CUTS (default 20, for a longer soak raise it),
 MINIPULSAR_POWERLOSS_BUDGET_S (time for the cut cycles, default 100 s).
 """
@@ -56,6 +61,8 @@ DAMAGED_BOOKIE = 0
 """The only bookie whose disk is ever damaged (torn or flipped tails): a minority of one."""
 DAMAGE_EVERY = 3
 """Every third cut of DAMAGED_BOOKIE also damages a tail."""
+BROKER_EVERY = 4
+"""Every fourth cut SIGKILLs the broker too, restarted (same ports) once the bookie is back."""
 AIMED_FRACTION = 0.5
 """Cuts aimed at a moment with unsynced changes (the rest land at random instants)."""
 TOPICS = ("power-a", "power-b")
@@ -194,15 +201,20 @@ async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: 
             await unsynced_moment(mounts[index], timeout_s=rng.uniform(0.5, 2.0))
         else:
             await asyncio.sleep(rng.uniform(0.0, 1.5))  # the seeded moment (not synchronisation)
+        with_broker = cut % BROKER_EVERY == BROKER_EVERY - 1
+        if with_broker:  # overlapping: the broker dies with the bookie, its ledgers get recovered
+            await cluster.kill_broker(0)
         damaging = index == DAMAGED_BOOKIE and (damaged_cuts := damaged_cuts + 1) % DAMAGE_EVERY == 0
         report, damage_note = await power_cycle(
             cluster, mounts, index, offline=(lambda backing: damage_tail(backing, rng)) if damaging else None
         )
         if damaging:
             history.damaged_at[index] = time.monotonic()
+        if with_broker:
+            await cluster.start_broker(0, same_ports=True)
         assert not report["unrevertible"], report
         lost = f"{report['bytes_dropped']}+{report['bytes_restored']} bytes, {report['entries_reverted']} entries"
-        aim = " (aimed)" if aimed else ""
+        aim = (" (aimed)" if aimed else "") + (" with the broker" if with_broker else "")
         history.cuts.append(f"cut {cut}{aim}: bookie-{index} lost {lost}{'; ' + damage_note if damage_note else ''}")
         history.cuts.extend(f"    {line}" for line in report["reverted"])
 
