@@ -6,7 +6,9 @@ journal and ledger dirs on its own faultfs mount (tests/support/faultfs), which 
 write, truncate, create, unlink and rename not yet made durable by an fsync when its power
 is cut. Producers (no batching: one message, one entry) send all along and record every
 send, its payload, and the message id it was acked with. At seeded moments (half of them
-aimed at an instant with unsynced changes) one bookie is SIGKILLed *and* its power is cut;
+aimed at an instant with unsynced changes) one bookie is SIGKILLed *and* its power is cut
+(half the cuts partial: a random half of the unsynced pages, and a prefix of the unsynced
+directory changes, made it to the disk, as FoundationDB's simulation does);
 every fourth time the broker is SIGKILLed too, so that its ledgers are recovered beside a
 bookie that lost its unsynced writes. On some cuts (all on one bookie, so that an entry
 never loses two copies) the tail of its newest journal segment or entry log is then torn
@@ -63,6 +65,8 @@ DAMAGE_EVERY = 3
 """Every third cut of DAMAGED_BOOKIE also damages a tail."""
 BROKER_EVERY = 4
 """Every fourth cut SIGKILLs the broker too, restarted (same ports) once the bookie is back."""
+PARTIAL_FRACTION, PARTIAL_KEEP = 0.5, 0.5
+"""Half the cuts are partial: each unsynced page made it to the disk with probability 0.5."""
 AIMED_FRACTION = 0.5
 """Cuts aimed at a moment with unsynced changes (the rest land at random instants)."""
 TOPICS = ("power-a", "power-b")
@@ -140,12 +144,13 @@ async def power_cycle(
     index: int,
     cut: bool = True,
     offline: Callable[[Path], str] | None = None,
+    keep: tuple[float, int] = (0.0, 0),
 ) -> tuple[dict[str, Any], str]:
-    """SIGKILL bookie ``index``, cut its power (unless not ``cut``: a plain kill), run
-    ``offline`` on its backing dir (the damage it did, as a note), remount, restart it; the
-    cut's report and the note."""
+    """SIGKILL bookie ``index``, cut its power (unless not ``cut``: a plain kill; ``keep``:
+    a partial cut's keep probability and seed), run ``offline`` on its backing dir (the
+    damage it did, as a note), remount, restart it; the cut's report and the note."""
     await cluster.kill_bookie(index)
-    report = await asyncio.to_thread(mounts[index].power_cut) if cut else {}
+    report = await asyncio.to_thread(mounts[index].power_cut, *keep) if cut else {}
     await asyncio.to_thread(mounts[index].unmount)
     note = offline(mounts[index].backing) if offline is not None else ""
     mounts[index] = await asyncio.to_thread(cluster.mount, index)
@@ -205,8 +210,9 @@ async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: 
         if with_broker:  # overlapping: the broker dies with the bookie, its ledgers get recovered
             await cluster.kill_broker(0)
         damaging = index == DAMAGED_BOOKIE and (damaged_cuts := damaged_cuts + 1) % DAMAGE_EVERY == 0
+        keep = (PARTIAL_KEEP, rng.randrange(1 << 30)) if rng.random() < PARTIAL_FRACTION else (0.0, 0)
         report, damage_note = await power_cycle(
-            cluster, mounts, index, offline=(lambda backing: damage_tail(backing, rng)) if damaging else None
+            cluster, mounts, index, offline=(lambda backing: damage_tail(backing, rng)) if damaging else None, keep=keep
         )
         if damaging:
             history.damaged_at[index] = time.monotonic()
@@ -214,7 +220,11 @@ async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: 
             await cluster.start_broker(0, same_ports=True)
         assert not report["unrevertible"], report
         lost = f"{report['bytes_dropped']}+{report['bytes_restored']} bytes, {report['entries_reverted']} entries"
-        aim = (" (aimed)" if aimed else "") + (" with the broker" if with_broker else "")
+        aim = (
+            (" (aimed)" if aimed else "")
+            + (" (partial)" if keep[0] else "")
+            + (" with the broker" if with_broker else "")
+        )
         history.cuts.append(f"cut {cut}{aim}: bookie-{index} lost {lost}{'; ' + damage_note if damage_note else ''}")
         history.cuts.extend(f"    {line}" for line in report["reverted"])
 

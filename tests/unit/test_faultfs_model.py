@@ -162,3 +162,30 @@ def test_tear_and_flip_act_on_the_end_of_the_data(tmp_path: Path) -> None:
     assert grown.read_bytes() == b"b" * 70
     [offset] = damage.flip_bits(grown, random.Random(1), count=1, window_bytes=10)
     assert 60 <= offset < 70 and grown.read_bytes()[offset] != ord("b")
+
+
+def test_a_partial_cut_keeps_each_unsynced_page_whole_or_not_at_all(model: DurabilityModel) -> None:
+    page = 4096
+    fd = open_new(model, "/f")
+    model.write(fd, b"o" * (8 * page), 0)
+    model.fsync(fd)
+    for number in range(8):  # overwrite every page, then grow by 8 more
+        model.write(fd, b"n" * page, number * page)
+    model.write(fd, b"g" * (8 * page), 8 * page)
+    report = model.power_cut(keep_probability=0.5, rng=random.Random(3))
+    os.close(fd)
+    data = Path(model.real("/f")).read_bytes()
+    pages = [data[i : i + page] for i in range(0, len(data), page)]
+    assert all(p in (b"o" * page, b"n" * page) for p in pages[:8])
+    assert all(p in (b"g" * page, bytes(page)) for p in pages[8:])
+    assert len(data) % page == 0 and 8 * page <= len(data) <= 16 * page
+    assert 0 < sum(p == b"n" * page for p in pages[:8]) < 8, "seed 3 keeps some pages, not all"
+    assert report.files_reverted == 1
+
+
+def test_a_partial_cut_keeps_a_prefix_of_the_entry_changes(model: DurabilityModel) -> None:
+    for name in "abcdef":
+        os.close(open_new(model, f"/{name}", dir_synced=False))
+    model.power_cut(keep_probability=0.6, rng=random.Random(5))
+    names = sorted(os.listdir(model.root))
+    assert names == sorted("abcdef"[: len(names)]), "kept changes are a prefix"

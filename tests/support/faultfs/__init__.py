@@ -13,7 +13,8 @@ Use::
     fs = mount(backing_dir, mountpoint)    # the process runs; mountpoint shows backing_dir
     ...                                    # run the process under test on mountpoint
     report = fs.power_cut()                # dict: files_reverted, bytes_restored, bytes_dropped,
-                                           # entries_reverted, unrevertible
+                                           # entries_reverted, unrevertible, reverted (lines)
+    # or fs.power_cut(keep_probability=0.5, seed=s): some unsynced pages made it to the disk
     fs.unmount()                           # the backing dir now holds only what was durable
     damage.tear_tail(path, n) / damage.flip_bits(path, rng, n)   # offline, on the backing dir
     fs = mount(backing_dir, mountpoint)    # again, for the restart
@@ -125,9 +126,13 @@ class FaultFs:
         """What a cut would revert now (and how many fsyncs the fs has seen)."""
         return self._command("pending")
 
-    def power_cut(self) -> dict[str, Any]:
-        """Revert every change not durable yet; the mount fails all I/O from now on."""
-        return self._command("cut")
+    def power_cut(self, keep_probability: float = 0.0, seed: int = 0) -> dict[str, Any]:
+        """Revert every change not durable yet; the mount fails all I/O from now on.
+
+        ``keep_probability`` > 0: a partial cut, as a disk that wrote back some unsynced pages
+        (and a prefix of the unsynced directory changes) before losing power; ``seed`` picks
+        which (see :meth:`.model.DurabilityModel.power_cut`)."""
+        return self._command(f"cut {keep_probability!r} {seed}")
 
     def unmount(self) -> None:
         """Unmount (lazily if busy) and wait for the fs process to end."""

@@ -39,9 +39,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import shutil
 from dataclasses import dataclass, field
 
+PAGE_BYTES = 4096
+"""The unit a partial cut keeps or drops (the page cache's, which is what a disk is handed)."""
 GRAVEYARD = ".faultfs-graveyard"
 """Hidden directory in the backing root: files unlinked (or renamed over) while that change
 is not durable yet. Never visible through the mount."""
@@ -225,15 +228,31 @@ class DurabilityModel:
             "entries": len(self._pending),
         }
 
-    def power_cut(self) -> PowerCutReport:
-        """Revert every change that is not durable; the model refuses everything afterwards."""
+    def power_cut(self, keep_probability: float = 0.0, rng: random.Random | None = None) -> PowerCutReport:
+        """Revert every change that is not durable; the model refuses everything afterwards.
+
+        ``keep_probability`` > 0: a disk that wrote back some of what was never synced, as
+        a real one may have (FoundationDB's simulation does the same): each unsynced 4 KiB
+        page keeps its newest bytes with that probability (else its durable ones; a page past
+        the durable size that is not kept reads as zeros if a later one is kept, which sets
+        the size), and the pending entry changes keep a prefix (a journaled file system
+        commits them in order), each one past the durable ones kept with that probability
+        until the first that is not."""
         assert not self.cut, "power was cut already"
+        assert keep_probability == 0.0 or rng is not None, "a partial cut needs its seeded rng"
         report = PowerCutReport()
         for state in self._files.values():
-            self._revert_data(state, report)
+            if keep_probability > 0.0:
+                assert rng is not None
+                self._revert_pages(state, report, keep_probability, rng)
+            else:
+                self._revert_data(state, report)
             os.close(state.fd)
         self._files.clear()
-        for change in reversed(self._pending):
+        kept = 0
+        while kept < len(self._pending) and rng is not None and rng.random() < keep_probability:
+            kept += 1
+        for change in reversed(self._pending[kept:]):
             try:
                 _revert_entry(change)
                 report.entries_reverted += 1
@@ -245,22 +264,65 @@ class DurabilityModel:
         self.cut = True
         return report
 
+    def _name(self, state: _FileState) -> str:
+        return os.path.relpath(os.readlink(f"/proc/self/fd/{state.fd}"), self.root)
+
     def _revert_data(self, state: _FileState, report: PowerCutReport) -> None:
         dropped = max(0, os.fstat(state.fd).st_size - state.durable_size)
         os.ftruncate(state.fd, state.durable_size)
         for offset, old in reversed(state.undo):  # newest first: the oldest bytes win
             os.pwrite(state.fd, old, offset)
         restored = sum(len(old) for _, old in state.undo)
-        name = os.path.relpath(os.readlink(f"/proc/self/fd/{state.fd}"), self.root)
         report.files_reverted += 1
         report.bytes_dropped += dropped
         report.bytes_restored += restored
-        report.reverted.append(f"{name}: {dropped} bytes past {state.durable_size} dropped, {restored} restored")
+        report.reverted.append(
+            f"{self._name(state)}: {dropped} bytes past {state.durable_size} dropped, {restored} restored"
+        )
+
+    def _revert_pages(self, state: _FileState, report: PowerCutReport, keep: float, rng: random.Random) -> None:
+        """The partial cut of one file (see :meth:`power_cut`)."""
+        size, durable = os.fstat(state.fd).st_size, state.durable_size
+        dirty = sorted({page for offset, old in state.undo for page in _pages(offset, offset + len(old))})
+        restored = reverted_pages = 0
+        for page in dirty:  # below the durable size: newest bytes, or the durable ones
+            if rng.random() < keep:
+                continue
+            start, end = page * PAGE_BYTES, min((page + 1) * PAGE_BYTES, durable)
+            data = bytearray(os.pread(state.fd, end - start, start).ljust(end - start, b"\0"))
+            for offset, old in reversed(state.undo):
+                lo, hi = max(offset, start), min(offset + len(old), end)
+                if lo < hi:
+                    data[lo - start : hi - start] = old[lo - offset : hi - offset]
+            os.pwrite(state.fd, bytes(data), start)
+            restored += end - start
+            reverted_pages += 1
+        grown = list(_pages(durable, size))
+        kept_pages = {page for page in grown if rng.random() < keep}
+        new_size = max([durable] + [min(size, (page + 1) * PAGE_BYTES) for page in kept_pages])
+        os.ftruncate(state.fd, new_size)
+        for page in grown:
+            start, end = max(durable, page * PAGE_BYTES), min(new_size, (page + 1) * PAGE_BYTES)
+            if page not in kept_pages and start < end:
+                os.pwrite(state.fd, bytes(end - start), start)  # a hole: allocated, never written
+        report.files_reverted += 1
+        report.bytes_dropped += size - new_size
+        report.bytes_restored += restored
+        report.reverted.append(
+            f"{self._name(state)}: partly: size {size} -> {new_size} (durable {durable}), "
+            f"{len(kept_pages)}/{len(grown)} new pages and {len(dirty) - reverted_pages}/{len(dirty)} "
+            "rewritten pages kept"
+        )
 
     def close(self) -> None:
         for state in self._files.values():
             os.close(state.fd)
         self._files.clear()
+
+
+def _pages(start: int, end: int) -> range:
+    """The page numbers that bytes ``[start, end)`` touch."""
+    return range(start // PAGE_BYTES, -(-end // PAGE_BYTES)) if start < end else range(0)
 
 
 def _remove(path: str) -> None:

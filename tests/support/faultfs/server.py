@@ -7,9 +7,10 @@ unix socket CONTROL_SOCKET, each with one JSON line:
 
 - ``ping``: ``{"ok": true}``;
 - ``pending``: what a cut would revert now;
-- ``cut``: the power cut: revert everything not durable (the report of
-  :meth:`DurabilityModel.power_cut`); every operation fails with EIO from then on, until the
-  file system is unmounted (``fusermount -u``), which ends this process.
+- ``cut [KEEP SEED]``: the power cut: revert everything not durable (the report of
+  :meth:`DurabilityModel.power_cut`; with KEEP > 0, a partial cut keeping each unsynced page
+  with that probability, drawn from SEED); every operation fails with EIO from then on,
+  until the file system is unmounted (``fusermount -u``), which ends this process.
 
 Mount options: ``big_writes`` (writes of up to 128 KiB reach us whole, not in 4 KiB pieces);
 no ``direct_io`` (the page cache stays, so shared ``mmap`` works: sqlite's WAL index needs it).
@@ -24,6 +25,7 @@ import errno
 import json
 import logging
 import os
+import random
 import socketserver
 import sys
 import threading
@@ -249,10 +251,11 @@ class _ControlServer(socketserver.ThreadingUnixStreamServer):
                     "dir_syncs": model.dir_syncs,
                     **model.pending(),
                 }
-            if command == "cut":
+            if command.split()[:1] == ["cut"]:
                 if model.cut:
                     return {"ok": False, "error": "power was cut already"}
-                report = model.power_cut()
+                _, keep, seed = (command.split() + ["0", "0"])[:3]
+                report = model.power_cut(float(keep), random.Random(int(seed)))
                 log.info("power cut: %s", report.as_dict())
                 return {"ok": True, **report.as_dict()}
         return {"ok": False, "error": f"unknown command {command!r}"}
