@@ -61,6 +61,7 @@ from minipulsar.bookie.server_connection import BookieServerConnection
 from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager
 from minipulsar.bookie.storage.gc import DiskPressure, MetadataStoreLedgers
 from minipulsar.config import BookieConfig
+from minipulsar.durable_file import make_dirs
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metrics import HttpServer
 from minipulsar.net.server import Listener
@@ -259,7 +260,7 @@ class BookieServer:
     def _prepare_dirs(self, journal_dirs: list[Path]):
         self.bookie.ledger_dirs.create()
         for directory in journal_dirs:
-            (directory / "current").mkdir(parents=True, exist_ok=True)
+            make_dirs(directory / "current")
         self._locks.acquire([d / "current" for d in [*journal_dirs, *self.bookie.ledger_dirs.dirs]])
         return check_cookies(journal_dirs, self.bookie.ledger_dirs.dirs)
 

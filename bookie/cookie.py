@@ -37,7 +37,7 @@ from pathlib import Path
 from minipulsar.bookie.journal.directory import list_segments
 from minipulsar.bookie.storage.entry_logger import list_entry_logs
 from minipulsar.bookie.storage.index_db import INDEX_DB_FILE
-from minipulsar.durable_file import write_atomically
+from minipulsar.durable_file import make_dirs, write_atomically
 from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError
 from minipulsar.ledger_paths import cookie_path
 from minipulsar.metadata import NOT_EXISTS, MetadataStore
@@ -90,7 +90,7 @@ def read_cookie(directory: Path) -> Cookie | None:
 
 def write_cookie(directory: Path, cookie: Cookie) -> None:
     """Atomically (write, fsync, rename, fsync the dir)."""
-    (directory / "current").mkdir(parents=True, exist_ok=True)
+    make_dirs(directory / "current")
     write_atomically(_cookie_path(directory), json.dumps(asdict(cookie)).encode())
 
 

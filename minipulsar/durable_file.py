@@ -3,7 +3,10 @@
 - :func:`sync_data` is the one data sync minipulsar makes: ``fdatasync`` where the platform
   has it (Linux), else ``fsync`` (macOS has no ``fdatasync``; its ``fsync`` leaves the
   drive's own write cache unflushed, which only ``F_FULLFSYNC`` would flush);
-- :func:`write_atomically`: after a crash the file holds the old or the new content, whole.
+- :func:`write_atomically`: after a crash the file holds the old or the new content, whole;
+- :func:`make_dirs`: ``mkdir -p`` whose new directories survive a power loss: each is fsynced
+  into its parent (a file's own fsync never makes its directory's entry durable, and a
+  directory lost with its entry loses everything in it, synced or not).
 """
 
 from __future__ import annotations
@@ -35,6 +38,23 @@ def fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_dirs(directory: Path) -> None:
+    """Create ``directory`` and any missing parents, each made durable in its parent (fsync
+    of the parent after each mkdir) before anything is created inside it. Blocking."""
+    missing = []
+    path = Path(directory)
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:  # created meanwhile: its creator syncs it
+            if not path.is_dir():
+                raise
+        fsync_directory(path.parent)
 
 
 def write_atomically(path: Path, data: bytes) -> None:

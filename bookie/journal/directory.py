@@ -47,6 +47,7 @@ from minipulsar.bookie.journal.segment import (
 )
 from minipulsar.bookie.journal.settings import JournalSettings
 from minipulsar.bookie.journal.stats import JournalStats
+from minipulsar.durable_file import make_dirs
 
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
@@ -174,7 +175,7 @@ class JournalFiles:
     def open(self, applied_mark: LogMark | None, replay_scans: list[SegmentScan]) -> None:
         """On the writer thread: open (or create) the segment to append to, after the replay
         that ended at ``applied_mark`` and scanned ``replay_scans``."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory)
         self.current = self._open_writer(applied_mark, replay_scans)
 
     def _open_writer(self, applied_mark: LogMark | None, replay_scans: list[SegmentScan]) -> SegmentWriter:

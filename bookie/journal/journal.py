@@ -53,6 +53,7 @@ from minipulsar.bookie.journal.segment import SegmentScan, segment_path
 from minipulsar.bookie.journal.settings import JournalSettings
 from minipulsar.bookie.journal.stats import JournalStats
 from minipulsar.bookie.journal.writer_thread import JournalThread
+from minipulsar.durable_file import make_dirs
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError, UnknownServerError
 from minipulsar.supervision import failure_of, guarded
 
@@ -175,7 +176,7 @@ class Journal:
         """Replay every valid record from ``start`` (a checkpoint's mark; None: from the first
         segment), oldest first, and set :attr:`applied_mark` to where the replay ended.
         Blocking: run it on a worker thread, before :meth:`start`."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory)
         index = self.index
 
         def on_record(segment_id: int, item: ScannedRecord) -> None:

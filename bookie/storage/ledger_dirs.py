@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from minipulsar.durable_file import make_dirs
+
 CURRENT_DIR = "current"
 """BookKeeper keeps a bookie's files in ``<dir>/current``; so do we."""
 
@@ -32,7 +34,7 @@ class LedgerDirs:
 
     def create(self) -> None:
         for current in self.current_dirs:
-            current.mkdir(parents=True, exist_ok=True)
+            make_dirs(current)
 
     def disk_usage(self) -> DiskUsage:
         free = total = 0

@@ -65,6 +65,7 @@ from minipulsar.bookie.storage.ledger_metadata_index import LedgerMetadataIndex,
 from minipulsar.bookie.storage.ledger_state import LedgerState
 from minipulsar.bookie.storage.read_cache import ReadCache
 from minipulsar.bookie.storage.write_cache import ENTRY_OVERHEAD_BYTES, WriteCache
+from minipulsar.durable_file import make_dirs
 from minipulsar.errors import (
     MiniPulsarError,
     NoSuchEntryError,
@@ -198,7 +199,7 @@ class SingleDirectoryDbLedgerStorage:
         Raises:
             IndexDamagedError: ``index.db`` is not a readable database.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory)
         try:
             self._db.open()
             self._ledgers.load()

@@ -152,6 +152,15 @@ class ProcessCluster:
         self.bookies[index] = self._bookie(index, old.port)
         await asyncio.to_thread(self.bookies[index].start)
 
+    async def kill_bookie(self, index: int) -> None:
+        """SIGKILL bookie ``index`` (no clean shutdown; start it again with :meth:`start_bookie`)."""
+        await asyncio.to_thread(self.bookies[index].kill)
+
+    async def start_bookie(self, index: int) -> None:
+        """Start bookie ``index`` again on its port and dirs (after :meth:`kill_bookie`)."""
+        self.bookies[index] = self._bookie(index, self.bookies[index].port)
+        await asyncio.to_thread(self.bookies[index].start)
+
     async def restart_broker(self, *, kill: bool = False, index: int = 0, same_ports: bool = False) -> None:
         """Stop (or SIGKILL) broker ``index`` and start a new one, on new ports unless ``same_ports``."""
         old = self.brokers[index]

@@ -2,7 +2,9 @@
 ``fdatasync`` where the platform has one and an ``fsync`` where it has none (macOS).
 
 Method: record the calls ``sync_data`` makes with ``os.fdatasync`` present and removed; walk
-the sources with ``ast`` for any other ``os.fdatasync`` call."""
+the sources with ``ast`` for any other ``os.fdatasync`` call. Likewise every directory the
+bookie creates goes through :func:`~minipulsar.durable_file.make_dirs`, which fsyncs each new
+one into its parent."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from minipulsar import durable_file
 from minipulsar.durable_file import sync_data
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,3 +84,38 @@ def test_no_code_but_sync_data_calls_os_fdatasync() -> None:
         for line in fdatasync_calls(path)
     }
     assert not found, f"call minipulsar.durable_file.sync_data instead of os.fdatasync at {sorted(found)}"
+
+
+def test_make_dirs_syncs_each_new_directory_into_its_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[Path] = []
+    monkeypatch.setattr(durable_file, "fsync_directory", synced.append)
+    (tmp_path / "a").mkdir()
+    durable_file.make_dirs(tmp_path / "a" / "b" / "c")
+    assert (tmp_path / "a" / "b" / "c").is_dir()
+    assert synced == [tmp_path / "a", tmp_path / "a" / "b"], "parents first, each once; existing dirs untouched"
+    durable_file.make_dirs(tmp_path / "a" / "b" / "c")
+    assert len(synced) == 2, "nothing to create, nothing to sync"
+
+
+def mkdir_calls(path: Path) -> list[int]:
+    """Line numbers of ``<path>.mkdir(...)``, ``os.mkdir`` and ``os.makedirs`` calls in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("mkdir", "makedirs")
+    ]
+
+
+def test_the_bookie_makes_its_directories_durably() -> None:
+    """A directory whose entry was never fsynced into its parent is lost with everything in
+    it on power loss (tests/faults/test_power_loss.py found the bookie's whole tree gone):
+    the bookie creates directories with make_dirs only."""
+    found = {
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "bookie").rglob("*.py"))
+        for line in mkdir_calls(path)
+    }
+    assert not found, f"use minipulsar.durable_file.make_dirs at {sorted(found)}"
