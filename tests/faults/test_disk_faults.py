@@ -23,13 +23,14 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from minipulsar import Client, InitialPosition
+from minipulsar import Client
 from minipulsar.errors import BookieReadOnlyError, MiniPulsarError, NoSuchEntryError, NoSuchLedgerError
 from minipulsar.ledger_paths import LEDGERS_ROOT, parse_ledger_node
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.net import connect
 from minipulsar.protocol.commands import BookieInfo
 from tests.support.cluster import ProcessCluster, make_cluster
+from tests.support.consume import consume_all
 from tests.support.disk_faults import EioShim, fill, small_filesystem
 from tests.support.entries import entry_payload
 from tests.support.process import ServerProcess, started, wait_for
@@ -158,12 +159,6 @@ async def send_numbered(producer, first: int, count: int) -> list[bytes]:
         await asyncio.wait_for(producer.send(payload), 30)
         sent.append(payload)
     return sent
-
-
-async def consume_all(service_url: str, topic: str, count: int) -> list[bytes]:
-    async with Client(service_url) as client:
-        consumer = await client.subscribe(topic, "check", initial_position=InitialPosition.Earliest)
-        return [(await consumer.receive(timeout_millis=20_000)).data() for _ in range(count)]
 
 
 async def ledger_ids(store: MetadataStore) -> list[int]:

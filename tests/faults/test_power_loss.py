@@ -45,12 +45,13 @@ from typing import Any
 
 import pytest
 
-from minipulsar import Client, InitialPosition, Timeout
+from minipulsar import Client, InitialPosition
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.ledger_paths import ledger_path
 from minipulsar.metadata import open_metadata_store
 from minipulsar.protocol.commands import Error, ReadEntry, ReadEntryResponse, ReadLac, ReadLacResponse
 from tests.support.cluster import ProcessCluster
+from tests.support.consume import consume_all
 from tests.support.faultfs import FaultFs, damage, mount, skip_unless_available
 from tests.support.process import wait_for
 from tests.support.raw_client import RawBookieClient, is_ack
@@ -298,18 +299,6 @@ async def create_subscriptions(service_url: str) -> None:
         for topic in TOPICS:
             consumer = await client.subscribe(topic, "check", initial_position=InitialPosition.Earliest)
             await consumer.close()
-
-
-async def consume_all(service_url: str, topic: str, expected: int) -> list[bytes]:
-    got: list[bytes] = []
-    async with Client(service_url) as client:
-        consumer = await client.subscribe(topic, "check", initial_position=InitialPosition.Earliest)
-        while True:
-            try:
-                message = await consumer.receive(timeout_millis=10_000 if len(got) < expected else 2_000)
-            except Timeout:  # nothing more to consume
-                return got
-            got.append(message.data())
 
 
 async def ledger_metadata(cluster: PowerLossCluster, ledger_ids: set[int]) -> dict[int, LedgerMetadata]:
