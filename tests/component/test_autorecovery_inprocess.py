@@ -1,0 +1,58 @@
+"""AutoRecovery's periodic check and worker against in-process bookies.
+
+Goal: "a completed add whose slow replica later failed" is re-replicated: a closed ledger whose
+metadata names a bookie that never stored its entries is found by the Auditor's periodic check,
+marked, and the worker copies the entries from the surviving replica to another bookie and
+swaps it into the metadata. Method: three bookies (AutoRecovery off in them) on one memory://
+store; the ledger's entries are written to one bookie only, its metadata names two."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from minipulsar.bookkeeper.client import BookKeeper, BookKeeperSettings
+from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
+from minipulsar.bookkeeper.replication.autorecovery_main import AutoRecoveryMain
+from minipulsar.bookkeeper.replication.settings import AutoRecoverySettings
+from minipulsar.metadata import open_metadata_store
+from minipulsar.metadata.store import NOT_EXISTS
+from tests.support.bookie_service import memory_store_url, running_service, service_config
+from tests.support.replication import bookie_has_entries
+
+LEDGER_ID = 100
+ENTRIES = 25
+
+
+async def test_periodic_check_finds_a_replica_that_never_stored_its_entries(tmp_path: Path) -> None:
+    url = memory_store_url()
+    async with contextlib.AsyncExitStack() as stack:
+        bookies = [
+            await stack.enter_async_context(
+                running_service(service_config(tmp_path / f"b{i}", url, autoRecoveryDaemonEnabled="false"))
+            )
+            for i in range(3)
+        ]
+        a, c, spare = (b.bookie_id for b in bookies)
+        store = await open_metadata_store(url)
+        stack.push_async_callback(store.close)
+        writer = BookKeeper(store, BookKeeperSettings(health_check_enabled=False))
+        stack.push_async_callback(writer.close)
+        for entry_id in range(ENTRIES):
+            await writer.bookies.add_entry(a, LEDGER_ID, entry_id, entry_id - 1, b"entry-%d" % entry_id)
+        metadata = LedgerMetadata(
+            ledger_id=LEDGER_ID, ensemble_size=2, write_quorum=2, ack_quorum=1, ensembles=((0, (a, c)),)
+        ).closed(ENTRIES - 1, 100)
+        await store.put(ledger_path(LEDGER_ID), metadata.to_bytes(), NOT_EXISTS)
+
+        recovery = AutoRecoveryMain(store, "test", AutoRecoverySettings(rereplication_entry_batch_size=4))
+        await recovery.bk.start()
+        stack.push_async_callback(recovery.bk.close)
+        await recovery.auditor.check_all_ledgers()
+        marks = await recovery.urm.list_underreplicated()
+        assert [(m.ledger_id, m.missing_replicas) for m in marks] == [(LEDGER_ID, {c})]
+        assert await recovery.worker.run_once()
+        stored = await recovery.bk.read_metadata(LEDGER_ID)
+        assert stored.ensembles == ((0, (a, spare)),)
+        assert await bookie_has_entries(spare, LEDGER_ID, range(ENTRIES))
+        assert await recovery.urm.list_underreplicated() == []
