@@ -90,12 +90,15 @@ async def test_lost_bookie_is_rereplicated_and_a_second_loss_loses_nothing(tmp_p
 
 
 async def test_decommission_drains_a_live_bookie_while_the_producer_keeps_getting_receipts(tmp_path: Path) -> None:
-    """Goal: ``admin bookies decommission`` drains a LIVE bookie of the topic's current ensemble
-    while a producer publishes: it ends with no ledger naming the bookie, every entry on its
-    write set of the other bookies, the cookie gone, and no send failed or stalled.
-    Method: a producer sends every 10 ms throughout; the verb (a child process) turns the bookie
-    read-only, marks its ledgers and waits; then every acked message is consumed."""
+    """Goal: ``admin bookies decommission`` drains a LIVE bookie while a producer publishes: it
+    ends with no ledger naming the bookie, every entry on its write set of the other bookies,
+    the cookie gone, and no send failed or stalled. An idle topic whose open ledger is on the
+    bookie is fenced after the grace period, and its next send rolls to a new ledger.
+    Method: the bookie is one of the idle topic's current ensemble; a producer sends every
+    10 ms to another topic throughout; the verb (a child process) turns the bookie read-only,
+    marks its ledgers and waits; then every acked message of both topics is consumed."""
     topic = "autorecovery-decommission"
+    idle_topic = "autorecovery-idle"
     async with make_cluster(
         tmp_path,
         bookies=4,
@@ -105,8 +108,13 @@ async def test_decommission_drains_a_live_bookie_while_the_producer_keeps_gettin
         store = await open_metadata_store(cluster.metadata_url, session_timeout_ms=2000)
         try:
             async with Client(cluster.service_url) as client:
-                consumer = await client.subscribe(topic, "keep", initial_position=InitialPosition.Earliest)
-                await consumer.close()
+                for name in (topic, idle_topic):
+                    consumer = await client.subscribe(name, "keep", initial_position=InitialPosition.Earliest)
+                    await consumer.close()
+                idle_producer = await client.create_producer(idle_topic)
+                idle_acked = [b"idle-%d" % i for i in range(7)]
+                for payload in idle_acked:
+                    await idle_producer.send(payload)
                 producer = await client.create_producer(topic)
                 acked: list[bytes] = []
                 receipts_at: list[float] = []
@@ -122,9 +130,8 @@ async def test_decommission_drains_a_live_bookie_while_the_producer_keeps_gettin
 
                 publishing = asyncio.ensure_future(publish())
                 await wait_for(lambda: len(acked) >= 30, timeout_s=30, message="no receipts")
-                ledgers = await topic_ledgers(store, topic)
-                current = ledgers[max(ledgers)]
-                victim = current.last_ensemble[0]
+                idle_ledgers = await topic_ledgers(store, idle_topic)
+                victim = idle_ledgers[max(idle_ledgers)].last_ensemble[0]
                 started = time.monotonic()
                 result = await asyncio.to_thread(
                     run_cli,
@@ -153,6 +160,13 @@ async def test_decommission_drains_a_live_bookie_while_the_producer_keeps_gettin
                 assert await fully_replicated(ledgers, live)
                 assert not any(victim in e for md in ledgers.values() for _, e in md.ensembles)
                 assert await store.get(cookie_path(victim)) is None
+                idle_ledgers = await topic_ledgers(store, idle_topic)
+                assert all(md.is_closed for md in idle_ledgers.values()), "fenced and closed by the worker"
+                assert not any(victim in e for md in idle_ledgers.values() for _, e in md.ensembles)
+                idle_acked.append(b"idle-after")
+                await asyncio.wait_for(idle_producer.send(b"idle-after"), 30)
+                idle_consumer = await client.subscribe(idle_topic, "keep", initial_position=InitialPosition.Earliest)
+                assert [(await idle_consumer.receive(timeout_millis=20_000)).data() for _ in idle_acked] == idle_acked
                 consumer = await client.subscribe(topic, "keep", initial_position=InitialPosition.Earliest)
                 received = [(await consumer.receive(timeout_millis=20_000)).data() for _ in acked]
                 assert received == acked
