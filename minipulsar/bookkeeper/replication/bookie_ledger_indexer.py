@@ -3,6 +3,7 @@ scan of every ledger's metadata under ``/ledgers``."""
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -10,6 +11,8 @@ from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.bookkeeper.replication.fragments import bookies_of
 from minipulsar.ledger_paths import LEDGERS_ROOT, ledger_path, parse_ledger_node
 from minipulsar.metadata.store import MetadataStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,15 +25,20 @@ class BookieLedgerIndex:
 
 
 async def read_all_ledgers(store: MetadataStore) -> dict[int, LedgerMetadata]:
-    """Every ledger's metadata (ledgers deleted during the scan are left out)."""
+    """Every ledger's metadata (ledgers deleted during the scan, and values that are not ledger
+    metadata, are left out: an audit goes on over the others)."""
     ledgers = {}
     for name in await store.children(LEDGERS_ROOT):
         ledger_id = parse_ledger_node(name)
         if ledger_id is None:
             continue
         result = await store.get(ledger_path(ledger_id))
-        if result is not None:
+        if result is None:
+            continue
+        try:
             ledgers[ledger_id] = LedgerMetadata.from_bytes(ledger_id, result.value, result.version)
+        except (ValueError, KeyError, TypeError) as error:
+            log.warning("ledger %d: metadata unreadable, not audited: %r", ledger_id, error)
     return ledgers
 
 
