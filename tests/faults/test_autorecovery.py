@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,7 @@ from tests.support.cli import run_cli
 from tests.support.cluster import make_cluster
 from tests.support.process import wait_for
 from tests.support.replication import fully_replicated, no_underreplicated_ledger, topic_ledgers
+from tests.support.web import metrics_text, sample_value
 
 AUTORECOVERY_BROKER_SETTINGS = {
     "managedLedgerMaxEntriesPerLedger": 5,
@@ -170,5 +172,65 @@ async def test_decommission_drains_a_live_bookie_while_the_producer_keeps_gettin
                 consumer = await client.subscribe(topic, "keep", initial_position=InitialPosition.Earliest)
                 received = [(await consumer.receive(timeout_millis=20_000)).data() for _ in acked]
                 assert received == acked
+        finally:
+            await store.close()
+
+
+async def test_disabled_autorecovery_marks_nothing_until_recover_and_enable(tmp_path: Path) -> None:
+    """Goal: with ``autorecovery disable`` a lost bookie's ledgers are neither marked nor
+    re-replicated; ``recover BOOKIE --no-wait`` marks them; ``enable`` lets the workers run, and
+    the ledgers end fully replicated with the replication metrics counting the copies.
+    Method: 4 bookies at 2/2/2, 12 acked messages at 5 per ledger; the verbs as child processes."""
+    topic = "autorecovery-disabled"
+    async with make_cluster(
+        tmp_path,
+        bookies=4,
+        broker_settings=AUTORECOVERY_BROKER_SETTINGS,
+        bookie_settings=AUTORECOVERY_BOOKIE_SETTINGS,
+    ) as cluster:
+        store = await open_metadata_store(cluster.metadata_url, session_timeout_ms=2000)
+
+        def verb(*args: str) -> str:
+            result = run_cli("admin", "bookies", "--metadata-url", cluster.metadata_url, *args)
+            assert result.returncode == 0, result.stderr
+            return result.stdout
+
+        try:
+            async with Client(cluster.service_url) as client:
+                consumer = await client.subscribe(topic, "keep", initial_position=InitialPosition.Earliest)
+                await consumer.close()
+                producer = await client.create_producer(topic)
+                for i in range(12):
+                    await producer.send(b"m-%d" % i)
+                ledgers = await topic_ledgers(store, topic)
+                victim = ledgers[min(ledgers)].last_ensemble[0]
+                await asyncio.to_thread(verb, "autorecovery", "disable")
+                by_id = {bookie.address: bookie for bookie in cluster.bookies}
+                await asyncio.to_thread(by_id[victim].kill)
+                await wait_for(
+                    lambda: victim not in json.loads(verb("list"))["writable"], timeout_s=20, message="still registered"
+                )
+                await asyncio.sleep(3)  # an audit ran on the registration change
+                assert (await asyncio.to_thread(verb, "list-underreplicated")).strip() == ""
+                marked = (await asyncio.to_thread(verb, "recover", victim, "--no-wait")).split()
+                assert marked, "recover marked the ledgers on the lost bookie"
+                listed = (await asyncio.to_thread(verb, "list-underreplicated")).split()
+                assert victim in listed, listed
+                await asyncio.sleep(2)
+                assert (await asyncio.to_thread(verb, "list-underreplicated")).strip(), "workers are disabled"
+                await asyncio.to_thread(verb, "autorecovery", "enable")
+                live = set(by_id) - {victim}
+
+                async def recovered() -> bool:
+                    current = await topic_ledgers(store, topic)
+                    return await no_underreplicated_ledger(store) and await fully_replicated(current, live)
+
+                await wait_for(recovered, timeout_s=REPLICATED_WITHIN_S, interval_s=0.5, message="not re-replicated")
+                written = 0.0
+                for bookie in cluster.bookies:
+                    if bookie.address in live:
+                        text = await asyncio.to_thread(metrics_text, bookie)
+                        written += sample_value(text, "replication_worker_NUM_ENTRIES_WRITTEN") or 0.0
+                assert written > 0
         finally:
             await store.close()
