@@ -24,7 +24,8 @@ their paths and JSON shapes, beside ``/metrics`` on ``httpServerPort``.
   PUT ``{"delay_seconds": n}``), ``bookie`` (PUT ``{"bookie_src": ["host:port", ...]}``: mark
   their ledgers for re-replication; answers the marked ledger ids) and ``decommission`` (PUT
   ``{"bookie_src": "host:port"}``: starts draining it in the background, as BookKeeper's;
-  ``admin bookies decommission`` waits for the end).
+  asked of itself, the bookie first turns read-only by hand; another bookie must be read-only
+  or down; ``admin bookies decommission`` waits for the end).
 """
 
 from __future__ import annotations
@@ -246,6 +247,10 @@ class BookieHttpApi:
         bookie = body.get("bookie_src") if body is not None else None
         if not isinstance(bookie, str) or not bookie:
             return _error(400, 'the body must be {"bookie_src": "host:port"}')
+        if bookie == self._service.bookie_id and not self._service.state.read_only:
+            if not self._service.config.read_only_mode_enabled:
+                return _error(400, "readOnlyModeEnabled=false: this bookie cannot turn read-only to be drained")
+            await self._service.set_read_only_by_hand(True)  # no new ledger here; writers move off it
         task = spawn(self._decommission(bookie), name=f"decommission {bookie}", logger=log)
         self._decommissions.add(task)
         task.add_done_callback(self._decommissions.discard)

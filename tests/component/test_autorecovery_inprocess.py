@@ -56,3 +56,34 @@ async def test_periodic_check_finds_a_replica_that_never_stored_its_entries(tmp_
         assert stored.ensembles == ((0, (a, spare)),)
         assert await bookie_has_entries(spare, LEDGER_ID, range(ENTRIES))
         assert await recovery.urm.list_underreplicated() == []
+
+
+async def test_a_marked_bookie_that_still_holds_its_fragments_keeps_them(tmp_path: Path) -> None:
+    """Goal: a mark naming a writable bookie that holds its fragments (it came back before a
+    worker got to the ledger) is cleared and the metadata left alone.
+    Method: the entries on both bookies of the ensemble; mark one; one worker round."""
+    url = memory_store_url()
+    async with contextlib.AsyncExitStack() as stack:
+        bookies = [
+            await stack.enter_async_context(
+                running_service(service_config(tmp_path / f"b{i}", url, autoRecoveryDaemonEnabled="false"))
+            )
+            for i in range(3)
+        ]
+        a, b, _ = (s.bookie_id for s in bookies)
+        store = await open_metadata_store(url)
+        stack.push_async_callback(store.close)
+        recovery = AutoRecoveryMain(store, "test", AutoRecoverySettings())
+        await recovery.bk.start()
+        stack.push_async_callback(recovery.bk.close)
+        for bookie in (a, b):
+            for entry_id in range(3):
+                await recovery.bk.bookies.add_entry(bookie, LEDGER_ID, entry_id, entry_id - 1, b"e")
+        metadata = LedgerMetadata(
+            ledger_id=LEDGER_ID, ensemble_size=2, write_quorum=2, ack_quorum=2, ensembles=((0, (a, b)),)
+        ).closed(2, 3)
+        await store.put(ledger_path(LEDGER_ID), metadata.to_bytes(), NOT_EXISTS)
+        await recovery.urm.mark_ledger_underreplicated(LEDGER_ID, [b])
+        assert await recovery.worker.run_once()
+        assert (await recovery.bk.read_metadata(LEDGER_ID)).ensembles == ((0, (a, b)),)
+        assert await recovery.urm.list_underreplicated() == []

@@ -4,13 +4,14 @@
 work with no bookie up, as BookKeeper's shell works on ZooKeeper.
 
 - :func:`recover_bookie` marks every ledger with a fragment on the bookie under-replicated, naming
-  it; the replication workers copy the fragments elsewhere (live or not, the bookie is then
-  no longer read from). :func:`wait_drained` waits until no ledger names it.
+  it; the replication workers copy the fragments elsewhere when the bookie is down or
+  read-only, or lacks them (a writable bookie holding its fragments keeps them, and the marks
+  are cleared). :func:`wait_drained` waits until no ledger names it.
 - :func:`decommission_bookie` drains a bookie the same way, marking again ledgers that still
   name it (an open ledger's last ensemble: its writer replaces a read-only bookie on its next
   add, or the worker fences the ledger after ``openLedgerRereplicationGracePeriod``), then
-  deletes its cookie (``/ledgers/cookies/{id}``). Turning a live bookie read-only first (its
-  REST API) keeps new ledgers off it; the CLI does that.
+  deletes its cookie (``/ledgers/cookies/{id}``). The bookie must be down or read-only: the
+  CLI turns a live one read-only first (its REST API), which also keeps new ledgers off it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 a time under its lock, copies its lost fragments to bookies the placement policy chooses,
 swaps each copy into the ledger metadata, and clears the mark.
 
-What is lost: the fragments on the bookies the mark names, and on bookies of the ledger that
-are no longer registered; a mark naming no bookie means "ask the LedgerChecker".
+What is lost: the fragments on bookies of the ledger that are no longer registered, on
+read-only bookies the mark names (a bookie being decommissioned), and those the LedgerChecker
+finds missing on writable bookies the mark names (a mark naming no bookie: on any bookie). A
+marked bookie that is back with its data is not lost: the mark is just cleared.
 
 A ledger still OPEN is left to its writer for ``openLedgerRereplicationGracePeriod`` (counted
 from the first time this worker saw it): the writer replaces a lost bookie of its last
@@ -179,23 +181,19 @@ class ReplicationWorker:
             await self._urm.mark_ledger_replicated(mark)  # deleted: nothing left to replicate
             return Outcome.REPLICATED
         lost = await self._lost_bookies(metadata, mark)
+        if not lost:
+            await self._urm.mark_ledger_replicated(mark)
+            self._open_since.pop(ledger_id, None)
+            return Outcome.REPLICATED
         if not metadata.is_closed:
-            if not lost and not mark.missing_replicas:
-                lost = frozenset(f.bookie for f in await self._checker.lost_fragments(metadata))
-            if not lost:
-                await self._urm.mark_ledger_replicated(mark)
-                self._open_since.pop(ledger_id, None)
-                return Outcome.REPLICATED
             since = self._open_since.setdefault(ledger_id, self._clock())
             if self._clock() - since < self._settings.open_ledger_rereplication_grace_period_s:
                 return Outcome.WAITING
             log.info("ledger %d: still open after the grace period with %s lost; fencing it", ledger_id, sorted(lost))
             await self._bk.open_ledger(ledger_id, recovery=True)
             metadata = await self._bk.read_metadata(ledger_id)
+            lost = await self._lost_bookies(metadata, mark)  # the last segment is final now
         fragments = fragments_on(metadata, metadata.last_entry_id, lost)
-        if not lost:
-            fragments = await self._checker.lost_fragments(metadata)
-            lost = frozenset(f.bookie for f in fragments)
         for fragment in fragments:
             metadata = await self._replicate_fragment(metadata, fragment, lost)
         if fragments:
@@ -206,9 +204,16 @@ class ReplicationWorker:
         return Outcome.REPLICATED
 
     async def _lost_bookies(self, metadata: LedgerMetadata, mark: UnderreplicatedLedger) -> frozenset[str]:
+        """The bookies of the ledger whose fragments must move (see the module docstring)."""
+        named = bookies_of(metadata)
         registered = await self._bk.registry.bookies()
-        unregistered = bookies_of(metadata) - registered.writable - registered.read_only
-        return (mark.missing_replicas & bookies_of(metadata)) | unregistered
+        marked = mark.missing_replicas & named
+        lost = (named - registered.writable - registered.read_only) | (marked & registered.read_only)
+        to_check = marked - lost
+        if to_check or not mark.missing_replicas:
+            missing = await self._checker.lost_fragments(metadata)
+            lost |= {f.bookie for f in missing if f.bookie in to_check or not mark.missing_replicas}
+        return frozenset(lost)
 
     async def _replicate_fragment(
         self, metadata: LedgerMetadata, fragment: LedgerFragment, lost: frozenset[str]
