@@ -210,6 +210,8 @@ async def test_disabled_autorecovery_marks_nothing_until_recover_and_enable(tmp_
                 await wait_for(
                     lambda: victim not in json.loads(verb("list"))["writable"], timeout_s=20, message="still registered"
                 )
+                for i in range(6):  # the writer replaces the dead bookie and rolls: the open ledger closes
+                    await producer.send(b"after-%d" % i)
                 await asyncio.sleep(3)  # an audit ran on the registration change
                 assert (await asyncio.to_thread(verb, "list-underreplicated")).strip() == ""
                 marked = (await asyncio.to_thread(verb, "recover", victim, "--no-wait")).split()

@@ -30,6 +30,9 @@ from minipulsar.supervision import spawn
 log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
+VOTE_DELETE_TIMEOUT_S = 2.0
+"""How long a stop waits to withdraw its vote (a store that does not answer: the vote goes
+with the session instead, and the stop is not held up)."""
 
 
 async def next_sequence(store: MetadataStore) -> int:
@@ -101,9 +104,10 @@ class AuditorElector:
         vote, self._my_vote = self._my_vote, None
         if vote is not None:
             try:
-                await self._store.delete(f"{ELECTION_PATH}/{vote}")
-            except MiniPulsarError as error:  # gone with the session, or the store is down
-                log.debug("auditor elector: vote %s not deleted: %s", vote, error)
+                async with asyncio.timeout(VOTE_DELETE_TIMEOUT_S):
+                    await self._store.delete(f"{ELECTION_PATH}/{vote}")
+            except (MiniPulsarError, TimeoutError) as error:  # gone with the session, or the store is down
+                log.debug("auditor elector: vote %s not deleted: %r", vote, error)
 
     def _election_changed(self, _: Notification) -> None:
         self._changed.set()

@@ -57,6 +57,9 @@ from minipulsar.supervision import spawn
 log = logging.getLogger(__name__)
 
 DEFER_FIRST_S = 1.0
+LOCK_RELEASE_TIMEOUT_S = 2.0
+"""How long releasing a ledger's lock may take (a store that does not answer, at a stop: the
+lock is ephemeral and goes with the session)."""
 OPEN_LEDGER_RECHECK_S = 2.0
 """An open ledger within its grace period is looked at again this often (its writer may close it)."""
 
@@ -118,9 +121,17 @@ class ReplicationWorker:
                 await self._wait(self._idle_wait_s())
 
     def _idle_wait_s(self) -> float:
+        """Until the next poll, or until a ledger put aside may be taken again."""
         now = self._clock()
-        due = [until - now for until, _ in self._put_aside.values()]
+        due = [until - now for until, _ in self._put_aside.values() if until > now]
         return max(0.05, min([self._settings.worker_poll_interval_s, *due]))
+
+    def _forget_stale(self, now: float) -> None:
+        """Forget ledgers put aside long ago (their marks were cleared by another worker, say)."""
+        horizon = now - self._settings.lock_release_of_failed_ledger_grace_period_s - OPEN_LEDGER_RECHECK_S
+        for ledger_id in [ledger for ledger, (until, _) in self._put_aside.items() if until < horizon]:
+            del self._put_aside[ledger_id]
+            self._open_since.pop(ledger_id, None)
 
     async def _wait(self, timeout_s: float) -> None:
         # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancellation that
@@ -134,6 +145,7 @@ class ReplicationWorker:
     async def run_once(self) -> bool:
         """Take one ledger and work it; False when none could be taken."""
         now = self._clock()
+        self._forget_stale(now)
         skip = {ledger for ledger, (until, _) in self._put_aside.items() if until > now}
         mark = await self._urm.acquire_next(skip)
         if mark is None:
@@ -141,8 +153,15 @@ class ReplicationWorker:
         try:
             await self._work(mark)
         finally:
-            await self._urm.release(mark.ledger_id)
+            await self._release(mark.ledger_id)
         return True
+
+    async def _release(self, ledger_id: int) -> None:
+        try:
+            async with asyncio.timeout(LOCK_RELEASE_TIMEOUT_S):
+                await self._urm.release(ledger_id)
+        except (MiniPulsarError, TimeoutError) as error:
+            log.warning("ledger %d: lock not released (it goes with the session): %r", ledger_id, error)
 
     async def _work(self, mark: UnderreplicatedLedger) -> None:
         started = self._clock()
