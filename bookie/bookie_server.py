@@ -7,12 +7,14 @@ dirs' disk space, bind the port, serve HTTP (:mod:`bookie.http_api`), check the 
 metadata store holds for this bookie id (:func:`bookie.cookie.check_store_cookie`; with
 ``--port 0``, a port whose id an earlier bookie used is exchanged for another), accept
 connections, then register under ``/ledgers/available`` — or, when every ledger dir is
-already full or ``forceReadOnlyBookie`` is set, under ``/ledgers/available/readonly``.
+already full or ``forceReadOnlyBookie`` is set, under ``/ledgers/available/readonly`` — and,
+with ``autoRecoveryDaemonEnabled``, start AutoRecovery
+(:mod:`minipulsar.bookkeeper.replication.autorecovery_main`) on the bookie's metadata session.
 
-Stop, in this order: stop taking work (accepting connections, reading requests), answer the
-reads already queued and stop the read pool, let every journal group in flight be written,
-synced and answered, close the journals and the storage, delete the registration, close the
-metadata session.
+Stop, in this order: stop AutoRecovery (its vote goes: another process becomes the auditor),
+stop taking work (accepting connections, reading requests), answer the reads already queued
+and stop the read pool, let every journal group in flight be written, synced and answered,
+close the journals and the storage, delete the registration, close the metadata session.
 
 Invariants:
 - brokers see only a bookie that already serves, registered in the state it serves in;
@@ -60,6 +62,9 @@ from minipulsar.bookie.registration import DEFAULT_RACK, BookieRegistration
 from minipulsar.bookie.server_connection import BookieServerConnection
 from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager
 from minipulsar.bookie.storage.gc import DiskPressure, MetadataStoreLedgers
+from minipulsar.bookkeeper.client import BookKeeperSettings
+from minipulsar.bookkeeper.replication.autorecovery_main import AutoRecoveryMain
+from minipulsar.bookkeeper.replication.settings import AutoRecoverySettings
 from minipulsar.config import BookieConfig
 from minipulsar.durable_file import make_dirs
 from minipulsar.metadata import MetadataStore, open_metadata_store
@@ -118,8 +123,11 @@ class BookieServer:
         self.store = store
         self._owns_store = store is None
         self.listener = Listener(self._new_connection)
-        self.http = HttpServer(BookieHttpApi(self).routes())
+        self.http_api = BookieHttpApi(self)
+        self.http = HttpServer(self.http_api.routes())
         self.registration: BookieRegistration | None = None
+        self.autorecovery: AutoRecoveryMain | None = None
+        """With autoRecoveryDaemonEnabled: this bookie's vote for the auditor and its replication worker."""
         self.host = ""
         self.port = 0
         self.http_port = 0
@@ -188,6 +196,14 @@ class BookieServer:
         )
         await self._unless_stopping(self.registration.register())
         self.bookie.start_gc(MetadataStoreLedgers(self.store), self._disk_pressure)
+        if config.auto_recovery_daemon_enabled:
+            self.autorecovery = AutoRecoveryMain(
+                self.store,
+                self.bookie_id,
+                AutoRecoverySettings.from_bookie_config(config),
+                BookKeeperSettings(health_check_enabled=False, max_frame_size=config.max_frame_size),
+            )
+            await self.autorecovery.start()
         metrics.SERVER_STATUS.set(0 if self.state.read_only else 1)
         self.serving = not self.stopping
         log.info(
@@ -339,6 +355,8 @@ class BookieServer:
         self._stopped = True
         self.serving = False
         metrics.SERVER_STATUS.set(0)
+        if self.autorecovery is not None:  # first: it is a client of this bookie and of the store
+            await self.autorecovery.stop()
         self.listener.stop_accepting()
         for connection in list(self.listener.connections):
             if isinstance(connection, BookieServerConnection):
@@ -350,6 +368,7 @@ class BookieServer:
         await asyncio.to_thread(self.read_pool.close)
         await self.bookie.close()
         await self.listener.close()
+        await self.http_api.close()
         await self.http.close()
         # The metadata store may be down: leave anyway (the session then expires on its own).
         try:

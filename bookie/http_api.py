@@ -17,23 +17,43 @@ their paths and JSON shapes, beside ``/metrics`` on ``httpServerPort``.
   BookKeeper would shut the bookie down);
 - ``GET /api/v1/bookie/info``: free and total space plus the load report (:mod:`bookie.load`);
 - ``PUT /api/v1/bookie/gc`` (``{"forceMajor": bool, "forceMinor": bool}``, answers when the
-  round is done) and ``GET /api/v1/bookie/gc`` (``is_in_force_gc``).
+  round is done) and ``GET /api/v1/bookie/gc`` (``is_in_force_gc``);
+- BookKeeper's ``/api/v1/autorecovery/...`` over the bookie's metadata session (the state is in
+  the metadata store, so any bookie answers for the cluster): ``status`` (GET; PUT
+  ``?enabled=true|false``), ``list_under_replicated_ledger`` (GET; ``?printmissingreplica=true``
+  adds the bookies to replace), ``who_is_auditor`` (GET), ``lost_bookie_recovery_delay`` (GET;
+  PUT ``{"delay_seconds": n}``), ``bookie`` (PUT ``{"bookie_src": ["host:port", ...]}``: mark
+  their ledgers for re-replication; answers the marked ledger ids) and ``decommission`` (PUT
+  ``{"bookie_src": "host:port"}``: starts draining it in the background, as BookKeeper's;
+  asked of itself, the bookie first turns read-only by hand; another bookie must be read-only
+  or down; ``admin bookies decommission`` waits for the end).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 
+from minipulsar.bookkeeper.replication import admin as recovery_admin
+from minipulsar.bookkeeper.replication.underreplication_manager import LedgerUnderreplicationManager
 from minipulsar.config import parse_bool
-from minipulsar.errors import ServiceNotReadyError
+from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
+from minipulsar.metadata.store import MetadataStore
+from minipulsar.supervision import spawn
 
 if TYPE_CHECKING:
     from minipulsar.bookie.bookie_impl import BookieImpl
     from minipulsar.bookie.load import BookieLoad
     from minipulsar.bookie.state_manager import BookieStateManager
     from minipulsar.config import BookieConfig
+
+log = logging.getLogger(__name__)
+
+DECOMMISSION_TIMEOUT_S = 24 * 3600.0
+"""A decommission started through REST drains for at most this long (it logs how it ended)."""
 
 READ_ONLY_BY_HAND = "set read-only through PUT /api/v1/bookie/state/readonly"
 FORCE_READ_ONLY = "forceReadOnlyBookie=true"
@@ -49,6 +69,8 @@ class BookieAdmin(Protocol):
     serving: bool
     """Registered and taking requests."""
     failed_journals: set[int]
+    store: MetadataStore | None
+    """The bookie's metadata session (None before it is open)."""
 
     @property
     def bookie_id(self) -> str: ...
@@ -62,6 +84,7 @@ class BookieAdmin(Protocol):
 class BookieHttpApi:
     def __init__(self, service: BookieAdmin) -> None:
         self._service = service
+        self._decommissions: set[asyncio.Task[None]] = set()
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -73,6 +96,14 @@ class BookieHttpApi:
             web.get("/api/v1/bookie/info", self.info),
             web.put("/api/v1/bookie/gc", self.force_gc),
             web.get("/api/v1/bookie/gc", self.gc_status),
+            web.get("/api/v1/autorecovery/status", self.autorecovery_status),
+            web.put("/api/v1/autorecovery/status", self.set_autorecovery_status),
+            web.get("/api/v1/autorecovery/list_under_replicated_ledger", self.list_under_replicated),
+            web.get("/api/v1/autorecovery/who_is_auditor", self.who_is_auditor),
+            web.get("/api/v1/autorecovery/lost_bookie_recovery_delay", self.lost_bookie_recovery_delay),
+            web.put("/api/v1/autorecovery/lost_bookie_recovery_delay", self.set_lost_bookie_recovery_delay),
+            web.put("/api/v1/autorecovery/bookie", self.recover_bookie),
+            web.put("/api/v1/autorecovery/decommission", self.decommission),
         ]
 
     async def heartbeat(self, request: web.Request) -> web.Response:
@@ -158,6 +189,89 @@ class BookieHttpApi:
     async def gc_status(self, request: web.Request) -> web.Response:
         gc = self._service.bookie.gc
         return web.json_response({"is_in_force_gc": gc is not None and gc.forcing})
+
+    # -- AutoRecovery ----------------------------------------------------------------------------
+
+    def _store(self) -> MetadataStore:
+        store = self._service.store
+        if store is None:
+            raise web.HTTPServiceUnavailable(text="the bookie has no metadata session yet")
+        return store
+
+    async def autorecovery_status(self, request: web.Request) -> web.Response:
+        return web.json_response({"enabled": await recovery_admin.autorecovery_enabled(self._store())})
+
+    async def set_autorecovery_status(self, request: web.Request) -> web.Response:
+        try:
+            enabled = parse_bool(request.query.get("enabled"))
+        except ValueError:
+            return _error(400, "enabled must be true or false")
+        await recovery_admin.set_autorecovery_enabled(self._store(), enabled)
+        return web.json_response({"enabled": enabled})
+
+    async def list_under_replicated(self, request: web.Request) -> web.Response:
+        marks = await LedgerUnderreplicationManager(self._store()).list_underreplicated()
+        if request.query.get("printmissingreplica", "false").lower() == "true":
+            return web.json_response({str(m.ledger_id): sorted(m.missing_replicas) for m in marks})
+        return web.json_response([m.ledger_id for m in marks])
+
+    async def who_is_auditor(self, request: web.Request) -> web.Response:
+        auditor = await recovery_admin.who_is_auditor(self._store())
+        if auditor is None:
+            return _error(404, "no auditor is elected")
+        return web.json_response({"Auditor": auditor})
+
+    async def lost_bookie_recovery_delay(self, request: web.Request) -> web.Response:
+        urm = LedgerUnderreplicationManager(self._store())
+        delay_s = await urm.lost_bookie_recovery_delay_s(self._service.config.lost_bookie_recovery_delay_s)
+        return web.json_response({"lostBookieRecoveryDelay": delay_s})
+
+    async def set_lost_bookie_recovery_delay(self, request: web.Request) -> web.Response:
+        body = await _json_object(request)
+        delay = body.get("delay_seconds") if body is not None else None
+        if not isinstance(delay, int) or isinstance(delay, bool) or delay < 0:
+            return _error(400, 'the body must be {"delay_seconds": n} with n >= 0')
+        await LedgerUnderreplicationManager(self._store()).set_lost_bookie_recovery_delay_s(delay)
+        return web.json_response({"lostBookieRecoveryDelay": delay})
+
+    async def recover_bookie(self, request: web.Request) -> web.Response:
+        body = await _json_object(request)
+        sources = body.get("bookie_src") if body is not None else None
+        if not isinstance(sources, list) or not sources or not all(isinstance(b, str) for b in sources):
+            return _error(400, 'the body must be {"bookie_src": ["host:port", ...]}')
+        marked: set[int] = set()
+        for bookie in sources:
+            marked |= await recovery_admin.recover_bookie(self._store(), bookie)
+        return web.json_response({"markedLedgers": sorted(marked)})
+
+    async def decommission(self, request: web.Request) -> web.Response:
+        body = await _json_object(request)
+        bookie = body.get("bookie_src") if body is not None else None
+        if not isinstance(bookie, str) or not bookie:
+            return _error(400, 'the body must be {"bookie_src": "host:port"}')
+        if bookie == self._service.bookie_id and not self._service.state.read_only:
+            if not self._service.config.read_only_mode_enabled:
+                return _error(400, "readOnlyModeEnabled=false: this bookie cannot turn read-only to be drained")
+            await self._service.set_read_only_by_hand(True)  # no new ledger here; writers move off it
+        task = spawn(self._decommission(bookie), name=f"decommission {bookie}", logger=log)
+        self._decommissions.add(task)
+        task.add_done_callback(self._decommissions.discard)
+        return web.json_response({"decommissioning": bookie})
+
+    async def close(self) -> None:
+        """Cancel the decommissions still running (at the bookie's stop)."""
+        tasks, self._decommissions = self._decommissions, set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _decommission(self, bookie: str) -> None:
+        try:
+            await recovery_admin.decommission_bookie(self._store(), bookie, DECOMMISSION_TIMEOUT_S)
+        except MiniPulsarError as error:
+            log.warning("decommission of %s failed: %s", bookie, error)
+            return
+        log.info("decommissioned %s: no ledger has a fragment on it, its cookie is deleted", bookie)
 
 
 async def _json_object(request: web.Request) -> dict[str, Any] | None:

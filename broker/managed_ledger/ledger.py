@@ -56,7 +56,6 @@ from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
 from minipulsar.errors import (
     BadVersionError,
-    LedgerFencedError,
     MiniPulsarError,
     NoSuchLedgerError,
     PersistenceError,
@@ -326,20 +325,21 @@ class ManagedLedger:
     def _add_failed(self, op: OpAddEntry, handle: LedgerHandle, error: BaseException) -> None:
         """Like Pulsar: the ledger is closed at its last-add-confirmed and the adds that failed
         on it are issued again, first and in order, on the next ledger (the closed ledger ends
-        before them, so nobody reads them twice). A fenced ledger means another broker took over."""
+        before them, so nobody reads them twice).
+
+        A fenced ledger is handled the same way: AutoRecovery fences an open ledger whose last
+        fragment lost a bookie, and the topic rolls on. If another broker fenced it because it
+        took the topic over, the new ledger list cannot be stored (the new owner changed its
+        version): the managed ledger is then fenced (:meth:`_creation_failed`)."""
         op.attempts += 1
-        fenced = isinstance(error, LedgerFencedError)
-        if fenced or op.attempts >= MAX_ADD_ATTEMPTS or self.state in (State.CLOSED, State.FENCED):
+        if op.attempts >= MAX_ADD_ATTEMPTS or self.state in (State.CLOSED, State.FENCED):
             if not op.future.done():
                 op.future.set_exception(error)
         else:
             self._retry.append(op)
         if handle is self._ledgers.current:
             log.warning("%s: add to ledger %d failed, closing it: %s", self.name, handle.ledger_id, error)
-            if fenced and isinstance(error, MiniPulsarError):
-                self._fence(error)
-            else:
-                self._start_closing(handle)
+            self._start_closing(handle)
         elif self.state is State.LEDGER_OPENED:  # the next ledger is already open: never strand an add
             self._issue_waiting()
 

@@ -20,6 +20,10 @@ Digests: each payload is wrapped once, in :meth:`LedgerHandle.add`, by the ledge
 so far, digest, payload); resends after an ensemble change send the same bytes. Every add
 carries the ledger's master key.
 
+Reads: a read that no replica could serve takes the ensembles stored in the metadata if they
+changed since the handle read them (AutoRecovery re-replicated a fragment elsewhere), and is
+tried once more.
+
 Memory: an add's payload counts against the ledger's and the client's :class:`AddBudget`
 from its first send until every replica answered; adds that do not fit wait here, in order.
 A completed add drops its payload; its slower replicas still have their request timeout.
@@ -393,4 +397,25 @@ class LedgerHandle:
             raise NoSuchEntryError(
                 f"ledger {self.ledger_id} has entries up to {self.last_entry_id}, asked for {last_entry_id}"
             )
+        try:
+            return await self._reader.read(self.metadata, first_entry_id, last_entry_id)
+        except PersistenceError:
+            if not await self._refresh_ensembles():
+                raise
         return await self._reader.read(self.metadata, first_entry_id, last_entry_id)
+
+    async def _refresh_ensembles(self) -> bool:
+        """After a read no replica could serve: take the stored ensembles if they changed
+        (AutoRecovery moved a fragment to another bookie). Not while this handle writes: the
+        writer's metadata is its own. Returns whether the ensembles changed."""
+        if self.state is HandleState.OPEN:
+            return False
+        result = await self._ctx.store.get(ledger_path(self.ledger_id))
+        if result is None:
+            return False
+        stored = LedgerMetadata.from_bytes(self.ledger_id, result.value, result.version)
+        if stored.ensembles == self.metadata.ensembles:
+            return False
+        log.info("ledger %d: ensembles changed in the metadata; reading from %s", self.ledger_id, stored.ensembles)
+        self.metadata = replace(self.metadata, ensembles=stored.ensembles, version=stored.version)
+        return True

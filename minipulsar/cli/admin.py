@@ -15,6 +15,9 @@ Exit codes: 0 done, 1 the broker refused (its reason is printed) or could not be
     minipulsar admin namespaces unload T/NS [--bundle 0x00000000_0x40000000] [--destination-broker HOST:WEBPORT]
     minipulsar admin namespaces split-bundle T/NS --bundle RANGE [--unload] [--algorithm range_equally_divide]
     minipulsar admin topics lookup TOPIC
+    minipulsar admin bookies list | list-underreplicated | recover B | decommission B | ...   (admin_bookies.py)
+
+The ``bookies`` verbs talk to the metadata store instead (:mod:`minipulsar.cli.admin_bookies`).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 from typing import Any
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
+from minipulsar.cli.admin_bookies import BookiesCommandError, add_bookies_parser
 from minipulsar.topic_name import TopicName
 
 DEFAULT_ADMIN_URL = "http://localhost:8080"
@@ -321,6 +325,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     verb.add_argument("--json", action="store_true", help="print the whole lookup answer")
     verb.set_defaults(action=topics_lookup)
 
+    add_bookies_parser(groups)
     admin.set_defaults(func=main)
 
 
@@ -328,7 +333,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         client = AdminClient(args.admin_url, args.request_timeout)
         _print(args.action(client, args))
-    except AdminError as error:
+    except (AdminError, BookiesCommandError) as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
     return 0

@@ -14,6 +14,7 @@ SUBCOMMANDS = (
     "minipulsar.cli.standalone",
     "minipulsar.cli.metastore",
     "minipulsar.cli.bookie",
+    "minipulsar.cli.autorecovery",
     "minipulsar.cli.broker",
     "minipulsar.cli.client_verbs",
     "minipulsar.cli.admin",

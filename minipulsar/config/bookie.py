@@ -373,6 +373,52 @@ class BookieConfig:
         min_value=1024,
     )
 
+    # -- AutoRecovery (minipulsar/bookkeeper/replication/) --
+    auto_recovery_daemon_enabled: bool = setting(
+        "autoRecoveryDaemonEnabled",
+        True,
+        doc="Run AutoRecovery (the auditor election and a replication worker) inside the bookie.",
+        upstream="BookKeeper's default: false; Pulsar's bookkeeper.conf: true.",
+    )
+    lost_bookie_recovery_delay_s: int = setting(
+        "lostBookieRecoveryDelay",
+        0,
+        doc="Seconds the auditor waits after a bookie goes before it marks that bookie's ledgers.",
+        min_value=0,
+    )
+    """The value under /ledgers/underreplication/lostBookieRecoveryDelay, when an operator set
+    one (``minipulsar admin bookies lost-bookie-recovery-delay``), wins."""
+    auditor_periodic_check_interval_s: int = setting(
+        "auditorPeriodicCheckInterval",
+        604_800,
+        doc="Seconds between the auditor's checks of every ledger's fragments on their bookies; 0: off.",
+        min_value=0,
+    )
+    auditor_periodic_bookie_check_interval_s: int = setting(
+        "auditorPeriodicBookieCheckInterval",
+        86_400,
+        doc="Seconds between the auditor's audits of the bookies, besides one per registration change; 0: off.",
+        min_value=0,
+    )
+    rereplication_entry_batch_size: int = setting(
+        "rereplicationEntryBatchSize",
+        10,
+        doc="Entries a replication worker reads, then writes, in one batch.",
+        min_value=1,
+    )
+    open_ledger_rereplication_grace_period_ms: int = setting(
+        "openLedgerRereplicationGracePeriod",
+        30_000,
+        doc="How long (ms) an open ledger's writer may replace a lost bookie before the worker fences the ledger.",
+        min_value=0,
+    )
+    lock_release_of_failed_ledger_grace_period_ms: int = setting(
+        "lockReleaseOfFailedLedgerGracePeriod",
+        300_000,
+        doc="Longest (ms) a ledger whose re-replication failed is put aside before it is tried again.",
+        min_value=0,
+    )
+
     def __post_init__(self) -> None:
         if not self.journal_dirs:
             raise ValueError("journalDirectories must name at least one directory")
