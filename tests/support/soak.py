@@ -29,11 +29,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="single")
     parser.add_argument("--dir", type=Path, default=None, help="where the cluster's dirs and logs go")
+    parser.add_argument(
+        "--broker-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker.conf key over the harness's (e.g. brokerDeduplicationEnabled=false, to see it find duplicates)",
+    )
     args = parser.parse_args(argv)
     root = args.dir or Path(tempfile.mkdtemp(prefix="minipulsar-soak-"))
     command = shlex.join([sys.executable, "-m", "tests.support.soak", *(argv if argv is not None else sys.argv[1:])])
     print(f"soak: profile {args.profile}, seed {args.seed}, {args.minutes:g} min, dirs under {root}", flush=True)
-    result = asyncio.run(run_once(root, PROFILES[args.profile], args.seed, args.minutes * 60))
+    broker_settings = dict(item.split("=", 1) for item in args.broker_set)
+    profile = PROFILES[args.profile]
+    result = asyncio.run(run_once(root, profile, args.seed, args.minutes * 60, broker_settings=broker_settings))
     print(result.table())
     print(f"command: {command}")
     if result.ok and args.dir is None:

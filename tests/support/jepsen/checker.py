@@ -4,17 +4,18 @@ With deduplication on and the whole log of every topic read once from the start,
 cluster healed:
 
 - **lost**: an acknowledged send that is not in the log;
-- **duplicated**: a send stored more than once;
+- **duplicated**: a send stored more than once (at two positions);
 - **out_of_order**: a producer's sends not in sequence order in its topic's log;
 - **phantom**: a stored message that names no send of that topic (or one refused before
   it left the client: ``failed``);
 - **corrupt**: a stored message whose bytes differ from what was sent;
 - **moved**: an acknowledged send stored somewhere other than its receipt said;
 - **two_writers**: a send that reached an earlier ledger of its topic although a later
-  ledger had acknowledged a send before it was even sent. Ledger ids grow with creation, and
-  a topic's next ledger is created only after its owner stopped writing the previous one
-  (a roll) or a new owner fenced it (a move), so this means two brokers were writing one
-  topic at once (one clock orders every client: see :mod:`.history`).
+  ledger had acknowledged a send before it was even sent. A topic's ledger ids grow with its
+  ledgers' creation (:mod:`minipulsar.bookkeeper.ledger_id`), and its next ledger takes
+  writes only after its owner stopped writing the previous one (a roll) or a new owner fenced
+  it (a move), so this means two brokers were writing one topic at once (one clock orders
+  every client: see :mod:`.history`).
 
 ``unknown`` outcomes may or may not be in the log; the report counts those that are.
 """
@@ -67,7 +68,7 @@ def check(history: History) -> CheckReport:
     stored = _stored_by_send(history.consumed, sends, report)
     for key, copies in stored.items():
         send = sends[key]
-        if len(copies) > 1:
+        if len({c.position for c in copies}) > 1:
             report.violation(
                 "duplicated", f"{_send_name(send)} stored {len(copies)} times at {[c.position for c in copies]}"
             )

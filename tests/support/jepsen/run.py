@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,8 +72,11 @@ class RunResult:
 
 
 @contextlib.asynccontextmanager
-async def jepsen_cluster(root: Path, profile: Profile, *, with_disks: bool) -> AsyncIterator[JepsenCluster]:
-    """A started :class:`JepsenCluster` for ``profile``, stopped (healed first) on exit."""
+async def jepsen_cluster(
+    root: Path, profile: Profile, *, with_disks: bool, broker_settings: Mapping[str, object] | None = None
+) -> AsyncIterator[JepsenCluster]:
+    """A started :class:`JepsenCluster` for ``profile``, stopped (healed first) on exit;
+    ``broker_settings`` over :data:`BROKER_SETTINGS`."""
     e, qw, qa = profile.quorum
     cluster = JepsenCluster(
         root,
@@ -83,6 +86,7 @@ async def jepsen_cluster(root: Path, profile: Profile, *, with_disks: bool) -> A
             "managedLedgerDefaultEnsembleSize": e,
             "managedLedgerDefaultWriteQuorum": qw,
             "managedLedgerDefaultAckQuorum": qa,
+            **(broker_settings or {}),
         },
         broker_count=profile.brokers,
         bookie_settings=dict(BOOKIE_SETTINGS),
@@ -98,12 +102,20 @@ async def jepsen_cluster(root: Path, profile: Profile, *, with_disks: bool) -> A
         await cluster.stop()
 
 
-async def run_once(root: Path, profile: Profile, seed: int, duration_s: float, **workload: object) -> RunResult:
+async def run_once(
+    root: Path,
+    profile: Profile,
+    seed: int,
+    duration_s: float,
+    *,
+    broker_settings: Mapping[str, object] | None = None,
+    **workload: object,
+) -> RunResult:
     started = time.monotonic()
     history = History()
     disk_kinds = {"disk-full", "slow-disk"} & set(profile.kinds)
     with_disks = bool(disk_kinds) and loop_disks_missing() is None
-    async with jepsen_cluster(root, profile, with_disks=with_disks) as cluster:
+    async with jepsen_cluster(root, profile, with_disks=with_disks, broker_settings=broker_settings) as cluster:
         nemesis = Nemesis(cluster, profile, seed, history)
         load = Workload(cluster.service_url, history, seed, **workload)  # type: ignore[arg-type]
         await load.subscribe()

@@ -11,18 +11,21 @@ final read of every topic from its start.
   the workload stops.
 - Every topic's check subscription exists before the first send (:meth:`Workload.subscribe`);
   :func:`read_back` reads each topic through it from the start, until every acknowledged
-  send of it was seen and nothing more came for ``idle_s``, or ``deadline_s`` passed.
+  send of it was seen and nothing more came for ``idle_s`` (or nothing at all for a minute);
+  a position delivered twice is recorded once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from minipulsar import Client, InitialPosition
+from minipulsar.client.consumer import Consumer
 from minipulsar.client.exceptions import ProducerQueueIsFull, Timeout
 from minipulsar.client.message_id import MessageId
 from minipulsar.client.producer import Producer
@@ -32,6 +35,8 @@ from tests.support.jepsen.history import History, Outcome, Send, tagged_payload
 __all__ = ["Workload", "read_back"]
 
 RETRY_S = 0.5
+STALL_S = 60.0
+"""The read-back gives up on a topic after this long without a message."""
 SUBSCRIPTION = "jepsen-check"
 
 
@@ -45,7 +50,7 @@ class Workload:
     window: int = 8
     payload_bytes: int = 256
     send_timeout_ms: int = 30_000
-    pace_s: float = 0.005
+    pace_s: float = 0.02
     """Pause between two sends of one producer (keeps the 2-core machine usable)."""
 
     def topic_names(self) -> list[str]:
@@ -85,7 +90,8 @@ class Workload:
             await asyncio.sleep(self.pace_s)
         for _ in range(self.window):  # every send answered (or timed out)
             await window.acquire()
-        await producer.close()
+        with contextlib.suppress(MiniPulsarError):
+            await producer.close()
 
     async def _create(self, client: Client, topic: str, name: str, stop: asyncio.Event) -> Producer | None:
         while not stop.is_set():
@@ -124,37 +130,50 @@ def _recorder(
     return done
 
 
-async def read_back(
-    service_url: str, history: History, topics: list[str], *, idle_s: float = 3.0, deadline_s: float = 120.0
-) -> None:
+async def read_back(service_url: str, history: History, topics: list[str], *, idle_s: float = 3.0) -> None:
     """Read every topic from its start into ``history.consumed``."""
     async with Client(service_url, operation_timeout_seconds=30) as client:
         for topic in topics:
-            await _read_topic(client, history, topic, idle_s, time.monotonic() + deadline_s)
+            await _read_topic(client, history, topic, idle_s)
 
 
-async def _read_topic(client: Client, history: History, topic: str, idle_s: float, deadline: float) -> None:
+async def _read_topic(client: Client, history: History, topic: str, idle_s: float) -> None:
+    """Until every acknowledged send was seen and nothing more came for ``idle_s``, or nothing
+    at all came for :data:`STALL_S`. A position delivered again (a redelivery after a
+    reconnection) is recorded once: the log holds it once."""
     expected = {(s.producer, s.sequence) for s in history.sends if s.topic == topic and s.outcome is Outcome.ACKED}
-    consumer = None
-    while consumer is None:
-        try:
-            consumer = await client.subscribe(topic, SUBSCRIPTION, initial_position=InitialPosition.Earliest)
-        except MiniPulsarError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(RETRY_S)
+    consumer = await _subscribe(client, topic)
     seen: set[tuple[str, int]] = set()
-    while time.monotonic() < deadline:
-        wait_s = idle_s if expected <= seen else min(10.0, max(0.1, deadline - time.monotonic()))
+    positions: set[tuple[int, int]] = set()
+    last_message_s = time.monotonic()
+    while time.monotonic() - last_message_s < STALL_S:
+        wait_s = idle_s if expected <= seen else 5.0
         try:
             message = await consumer.receive(timeout_millis=int(wait_s * 1000))
         except Timeout:
             if expected <= seen:
                 break
             continue
+        last_message_s = time.monotonic()
         message_id = message.message_id()
-        record = history.consume(topic, message.data(), (message_id.ledger_id(), message_id.entry_id()))
+        position = (message_id.ledger_id(), message_id.entry_id())
+        if position in positions:
+            continue
+        positions.add(position)
+        record = history.consume(topic, message.data(), position)
         if record.sender is not None:
             seen.add(record.sender)
-        await consumer.acknowledge(message)
     await consumer.close()
+
+
+async def _subscribe(client: Client, topic: str) -> Consumer:
+    deadline = time.monotonic() + STALL_S
+    while True:
+        try:
+            consumer = await client.subscribe(topic, SUBSCRIPTION, initial_position=InitialPosition.Earliest)
+            assert isinstance(consumer, Consumer)
+            return consumer
+        except MiniPulsarError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(RETRY_S)
