@@ -65,7 +65,7 @@ async def test_a_partition_cuts_a_bookie_off_and_healing_brings_it_back(tmp_path
 
 
 @pytest.mark.skipif(loop_disks_missing() is not None, reason=str(loop_disks_missing()))
-@pytest.mark.expect_error_log(r"is full: usage")
+@pytest.mark.expect_error_log(r"is full: usage", r"No space left on device")
 async def test_a_full_ledger_disk_turns_its_bookie_read_only_until_emptied(tmp_path: Path) -> None:
     async with jepsen_cluster(tmp_path, ONE_BOOKIE, with_disks=True) as cluster:
         readonly = f"/ledgers/available/readonly/{cluster.bookies[0].address}"

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--profile", choices=sorted(PROFILES), default="single")
     parser.add_argument("--dir", type=Path, default=None, help="where the cluster's dirs and logs go")
+    parser.add_argument("--pace-ms", type=float, default=10.0, help="pause between two sends of one producer")
     parser.add_argument(
         "--broker-set",
         action="append",
@@ -42,7 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"soak: profile {args.profile}, seed {args.seed}, {args.minutes:g} min, dirs under {root}", flush=True)
     broker_settings = dict(item.split("=", 1) for item in args.broker_set)
     profile = PROFILES[args.profile]
-    result = asyncio.run(run_once(root, profile, args.seed, args.minutes * 60, broker_settings=broker_settings))
+    result = asyncio.run(
+        run_once(
+            root, profile, args.seed, args.minutes * 60, broker_settings=broker_settings, pace_s=args.pace_ms / 1000
+        )
+    )
     print(result.table())
     print(f"command: {command}")
     if result.ok and args.dir is None:

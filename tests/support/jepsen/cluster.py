@@ -29,7 +29,7 @@ __all__ = ["ADVERTISED_HOST", "BIND_HOST", "JepsenCluster"]
 
 BIND_HOST = "127.0.0.1"
 ADVERTISED_HOST = "127.0.0.2"
-LOOP_DISK_MB = 64
+LOOP_DISK_MB = 256
 
 
 @dataclass

@@ -5,7 +5,7 @@ and cgroup v1 blkio throttling of its loop device.
   missing (the harness then leaves the disk faults out, and says so).
 - :class:`LoopDisk` is mounted before its bookie starts, so the bookie never sees the directory
   change under it; ``fill`` leaves ``free_bytes`` free (a bookie past its disk-usage threshold
-  turns read-only), ``drain`` removes the filler.
+  turns read-only; what it still has to flush mostly fits), ``drain`` removes the filler.
 - :class:`BlkioThrottle` moves one process into a cgroup whose writes to the device are limited
   to ``bytes_per_s`` (buffered writes are charged when they are synced: the journal and entry
   log flushes are what slows); ``release`` moves it back and removes the cgroup.
@@ -82,7 +82,7 @@ class LoopDisk:
         device = os.stat(self.device).st_rdev
         return f"{os.major(device)}:{os.minor(device)}"
 
-    def fill(self, free_bytes: int = 256 * 1024) -> None:
+    def fill(self, free_bytes: int = 8 * 1024 * 1024) -> None:
         """Write a filler file until only ``free_bytes`` are left (or the disk is full)."""
         stats = os.statvfs(self.mount_point)
         size = max(0, stats.f_bavail * stats.f_frsize - free_bytes)

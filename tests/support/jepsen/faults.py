@@ -94,8 +94,8 @@ class Partition(FaultKind):
 
 
 class DiskFull(FaultKind):
-    """A bookie's loop-mounted ledger disk filled to its last few hundred KB (it turns
-    read-only past ``diskUsageThreshold``); emptied again when the fault ends."""
+    """A bookie's loop-mounted ledger disk filled to its last 8 MB of 256 (it turns read-only
+    past ``diskUsageThreshold``); emptied again when the fault ends."""
 
     name = "disk-full"
     downs = "write"

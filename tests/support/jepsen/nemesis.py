@@ -1,8 +1,9 @@
 """The nemesis: a seeded schedule of faults within a profile's limits.
 
-Every ``gap_s`` (drawn from the seed) it may begin one fault: a kind drawn by weight, a target
-drawn among that kind's targets that no other fault is hitting and whose loss keeps within the
-profile's limits; each fault ends ``fault_s`` later. :meth:`Nemesis.heal` ends every fault
+Every ``gap_s`` (drawn from the seed) it may begin one fault: a kind drawn by weight (among
+the kinds not used yet, until each was: a short run meets them all), a target drawn among
+that kind's targets that no other fault is hitting and whose loss keeps within the profile's
+limits; each fault ends ``fault_s`` later. :meth:`Nemesis.heal` ends every fault
 still on (a run ends healed). The same seed makes the same choices; the times at which they
 land depend on the machine. Every begin and end goes to the history's fault log.
 """
@@ -65,7 +66,7 @@ class Nemesis:
             await self._end(self.active[0])
 
     async def _begin_one(self) -> None:
-        names = list(self.kinds)
+        names = [n for n in self.kinds if n not in self.counts] or list(self.kinds)  # each kind once first
         name = self.random.choices(names, weights=[self.profile.kinds[n] for n in names])[0]
         kind = self.kinds[name]
         targets = [t for t in kind.targets(self.cluster) if self._allowed(kind, t)]
