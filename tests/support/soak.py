@@ -6,7 +6,8 @@ the end; exits 1 on any violation.
 (``make soak MINUTES=30 SEED=7 PROFILE=single``.) It lives beside the test support rather
 than in ``bench/`` because it is a correctness test built of that support (its cluster, its
 processes), not a measurement. The cluster keeps its dirs and logs under ``--dir`` (a fresh
-temp dir by default, removed after a passing run and kept after a failing one).
+temp dir by default, removed after a passing run; kept after a failing one or when given,
+with the whole history in ``history.json``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     if result.ok and args.dir is None:
         shutil.rmtree(root, ignore_errors=True)
     else:
-        print(f"dirs and logs kept under {root}")
+        result.history.dump(root / "history.json")
+        print(f"dirs, logs and history.json kept under {root}")
     return 0 if result.ok else 1
 
 

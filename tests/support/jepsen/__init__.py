@@ -9,6 +9,8 @@ that record every operation, and a checker over the whole history.
 - :mod:`cluster`: :class:`~tests.support.cluster.ProcessCluster` with proxies and those disks;
 - :mod:`faults`: one small class per fault kind (kill, pause, metastore restart, partition,
   disk full, slow disk), a registry by name;
+- :mod:`profiles`: a run's cluster and how hard the nemesis may hit it (``single``, ``overlap``,
+  ``five``);
 - :mod:`nemesis`: the seeded schedule of faults, overlapping within a profile's limits;
 - :mod:`workload`: producers and the final read that fill the history;
 - :mod:`run`: one run (profile, seed, duration) → a result and its table.

@@ -130,6 +130,4 @@ async def run_once(
         await read_back(cluster.service_url, history, load.topic_names())
     result = RunResult(profile, seed, duration_s, history, check(history), dict(nemesis.counts), nemesis.skipped)
     result.elapsed_s = time.monotonic() - started
-    if not result.ok:
-        history.dump(root / "history.json")
     return result
