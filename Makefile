@@ -7,7 +7,9 @@
 # newest releases pyproject.toml's ranges admit. `make bench` runs the
 # benchmark suite's quick profile into results/<timestamp>/, `make bench-peers` adds Redis
 # Streams and NATS JetStream to the same run, `make bench-bookie` the bookie bench (see
-# bench/README.md).
+# bench/README.md). `make soak MINUTES=30 SEED=7 PROFILE=single` runs the fault harness
+# (tests/support/jepsen) that long, prints its table and fails on any violation (root gives it
+# the loop-mounted disks its disk faults need).
 
 PYTHON ?= $(shell command -v python3.11 >/dev/null 2>&1 && echo python3.11 || echo python3)
 VENV := .venv
@@ -19,9 +21,12 @@ DATA_DIR ?= data/standalone
 RUN_ARGS ?=      # extra standalone flags, e.g. RUN_ARGS='--bookies 3'
 PYTEST_ARGS ?=   # e.g. PYTEST_ARGS='tests/unit -x'
 BENCH_ARGS ?=    # e.g. BENCH_ARGS='--journal-dir /mnt/ssd/j --ledger-dir /mnt/hdd/l' or '--disk-model hdd'
+MINUTES ?= 30        # make soak: how long the nemesis runs
+SEED ?= $(shell date +%s)  # make soak: the nemesis's and the workload's seed (printed in the table)
+PROFILE ?= single    # make soak: single | overlap | five (tests/support/jepsen/profiles.py)
 BOOKIE_BENCH_ARGS ?=  # e.g. BOOKIE_BENCH_ARGS='--journal-dir /mnt/fast/journal --json bench/results/bookie.json'
 
-.PHONY: run test lint mypy lock bench bench-peers bench-bookie clean distclean
+.PHONY: run test lint mypy lock bench bench-peers bench-bookie soak clean distclean
 
 run: $(RUNTIME_STAMP)
 	$(VENV)/bin/minipulsar standalone --data-dir $(DATA_DIR) $(RUN_ARGS)
@@ -55,6 +60,9 @@ bench-peers: $(STAMP)
 
 bench-bookie: $(STAMP)
 	$(VENV)/bin/python bench/bookie_bench.py $(BOOKIE_BENCH_ARGS)
+
+soak: $(STAMP)
+	$(VENV)/bin/python -m tests.support.soak --minutes $(MINUTES) --seed $(SEED) --profile $(PROFILE)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); exit 1; }

@@ -90,7 +90,7 @@ pytestmark = pytest.mark.timeout(600)
 
 
 @dataclass
-class Send:
+class AckedSend:
     payload: bytes
     acked: tuple[int, int] | None = None
     """(ledger id, entry id) once acknowledged."""
@@ -98,8 +98,8 @@ class Send:
 
 
 @dataclass
-class History:
-    sends: dict[str, list[Send]] = field(default_factory=lambda: {topic: [] for topic in TOPICS})
+class PowerLossHistory:
+    sends: dict[str, list[AckedSend]] = field(default_factory=lambda: {topic: [] for topic in TOPICS})
     damaged_at: dict[int, float] = field(default_factory=dict)
     """Bookie index → when its disk was last damaged (entries acked before: may be lost there)."""
     cuts: list[str] = field(default_factory=list)
@@ -162,14 +162,14 @@ async def power_cycle(
 
 
 async def produce_recording(
-    service_url: str, topic: str, rng: random.Random, sends: list[Send], stop: asyncio.Event
+    service_url: str, topic: str, rng: random.Random, sends: list[AckedSend], stop: asyncio.Event
 ) -> None:
     async with Client(service_url) as client:
         producer = await client.create_producer(
             topic, producer_name=f"{topic}-p", batching_enabled=False, send_timeout_millis=60_000
         )
         while not stop.is_set():
-            send = Send(f"{topic}:{len(sends)}:".encode() + rng.randbytes(rng.choice((10, 200, 1500, 6000))))
+            send = AckedSend(f"{topic}:{len(sends)}:".encode() + rng.randbytes(rng.choice((10, 200, 1500, 6000))))
             sends.append(send)
             message_id = await producer.send(send.payload)
             send.acked, send.acked_at = (message_id.ledger_id(), message_id.entry_id()), time.monotonic()
@@ -234,11 +234,11 @@ class CutPlan:
         return f"cut {self.number}{how}: bookie-{self.bookie} lost {lost}{'; ' + damage_note if damage_note else ''}"
 
 
-def acked_counts(history: History) -> list[int]:
+def acked_counts(history: PowerLossHistory) -> list[int]:
     return [sum(1 for s in sends if s.acked) for sends in history.sends.values()]
 
 
-def progressed(history: History, before: list[int]) -> bool:
+def progressed(history: PowerLossHistory, before: list[int]) -> bool:
     """Every topic has had 10 more acks since ``before``: each is loaded and writing. (A
     broker killed with a bookie recovers its ledgers on start; a cut landing before that
     would catch the recovery without the bookie, which still fails outright — issue 18's
@@ -246,7 +246,9 @@ def progressed(history: History, before: list[int]) -> bool:
     return all(now >= then + 10 for now, then in zip(acked_counts(history), before, strict=True))
 
 
-async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: History, rng: random.Random) -> None:
+async def cut_cycles(
+    cluster: PowerLossCluster, mounts: list[FaultFs], history: PowerLossHistory, rng: random.Random
+) -> None:
     deadline = time.monotonic() + BUDGET_S
     damaged_cuts = 0
     for number in range(CUTS):
@@ -260,7 +262,7 @@ async def cut_cycles(cluster: PowerLossCluster, mounts: list[FaultFs], history: 
 
 
 async def one_cut(
-    cluster: PowerLossCluster, mounts: list[FaultFs], history: History, plan: CutPlan, rng: random.Random
+    cluster: PowerLossCluster, mounts: list[FaultFs], history: PowerLossHistory, plan: CutPlan, rng: random.Random
 ) -> None:
     if plan.aimed:
         await unsynced_moment(mounts[plan.bookie], timeout_s=plan.wait_s)
@@ -315,7 +317,7 @@ async def ledger_metadata(cluster: PowerLossCluster, ledger_ids: set[int]) -> di
 
 
 async def read_replicas(
-    cluster: PowerLossCluster, acked: list[Send], metadata: dict[int, LedgerMetadata]
+    cluster: PowerLossCluster, acked: list[AckedSend], metadata: dict[int, LedgerMetadata]
 ) -> dict[tuple[str, int, int], bytes | None]:
     """READ_ENTRY of every acked entry from every bookie its ledger's metadata names for it."""
     wanted: dict[str, list[tuple[int, int]]] = {}
@@ -347,7 +349,7 @@ def bookie_ids(cluster: PowerLossCluster) -> dict[str, int]:
     return {f"{b.host}:{b.port}": i for i, b in enumerate(cluster.bookies)}
 
 
-async def check_consumption(service_url: str, topic: str, sends: list[Send]) -> None:
+async def check_consumption(service_url: str, topic: str, sends: list[AckedSend]) -> None:
     """Every acked message consumed once, in send order; nothing consumed that was not sent."""
     acked = [s.payload for s in sends if s.acked]
     consumed = await consume_all(service_url, topic, len(acked))
@@ -361,7 +363,7 @@ async def check_consumption(service_url: str, topic: str, sends: list[Send]) -> 
     assert [positions[p] for p in acked] == sorted(positions[p] for p in acked), "out of send order"
 
 
-async def check_replicas(cluster: PowerLossCluster, history: History) -> None:
+async def check_replicas(cluster: PowerLossCluster, history: PowerLossHistory) -> None:
     """Every acked entry on every bookie its ledger's metadata names, byte-identical (a
     damaged bookie may lack those acked before its damage, never hold wrong bytes)."""
     acked = [s for sends in history.sends.values() for s in sends if s.acked and s.acked[0] >= 0]
@@ -389,7 +391,7 @@ async def check_replicas(cluster: PowerLossCluster, history: History) -> None:
 async def test_acked_entries_survive_power_cuts_on_a_minority_of_bookies(tmp_path: Path) -> None:
     skip_unless_available()
     rng = random.Random(SEED)
-    history = History()
+    history = PowerLossHistory()
     async with power_loss_cluster(tmp_path) as (cluster, mounts):
         await create_subscriptions(cluster.service_url)  # else rolled-over ledgers are deleted unread
         stop = asyncio.Event()

@@ -84,15 +84,24 @@ class ProcessCluster:
         name = f"bookie-{index}"
         return (self.journal_root or self.root) / name / "journal", (self.ledger_root or self.root) / name / "ledgers"
 
+    def metadata_url_of(self, name: str) -> str:
+        """The metadata URL process ``name`` (``bookie-0``, ``broker-1``) is given: the
+        metastore's own, unless a subclass puts something (a proxy) in between."""
+        return self.metadata_url
+
+    def settings_of(self, name: str) -> dict[str, object]:
+        """Settings of process ``name`` over the role's shared ones (none unless a subclass says)."""
+        return {}
+
     def _bookie(self, index: int, port: int = 0) -> ServerProcess:
         name = f"bookie-{index}"
         process = bookie_process(
             self.root,
-            self.metadata_url,
+            self.metadata_url_of(name),
             port=port,
             journals=[(self.journal_root or self.root) / name / "journal"],
             ledgers=[(self.ledger_root or self.root) / name / "ledgers"],
-            settings=self.bookie_settings,
+            settings={**self.bookie_settings, **self.settings_of(name)},
             defaults=CLUSTER_BOOKIE_DEFAULTS,
             name=name,
         )
@@ -101,7 +110,7 @@ class ProcessCluster:
 
     def _broker(self, index: int = 0, port: int = 0, http_port: int = 0) -> ServerProcess:
         q = self._quorum()
-        extra = set_flags(self.broker_settings)
+        extra = set_flags({**self.broker_settings, **self.settings_of(f"broker-{index}")})
         return ServerProcess(
             "broker",
             [
@@ -110,7 +119,7 @@ class ProcessCluster:
                 "--http-port",
                 str(http_port),
                 "--metadata-url",
-                self.metadata_url,
+                self.metadata_url_of(f"broker-{index}"),
                 "--set",
                 f"managedLedgerDefaultEnsembleSize={q}",
                 "--set",

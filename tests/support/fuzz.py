@@ -312,14 +312,14 @@ def byte_streams(
 # What the server owes
 
 
-class Outcome(enum.Enum):
+class StreamOutcome(enum.Enum):
     ANSWERED = "the sync request is answered"
     REFUSED = "an ERROR, then the server closes (a refused handshake)"
     TOO_LARGE = "ERROR TooLarge, then the server closes"
     NOTHING_DUE = "the stream ends inside a frame: nothing is owed"
 
 
-def expected_outcome(stream: ByteStream, max_frame_size: int) -> Outcome:
+def expected_outcome(stream: ByteStream, max_frame_size: int) -> StreamOutcome:
     """What the server must do with ``stream``, by replaying its framing and handshake rules."""
     frames = FrameDecoder(max_frame_size)
     frames.feed(stream.data)
@@ -328,11 +328,11 @@ def expected_outcome(stream: ByteStream, max_frame_size: int) -> Outcome:
         try:
             span = frames.next_span()
         except FrameTooLargeError:
-            return Outcome.TOO_LARGE
+            return StreamOutcome.TOO_LARGE
         if span is None:
-            return Outcome.NOTHING_DUE
+            return StreamOutcome.NOTHING_DUE
         if span[0] - LENGTH.size == stream.sync_offset:  # the sync request is framed as sent
-            return Outcome.ANSWERED if handshake_done else Outcome.REFUSED
+            return StreamOutcome.ANSWERED if handshake_done else StreamOutcome.REFUSED
         try:
             command = decode_body(bytes(frames.view[span[0] : span[1]]))
         except MalformedCommandError:
@@ -342,7 +342,7 @@ def expected_outcome(stream: ByteStream, max_frame_size: int) -> Outcome:
         if isinstance(command, Connect) and command.protocol_version == PROTOCOL_VERSION:
             handshake_done = True
             continue
-        return Outcome.REFUSED
+        return StreamOutcome.REFUSED
 
 
 @dataclasses.dataclass
@@ -357,7 +357,7 @@ class Answers:
 
 
 async def exchange(
-    host: str, port: int, stream: ByteStream, outcome: Outcome, timeout_s: float = EXCHANGE_TIMEOUT_S
+    host: str, port: int, stream: ByteStream, outcome: StreamOutcome, timeout_s: float = EXCHANGE_TIMEOUT_S
 ) -> Answers:
     """Send ``stream`` write by write; read until the answer to :data:`SYNC_ID`, until the
     server closes (``outcome`` says it must), or not at all (nothing is due). Each frame the
@@ -369,9 +369,9 @@ async def exchange(
             writer.write(data)
             await writer.drain()
             await asyncio.sleep(0.001)  # separate segments: the server reads them apart
-        if outcome is not Outcome.NOTHING_DUE:
+        if outcome is not StreamOutcome.NOTHING_DUE:
             async with asyncio.timeout(timeout_s):
-                await _read_answers(reader, answers, until_closed=outcome is not Outcome.ANSWERED)
+                await _read_answers(reader, answers, until_closed=outcome is not StreamOutcome.ANSWERED)
     except (ConnectionResetError, BrokenPipeError):
         answers.closed = True  # closed with our unsent or unread bytes
     finally:
@@ -401,7 +401,7 @@ TYPED_CODES = frozenset(code.value for code in ErrorCode) - {ErrorCode.UNKNOWN_E
 """The codes an answer to bad input may carry: any typed one, never UnknownError (a bug)."""
 
 
-def check_answers(answers: Answers, outcome: Outcome) -> None:
+def check_answers(answers: Answers, outcome: StreamOutcome) -> None:
     """The contract of a binary port, for what ``outcome`` says the server owed."""
     for command in answers.commands:
         if isinstance(command, Error | SendError):
@@ -409,11 +409,11 @@ def check_answers(answers: Answers, outcome: Outcome) -> None:
         elif isinstance(command, LookupResponse) and command.error:
             assert command.error in TYPED_CODES, f"untyped error code in {command!r}"
     errors = [c for c in answers.commands if isinstance(c, Error)]
-    if outcome is Outcome.ANSWERED:
+    if outcome is StreamOutcome.ANSWERED:
         assert answers.synced, f"the sync request was not answered; closed={answers.closed}: {answers.commands}"
-    elif outcome is Outcome.REFUSED:
+    elif outcome is StreamOutcome.REFUSED:
         assert errors and answers.closed, f"a refused handshake needs an ERROR and a close: {answers}"
-    elif outcome is Outcome.TOO_LARGE:
+    elif outcome is StreamOutcome.TOO_LARGE:
         assert answers.closed and any(e.code == ErrorCode.TOO_LARGE.value for e in errors), answers
 
 

@@ -2,7 +2,8 @@
 
 - tests/ holds ``unit/ component/ cluster/ faults/ support/`` and its conftest, nothing else;
 - no module under tests/support is named ``test_*`` (support is imported, never collected);
-- no top-level helper (a function or class not named ``test*``/``Test*``, pytest hooks aside) is
+- no top-level helper (a function or class not named ``test*``/``Test*``, pytest hooks and
+  ``main`` entry points aside) is
   defined in more than one module under tests/: a second copy goes to tests/support instead;
 - no test module imports another test module: what two share lives in tests/support.
 """
@@ -34,6 +35,7 @@ def helpers(path: Path) -> set[str]:
         for node in ast.parse(path.read_text()).body
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
         and not node.name.startswith(("test", "Test", "pytest_"))
+        and node.name != "main"  # the entry point of a ``python -m tests.support.…`` module
     }
 
 
