@@ -48,6 +48,7 @@ from minipulsar.broker.topics.registry import TopicRegistry
 from minipulsar.config import BrokerConfig
 from minipulsar.errors import (
     ConsumerNotFoundError,
+    ErrorCode,
     InvalidCommandError,
     MiniPulsarError,
     NotOwnerError,
@@ -60,6 +61,10 @@ from minipulsar.protocol import commands as cmd
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
+
+_FAILING_SEND_CODES = (ErrorCode.INVALID_COMMAND, ErrorCode.TOO_LARGE)
+"""SEND_ERROR codes that fail just that send (the client gives its messages up and goes on);
+after any other the client re-creates the producer and resends from the failed message."""
 
 _producer_names = itertools.count()
 
@@ -158,6 +163,10 @@ class BrokerConnection(ServerConnection):
         self._detached_producers: set[int] = set()
         """Producer ids an unload took away: their late SENDs are dropped (the client resends)."""
         self._detached_consumers: set[int] = set()
+        self._failed_producers: set[int] = set()
+        """Producer ids a send of which failed: their later SENDs are refused unwritten until the
+        producer is created again (the client re-creates it and resends everything from the
+        failed one, in order), so nothing behind a failed message is stored before it."""
 
     @property
     def writable(self) -> bool:
@@ -202,6 +211,7 @@ class BrokerConnection(ServerConnection):
         if command.producer_id in self.producers or not self.is_open:  # raced with itself or a close
             raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
         self._detached_producers.discard(command.producer_id)
+        self._failed_producers.discard(command.producer_id)
         producer = ProducerHandle(command.producer_id, name, topic, self.peer, self)
         self.producers[command.producer_id] = producer
         topic.counters.producers[(id(self), command.producer_id)] = producer
@@ -222,6 +232,16 @@ class BrokerConnection(ServerConnection):
                     sequence_id=command.sequence_id,
                     code="ProducerNotFound",
                     message="no such producer on this connection",
+                )
+            )
+            return
+        if command.producer_id in self._failed_producers:
+            self.send(
+                cmd.SendError(
+                    producer_id=command.producer_id,
+                    sequence_id=command.sequence_id,
+                    code=ErrorCode.SERVICE_NOT_READY.value,
+                    message="an earlier send of this producer failed: re-create the producer and resend from it",
                 )
             )
             return
@@ -265,18 +285,17 @@ class BrokerConnection(ServerConnection):
                 )
             )
         elif producer_id not in self._detached_producers:  # else: the client resends it elsewhere
+            code = code_for_error(error)
+            if code not in _FAILING_SEND_CODES and producer_id in self.producers:
+                self._failed_producers.add(producer_id)
             self.send(
-                cmd.SendError(
-                    producer_id=producer_id,
-                    sequence_id=sequence_id,
-                    code=code_for_error(error).value,
-                    message=str(error),
-                )
+                cmd.SendError(producer_id=producer_id, sequence_id=sequence_id, code=code.value, message=str(error))
             )
 
     @handles(cmd.CloseProducer)
     def close_producer(self, command: cmd.CloseProducer) -> None:
         self._detached_producers.discard(command.producer_id)
+        self._failed_producers.discard(command.producer_id)
         producer = self.producers.pop(command.producer_id, None)
         if producer is not None:
             producer.topic.counters.producers.pop((id(self), command.producer_id), None)

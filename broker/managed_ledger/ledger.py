@@ -11,8 +11,12 @@ Rollover: checked on each add and by a timer at the ledger's maximum age.
 The add that fills the ledger is its last: it is marked ``close_when_done``, and the ledger
 is closed once it (and so every add before it) completed. The next ledger is created lazily,
 on the next write (Pulsar's choice: an idle topic holds no open ledger). A failed add closes
-the ledger the same way (at its last-add-confirmed); the failed add and those in flight
-behind it fail to their producers, later ones go to a new ledger.
+the ledger the same way (at its last-add-confirmed) and is issued again, first and in order
+with those that failed behind it, on the next ledger — up to ``MAX_ADD_ATTEMPTS`` ledgers.
+An add whose failure reaches its producer takes every add behind it along (those waiting and
+those still failing on the same ledger): a later add stored after an earlier one failed would
+leave a hole in its producer's sequence, and deduplication would then take the earlier one's
+resend for a duplicate and acknowledge a message that is nowhere.
 
 Trimming (rules in retention.py): every ``retentionCheckIntervalInSeconds``,
 after a ledger closes and when a durable cursor's mark-delete leaves a ledger. Ledgers are
@@ -28,6 +32,7 @@ the topic now, and this managed ledger turns FENCED.
 Invariants:
 
 - adds complete in order; ``last_confirmed`` only moves forward;
+- when an add fails to its caller, no add issued after it succeeds;
 - only the last ledger is written, and a new ledger's id is above every earlier one;
 - every state change follows the transition table;
 - a ledger leaves the stored list before it is deleted from BookKeeper.
@@ -166,6 +171,9 @@ class ManagedLedger:
         """Adds waiting for a ledger, in arrival order."""
         self._retry: deque[OpAddEntry] = deque()
         """Adds that failed on a ledger that is now closed, in entry order: they go first on the next."""
+        self._abandoned: LedgerHandle | None = None
+        """The ledger whose failed add was given up on: every later add failing on it is given
+        up on too (they are behind it)."""
         self._in_flight: deque[OpAddEntry] = deque()
         """Adds issued on the current ledger and not completed, in entry order."""
         self._entry_waiters: list[asyncio.Future[None]] = []
@@ -332,9 +340,12 @@ class ManagedLedger:
         took the topic over, the new ledger list cannot be stored (the new owner changed its
         version): the managed ledger is then fenced (:meth:`_creation_failed`)."""
         op.attempts += 1
-        if op.attempts >= MAX_ADD_ATTEMPTS or self.state in (State.CLOSED, State.FENCED):
+        if op.attempts >= MAX_ADD_ATTEMPTS or self.state in (State.CLOSED, State.FENCED) or handle is self._abandoned:
             if not op.future.done():
                 op.future.set_exception(error)
+            # Everything behind it fails with it (the module docstring says why).
+            self._abandoned = handle
+            self._fail_queued(error if isinstance(error, MiniPulsarError) else PersistenceError(str(error)))
         else:
             self._retry.append(op)
         if handle is self._ledgers.current:

@@ -19,7 +19,7 @@ from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
-from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.ledger import MAX_ADD_ATTEMPTS, ManagedLedger
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.errors import MiniPulsarError
 from minipulsar.metadata import MetadataStore, open_metadata_store
@@ -331,3 +331,19 @@ async def test_an_add_failure_does_not_lose_queued_adds(env: Env) -> None:
         assert all(p.ledger_id != first.ledger_id for p in positions) and positions == sorted(positions)
         reader = ManagedCursor.open_non_durable(ledger, "r", Position(-1, -1))
         assert [e.payload for e in await read_to_end(reader)] == [batch_entry(i) for i in range(6)]
+
+
+async def test_an_add_given_up_on_takes_every_add_behind_it_along(env: Env) -> None:
+    """Goal: when an add's failure reaches its producer, no add issued after it is stored (a
+    later one stored would leave a hole that deduplication then takes for a duplicate).
+    Method: five adds in flight, the first one on its last attempt; the ledger fails."""
+    async with opened(env, **KEEP_FOREVER) as ledger:
+        await ledger.add_entry(batch_entry(0))
+        adds = [ledger.add_entry(batch_entry(i)) for i in range(1, 6)]
+        ledger._in_flight[0].attempts = MAX_ADD_ATTEMPTS - 1
+        ledger._ledgers.current._fail(MiniPulsarError("simulated bookie write failure"))
+        outcomes = await asyncio.gather(*adds, return_exceptions=True)
+        assert all(isinstance(outcome, MiniPulsarError) for outcome in outcomes), outcomes
+        await ledger.add_entry(batch_entry(6))
+        reader = ManagedCursor.open_non_durable(ledger, "r", Position(-1, -1))
+        assert [e.payload for e in await read_to_end(reader)] == [batch_entry(0), batch_entry(6)]
