@@ -3,7 +3,8 @@ brokers) under the seeded nemesis (kills, pauses, partitions, metastore restarts
 a slow ledger disk), deduplicated producers recording every send, the whole log read back and
 checked (:mod:`tests.support.jepsen`).
 
-``MINIPULSAR_JEPSEN_PROFILES`` (comma-separated, default ``single,overlap``: one fault at a time, then a broker down together with a bookie of its ensemble) picks the profiles run;
+``MINIPULSAR_JEPSEN_PROFILES`` (comma-separated, default ``single,overlap``: one fault at a
+time, then a broker down together with a bookie of its ensemble) picks the profiles run;
 ``MINIPULSAR_JEPSEN_SEED`` and ``MINIPULSAR_JEPSEN_SECONDS`` the seed and the nemesis's time.
 The disk faults need root and loop devices; without them they are left out and the table says
 why. ``make soak`` runs the same for as long as asked.

@@ -75,6 +75,8 @@ class FakeBookies:
         """(bookie, entry id, bytes, recovery flag, master key) of every add, in the order sent."""
         self.fences: list[tuple[str, bytes]] = []
         """(bookie, master key) of every fencing READ_LAC."""
+        self.reads: list[tuple[str, int, int]] = []
+        """(bookie, first entry, count) of every READ_ENTRY, in the order sent."""
         self.timeout_s = 1.0
 
     def __getitem__(self, bookie_id: str) -> FakeBookie:
@@ -136,6 +138,7 @@ class FakeBookies:
         self, bookie: str, ledger_id: int, first_entry_id: int, count: int, max_bytes: int = 0
     ) -> asyncio.Future:
         self.requests.append(("read", bookie, ledger_id, first_entry_id))
+        self.reads.append((bookie, first_entry_id, count))
 
         def make(fake: FakeBookie) -> ReadEntryResponse:
             state = fake.ledgers.get(ledger_id)

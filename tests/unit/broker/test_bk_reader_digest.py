@@ -8,13 +8,11 @@ import random
 from prometheus_client import REGISTRY
 
 from minipulsar.bookkeeper import metrics
-from minipulsar.bookkeeper.add_budget import AddBudget
-from minipulsar.bookkeeper.context import ClientContext
 from minipulsar.bookkeeper.digest import DigestManager
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata
 from minipulsar.bookkeeper.ledger_reader import LedgerReader
 from minipulsar.metadata.memory import MemoryMetadataStore
-from tests.support.dict_bookies import DictBookies
+from tests.support.fake_bookies import FakeBookies, fake_context
 
 ENSEMBLE = ("a:1", "b:1")
 SEED = 7
@@ -22,20 +20,6 @@ SEED = 7
 
 def reader_payload(entry_id: int) -> bytes:
     return b"payload %d" % entry_id
-
-
-async def no_replacement(*_args: object) -> str:
-    raise AssertionError("a reader never replaces bookies")
-
-
-def reader_context(bookies: DictBookies) -> ClientContext:
-    return ClientContext(
-        bookies=bookies,  # type: ignore[arg-type]
-        store=MemoryMetadataStore(),
-        replace_bookie=no_replacement,
-        record_error=lambda bookie, error: None,
-        client_add_budget=AddBudget(1 << 20),
-    )
 
 
 async def test_a_corrupt_entry_in_a_sticky_range_read_is_read_from_the_other_replica() -> None:
@@ -49,12 +33,14 @@ async def test_a_corrupt_entry_in_a_sticky_range_read_is_read_from_the_other_rep
     other = next(b for b in ENSEMBLE if b != sticky)
     corrupt = dict(good)
     corrupt[5] = good[5][:-1] + bytes([good[5][-1] ^ 1])
-    bookies = DictBookies({sticky: corrupt, other: dict(good)}, lac=9)
+    bookies = FakeBookies(ENSEMBLE)
+    bookies.put(sticky, 3, corrupt, lac=9)
+    bookies.put(other, 3, good, lac=9)
     metadata = LedgerMetadata(
         ledger_id=3, ensemble_size=2, write_quorum=2, ack_quorum=2, ensembles=((0, ENSEMBLE),), last_entry_id=9
     )
     before = REGISTRY.get_sample_value(metrics.PREFIX + "READ_ENTRY_DM") or 0.0
-    reader = LedgerReader(reader_context(bookies), random.Random(SEED))
+    reader = LedgerReader(fake_context(bookies, MemoryMetadataStore()), random.Random(SEED))
     assert await reader.read(metadata, 0, 9) == [(e, reader_payload(e)) for e in range(10)]
     assert bookies.reads == [(sticky, 0, 10), (other, 5, 5)]
     assert (REGISTRY.get_sample_value(metrics.PREFIX + "READ_ENTRY_DM") or 0.0) - before == 1
