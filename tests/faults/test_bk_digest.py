@@ -7,8 +7,6 @@ Bookies and the metastore are real processes; the BookKeeper client runs in the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,59 +19,20 @@ from minipulsar.bookie.storage.entry_log import (
     RECORD_HEADER_SIZE,
     encode_record_header,
 )
-from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings, metrics
+from minipulsar.bookkeeper import metrics
 from minipulsar.bookkeeper.digest import METADATA_LENGTH, DigestManager, generate_master_key
 from minipulsar.errors import UnauthorizedAccessError
-from minipulsar.metadata import open_metadata_store
 from minipulsar.protocol.commands import AddEntryResponse, Error, ReadEntry, ReadEntryResponse, ReadLac, ReadLacResponse
+from tests.support.bk_cluster import bk_client, bookies_running
 from tests.support.cluster import make_cluster
 from tests.support.process import ServerProcess
 from tests.support.raw_client import RawBookieClient
-from tests.support.servers import bookie_process
 from tests.support.web import metrics_text, sample_value
 
-SESSION_MS = 2000
+NO_QUARANTINE = {"health_check_enabled": False}
+"""Digest mismatches must not quarantine the corrupt bookie in these tests."""
 CRC32C_HEADER = METADATA_LENGTH + 4
 """Bytes of a CRC32C-wrapped entry before its payload."""
-
-
-def digest_bookie(root: Path, index: int, metastore: ServerProcess) -> ServerProcess:
-    name = f"bookie-{index}"
-    return bookie_process(
-        root,
-        metastore.url,
-        journals=[f"{name}/journal"],
-        ledgers=[f"{name}/ledgers"],
-        settings={"zkTimeout": SESSION_MS},
-        name=name,
-    )
-
-
-@contextlib.asynccontextmanager
-async def digest_bookies(root: Path, metastore: ServerProcess, count: int) -> AsyncIterator[list[ServerProcess]]:
-    processes = [digest_bookie(root, i, metastore) for i in range(count)]
-    try:
-        for process in processes:
-            await asyncio.to_thread(process.start)
-        yield processes
-    except BaseException:
-        print("\n".join(p.log_tail() for p in processes))
-        raise
-    finally:
-        for process in processes:
-            await asyncio.to_thread(process.stop)
-
-
-@contextlib.asynccontextmanager
-async def digest_client(metastore: ServerProcess) -> AsyncIterator[BookKeeper]:
-    store = await open_metadata_store(metastore.url, session_timeout_ms=SESSION_MS)
-    bk = BookKeeper(store, BookKeeperSettings(timeout_s=10.0, health_check_enabled=False))
-    await bk.start()
-    try:
-        yield bk
-    finally:
-        await bk.close()
-        await store.close()
 
 
 def digest_mismatches() -> float:
@@ -115,7 +74,10 @@ async def test_a_corrupt_replica_on_disk_is_never_returned_and_digest_mismatches
     byte of every entry it holds — for even entries in the record only (the bookie's CRC
     fails), for odd ones with the record's CRC rewritten over the flipped bytes; restart it
     on its port and read every entry with a fresh client."""
-    async with digest_bookies(tmp_path, metastore, 3) as bookies, digest_client(metastore) as bk:
+    async with (
+        bookies_running(tmp_path, metastore, 3) as bookies,
+        bk_client(metastore, **NO_QUARANTINE) as bk,
+    ):
         handle = await bk.create_ledger(3, 2, 2)
         for entry_id in range(30):
             assert await handle.add(marked_payload(entry_id)) == entry_id
@@ -129,7 +91,7 @@ async def test_a_corrupt_replica_on_disk_is_never_returned_and_digest_mismatches
             corrupt_entry_log(ledger_dir, handle.ledger_id, entry_id, reseal=entry_id % 2 == 1)
         await asyncio.to_thread(bookies[index].start_on_same_port)
 
-        async with digest_client(metastore) as reader:
+        async with bk_client(metastore, **NO_QUARANTINE) as reader:
             before = digest_mismatches()
             reopened = await reader.open_ledger(handle.ledger_id)
             entries = await reopened.read(0, 29)
@@ -155,7 +117,10 @@ async def test_wrongly_digested_bytes_a_bookie_stored_are_never_returned(tmp_pat
     payload under entry 0's header, stored by a raw add with the right master key — are
     caught by the reader, counted, and read from the other replica instead.
     Method: E=3 Qw=2 (entry 0 is read from ensemble[0] first); overwrite entry 0 there."""
-    async with digest_bookies(tmp_path, metastore, 3) as bookies, digest_client(metastore) as bk:
+    async with (
+        bookies_running(tmp_path, metastore, 3) as bookies,
+        bk_client(metastore, **NO_QUARANTINE) as bk,
+    ):
         handle = await bk.create_ledger(3, 2, 2)
         for entry_id in range(3):
             await handle.add(marked_payload(entry_id))
@@ -170,7 +135,7 @@ async def test_wrongly_digested_bytes_a_bookie_stored_are_never_returned(tmp_pat
             assert await raw_read_one(client, handle.ledger_id, 0) == [(0, forged)], "the bookie serves it as stored"
         finally:
             client.close()
-        async with digest_client(metastore) as reader:
+        async with bk_client(metastore, **NO_QUARANTINE) as reader:
             before = digest_mismatches()
             reopened = await reader.open_ledger(handle.ledger_id)
             assert await reopened.read(0, 2) == [(e, marked_payload(e)) for e in range(3)]
@@ -185,7 +150,7 @@ async def test_a_writer_without_the_master_key_can_neither_write_nor_fence_acros
     restart (the key read from the ledger index).
     Method: raw-socket requests to one bookie process."""
     right, wrong = generate_master_key(b"secret"), generate_master_key(b"guess")
-    async with digest_bookies(tmp_path, metastore, 1) as (bookie,):
+    async with bookies_running(tmp_path, metastore, 1) as (bookie,):
         for restart in (None, "kill", "stop"):
             if restart == "kill":
                 await asyncio.to_thread(bookie.kill)
