@@ -15,7 +15,7 @@ from minipulsar.ledger_paths import cookie_path
 from minipulsar.metadata import open_metadata_store
 from tests.support.cli import run_cli
 from tests.support.cluster import make_cluster
-from tests.support.process import wait_for
+from tests.support.process import ServerProcess, wait_for
 from tests.support.replication import fully_replicated, no_underreplicated_ledger, topic_ledgers
 from tests.support.web import metrics_text, sample_value
 
@@ -30,6 +30,15 @@ AUTORECOVERY_BOOKIE_SETTINGS = {
     "lockReleaseOfFailedLedgerGracePeriod": 5000,
 }
 REPLICATED_WITHIN_S = 60.0
+
+
+async def bookie_audits(bookies: list[ServerProcess]) -> float:
+    """Bookie audits done so far by whichever of ``bookies`` is (or was) the auditor."""
+    total = 0.0
+    for bookie in bookies:
+        text = await asyncio.to_thread(metrics_text, bookie)
+        total += sample_value(text, "auditor_AUDIT_BOOKIES_TIME_count") or 0.0
+    return total
 
 
 async def test_lost_bookie_is_rereplicated_and_a_second_loss_loses_nothing(tmp_path: Path) -> None:
@@ -206,19 +215,26 @@ async def test_disabled_autorecovery_marks_nothing_until_recover_and_enable(tmp_
                 victim = ledgers[min(ledgers)].last_ensemble[0]
                 await asyncio.to_thread(verb, "autorecovery", "disable")
                 by_id = {bookie.address: bookie for bookie in cluster.bookies}
+                survivors = [bookie for bookie in cluster.bookies if bookie.address != victim]
+                audits_before = await bookie_audits(survivors)
                 await asyncio.to_thread(by_id[victim].kill)
                 await wait_for(
                     lambda: victim not in json.loads(verb("list"))["writable"], timeout_s=20, message="still registered"
                 )
                 for i in range(6):  # the writer replaces the dead bookie and rolls: the open ledger closes
                     await producer.send(b"after-%d" % i)
-                await asyncio.sleep(3)  # an audit ran on the registration change
+
+                async def audited() -> bool:
+                    return await bookie_audits(survivors) > audits_before
+
+                # the audit the registration change starts (no periodic one is due before it)
+                await wait_for(audited, timeout_s=20, interval_s=0.2, message="no bookie audit after the loss")
                 assert (await asyncio.to_thread(verb, "list-underreplicated")).strip() == ""
                 marked = (await asyncio.to_thread(verb, "recover", victim, "--no-wait")).split()
                 assert marked, "recover marked the ledgers on the lost bookie"
                 listed = (await asyncio.to_thread(verb, "list-underreplicated")).split()
                 assert victim in listed, listed
-                await asyncio.sleep(2)
+                await asyncio.sleep(2)  # a negative check: disabled workers leave the marks for this long
                 assert (await asyncio.to_thread(verb, "list-underreplicated")).strip(), "workers are disabled"
                 await asyncio.to_thread(verb, "autorecovery", "enable")
                 live = set(by_id) - {victim}
