@@ -22,6 +22,9 @@ from typing import Any
 
 from tests.support.cluster import ProcessCluster, make_cluster
 
+DIAGNOSTICS_FILE = "diagnostics.jsonl"
+"""Under the cluster's logs root: every server's stall events (minipulsar/diagnostics.py)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
@@ -73,6 +76,11 @@ class BenchCluster:
     def metadata_url(self) -> str:
         return self.cluster.metadata_url
 
+    @property
+    def diagnostics_file(self) -> Path:
+        """The servers' stall events (``minipulsarDiagnosticsFile``, JSONL, shared by all)."""
+        return self.cluster.root / DIAGNOSTICS_FILE
+
     def pids(self) -> dict[str, int]:
         """``broker``, ``bookie-0`` …, ``metastore``: the pid of each running server."""
         named = {"broker": self.cluster.broker, "metastore": self.cluster.metastore}
@@ -122,7 +130,9 @@ async def bench_cluster(spec: ClusterSpec, logs_root: Path) -> AsyncIterator[Ben
         created.append(path)
         return path
 
-    bookie_settings = {"journalSyncData": spec.journal_sync, **spec.bookie_settings}
+    diagnostics = {"minipulsarDiagnosticsFile": str(logs_root / DIAGNOSTICS_FILE)}
+    bookie_settings = {"journalSyncData": spec.journal_sync, **diagnostics, **spec.bookie_settings}
+    broker_settings = {**diagnostics, **spec.broker_settings}
     if spec.disk_model:
         bookie_settings["minipulsarSimulatedDiskModel"] = spec.disk_model
     try:
@@ -132,7 +142,7 @@ async def bench_cluster(spec: ClusterSpec, logs_root: Path) -> AsyncIterator[Ben
         async with make_cluster(
             logs_root,
             bookies=spec.bookies,
-            broker_settings=spec.broker_settings,
+            broker_settings=broker_settings,
             bookie_settings=bookie_settings,
             journal_root=journal_root,
             ledger_root=ledger_root,

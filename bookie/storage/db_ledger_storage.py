@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from minipulsar import diagnostics
 from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.base import LedgerStorage
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, CheckpointSource
@@ -475,6 +476,13 @@ class DbLedgerStorage(LedgerStorage):
         if not job.failed and job.complete and job.checkpoint != self._persisted and job.persist_mark:
             self._write_marks(job)
         metrics.FLUSH.observe((time.monotonic() - started) * 1000)
+        diagnostics.record(
+            "checkpoint",
+            (time.monotonic() - started) * 1000,
+            t=started,
+            sequence=job.sequence,
+            bytes=sum(batch.cache.size_bytes for batch in batches),
+        )
         log.debug(
             "checkpoint %d done in %.1f ms: entry logs %s, mark %s",
             job.sequence,

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minipulsar import diagnostics
 from minipulsar.bookie import disk_model
 from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.checkpoint import Checkpoint, LastMarkFile
@@ -463,7 +464,7 @@ class SingleDirectoryDbLedgerStorage:
             raise
         entry_log_done = time.monotonic()
         inserted = 0
-        with self._db.transaction() as cursor:
+        with self._db.transaction() as cursor:  # committed with the WAL fsynced (synchronous=FULL)
             for ledger_id, entry_ids, locations in by_ledger:
                 inserted += self._locations.add_entry_locations(cursor, ledger_id, entry_ids, locations)
             ledgers_started = time.monotonic()
@@ -473,12 +474,23 @@ class SingleDirectoryDbLedgerStorage:
             IndexDb.add_meta(cursor, ENTRIES_KEY, inserted)
         batch.entries_new = inserted
         batch.logs = sorted({log_id for log_id, _ in usage})
+        done = time.monotonic()
         metrics.FLUSH_ENTRYLOG.observe((entry_log_done - started) * 1000)
-        metrics.FLUSH_LOCATIONS_INDEX.observe((time.monotonic() - entry_log_done) * 1000)
+        metrics.FLUSH_LOCATIONS_INDEX.observe((done - entry_log_done) * 1000)
         metrics.FLUSH_SIZE.observe(flushed_bytes)
+        diagnostics.record(
+            "dir_flush",
+            (done - started) * 1000,
+            t=started,
+            bytes=flushed_bytes,
+            entries=len(cache),
+            entry_log_ms=round((entry_log_done - started) * 1000, 3),
+            index_commit_ms=round((done - entry_log_done) * 1000, 3),
+        )
 
     def write_last_mark(self, checkpoint: Checkpoint) -> None:
-        LastMarkFile(self.directory).write(checkpoint)
+        with diagnostics.span("last_mark"):
+            LastMarkFile(self.directory).write(checkpoint)
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -56,4 +56,4 @@ def run(args: argparse.Namespace) -> int:
         finally:
             await service.close()
 
-    return run_server("broker", serve, args.log_level)
+    return run_server("broker", serve, args.log_level, config.diagnostics_file)

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from minipulsar import diagnostics
 from minipulsar.config import load_config
 
 if TYPE_CHECKING:
@@ -82,8 +83,16 @@ def announce_ready(role: str, host: str, port: int, http: tuple[str, int] | None
     log.info("%s ready on %s:%d%s", role, host, port, f", http on {http[0]}:{http[1]}" if http else "")
 
 
-def run_server(role: str, serve: Callable[[asyncio.Event], Awaitable[int | None]], log_level: str | None) -> int:
+def run_server(
+    role: str,
+    serve: Callable[[asyncio.Event], Awaitable[int | None]],
+    log_level: str | None,
+    diagnostics_file: str | None = None,
+) -> int:
     """Run ``serve(stop_event)`` until it returns; SIGTERM/SIGINT set the event.
+
+    ``diagnostics_file`` (``minipulsarDiagnosticsFile``): record stall events into it
+    (:mod:`minipulsar.diagnostics`) while the process runs.
 
     ``serve`` starts the server, announces READY, awaits the event, and shuts down; it may
     return an exit code (:data:`EXIT_FAILURE` after stopping itself on a failure).
@@ -97,7 +106,14 @@ def run_server(role: str, serve: Callable[[asyncio.Event], Awaitable[int | None]
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        return await serve(stop)
+        if not diagnostics_file:
+            return await serve(stop)
+        monitor = loop.create_task(diagnostics.run_monitor(Path(diagnostics_file), role))
+        try:
+            return await serve(stop)
+        finally:
+            monitor.cancel()
+            await asyncio.gather(monitor, return_exceptions=True)
 
     try:
         code = run(main()) or 0
