@@ -7,6 +7,8 @@ ledgers in ``<ledger dir>/minipulsar-bench-<run>/bookie-<i>/ledgers``; those sub
 created fresh and removed when the cluster stops (unless ``keep``), the user's dirs are left
 as they were. Quorums: E/Qw/Qa = 2/2/2 whenever there is more than one bookie (the cluster
 helper's rule), journal sync as ``journal_sync`` says, a SIMULATED disk model when given.
+Every server records its stall events into one ``minipulsarDiagnosticsFile``
+(:attr:`BenchCluster.diagnostics_file`, under the logs root), for the latency timeline.
 """
 
 from __future__ import annotations

@@ -257,7 +257,11 @@ def _plain(profile: Profile) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from minipulsar.cli.common import tune_gc
     from minipulsar.net.loop import run as run_loop
+
+    if argv is None:  # this process runs perf's producers: its GC stalls their messages
+        tune_gc()
 
     try:
         return run_loop(run(args))

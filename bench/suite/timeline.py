@@ -29,7 +29,8 @@ MAX_EVENTS_KEPT = 5_000
 def build(buckets: list[Any], events: list[dict[str, Any]], start_s: float, end_s: float) -> dict[str, Any]:
     """The run's timeline as plain data: ``buckets`` ([t, count, p99_ms, max_ms], t the bucket's
     end relative to ``start_s``) and ``events`` (those overlapping [start_s, end_s], with ``t``
-    relative too), plus counts per kind and the slow buckets with their suspects."""
+    relative too), plus counts per kind, the processes that reported (``start`` events per
+    role, whenever they came) and the slow buckets with their suspects."""
     rows = [[round(b.t - start_s, 3), b.count, round(b.p99_ms, 3), round(b.max_ms, 3)] for b in buckets]
     kept = []
     for event in events:
@@ -39,8 +40,10 @@ def build(buckets: list[Any], events: list[dict[str, Any]], start_s: float, end_
         kept.append({**event, "t": round(t - start_s, 4)})
     kept.sort(key=lambda e: e["t"])
     kinds = Counter(f"{e.get('role', '?')}:{e['kind']}" for e in kept)
+    reporting = Counter(e.get("role", "?") for e in events if e["kind"] == "start")
     return {
         "bucket_s": BUCKET_S,
+        "reporting": dict(sorted(reporting.items())),
         "buckets": rows,
         "events": kept[:MAX_EVENTS_KEPT],
         "events_dropped": max(0, len(kept) - MAX_EVENTS_KEPT),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -42,6 +43,26 @@ LOG_FORMAT = "%(asctime)s %(levelname)-5s %(name)s: %(message)s"
 EXIT_FAILURE = 5
 """Exit code of a server that stopped itself on a failure, not a requested stop (BookKeeper's
 ``ExitCode.BOOKIE_EXCEPTION``)."""
+
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Net allocations between two young-generation collections (CPython's default: 700)."""
+
+
+def tune_gc() -> None:
+    """The cyclic GC of a minipulsar process: every command once it has imported its code,
+    a server again once it serves (everything allocated by then lives as long as the process).
+
+    - ``gc.freeze()``: what exists now (modules, config, the started server) moves to the
+      permanent generation, which no collection scans again. Without it a full collection
+      rescans the whole heap while holding the GIL: 74 ms in the bench process during a
+      10k msg/s run, stalling every message in flight (the latency timeline's ``gc`` event);
+    - the young generation every :data:`GC_YOUNG_THRESHOLD` net allocations instead of 700:
+      the messages and adds in flight are not garbage, only rescanned and promoted (the bookie
+      measured ~7 % of its CPU in the GC with the default).
+    """
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def setup_logging(level: str | None = None) -> None:
