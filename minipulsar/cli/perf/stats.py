@@ -18,7 +18,8 @@ from __future__ import annotations
 import array
 import asyncio
 import collections
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from hdrh.histogram import HdrHistogram
@@ -115,7 +116,7 @@ class LatencyRecorder:
         del self._pending[:count]
         return samples
 
-    def _fold(self, counted: list[tuple[int, int]]) -> None:
+    def _fold(self, counted: Iterable[tuple[int, int]]) -> None:
         interval, highest, value_sum = self._interval, self._highest, 0
         for value, count in counted:
             value = highest if value > highest else value  # out of range would be dropped silently
@@ -133,15 +134,17 @@ class LatencyRecorder:
             todo -= len(samples)
             counter.update(samples)
             await asyncio.sleep(0)
-        counted = list(counter.items())
-        for start in range(0, len(counted), VALUES_PER_TURN):
-            self._fold(counted[start : start + VALUES_PER_TURN])
+        # no list of the (value, count) pairs: thousands of tuples alive at once would make
+        # the young-generation collections that follow rescan them
+        counted = iter(counter.items())  # the counter no longer changes: safe across the awaits
+        for _ in range(0, len(counter), VALUES_PER_TURN):
+            self._fold(itertools.islice(counted, VALUES_PER_TURN))
             await asyncio.sleep(0)
 
     def take_interval(self) -> LatencySummary:
         """The samples recorded since the last call (which move to the cumulative histogram)."""
         if self._pending:
-            self._fold(list(collections.Counter(self._take_pending(len(self._pending))).items()))
+            self._fold(collections.Counter(self._take_pending(len(self._pending))).items())
         interval, value_sum = self._interval, self._interval_sum
         self._cumulative.add(interval)
         self._cumulative_sum += value_sum
