@@ -23,8 +23,9 @@ Invariants:
   is always admitted into an empty half (so an entry larger than a half is not stuck);
 - a swap happens only when the previous flush has completed (``flushing`` is empty);
 - a flush of a half of :data:`PACE_MIN_BYTES` or more is paced (:class:`FlushPacer`), and it
-  stops pacing once the active half is :data:`PACE_STOP_FILL` full: pacing spreads the
-  device's load, it never makes adds wait for room;
+  stops pacing once the active half is :data:`PACE_STOP_FILL` full or :attr:`hurry` is set
+  (a checkpoint is awaited, the storage closes): pacing spreads the device's load, it never
+  makes adds wait for room;
 - the flush makes the entry logs durable (fsync) before it commits their locations, and the
   half being flushed is dropped only after that commit, so a reader always finds an entry
   in one of the halves, the read-ahead cache or the index;
@@ -251,6 +252,9 @@ class SingleDirectoryDbLedgerStorage:
         """Bytes admitted (journal write pending) and not yet put into the active half."""
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._indexed_entries = 0
+        self.hurry = False
+        """Set on the loop: flushes go at full speed (someone waits for the checkpoint, or
+        the storage closes); read by the flush thread."""
         self._swapped_at: float | None = None
         """When the active half last went to a flush (monotonic; loop side)."""
         self._read_gate = threading.Condition()
@@ -568,7 +572,11 @@ class SingleDirectoryDbLedgerStorage:
     def _hurry(self) -> bool:
         """Flush thread: the active half is filling up (a racy read of loop-side counters is
         fine: it only ends the pacing sooner or later)."""
-        return self._active.size_bytes + self._reserved >= PACE_STOP_FILL * self._half_max or bool(self._waiters)
+        return (
+            self.hurry
+            or self._active.size_bytes + self._reserved >= PACE_STOP_FILL * self._half_max
+            or bool(self._waiters)
+        )
 
     def write_last_mark(self, checkpoint: Checkpoint) -> None:
         with diagnostics.span("last_mark"):
