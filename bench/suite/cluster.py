@@ -7,8 +7,9 @@ ledgers in ``<ledger dir>/minipulsar-bench-<run>/bookie-<i>/ledgers``; those sub
 created fresh and removed when the cluster stops (unless ``keep``), the user's dirs are left
 as they were. Quorums: E/Qw/Qa = 2/2/2 whenever there is more than one bookie (the cluster
 helper's rule), journal sync as ``journal_sync`` says, a SIMULATED disk model when given.
-Every server records its stall events into one ``minipulsarDiagnosticsFile``
-(:attr:`BenchCluster.diagnostics_file`, under the logs root), for the latency timeline.
+With ``diagnostics`` (the latency scenario), every server records its stall events into one
+``minipulsarDiagnosticsFile`` (:attr:`BenchCluster.diagnostics_file`, under the logs root),
+for the latency timeline; the other scenarios run without (a 10 ms timer per process).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class ClusterSpec:
     bookie_settings: dict[str, Any] = field(default_factory=dict)
     broker_settings: dict[str, Any] = field(default_factory=dict)
     keep: bool = False
+    diagnostics: bool = False
+    """Servers record stall events (``minipulsarDiagnosticsFile``) for the latency timeline."""
 
     @property
     def quorum(self) -> tuple[int, int, int]:
@@ -132,7 +135,7 @@ async def bench_cluster(spec: ClusterSpec, logs_root: Path) -> AsyncIterator[Ben
         created.append(path)
         return path
 
-    diagnostics = {"minipulsarDiagnosticsFile": str(logs_root / DIAGNOSTICS_FILE)}
+    diagnostics = {"minipulsarDiagnosticsFile": str(logs_root / DIAGNOSTICS_FILE)} if spec.diagnostics else {}
     bookie_settings = {"journalSyncData": spec.journal_sync, **diagnostics, **spec.bookie_settings}
     broker_settings = {**diagnostics, **spec.broker_settings}
     if spec.disk_model:

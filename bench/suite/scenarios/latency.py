@@ -29,7 +29,7 @@ EVENTS_WRITTEN_S = diagnostics.WRITE_EVERY_S + 0.3
 
 async def run(ctx: Context) -> dict[str, Any]:
     profile, rows = ctx.profile, []
-    async with ctx.cluster() as cluster:
+    async with ctx.cluster(diagnostics=True) as cluster:
         for rate in profile.rates:
             ctx.emit(f"{rate:,} msg/s target")
             spec = ProduceSpec(
