@@ -1,5 +1,6 @@
 """PNG charts of a run (matplotlib, the ``bench`` extra): throughput vs message size, latency
-percentiles vs rate, p99 vs topic count, and the peers side by side. Without matplotlib the
+percentiles vs rate, the latency timeline of each rate (p99/max per 100 ms with the stall
+events), p99 vs topic count, and the peers side by side. Without matplotlib the
 charts are skipped with a line saying so; the JSON and Markdown do not need it."""
 
 from __future__ import annotations
@@ -36,7 +37,73 @@ def write_charts(run_dir: Path, results: dict[str, dict[str, Any]], simulated: d
         figure.savefig(path)
         plt.close(figure)
         written.append(path)
+    latency_rows = (results.get("latency") or {}).get("rows", [])
+    timeline_rows = [r for r in latency_rows if (r.get("timeline") or {}).get("buckets")]
+    if timeline_rows:
+        figure, panels = plt.subplots(
+            len(timeline_rows), 1, figsize=(10, 3.2 * len(timeline_rows)), dpi=110, squeeze=False
+        )
+        for axes, row in zip(panels[:, 0], timeline_rows):
+            _timeline(axes, row)
+            axes.grid(True, which="both", alpha=0.3)
+        panels[0, 0].set_title(panels[0, 0].get_title() + suffix, fontsize=10)
+        figure.tight_layout()
+        path = run_dir / "timeline.png"
+        figure.savefig(path)
+        plt.close(figure)
+        written.append(path)
     return written
+
+
+EVENT_STYLES = {
+    "checkpoint": ("tab:red", "v"),
+    "dir_flush": ("tab:orange", "v"),
+    "last_mark": ("tab:brown", "1"),
+    "journal_roll": ("tab:purple", "D"),
+    "journal_slow_sync": ("tab:pink", "s"),
+    "entry_log_roll": ("tab:olive", "D"),
+    "ledger_rollover": ("tab:cyan", "P"),
+    "metadata_write": ("tab:gray", "x"),
+    "gc": ("tab:green", "o"),
+    "loop_lag": ("black", "|"),
+}
+"""Marker colour and shape per event kind; the roles are rows of markers under the curves."""
+ROLES = ("perf", "broker", "bookie")
+
+
+def _timeline(axes: Any, row: dict[str, Any]) -> None:
+    timeline = row["timeline"]
+    buckets = [b for b in timeline["buckets"] if b[1] > 0]
+    times = [b[0] for b in buckets]
+    axes.plot(times, [b[3] for b in buckets], "-", color="tab:red", lw=0.8, label="max per 100 ms")
+    axes.plot(times, [b[2] for b in buckets], "-", color="tab:blue", lw=1.0, label="p99 per 100 ms")
+    axes.set_yscale("log")
+    top = max([b[3] for b in buckets] + [1.0])
+    axes.set_ylim(0.3, top * 40)
+    seen: set[str] = set()
+    for event in timeline["events"]:
+        kind = event["kind"]
+        if kind not in EVENT_STYLES or (kind == "gc" and event.get("generation", 0) == 0):
+            continue
+        color, marker = EVENT_STYLES[kind]
+        role = event.get("role", "")
+        level = top * (2.0 * 2.2 ** (ROLES.index(role) if role in ROLES else len(ROLES)))
+        duration_s = (event.get("duration_ms") or 0.0) / 1000
+        label = kind if kind not in seen else None
+        seen.add(kind)
+        if duration_s >= 0.005:
+            axes.hlines(level, event["t"], event["t"] + duration_s, colors=color, lw=3, label=label)
+        else:
+            axes.plot([event["t"]], [level], marker, color=color, ms=5, label=label, lw=0)
+    for index, role in enumerate(ROLES):
+        axes.annotate(role, (0.005, top * 2.0 * 2.2**index), xycoords=("axes fraction", "data"), fontsize=7)
+    axes.set_xlabel("s since the start of the run (receipt time; event markers by process: perf, broker, bookies)")
+    axes.set_ylabel("publish latency (ms)")
+    axes.set_title(
+        f"Latency timeline at {row['target_rate']:,} msg/s: p99 {row['latency']['p99_ms']:.1f} ms, "
+        f"max {row['latency']['max_ms']:.1f} ms"
+    )
+    axes.legend(fontsize=6, ncol=4, loc="upper right")
 
 
 def _size(axes: Any, result: dict[str, Any]) -> None:

@@ -7,6 +7,9 @@ ledgers in ``<ledger dir>/minipulsar-bench-<run>/bookie-<i>/ledgers``; those sub
 created fresh and removed when the cluster stops (unless ``keep``), the user's dirs are left
 as they were. Quorums: E/Qw/Qa = 2/2/2 whenever there is more than one bookie (the cluster
 helper's rule), journal sync as ``journal_sync`` says, a SIMULATED disk model when given.
+With ``diagnostics`` (the latency scenario), every server records its stall events into one
+``minipulsarDiagnosticsFile`` (:attr:`BenchCluster.diagnostics_file`, under the logs root),
+for the latency timeline; the other scenarios run without (a 10 ms timer per process).
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from typing import Any
 
 from tests.support.cluster import ProcessCluster, make_cluster
 
+DIAGNOSTICS_FILE = "diagnostics.jsonl"
+"""Under the cluster's logs root: every server's stall events (minipulsar/diagnostics.py)."""
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterSpec:
@@ -35,6 +41,8 @@ class ClusterSpec:
     bookie_settings: dict[str, Any] = field(default_factory=dict)
     broker_settings: dict[str, Any] = field(default_factory=dict)
     keep: bool = False
+    diagnostics: bool = False
+    """Servers record stall events (``minipulsarDiagnosticsFile``) for the latency timeline."""
 
     @property
     def quorum(self) -> tuple[int, int, int]:
@@ -72,6 +80,11 @@ class BenchCluster:
     @property
     def metadata_url(self) -> str:
         return self.cluster.metadata_url
+
+    @property
+    def diagnostics_file(self) -> Path:
+        """The servers' stall events (``minipulsarDiagnosticsFile``, JSONL, shared by all)."""
+        return self.cluster.root / DIAGNOSTICS_FILE
 
     def pids(self) -> dict[str, int]:
         """``broker``, ``bookie-0`` …, ``metastore``: the pid of each running server."""
@@ -122,7 +135,9 @@ async def bench_cluster(spec: ClusterSpec, logs_root: Path) -> AsyncIterator[Ben
         created.append(path)
         return path
 
-    bookie_settings = {"journalSyncData": spec.journal_sync, **spec.bookie_settings}
+    diagnostics = {"minipulsarDiagnosticsFile": str(logs_root / DIAGNOSTICS_FILE)} if spec.diagnostics else {}
+    bookie_settings = {"journalSyncData": spec.journal_sync, **diagnostics, **spec.bookie_settings}
+    broker_settings = {**diagnostics, **spec.broker_settings}
     if spec.disk_model:
         bookie_settings["minipulsarSimulatedDiskModel"] = spec.disk_model
     try:
@@ -132,7 +147,7 @@ async def bench_cluster(spec: ClusterSpec, logs_root: Path) -> AsyncIterator[Ben
         async with make_cluster(
             logs_root,
             bookies=spec.bookies,
-            broker_settings=spec.broker_settings,
+            broker_settings=broker_settings,
             bookie_settings=bookie_settings,
             journal_root=journal_root,
             ledger_root=ledger_root,

@@ -57,6 +57,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bookies", type=int, default=3, help="bookies in the cluster (default 3: E/Qw/Qa 2/2/2)")
     parser.add_argument("--journal-sync", choices=("on", "off"), default="on", help="journalSyncData (default on)")
     parser.add_argument("--keep", action="store_true", help="keep the bookies' dirs on the mounts afterwards")
+    parser.add_argument(
+        "--bookie-set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a bookkeeper.conf key for every bookie (repeatable), e.g. flushEntrylogBytes=4194304",
+    )
+    parser.add_argument(
+        "--broker-set", metavar="KEY=VALUE", action="append", default=[], help="a broker.conf key (repeatable)"
+    )
     parser.add_argument("--no-charts", action="store_true", help="skip the PNG charts")
     override = parser.add_argument_group("profile overrides")
     override.add_argument("--duration", type=float, help="measured seconds per run")
@@ -139,6 +149,16 @@ def environment() -> dict[str, Any]:
     }
 
 
+def _settings(items: list[str]) -> dict[str, str]:
+    settings = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"expected KEY=VALUE, got {item!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
 async def run(args: argparse.Namespace) -> int:
     profile = profile_of(args)
     run_dir = run_directory(args)
@@ -148,6 +168,8 @@ async def run(args: argparse.Namespace) -> int:
         ledger_dir=args.ledger_dir,
         journal_sync=args.journal_sync == "on",
         disk_model=args.disk_model,
+        bookie_settings=_settings(args.bookie_set),
+        broker_settings=_settings(args.broker_set),
         keep=args.keep,
     )
     simulated = simulated_limits(args.disk_model)
@@ -235,7 +257,11 @@ def _plain(profile: Profile) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from minipulsar.cli.common import tune_gc
     from minipulsar.net.loop import run as run_loop
+
+    if argv is None:  # this process runs perf's producers: its GC stalls their messages
+        tune_gc()
 
     try:
         return run_loop(run(args))

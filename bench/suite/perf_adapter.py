@@ -20,11 +20,13 @@ a measured duration after a warm-up) and get back a figures dict with pulsar-per
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from minipulsar import diagnostics
 from minipulsar.cli.perf import (
     ConsumeOptions,
     ManagedLedgerOptions,
@@ -72,6 +74,9 @@ class ProduceSpec:
     """``perf consume`` beside the producer, on every topic, for the same test duration."""
     interval_s: float = 5.0
     """Seconds between periodic lines (``-i``)."""
+    timeline_s: float = 0.0
+    """> 0: a latency timeline in buckets of this many seconds, with the bench process's own
+    stall events (GC, event-loop lag; role ``perf``) in ``figures["timeline_raw"]``."""
 
     def produce_options(self, service_url: str) -> ProduceOptions:
         return ProduceOptions(
@@ -89,6 +94,7 @@ class ProduceSpec:
             max_outstanding=self.max_outstanding,
             stats_interval_s=self.interval_s,
             operation_timeout_s=OPERATION_TIMEOUT_S,
+            timeline_s=self.timeline_s,
         )
 
     def consume_options(self, service_url: str) -> ConsumeOptions:
@@ -143,19 +149,44 @@ async def produce(service_url: str, spec: ProduceSpec, emit: Emit) -> Figures:
     started = time.monotonic()
     loop = asyncio.get_running_loop()
     consuming = loop.create_task(run_consume(spec.consume_options(service_url), emit=emit)) if spec.consume else None
+    lag = None
+    if spec.timeline_s > 0:
+        diagnostics.install()
+        lag = loop.create_task(diagnostics.watch_loop_lag())
     try:
         produced = await run_produce(spec.produce_options(service_url), emit=emit)
         figures = figures_of(produced)
+        if produced.timeline:
+            figures["timeline_raw"] = _timeline_raw(produced)
         # what run_produce spent before its clock started: creating the producers
         figures["setup_s"] = max(0.0, time.monotonic() - started - produced.duration_s)
         if consuming is not None:
             figures |= _consumer_figures(await consuming)
     finally:
+        if lag is not None:
+            lag.cancel()
         if consuming is not None and not consuming.done():  # the producer failed: no consumer figures
             consuming.cancel()
             await asyncio.gather(consuming, return_exceptions=True)
     figures["topics"] = spec.num_topics
     return figures | {"wall_s": time.monotonic() - started, "options": asdict(spec)}
+
+
+def _timeline_raw(produced: PerfResult) -> dict[str, Any]:
+    """perf's buckets, the run's start and end (monotonic s), the bench process's events."""
+    buckets = produced.timeline
+    bucket_s = produced.options.get("timeline_s") or 0.1
+    start_s = buckets[0].t - bucket_s
+    end_s = start_s + produced.duration_s
+    events = diagnostics.ring()
+    own = [] if events is None else events.between(start_s - 1.0, end_s)
+    context = {"role": "perf", "pid": os.getpid()}
+    return {
+        "buckets": buckets,
+        "start_s": start_s,
+        "end_s": end_s,
+        "events": [diagnostics.event_json(event, **context) for event in own],
+    }
 
 
 def _consumer_figures(consumed: PerfResult) -> Figures:
@@ -181,5 +212,6 @@ def figures_of(result: PerfResult) -> Figures:
     data = result.to_json()
     latency = data.pop("latency")
     data.pop("options", None)
+    data.pop("timeline", None)  # the scenario keeps it, with the events, as ``timeline``
     data["latency"] = {key: latency.get(key) for key in LATENCY_KEYS}
     return data

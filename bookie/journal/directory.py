@@ -26,6 +26,7 @@ import os
 import time
 from pathlib import Path
 
+from minipulsar import diagnostics
 from minipulsar.bookie import metrics
 from minipulsar.bookie.direct_io import StagingBuffers
 from minipulsar.bookie.journal.format import (
@@ -281,6 +282,7 @@ class JournalFiles:
         writer.close()
         self.current = self._take_next_segment(writer.segment_id + 1)
         self.stats.rolls += 1
+        diagnostics.record("journal_roll", (time.monotonic() - started) * 1000, t=started)
         log.info(
             "journal %s: rolled over to segment %x in %.1f ms",
             self.directory,

@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from minipulsar import diagnostics
 from minipulsar.bookie import disk_model, metrics
 from minipulsar.bookie.journal.batch import RECORD_SIZE, Batch
 from minipulsar.bookie.journal.directory import JournalFiles
@@ -39,6 +40,8 @@ from minipulsar.bookie.metrics import LatencyCounts
 from minipulsar.errors import MiniPulsarError, UnknownServerError
 from minipulsar.supervision import failure_of, guarded, outcome_of
 
+SLOW_SYNC_MS = 5.0
+"""A group write + sync this slow is a ``journal_slow_sync`` stall event (minipulsar/diagnostics.py)."""
 log = logging.getLogger("minipulsar.bookie.journal")  # one name for the whole journal's log lines
 
 STOP = object()
@@ -255,7 +258,10 @@ class JournalThread:
             if self.settings.sync_data:
                 sync_started = time.monotonic()
                 start = writer.append_synced(buffers, written_bytes)
-                metrics.JOURNAL_SYNC.observe((time.monotonic() - sync_started) * 1000)
+                sync_ms = (time.monotonic() - sync_started) * 1000
+                metrics.JOURNAL_SYNC.observe(sync_ms)
+                if sync_ms >= SLOW_SYNC_MS:
+                    diagnostics.record("journal_slow_sync", sync_ms, t=sync_started, bytes=written_bytes)
                 self.stats.syncs += 1
             else:
                 start = writer.append(buffers, written_bytes)

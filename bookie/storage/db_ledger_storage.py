@@ -48,6 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from minipulsar import diagnostics
 from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.base import LedgerStorage
 from minipulsar.bookie.storage.checkpoint import EMPTY_CHECKPOINT, Checkpoint, CheckpointSource
@@ -212,6 +213,7 @@ class DbLedgerStorage(LedgerStorage):
         """Finish the checkpoint in flight, checkpoint what is left, then release everything."""
         loop = asyncio.get_running_loop()
         self._closing = True
+        self._hurry(True)  # the flush in flight and the last ones go at full speed
         for timer in (self._timer, self._retry_timer):
             if timer is not None:
                 timer.cancel()
@@ -248,16 +250,24 @@ class DbLedgerStorage(LedgerStorage):
             Exception: the checkpoint failed (it is retried in the background).
         """
         assert self._loop is not None and not self._closing, "storage not serving"
-        await self._wait_idle()
-        while True:  # at most twice: the failed halves retried first leave the mark where it is
-            self._start_checkpoint(retry_failed=True)
-            job = self._running
-            assert job is not None
+        self._hurry(True)  # someone waits for it: no pacing
+        try:
             await self._wait_idle()
-            if job.failed:
-                raise RuntimeError(f"checkpoint {job.sequence} failed: {job.errors[0]!r}")
-            if job.complete:
-                return job.checkpoint
+            while True:  # at most twice: the failed halves retried first leave the mark where it is
+                self._start_checkpoint(retry_failed=True)
+                job = self._running
+                assert job is not None
+                await self._wait_idle()
+                if job.failed:
+                    raise RuntimeError(f"checkpoint {job.sequence} failed: {job.errors[0]!r}")
+                if job.complete:
+                    return job.checkpoint
+        finally:
+            self._hurry(self._closing)
+
+    def _hurry(self, hurry: bool) -> None:
+        for directory in self._dirs:
+            directory.hurry = hurry
 
     async def run_exclusive(self, fn: Callable[..., T], *args: Any) -> T:
         """Run blocking ``fn(*args)`` on the flush thread: garbage collection's index and
@@ -475,6 +485,13 @@ class DbLedgerStorage(LedgerStorage):
         if not job.failed and job.complete and job.checkpoint != self._persisted and job.persist_mark:
             self._write_marks(job)
         metrics.FLUSH.observe((time.monotonic() - started) * 1000)
+        diagnostics.record(
+            "checkpoint",
+            (time.monotonic() - started) * 1000,
+            t=started,
+            sequence=job.sequence,
+            bytes=sum(batch.cache.size_bytes for batch in batches),
+        )
         log.debug(
             "checkpoint %d done in %.1f ms: entry logs %s, mark %s",
             job.sequence,

@@ -37,6 +37,7 @@ import os
 import threading
 from pathlib import Path
 
+from minipulsar import diagnostics
 from minipulsar.bookie.direct_io import (
     BACKGROUND_BUFFERS,
     BACKGROUND_WRITERS,
@@ -232,6 +233,7 @@ class EntryLogWriter:
             self._dropped = end
 
     def _roll(self) -> None:
+        diagnostics.record("entry_log_roll", log_id=self.log_id)
         self.flush()
         if self.cache_window_bytes >= 0 and self._direct is None:
             drop_from_page_cache(self._fd, 0, 0)  # the whole log: the window moves to the next one

@@ -22,6 +22,10 @@ Invariants:
   is never refused. ``active.size_bytes + reserved <= half_max_bytes``, except that one entry
   is always admitted into an empty half (so an entry larger than a half is not stuck);
 - a swap happens only when the previous flush has completed (``flushing`` is empty);
+- a flush of a half of :data:`PACE_MIN_BYTES` or more is paced (:class:`FlushPacer`), and it
+  stops pacing once the active half is :data:`PACE_STOP_FILL` full or :attr:`hurry` is set
+  (a checkpoint is awaited, the storage closes): pacing spreads the device's load, it never
+  makes adds wait for room;
 - the flush makes the entry logs durable (fsync) before it commits their locations, and the
   half being flushed is dropped only after that commit, so a reader always finds an entry
   in one of the halves, the read-ahead cache or the index;
@@ -46,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from minipulsar import diagnostics
 from minipulsar.bookie import disk_model
 from minipulsar.bookie.storage import metrics
 from minipulsar.bookie.storage.checkpoint import Checkpoint, LastMarkFile
@@ -84,6 +89,17 @@ RESPONSE_ENTRY_OVERHEAD_BYTES = 16
 ENTRY_LOG_CACHE_WINDOW_BYTES = 64 << 20
 """The tail of the entry log being written that stays in the page cache: about two write-cache
 halves, so readers a little behind the writers still read from memory."""
+PACE_MIN_BYTES = 4 << 20
+"""A flush smaller than this is not paced (its burst is short anyway)."""
+PACE_STEP_BYTES = 1 << 20
+"""A paced flush hands the entry log this much at a time, then waits for its schedule."""
+PACE_FILL_FRACTION = 0.25
+"""A paced flush is spread over this fraction of the time its half took to fill ..."""
+PACE_MAX_S = 1.0
+"""... but not longer than this."""
+PACE_STOP_FILL = 0.5
+"""Pacing stops (the rest goes at full speed) once the active half is this full: the flush
+must finish before adds have to wait for room."""
 MOVED_ENTRY_LOOKUPS_MAX = 3
 """A read finding its entry log deleted looks the entry up again this many times (each miss
 means a whole compaction moved the entry meanwhile)."""
@@ -162,6 +178,55 @@ class FlushBatch:
     """Set by :meth:`SingleDirectoryDbLedgerStorage.flush`: entries not indexed before."""
     logs: list[int] = field(default_factory=list)
     """Entry logs the flush appended to."""
+    fill_s: float | None = None
+    """How long the half took to fill (from the previous swap to this one); None: not paced."""
+
+
+class FlushPacer:
+    """Spreads a big flush's entry-log writes over time, so that the device is not saturated
+    by them while the journal's synced writes wait behind: the flush of a full 32 MiB half at
+    device speed took 50-100 ms, during which the journal's group syncs took 5-30 ms instead of
+    under one, and publish latency rose to 20-60 ms (the latency timeline's ``dir_flush``
+    events next to ``journal_slow_sync`` ones and the slow buckets).
+
+    The schedule: ``size`` bytes over ``min(PACE_MAX_S, PACE_FILL_FRACTION × fill_s)``, the
+    half having filled in ``fill_s`` — so the flush ends well before the next half is full, at
+    any ingest rate (at full speed the schedule is faster than the device, and nothing waits).
+    ``hurry()`` true ends the pacing at once (the active half is filling up)."""
+
+    def __init__(
+        self,
+        size: int,
+        fill_s: float | None,
+        hurry: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        paced = fill_s is not None and size >= PACE_MIN_BYTES
+        self._duration_s = min(PACE_MAX_S, PACE_FILL_FRACTION * fill_s) if paced and fill_s is not None else 0.0
+        self._size = max(1, size)
+        self._hurry, self._clock, self._sleep = hurry, clock, sleep
+        self._started = clock()
+        self._done = 0
+        self.waited_s = 0.0
+
+    @property
+    def pacing(self) -> bool:
+        return self._duration_s > 0
+
+    def wrote(self, size: int) -> None:
+        """``size`` more bytes handed to the entry log: wait until the schedule allows more."""
+        if self._duration_s <= 0:
+            return
+        self._done += size
+        delay = self._started + self._duration_s * min(1.0, self._done / self._size) - self._clock()
+        if delay <= 0:
+            return
+        if self._hurry():
+            self._duration_s = 0.0
+            return
+        self._sleep(delay)
+        self.waited_s += delay
 
 
 class SingleDirectoryDbLedgerStorage:
@@ -187,6 +252,11 @@ class SingleDirectoryDbLedgerStorage:
         """Bytes admitted (journal write pending) and not yet put into the active half."""
         self._waiters: collections.deque[_Waiter] = collections.deque()
         self._indexed_entries = 0
+        self.hurry = False
+        """Set on the loop: flushes go at full speed (someone waits for the checkpoint, or
+        the storage closes); read by the flush thread."""
+        self._swapped_at: float | None = None
+        """When the active half last went to a flush (monotonic; loop side)."""
         self._read_gate = threading.Condition()
         self._reads_in_flight = 0
         self._closed = False
@@ -414,8 +484,10 @@ class SingleDirectoryDbLedgerStorage:
     def swap(self) -> FlushBatch:
         """Take the active half out of service for a flush (with the ledgers' state to persist)."""
         assert not self._flushing, "swap while the previous flush has not completed"
-        active = self._active
-        batch = FlushBatch(active, self._ledgers.snapshot(active.ledger_ids()))
+        active, now = self._active, time.monotonic()
+        fill_s = None if self._swapped_at is None else now - self._swapped_at
+        self._swapped_at = now
+        batch = FlushBatch(active, self._ledgers.snapshot(active.ledger_ids()), fill_s=fill_s)
         self._flushing = active  # before _active: see the module docstring
         self._active = WriteCache()
         self._wake_waiters()
@@ -439,6 +511,7 @@ class SingleDirectoryDbLedgerStorage:
         usage: dict[tuple[int, int], int] = collections.defaultdict(int)
         flushed_bytes = 0
         append_entries, cache = writer.append_entries, batch.cache
+        pacer = FlushPacer(cache.size_bytes, batch.fill_s, self._hurry)
         try:
             # Per ledger, not per entry, and no object per entry: the flush holds the GIL.
             for ledger_id in sorted(cache.ledger_ids()):
@@ -446,9 +519,17 @@ class SingleDirectoryDbLedgerStorage:
                 assert ledger_entries is not None  # one of the cache's ledgers
                 entry_ids = sorted(ledger_entries)
                 payloads = list(map(ledger_entries.__getitem__, entry_ids))
-                locations = append_entries(ledger_id, entry_ids, payloads)
-                by_ledger.append((ledger_id, entry_ids, locations))
                 ledger_bytes = sum(map(len, payloads))
+                if not pacer.pacing:
+                    locations = append_entries(ledger_id, entry_ids, payloads)
+                else:  # about PACE_STEP_BYTES at a time
+                    step = max(1, PACE_STEP_BYTES * len(payloads) // max(1, ledger_bytes))
+                    locations = []
+                    for first in range(0, len(entry_ids), step):
+                        chunk = payloads[first : first + step]
+                        locations += append_entries(ledger_id, entry_ids[first : first + step], chunk)
+                        pacer.wrote(sum(map(len, chunk)))
+                by_ledger.append((ledger_id, entry_ids, locations))
                 flushed_bytes += ledger_bytes
                 if locations[0] >> 32 == locations[-1] >> 32:  # all in one log (the usual case)
                     usage[(locations[0] >> 32, ledger_id)] += ledger_bytes + RECORD_HEADER_SIZE * len(entry_ids)
@@ -463,7 +544,7 @@ class SingleDirectoryDbLedgerStorage:
             raise
         entry_log_done = time.monotonic()
         inserted = 0
-        with self._db.transaction() as cursor:
+        with self._db.transaction() as cursor:  # committed with the WAL fsynced (synchronous=FULL)
             for ledger_id, entry_ids, locations in by_ledger:
                 inserted += self._locations.add_entry_locations(cursor, ledger_id, entry_ids, locations)
             ledgers_started = time.monotonic()
@@ -473,12 +554,33 @@ class SingleDirectoryDbLedgerStorage:
             IndexDb.add_meta(cursor, ENTRIES_KEY, inserted)
         batch.entries_new = inserted
         batch.logs = sorted({log_id for log_id, _ in usage})
+        done = time.monotonic()
         metrics.FLUSH_ENTRYLOG.observe((entry_log_done - started) * 1000)
-        metrics.FLUSH_LOCATIONS_INDEX.observe((time.monotonic() - entry_log_done) * 1000)
+        metrics.FLUSH_LOCATIONS_INDEX.observe((done - entry_log_done) * 1000)
         metrics.FLUSH_SIZE.observe(flushed_bytes)
+        diagnostics.record(
+            "dir_flush",
+            (done - started) * 1000,
+            t=started,
+            bytes=flushed_bytes,
+            entries=len(cache),
+            entry_log_ms=round((entry_log_done - started) * 1000, 3),
+            paced_ms=round(pacer.waited_s * 1000, 3),
+            index_commit_ms=round((done - entry_log_done) * 1000, 3),
+        )
+
+    def _hurry(self) -> bool:
+        """Flush thread: the active half is filling up (a racy read of loop-side counters is
+        fine: it only ends the pacing sooner or later)."""
+        return (
+            self.hurry
+            or self._active.size_bytes + self._reserved >= PACE_STOP_FILL * self._half_max
+            or bool(self._waiters)
+        )
 
     def write_last_mark(self, checkpoint: Checkpoint) -> None:
-        LastMarkFile(self.directory).write(checkpoint)
+        with diagnostics.span("last_mark"):
+            LastMarkFile(self.directory).write(checkpoint)
 
     # -- reads ----------------------------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from minipulsar import diagnostics
 from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.cursor_info import decode_mark_delete
@@ -422,6 +423,7 @@ class ManagedLedger:
         elif self.state is not State.CLOSING_LEDGER:
             return
         self._ledgers.close_current()
+        diagnostics.record("ledger_rollover", ledger_id=handle.ledger_id, topic=self.name)
         self._reader.add_handle(handle)
         self._cancel_roll_check()
         spawn(self._finish_closing(handle), name=f"{self.name}: close ledger {handle.ledger_id}", logger=log)

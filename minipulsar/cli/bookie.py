@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         return config_error_exit(exc)
-    return run_server("bookie", lambda stop: serve(config, stop), args.log_level)
+    return run_server("bookie", lambda stop: serve(config, stop), args.log_level, config.diagnostics_file)
 
 
 async def serve(config: BookieConfig, stop: asyncio.Event) -> int:

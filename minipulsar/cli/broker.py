@@ -11,6 +11,7 @@ from minipulsar.cli.common import (
     config_error_exit,
     load_server_config,
     run_server,
+    tune_gc,
 )
 from minipulsar.config import BrokerConfig
 from minipulsar.errors import ConfigError
@@ -51,9 +52,10 @@ def run(args: argparse.Namespace) -> int:
         service = BrokerService(config)
         try:
             await service.start()
+            tune_gc()  # after start-up: see its docstring
             announce_ready("broker", service.host, service.port, (service.host, service.http_port))
             await stop.wait()
         finally:
             await service.close()
 
-    return run_server("broker", serve, args.log_level)
+    return run_server("broker", serve, args.log_level, config.diagnostics_file)

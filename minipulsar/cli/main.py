@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from minipulsar.cli.common import tune_gc
+
 SUBCOMMANDS = (
     "minipulsar.cli.standalone",
     "minipulsar.cli.metastore",
@@ -37,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is None:  # the process's own command line (not a caller's in-process call)
+        tune_gc()  # every sub-command's modules are imported by now
     return int(args.func(args) or 0)
 
 

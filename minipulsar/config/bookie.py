@@ -419,6 +419,14 @@ class BookieConfig:
         min_value=0,
     )
 
+    diagnostics_file: str | None = setting(
+        "minipulsarDiagnosticsFile",
+        None,
+        doc="BENCH ONLY: append stall events (GC, event-loop lag, flushes, rolls) to this JSONL file.",
+        upstream="minipulsar's own key.",
+    )
+    """minipulsar/diagnostics.py; empty (the default): not recorded. Several processes may share a file."""
+
     def __post_init__(self) -> None:
         if not self.journal_dirs:
             raise ValueError("journalDirectories must name at least one directory")

@@ -629,6 +629,14 @@ class BrokerConfig:
         "exposeBundlesMetricsInPrometheus", False, doc="Export each bundle's load on /metrics."
     )
 
+    diagnostics_file: str | None = setting(
+        "minipulsarDiagnosticsFile",
+        None,
+        doc="BENCH ONLY: append stall events (GC, event-loop lag, flushes, rolls) to this JSONL file.",
+        upstream="minipulsar's own key.",
+    )
+    """minipulsar/diagnostics.py; empty (the default): not recorded. Several processes may share a file."""
+
     def __post_init__(self) -> None:
         if not self.ensemble_size >= self.write_quorum >= self.ack_quorum:
             raise ValueError(

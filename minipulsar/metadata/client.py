@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from minipulsar import diagnostics
 from minipulsar.errors import (
     ConnectionClosedError,
     MiniPulsarError,
@@ -174,21 +175,25 @@ class MetastoreClient(MetadataStore):
         self, path: str, value: bytes, expected_version: int | None = None, *, ephemeral: bool = False
     ) -> Stat:
         validate_path(path)
-        response = await self._call(
-            MdPut,
-            MdPutResponse,
-            retry_unknown_outcome=expected_version is None,
-            path=path,
-            value=bytes(value),
-            expected_version=expected_version,
-            ephemeral=ephemeral,
-            session_id=self.session_id if ephemeral else None,
-        )
+        with diagnostics.span("metadata_write", op="put", path=path):
+            response = await self._call(
+                MdPut,
+                MdPutResponse,
+                retry_unknown_outcome=expected_version is None,
+                path=path,
+                value=bytes(value),
+                expected_version=expected_version,
+                ephemeral=ephemeral,
+                session_id=self.session_id if ephemeral else None,
+            )
         return Stat(response.version, response.ephemeral, response.created_ms, response.modified_ms)
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
         validate_path(path)
-        await self._call(MdDelete, Success, retry_unknown_outcome=False, path=path, expected_version=expected_version)
+        with diagnostics.span("metadata_write", op="delete", path=path):
+            await self._call(
+                MdDelete, Success, retry_unknown_outcome=False, path=path, expected_version=expected_version
+            )
 
     async def children(self, path: str) -> list[str]:
         validate_path(path)

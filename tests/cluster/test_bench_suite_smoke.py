@@ -59,6 +59,9 @@ def test_one_scenario_writes_json_markdown_and_chart_and_into_adds_to_the_same_r
     assert row["latency"]["p99_ms"] > 0 and row["msg_per_s"] > 0
     assert "journal_device_flushes_per_s" in row and row["memory"]["broker_rss_mb"] > 0
     assert latency["simulated_disk_model"]["label"].startswith("SIMULATED hdd")
+    timeline = row["timeline"]
+    assert sum(bucket[1] for bucket in timeline["buckets"]) == row["latency"]["count"], "every sample, once"
+    assert timeline["reporting"] == {"bookie": 1, "broker": 1}, "every server reported its events"
     run_info = json.loads((run_dir / "run.json").read_text())
     assert run_info["probes"]["journal"]["fsyncs_per_s_4k"] > 0
     assert run_info["probes"]["journal"]["seq_write_mb_per_s"] > 0
@@ -69,6 +72,7 @@ def test_one_scenario_writes_json_markdown_and_chart_and_into_adds_to_the_same_r
     assert f"{row['msg_per_s']:,.0f}" in summary, "the table shows the JSON's figure"
     if importlib.util.find_spec("matplotlib") is not None:
         assert (run_dir / "latency.png").stat().st_size > 0
+        assert (run_dir / "timeline.png").stat().st_size > 0
 
     run_suite(tmp_path, "--into", "latest", "--scenarios", "size", "--sizes", "1024")
     assert (tmp_path / "results" / "latest").resolve() == run_dir, "--into adds to the run, not a new one"

@@ -145,3 +145,23 @@ def test_a_failed_run_keeps_the_servers_logs_and_drops_its_data(tmp_path: Path) 
     with bench_dirs(str(tmp_path / "j"), str(tmp_path / "l")) as (_, _, logs):
         pass
     assert not logs.exists()
+
+
+def test_the_timeline_pairs_slow_buckets_with_the_events_near_them() -> None:
+    from bench.suite import timeline
+    from minipulsar.cli.perf.timeline import Bucket
+
+    start = 100.0
+    buckets = [Bucket(start + 0.1 * (i + 1), 1000, 4.0, 5.0) for i in range(20)]
+    buckets[10] = Bucket(start + 1.1, 1000, 40.0, 45.0)
+    events = [
+        {"t": start + 1.02, "kind": "checkpoint", "role": "bookie", "duration_ms": 60.0, "bytes": 33_000_000},
+        {"t": start + 1.5, "kind": "loop_lag", "role": "perf", "duration_ms": 3.0},
+        {"t": start - 5.0, "kind": "gc", "role": "broker", "duration_ms": 1.0, "generation": 2},  # before the run
+    ]
+    built = timeline.build(buckets, events, start, start + 2.0)
+    assert built["buckets"][10] == [1.1, 1000, 40.0, 45.0]
+    assert built["event_counts"] == {"bookie:checkpoint": 1, "perf:loop_lag": 1}
+    (slow,) = built["slow"]
+    assert slow["t"] == 1.1 and slow["near"] == ["bookie:checkpoint 60.0ms 33.0MB"]
+    assert timeline.worst(built) == {"worst_bucket_p99_ms": 40.0, "worst_bucket_max_ms": 45.0}

@@ -59,6 +59,8 @@ class ProduceOptions:
     stats_interval_s: float = DEFAULT_STATS_INTERVAL_S
     operation_timeout_s: float = 30.0
     """Lookups and producer creation give up after this long (an unreachable cluster)."""
+    timeline_s: float = 0.0
+    """> 0: keep a latency timeline in buckets of this many seconds (the result's ``timeline``)."""
 
     def __post_init__(self) -> None:
         self.topics = list(self.topics)

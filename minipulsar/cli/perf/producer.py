@@ -88,6 +88,7 @@ async def run_produce(
         warmup_s=options.warmup_s,
         emit=emit,
         stop=stop,
+        timeline_s=options.timeline_s,
     )
     async with Client(options.service_url, operation_timeout_seconds=options.operation_timeout_s) as client:
         settings = producer_settings(options)

@@ -32,11 +32,20 @@ def publish_session(
     warmup_s: float = 0.0,
     emit: Emit | None = print_line,
     stop: asyncio.Event | None = None,
+    timeline_s: float = 0.0,
 ) -> PerfSession:
-    """A session measuring publish latency; ``duration_s`` includes ``warmup_s``."""
+    """A session measuring publish latency; ``duration_s`` includes ``warmup_s``;
+    ``timeline_s`` > 0: with a latency timeline in buckets of that many seconds."""
     stats = PerfStats(latency_unit_ms=PUBLISH_LATENCY_UNIT_MS, latency_highest=MAX_LATENCY_US)
     return PerfSession(
-        PRODUCE, stats, interval_s=interval_s, duration_s=duration_s, warmup_s=warmup_s, emit=emit, stop=stop
+        PRODUCE,
+        stats,
+        interval_s=interval_s,
+        duration_s=duration_s,
+        warmup_s=warmup_s,
+        emit=emit,
+        stop=stop,
+        timeline_s=timeline_s,
     )
 
 

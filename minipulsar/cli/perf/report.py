@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from minipulsar.cli.perf.stats import IntervalStats, LatencySummary
+from minipulsar.cli.perf.timeline import Bucket
 
 PRODUCE, CONSUME, MANAGED_LEDGER = "produce", "consume", "managed-ledger"
 MODES = (PRODUCE, CONSUME, MANAGED_LEDGER)
@@ -87,6 +88,8 @@ class PerfResult:
     """Topics (produce, consume) or ledger ids (managed-ledger)."""
     options: dict[str, Any] = field(default_factory=dict)
     intervals: list[IntervalStats] = field(default_factory=list)
+    timeline: list[Bucket] = field(default_factory=list)
+    """Latency per bucket of receipt time, when asked for (``timeline_s``)."""
 
     @property
     def latency_kind(self) -> str:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from minipulsar.cli.perf.report import PerfResult, interval_line
 from minipulsar.cli.perf.stats import IntervalStats, PerfStats, mbit_per_s
+from minipulsar.cli.perf.timeline import LatencyTimeline
 from minipulsar.errors import MiniPulsarError
 
 Emit = Callable[[str], None]
@@ -51,7 +52,10 @@ class PerfSession:
         warmup_s: float = 0.0,
         emit: Emit | None = print_line,
         stop: asyncio.Event | None = None,
+        timeline_s: float = 0.0,
     ) -> None:
+        """``timeline_s`` > 0: keep a latency timeline in buckets of that many seconds
+        (:mod:`minipulsar.cli.perf.timeline`; the result's ``timeline``)."""
         if interval_s <= 0:
             raise ValueError(f"the stats interval must be > 0 s, got {interval_s}")
         self.mode = mode
@@ -69,6 +73,8 @@ class PerfSession:
         self.start_s = self.warmup_end_s = self.end_s = 0.0
         self._reporter: asyncio.Task | None = None
         self._workers: list[asyncio.Task] = []
+        self.timeline = LatencyTimeline(stats.latency, timeline_s) if timeline_s > 0 else None
+        self._timeline_task: asyncio.Task | None = None
 
     def emit(self, line: str) -> None:
         if self._emit is not None:
@@ -102,6 +108,9 @@ class PerfSession:
         self.warmup_end_s = self.start_s + self._warmup_s
         self.stats.restart_interval()
         self._reporter = asyncio.get_running_loop().create_task(self._report())
+        if self.timeline is not None:
+            self.timeline.reset()
+            self._timeline_task = asyncio.get_running_loop().create_task(self.timeline.run(self.start_s))
 
     def finish(self, error: BaseException | None = None) -> None:
         """End the run (the first error given is kept)."""
@@ -162,12 +171,17 @@ class PerfSession:
         if self._reporter is not None:
             self._reporter.cancel()
             self._reporter = None
+        if self._timeline_task is not None and self.timeline is not None:
+            self._timeline_task.cancel()
+            self._timeline_task = None
+            self.timeline.tick(self.end_s)  # the last, partial bucket
 
     async def _report(self) -> None:
         due_s = self.start_s
         while True:
             due_s += self._interval_s
             await asyncio.sleep(max(0.0, due_s - time.monotonic()))
+            await self.stats.latency.fold_pending()  # a slice per loop turn: the loop is not held
             interval = self.stats.take_interval()
             self.intervals.append(interval)
             self.emit(interval_line(self.mode, interval))
@@ -196,6 +210,7 @@ class PerfSession:
             targets=targets,
             options=options,
             intervals=list(self.intervals),
+            timeline=list(self.timeline.buckets) if self.timeline is not None else [],
         )
         for line in result.aggregate_lines():
             self.emit(line)

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from minipulsar.cli.perf.stats import MAX_LATENCY_US, LatencyRecorder, LatencySummary, PerfStats, mbit_per_s
+from minipulsar.cli.perf.stats import (
+    MAX_LATENCY_US,
+    SAMPLES_PER_TURN,
+    LatencyRecorder,
+    LatencySummary,
+    PerfStats,
+    mbit_per_s,
+)
 from tests.support.clock import ManualClock
 
 
@@ -78,3 +85,25 @@ def test_interval_rates_use_the_interval_elapsed_time() -> None:
 def test_mbit_per_s_is_pulsar_perfs_binary_megabits() -> None:
     assert mbit_per_s(1024 * 1024, 8.0) == pytest.approx(1.0)
     assert mbit_per_s(123, 0.0) == 0.0
+
+
+async def test_folding_in_slices_gives_the_same_interval_as_folding_at_once() -> None:
+    sliced = LatencyRecorder(unit_ms=0.001, highest_value=MAX_LATENCY_US)
+    whole = LatencyRecorder(unit_ms=0.001, highest_value=MAX_LATENCY_US)
+    samples = [1000 + (i * 7919) % 50_000 for i in range(3 * SAMPLES_PER_TURN + 5)]
+    for value in samples:
+        sliced.record(value)
+        whole.record(value)
+    await sliced.fold_pending()
+    assert len(sliced.pending) == 0, "folded into the interval"
+    sliced.record(123_456)  # recorded while folding: still this interval's
+    whole.record(123_456)
+    assert sliced.take_interval() == whole.take_interval()
+    assert sliced.cumulative() == whole.cumulative()
+
+
+async def test_a_folded_interval_is_counted_by_the_cumulative_figures() -> None:
+    recorder = LatencyRecorder(unit_ms=1.0, highest_value=1000)
+    recorder.record(5)
+    await recorder.fold_pending()
+    assert recorder.cumulative().count == 1
