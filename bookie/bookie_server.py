@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import gc
 import logging
 import socket
 from collections.abc import Awaitable
@@ -81,20 +80,6 @@ EPHEMERAL_PORT_ATTEMPTS = 5
 """With ``--port 0``: ports tried before giving up when each one's id belongs to another bookie."""
 REGISTRATION_MOVE_WAIT_S = 10.0
 """How long a read-only PUT waits for the registration to move before answering."""
-
-
-def tune_gc() -> None:
-    """Tune the cyclic GC for a bookie process, once it has started (the CLI calls it; not for
-    processes that embed a bookie, e.g. tests). Measured under ``bench/bookie_bench.py``, the
-    GC took ~7 % of the bookie's CPU at 1 KiB adds, all of it holding the GIL:
-
-    - everything allocated so far (modules, replayed state) lives as long as the process:
-      freeze it, so that full collections stop rescanning it (~15 ms each, every few seconds);
-    - collect the young generation every 10 000 net allocations instead of 700: the thousands
-      of adds in flight (a command object each) are not garbage, only rescanned and promoted.
-    """
-    gc.freeze()
-    gc.set_threshold(10_000, *gc.get_threshold()[1:])
 
 
 class StartAborted(Exception):

@@ -30,6 +30,7 @@ from minipulsar.cli.common import (
     config_error_exit,
     load_server_config,
     run_server,
+    tune_gc,
 )
 from minipulsar.config import BookieConfig
 from minipulsar.errors import ConfigError
@@ -90,7 +91,7 @@ async def serve(config: BookieConfig, stop: asyncio.Event) -> int:
     stop (also one asked while starting), :data:`EXIT_FAILURE` when the bookie shut itself down
     (a journal failed; or no writable ledger dir, with readOnlyModeEnabled=false)."""
     # The CLI is the only place that imports bookie code.
-    from minipulsar.bookie.bookie_server import BookieServer, StartAborted, tune_gc
+    from minipulsar.bookie.bookie_server import BookieServer, StartAborted
 
     service = BookieServer(config, stop=stop)
     try:
