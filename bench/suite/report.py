@@ -435,6 +435,14 @@ def _peers(result: dict[str, Any]) -> list[str]:
             ]
         )
     lines = [f"{size(result['size_bytes'])} messages, window {num(result['max_outstanding'])}.", ""]
+    for r in result["rows"]:
+        if r.get("own_client") and not r.get("skipped"):
+            lines += [
+                f"*{r['system']}*: the server's own ceiling, `{r['client']}`; latency is {r['latency_note']}; "
+                f"no consumer; server CPU {num(r.get('server_cpu_us_per_msg'), '.2f')} µs/msg, "
+                f"{r.get('aof_rewrites', 0)} AOF rewrite(s).",
+                "",
+            ]
     return (
         lines
         + table(
