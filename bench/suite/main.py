@@ -10,9 +10,12 @@ stderr; the last stdout lines name the files.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
+import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -21,7 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.suite import charts, perf_adapter, report
+from bench.capacity import NotEnoughSpace
+from bench.suite import charts, perf_adapter, report, space
 from bench.suite.cluster import ClusterSpec
 from bench.suite.context import Context, progress
 from bench.suite.probes import probe_mounts, simulated_limits
@@ -167,6 +171,13 @@ async def run(args: argparse.Namespace) -> int:
             f"  journal mount: {journal['fsyncs_per_s_4k']:,.0f} fsyncs/s (4 KiB), "
             f"{journal['seq_write_mb_per_s']:,.0f} MB/s sequential with fdatasync"
         )
+    try:
+        for line in space.check(args.scenario_names, profile, cluster_spec, run_info["probes"]):
+            progress(f"space: {line}")
+    except NotEnoughSpace:
+        if not args.into:
+            _remove_run_directory(args.out, run_dir)
+        raise
     run_info.setdefault("runs", []).append(
         {
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -229,8 +240,28 @@ async def run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _remove_run_directory(out: Path, run_dir: Path) -> None:
+    """A run refused before it measured anything leaves no results directory behind."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    latest = out / "latest"
+    if latest.is_symlink() and not latest.exists():
+        latest.unlink()
+
+
 def _plain(profile: Profile) -> dict[str, Any]:
     return {name: getattr(profile, name) for name in profile.__dataclass_fields__}
+
+
+async def run_until_signalled(args: argparse.Namespace) -> int:
+    """:func:`run`, cancelled by SIGTERM as by SIGINT (asyncio.Runner's own handler): either
+    way every ``finally`` on the way out runs — servers stopped, their temp dirs removed."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await run(args)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     from minipulsar.net.loop import run as run_loop
 
     try:
-        return run_loop(run(args))
-    except KeyboardInterrupt:
-        progress("bench: interrupted (the cluster was stopped)")
+        return run_loop(run_until_signalled(args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        progress("bench: interrupted (servers stopped, their data removed)")
         return 130

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--bookies", "1", "--duration", "0.6", "--warmup", "0.2", "--probe-secs", "0.1", "--interval", "0.3"]
@@ -106,3 +110,56 @@ def test_peers_rows_are_measured_alike_with_a_consumer_beside_each_producer(tmp_
     for row in ran[:3]:  # a peer's own consumer may start delivering only after a sub-second run
         assert row["received"] > 0 and row["receive_msg_per_s"] > 0, row["system"]
         assert 0 < row["end_to_end_latency"]["count"] <= row["received"], "perf consume's end-to-end latency"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_leaves_no_process_and_no_directory(tmp_path: Path, signum: int) -> None:
+    """Goal: SIGINT or SIGTERM in the middle of a measured run stops every server the bench
+    started and removes their data and temp dirs. Method: all the bench's temp dirs under
+    ``tmp_path`` (TMPDIR); signal it once perf's first run begins; then no process names
+    ``tmp_path`` and no file is left but the (empty) mounts and the results directory."""
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "bench", *TINY, "--duration", "30", "--scenarios", "size", "--sizes", "1024"]
+        + [
+            "--out",
+            str(tmp_path / "results"),
+            "--journal-dir",
+            str(tmp_path / "j"),
+            "--ledger-dir",
+            str(tmp_path / "l"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert bench.stderr is not None
+        for line in bench.stderr:  # the first measured run has begun
+            if "batching on" in line:
+                break
+        bench.send_signal(signum)
+        assert "interrupted" in bench.stderr.read()
+        assert bench.wait(60) == 130
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert not _pids_naming(tmp_path), "a server outlived the bench"
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if "results" not in p.parts)
+    assert left == ["j", "l", "tmp"]
+
+
+def _pids_naming(path: Path) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(path).encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # the process ended meanwhile
+    return found
