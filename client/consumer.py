@@ -60,11 +60,11 @@ from minipulsar.client.ack_grouping import AckGroupingTracker
 from minipulsar.client.connection_handler import ConnectionHandler
 from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
 from minipulsar.client.exceptions import AlreadyClosed, CumulativeAcknowledgementNotAllowedError, NotConnected, Timeout
-from minipulsar.client.message import Message, MessageId
+from minipulsar.client.message import EntryInfo, Message, MessageId
 from minipulsar.errors import MiniPulsarError, RequestTimeoutError
 from minipulsar.protocol import AckType, Command
 from minipulsar.protocol import commands as cmd
-from minipulsar.protocol.batch import decode_batch
+from minipulsar.protocol.batch import decode_batch_items
 
 if TYPE_CHECKING:
     from minipulsar.client.connection import ClientConnection, ConnectionPool
@@ -120,7 +120,8 @@ class Consumer:
         self._permits_to_return = 0
         self._batch_unacked: dict[EntryKey, set[int]] = {}
         """Batch entries with members not yet acknowledged: the indexes still unacknowledged."""
-        self._last_dequeued: MessageId | None = None
+        self._last_dequeued: Message | None = None
+        """The last message handed to the application (its id is made only when needed)."""
         self._skip_through: MessageId | None = None
         """Non-durable resubscription: messages at or before this id were delivered already."""
         self._seeked_to: MessageId | int | None = None
@@ -202,9 +203,11 @@ class Consumer:
         """Acknowledge one message; with ``ack_receipt_enabled`` (the default) returns once the
         broker stored it, else once it is queued (see the module docstring)."""
         self._check_open()
-        message_id = _id_of(message)
-        key = _key(message_id)
-        if not self._batch_complete(message_id):
+        if isinstance(message, Message):  # the usual case: no MessageId made
+            key, index = message.entry_key(), message.batch_index()
+        else:
+            key, index = _key(message), message.batch_index()
+        if not self._batch_complete(key, index):
             return
         self._forget(key)
         receipt = self._acks.add_individual(key)
@@ -329,7 +332,7 @@ class Consumer:
         seek_again = None
         if self._subscribed_once and not config.durable:
             if self._last_dequeued is not None:
-                last = self._last_dequeued  # a Reader resumes after what the application already got
+                last = self._last_dequeued.message_id()  # a Reader resumes after what the application got
                 start, self._skip_through = [last.ledger_id(), last.entry_id()], last
             elif self._seeked_to is not None:  # nothing read since a seek: the new subscription
                 seek_again = _seek_fields(self._seeked_to)  # (the broker forgot it) seeks there too
@@ -371,34 +374,33 @@ class Consumer:
     # -- from the connection --------------------------------------------------------------------
 
     def message_received(self, pushed: cmd.Message) -> None:
-        batch = decode_batch(pushed.payload)
-        count = len(batch.messages)
+        """One pushed entry: its messages (raw fields, one small object each) into the queue."""
+        publish_ms, producer_name, items = decode_batch_items(pushed.payload)
+        count = len(items)
         batched = count > 1
-        key = (pushed.ledger_id, pushed.entry_id)
+        entry = EntryInfo(
+            self._topic, pushed.ledger_id, pushed.entry_id, batched, publish_ms, producer_name, pushed.redelivery_count
+        )
         remaining = None
         if batched:
-            remaining = self._batch_unacked.get(key)
+            remaining = self._batch_unacked.get(entry.key)
             if remaining is None:
-                remaining = self._batch_unacked[key] = set(range(count))
+                remaining = self._batch_unacked[entry.key] = set(range(count))
         skip = self._skip_through
         skipped = 0
-        for index, item in enumerate(batch.messages):
-            message_id = MessageId(-1, pushed.ledger_id, pushed.entry_id, index if batched else -1)
-            if (remaining is not None and index not in remaining) or (skip is not None and message_id <= skip):
-                skipped += 1  # acknowledged already, or (non-durable) delivered before the reconnection
-                continue
-            message = Message(
-                item.data,
-                message_id,
-                self._topic,
-                properties=item.properties,
-                partition_key=item.key,
-                publish_timestamp=batch.publish_time_ms,
-                event_timestamp=item.event_time_ms,
-                redelivery_count=pushed.redelivery_count,
-                producer_name=batch.producer_name,
-            )
-            self._enqueue(message)
+        of_item, enqueue = Message.of_item, self._enqueue
+        if (remaining is not None and len(remaining) < count) or skip is not None:
+            for index, item in enumerate(items):
+                message = of_item(item, index, entry)
+                if (remaining is not None and index not in remaining) or (
+                    skip is not None and message.message_id() <= skip
+                ):
+                    skipped += 1  # acknowledged already, or (non-durable) delivered before the reconnection
+                    continue
+                enqueue(message)
+        else:  # the usual entry: every message goes to the application
+            for index, item in enumerate(items):
+                enqueue(of_item(item, index, entry))
         if skipped:
             self._return_permits(skipped)
         if self._batch_waiter is not None and not self._batch_waiter.done():
@@ -452,9 +454,9 @@ class Consumer:
         self._queued_bytes = 0
 
     def _deliver(self, message: Message) -> Message:
-        self._last_dequeued = message.message_id()
+        self._last_dequeued = message
         if self._ack_timeout_s:
-            self._track_unacked(_key(message.message_id()))
+            self._track_unacked(message.entry_key())
         self._return_permits(1)
         return message
 
@@ -572,12 +574,11 @@ class Consumer:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _batch_complete(self, message_id: MessageId) -> bool:
-        key = _key(message_id)
+    def _batch_complete(self, key: EntryKey, batch_index: int) -> bool:
         remaining = self._batch_unacked.get(key)
         if remaining is None:
             return True
-        remaining.discard(message_id.batch_index())
+        remaining.discard(batch_index)
         if remaining:
             return False
         del self._batch_unacked[key]
