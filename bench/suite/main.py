@@ -66,6 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     override.add_argument("--duration", type=float, help="measured seconds per run")
     override.add_argument("--warmup", type=float, help="warm-up seconds per run")
     override.add_argument("--probe-secs", type=float, help="seconds per disk probe")
+    override.add_argument("--consume-backlog", type=int, help="consume: messages published before the catch-up read")
     override.add_argument("--sizes", help="size: message sizes in bytes, comma-separated")
     override.add_argument("--rates", help="latency: target msg/s, comma-separated")
     override.add_argument("--topic-counts", help="topics: topic counts, comma-separated")
@@ -103,6 +104,7 @@ def profile_of(args: argparse.Namespace) -> Profile:
         ("topics_rate", "topics_total_rate", int),
         ("e2e_sizes", "e2e_sizes", ints),
         ("interval", "interval_s", float),
+        ("consume_backlog", "consume_backlog", int),
     ):
         value = getattr(args, flag)
         if value is not None:

@@ -22,8 +22,6 @@ from bench.suite.profiles import KIB, Profile
 
 Run = tuple[int, bool, float]
 """(message size, batching, rate msg/s; 0: as fast as acknowledged) of one measured run."""
-CONSUME_BACKLOG_MESSAGES = {"quick": 1_000_000, "full": 2_000_000}
-"""The consume scenario's catch-up backlog (bench/suite/scenarios/consume.py reads it too)."""
 
 
 def _size(p: Profile) -> list[list[Run]]:
@@ -52,7 +50,7 @@ def _peers(p: Profile) -> list[list[Run]]:
 
 
 def _consume(p: Profile) -> list[list[Run]]:
-    backlog_rate = CONSUME_BACKLOG_MESSAGES.get(p.name, 1_000_000) / (p.warmup_s + p.duration_s)
+    backlog_rate = p.consume_backlog / (p.warmup_s + p.duration_s)  # the backlog, as if in one run
     return [[(KIB, True, 0.0), (KIB, True, backlog_rate)]]
 
 

@@ -163,3 +163,19 @@ def _pids_naming(path: Path) -> list[int]:
         except OSError:
             continue  # the process ended meanwhile
     return found
+
+
+def test_consume_rows_measure_tailing_and_catch_up_with_cpu_per_message(tmp_path: Path) -> None:
+    """Goal: the consume scenario's two rows — a consumer beside a producer, then a new
+    subscription reading a published backlog — each with msg/s and every process's CPU per
+    message. Method: ``--scenarios consume`` with one bookie, sub-second runs, a tiny backlog."""
+    run_suite(tmp_path, "--scenarios", "consume", "--consume-backlog", "3000")
+    result = json.loads((tmp_path / "results" / "latest" / "consume.json").read_text())
+    assert "error" not in result
+    tailing, catch_up = result["rows"]
+    assert tailing["mode"] == "tailing" and 0 < tailing["consumed"] <= tailing["messages"]
+    assert catch_up["mode"] == "catch-up" and catch_up["consumed"] == catch_up["backlog"] == 3000
+    for row in (tailing, catch_up):
+        assert row["consume_msg_per_s"] > 0 and set(row["cpu_us_per_msg"]) == {"bench", "broker", "bookies"}
+    summary = (tmp_path / "results" / "latest" / "summary.md").read_text()
+    assert "catch-up consume, 1 KiB" in summary
