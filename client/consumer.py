@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import operator
 import secrets
 import time
 from collections import OrderedDict, deque
@@ -78,6 +79,8 @@ EntryKey = tuple[int, int]
 """(ledger_id, entry_id): what the broker redelivers and what the wire acknowledges."""
 
 SELECTIVE_REDELIVERY_TYPES = ("Shared", "Key_Shared")
+_DATA = operator.itemgetter(1)
+"""A raw batch message's data (:func:`minipulsar.protocol.batch.decode_batch_items`)."""
 ACK_TIMEOUT_TICK_MAX_S = 1.0  # Pulsar: tickDurationInMs = 1000
 DEFAULT_BATCH_RECEIVE_POLICY = ConsumerBatchReceivePolicy()
 
@@ -118,6 +121,8 @@ class Consumer:
         self._batch_policy = config.batch_receive_policy or DEFAULT_BATCH_RECEIVE_POLICY
         self._queued_bytes = 0
         self._permits_to_return = 0
+        self._flow_threshold = max(1, self._queue_size // 2)
+        """Permits given back in one FLOW once this many are free (half the receiver queue)."""
         self._batch_unacked: dict[EntryKey, set[int]] = {}
         """Batch entries with members not yet acknowledged: the indexes still unacknowledged."""
         self._last_dequeued: Message | None = None
@@ -161,8 +166,16 @@ class Consumer:
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; waits for one (up to ``timeout_millis``, then raises Timeout)."""
-        if self._queue:
-            return self._deliver(self._dequeue())
+        if self._queue:  # the hot path, inlined: _dequeue, then _deliver
+            message = self._queue.popleft()
+            self._queued_bytes -= len(message._item[1] or b"")
+            self._last_dequeued = message
+            if self._ack_timeout_s:
+                self._track_unacked(message.entry_key())
+            self._permits_to_return += 1
+            if self._permits_to_return >= self._flow_threshold and not self._seeking:
+                self._return_permits(0)
+            return message
         if self._closed is not None:
             raise self._closed
         waiter = self._loop.create_future()
@@ -202,13 +215,18 @@ class Consumer:
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message; with ``ack_receipt_enabled`` (the default) returns once the
         broker stored it, else once it is queued (see the module docstring)."""
-        self._check_open()
+        if self._closed is not None:
+            raise self._closed
         if isinstance(message, Message):  # the usual case: no MessageId made
-            key, index = message.entry_key(), message.batch_index()
+            key, index = message._entry.key, message._index
         else:
             key, index = _key(message), message.batch_index()
-        if not self._batch_complete(key, index):
-            return
+        remaining = self._batch_unacked.get(key)
+        if remaining is not None:  # a batch: its entry is acknowledged with its last member
+            remaining.discard(index)
+            if remaining:
+                return
+            del self._batch_unacked[key]
         self._forget(key)
         receipt = self._acks.add_individual(key)
         if receipt is not None:
@@ -398,9 +416,12 @@ class Consumer:
                     skipped += 1  # acknowledged already, or (non-durable) delivered before the reconnection
                     continue
                 enqueue(message)
-        else:  # the usual entry: every message goes to the application
+        elif self._waiters:  # the usual entry, a receive waiting: every message goes to the application
             for index, item in enumerate(items):
                 enqueue(of_item(item, index, entry))
+        else:  # ... nobody waiting: straight into the queue
+            self._queue.extend([of_item(item, index, entry) for index, item in enumerate(items)])
+            self._queued_bytes += sum(map(len, filter(None, map(_DATA, items))))
         if skipped:
             self._return_permits(skipped)
         if self._batch_waiter is not None and not self._batch_waiter.done():
@@ -442,11 +463,11 @@ class Consumer:
                 waiter.set_result(message)
                 return
         self._queue.append(message)
-        self._queued_bytes += len(message.data())
+        self._queued_bytes += len(message._item[1] or b"")
 
     def _dequeue(self) -> Message:
         message = self._queue.popleft()
-        self._queued_bytes -= len(message.data())
+        self._queued_bytes -= len(message._item[1] or b"")
         return message
 
     def _clear_queue(self) -> None:
@@ -464,7 +485,7 @@ class Consumer:
         self._permits_to_return += count
         if self._seeking:
             return
-        if self._permits_to_return >= max(1, self._queue_size // 2):
+        if self._permits_to_return >= self._flow_threshold:
             connection = self._connection
             if connection is not None and connection.is_open:
                 connection.send(cmd.Flow(consumer_id=self._consumer_id, permits=self._permits_to_return))
@@ -573,16 +594,6 @@ class Consumer:
         self._nacks.pop(key, None)
 
     # -- internals ------------------------------------------------------------------------------
-
-    def _batch_complete(self, key: EntryKey, batch_index: int) -> bool:
-        remaining = self._batch_unacked.get(key)
-        if remaining is None:
-            return True
-        remaining.discard(batch_index)
-        if remaining:
-            return False
-        del self._batch_unacked[key]
-        return True
 
     def _check_open(self) -> None:
         if self._closed is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from minipulsar.client.message_id import MessageId
@@ -34,7 +35,7 @@ class Message:
     """A received message.
 
     Built per message on the receive path, so it holds little: the batch's raw message fields
-    (``[sequence_id, data, key, properties, event_time_ms, ...]``, :mod:`minipulsar.protocol.batch`),
+    (``(sequence_id, data, key, properties, event_time_ms, ...)``, :mod:`minipulsar.protocol.batch`),
     its index in the batch and the :class:`EntryInfo` its entry's messages share; the
     :class:`MessageId` is made when first asked for (:meth:`message_id`)."""
 
@@ -53,7 +54,7 @@ class Message:
         redelivery_count: int,
         producer_name: str,
     ) -> None:
-        self._item: list[Any] = [0, data, partition_key, properties, event_timestamp]
+        self._item: Sequence[Any] = (0, data, partition_key, properties, event_timestamp)
         self._index = message_id.batch_index()
         self._entry = EntryInfo(
             topic,
@@ -67,7 +68,7 @@ class Message:
         self._id: MessageId | None = message_id
 
     @classmethod
-    def of_item(cls, item: list[Any], index: int, entry: EntryInfo) -> Message:
+    def of_item(cls, item: Sequence[Any], index: int, entry: EntryInfo) -> Message:
         """The message at ``index`` of a batch entry (``item``: its raw fields), the receive path's
         constructor: three slots, no id yet."""
         message = cls.__new__(cls)
