@@ -74,7 +74,7 @@ def _run_bytes(run: Run, seconds: float) -> float:
 
 def planned_writes(scenarios: list[str], profile: Profile, spec: ClusterSpec, probes: dict[str, Any]) -> list[Write]:
     """The run's writes on the journal and the ledger mount: its largest cluster's (all of
-    them with ``spec.keep``), plus the peers' own servers' data (on the journal mount)."""
+    them with ``spec.keep``); the peers' own servers' data (journal mount) counts as one more."""
     journal_dir, ledger_dir = _dirs(spec)
     seconds = profile.warmup_s + profile.duration_s
     copies = spec.quorum[1]
@@ -89,6 +89,8 @@ def planned_writes(scenarios: list[str], profile: Profile, spec: ClusterSpec, pr
                 j, led = _capped(payload, payload, seq, shared, seconds)
                 journal, ledgers = journal + j, ledgers + led
             per_cluster.append((name, journal, ledgers))
+        if name == "peers":  # three Redis rows (AOF + rewrites) in one temp dir, after its clusters
+            per_cluster.append(("peers' Redis", 3 * 2 * _run_bytes((profile.peer_size, True, 0.0), seconds), 0.0))
     if not per_cluster:
         return []
     if spec.keep:
@@ -99,11 +101,7 @@ def planned_writes(scenarios: list[str], profile: Profile, spec: ClusterSpec, pr
         )
     else:
         what, journal, ledgers = max(per_cluster, key=lambda c: c[1] + c[2])
-    writes = [Write(journal_dir, journal, f"journals of {what}"), Write(ledger_dir, ledgers, f"entry logs of {what}")]
-    if "peers" in scenarios:  # three Redis rows (AOF + rewrites) side by side in one temp dir
-        redis = 3 * 2 * _run_bytes((profile.peer_size, True, 0.0), seconds)
-        writes.append(Write(journal_dir, redis, "peers' Redis AOFs"))
-    return writes
+    return [Write(journal_dir, journal, f"journals of {what}"), Write(ledger_dir, ledgers, f"entry logs of {what}")]
 
 
 def check(scenarios: list[str], profile: Profile, spec: ClusterSpec, probes: dict[str, Any]) -> list[str]:
