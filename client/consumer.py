@@ -416,12 +416,11 @@ class Consumer:
                     skipped += 1  # acknowledged already, or (non-durable) delivered before the reconnection
                     continue
                 enqueue(message)
-        elif self._waiters:  # the usual entry, a receive waiting: every message goes to the application
-            for index, item in enumerate(items):
-                enqueue(of_item(item, index, entry))
-        else:  # ... nobody waiting: straight into the queue
-            self._queue.extend([of_item(item, index, entry) for index, item in enumerate(items)])
-            self._queued_bytes += sum(map(len, filter(None, map(_DATA, items))))
+        else:  # the usual entry: to the receives waiting, if any, the rest straight into the queue
+            messages = [of_item(item, index, entry) for index, item in enumerate(items)]
+            taken = self._hand_to_waiters(messages) if self._waiters else 0
+            self._queue.extend(messages[taken:] if taken else messages)
+            self._queued_bytes += sum(map(len, filter(None, map(_DATA, items[taken:] if taken else items))))
         if skipped:
             self._return_permits(skipped)
         if self._batch_waiter is not None and not self._batch_waiter.done():
@@ -464,6 +463,16 @@ class Consumer:
                 return
         self._queue.append(message)
         self._queued_bytes += len(message._item[1] or b"")
+
+    def _hand_to_waiters(self, messages: list[Message]) -> int:
+        """Give the first of ``messages`` to the receives waiting, in order; how many went."""
+        waiters, taken = self._waiters, 0
+        while waiters and taken < len(messages):
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(messages[taken])
+                taken += 1
+        return taken
 
     def _dequeue(self) -> Message:
         message = self._queue.popleft()
