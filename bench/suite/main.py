@@ -10,9 +10,12 @@ stderr; the last stdout lines name the files.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import platform
+import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -21,7 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.suite import charts, perf_adapter, report
+from bench.capacity import NotEnoughSpace
+from bench.suite import charts, perf_adapter, report, space
 from bench.suite.cluster import ClusterSpec
 from bench.suite.context import Context, progress
 from bench.suite.probes import probe_mounts, simulated_limits
@@ -72,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     override.add_argument("--duration", type=float, help="measured seconds per run")
     override.add_argument("--warmup", type=float, help="warm-up seconds per run")
     override.add_argument("--probe-secs", type=float, help="seconds per disk probe")
+    override.add_argument("--consume-backlog", type=int, help="consume: messages published before the catch-up read")
     override.add_argument("--sizes", help="size: message sizes in bytes, comma-separated")
     override.add_argument("--rates", help="latency: target msg/s, comma-separated")
     override.add_argument("--topic-counts", help="topics: topic counts, comma-separated")
@@ -109,6 +114,7 @@ def profile_of(args: argparse.Namespace) -> Profile:
         ("topics_rate", "topics_total_rate", int),
         ("e2e_sizes", "e2e_sizes", ints),
         ("interval", "interval_s", float),
+        ("consume_backlog", "consume_backlog", int),
     ):
         value = getattr(args, flag)
         if value is not None:
@@ -189,6 +195,13 @@ async def run(args: argparse.Namespace) -> int:
             f"  journal mount: {journal['fsyncs_per_s_4k']:,.0f} fsyncs/s (4 KiB), "
             f"{journal['seq_write_mb_per_s']:,.0f} MB/s sequential with fdatasync"
         )
+    try:
+        for line in space.check(args.scenario_names, profile, cluster_spec, run_info["probes"]):
+            progress(f"space: {line}")
+    except NotEnoughSpace:
+        if not args.into:
+            _remove_run_directory(args.out, run_dir)
+        raise
     run_info.setdefault("runs", []).append(
         {
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -251,8 +264,28 @@ async def run(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _remove_run_directory(out: Path, run_dir: Path) -> None:
+    """A run refused before it measured anything leaves no results directory behind."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    latest = out / "latest"
+    if latest.is_symlink() and not latest.exists():
+        latest.unlink()
+
+
 def _plain(profile: Profile) -> dict[str, Any]:
     return {name: getattr(profile, name) for name in profile.__dataclass_fields__}
+
+
+async def run_until_signalled(args: argparse.Namespace) -> int:
+    """:func:`run`, cancelled by SIGTERM as by SIGINT (asyncio.Runner's own handler): either
+    way every ``finally`` on the way out runs — servers stopped, their temp dirs removed."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await run(args)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         tune_gc()
 
     try:
-        return run_loop(run(args))
-    except KeyboardInterrupt:
-        progress("bench: interrupted (the cluster was stopped)")
+        return run_loop(run_until_signalled(args))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        progress("bench: interrupted (servers stopped, their data removed)")
         return 130

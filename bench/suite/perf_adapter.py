@@ -23,7 +23,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from minipulsar import diagnostics
@@ -215,3 +215,28 @@ def figures_of(result: PerfResult) -> Figures:
     data.pop("timeline", None)  # the scenario keeps it, with the events, as ``timeline``
     data["latency"] = {key: latency.get(key) for key in LATENCY_KEYS}
     return data
+
+
+async def publish_backlog(service_url: str, spec: ProduceSpec, num_messages: int, emit: Emit) -> Figures:
+    """``spec``'s producer sends ``num_messages`` as fast as acknowledged (``perf produce -m``;
+    no warm-up, ``spec.duration_s`` only bounds the run)."""
+    options = replace(spec.produce_options(service_url), num_messages=num_messages, warmup_s=0.0)
+    return figures_of(await run_produce(options, emit=emit))
+
+
+async def consume(
+    service_url: str, topic: str, subscription: str, num_messages: int, timeout_s: float, interval_s: float, emit: Emit
+) -> Figures:
+    """``perf consume -m num_messages`` from the Earliest position of a new ``subscription``:
+    a catch-up read of what the topic holds (``timeout_s`` bounds it)."""
+    options = ConsumeOptions(
+        topics=[topic],
+        service_url=service_url,
+        subscriptions=[subscription],
+        subscription_position="Earliest",
+        num_messages=num_messages,
+        duration_s=timeout_s,
+        stats_interval_s=interval_s,
+        operation_timeout_s=OPERATION_TIMEOUT_S,
+    )
+    return figures_of(await run_consume(options, emit=emit))

@@ -32,6 +32,9 @@ class Profile:
     """... but never more than this many payload bytes in flight (the BookKeeper client's
     per-ledger add budget): 1000 × 64 KiB in flight would only add queueing to the latency."""
     interval_s: float = 5.0
+    consume_backlog: int = 1_000_000
+    """consume: 1 KiB batched messages published before the catch-up read (~1 GB, 16× the
+    broker's 64 MB entry cache)."""
 
     def window(self, size_bytes: int) -> int:
         """Messages in flight for ``size_bytes`` messages: ``min(max_outstanding, window_bytes_max / size)``."""
@@ -61,5 +64,6 @@ PROFILES = {
         topics_total_rate=10_000,
         e2e_sizes=(KIB, 16 * KIB, 64 * KIB),
         interval_s=10.0,
+        consume_backlog=2_000_000,
     ),
 }

@@ -93,6 +93,8 @@ def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             for r in peers["rows"]
             if not r["system"].startswith("minipulsar") and r.get("minipulsar_ratio") is not None
         }
+    for row in results.get("consume", {}).get("rows", []):
+        figures[f"consume_{row['mode'].replace('-', '_')}_msg_per_s"] = row["consume_msg_per_s"]
     figures["simulated"] = any(r.get("simulated_disk_model") for r in results.values())
     return figures
 
@@ -119,6 +121,11 @@ def headline_lines(results: dict[str, dict[str, Any]]) -> list[str]:
         lines.append(
             f"64 KiB vs the SIMULATED disk's {h['simulated_seq_write_mb_per_s']:,.0f} MB/s per bookie device: "
             f"{h['ratio_64k_to_simulated_seq']:.3f}"
+        )
+    if "consume_tailing_msg_per_s" in h or "consume_catch_up_msg_per_s" in h:
+        lines.append(
+            f"consume 1 KiB: tailing {num(h.get('consume_tailing_msg_per_s'))} msg/s, "
+            f"catch-up {num(h.get('consume_catch_up_msg_per_s'))} msg/s"
         )
     for system, ratio in h.get("peer_ratios", {}).items():
         lines.append(f"minipulsar (batched) / {system}: {ratio:.2f}x msg/s")
@@ -205,6 +212,9 @@ def _headline_section(results: dict[str, dict[str, Any]]) -> list[str]:
                 f"{h['ratio_64k_to_simulated_seq']:.3f}",
             ]
         )
+    for mode in ("tailing", "catch_up"):
+        if f"consume_{mode}_msg_per_s" in h:
+            rows.append([f"{mode.replace('_', '-')} consume, 1 KiB", f"{h[f'consume_{mode}_msg_per_s']:,.0f} msg/s"])
     for system, ratio in h.get("peer_ratios", {}).items():
         rows.append([f"minipulsar batched msg/s ÷ {system}", f"{ratio:.2f}"])
     return (
@@ -435,6 +445,14 @@ def _peers(result: dict[str, Any]) -> list[str]:
             ]
         )
     lines = [f"{size(result['size_bytes'])} messages, window {num(result['max_outstanding'])}.", ""]
+    for r in result["rows"]:
+        if r.get("own_client") and not r.get("skipped"):
+            lines += [
+                f"*{r['system']}*: the server's own ceiling, `{r['client']}`; latency is {r['latency_note']}; "
+                f"no consumer; server CPU {num(r.get('server_cpu_us_per_msg'), '.2f')} µs/msg, "
+                f"{r.get('aof_rewrites', 0)} AOF rewrite(s).",
+                "",
+            ]
     return (
         lines
         + table(
@@ -456,11 +474,37 @@ def _peers(result: dict[str, Any]) -> list[str]:
     )
 
 
+def _consume(result: dict[str, Any]) -> list[str]:
+    rows = []
+    for r in result["rows"]:
+        cpu = r.get("cpu_us_per_msg") or {}
+        rows.append(
+            [
+                r["mode"],
+                num(r["consume_msg_per_s"]),
+                num(r.get("consumed")),
+                num(r.get("produce_msg_per_s") or r.get("backlog_publish_msg_per_s")),
+                num(cpu.get("bench"), ".2f"),
+                num(cpu.get("broker"), ".2f"),
+                num(cpu.get("bookies"), ".2f"),
+                num(r.get("journal_device_flushes_per_s")),
+            ]
+        )
+    header = ["mode", "consume msg/s", "received", "produce msg/s", "clients µs/msg", "broker µs/msg"]
+    header += ["bookies µs/msg", "device flushes/s"]
+    note = (
+        "Tailing: the bench process runs producer and consumer (its CPU is both); catch-up: the "
+        "consumer alone, the produce column the backlog's publish rate."
+    )
+    return [note, ""] + table(header, rows, "lrrrrrrr") + [""]
+
+
 SECTIONS = {
     "size": _size,
     "latency": _latency,
     "topics": _topics,
     "disks": _disks,
     "e2e-vs-bookie": _e2e,
+    "consume": _consume,
     "peers": _peers,
 }

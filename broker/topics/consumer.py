@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.protocol.commands import Message
+from minipulsar.protocol.codec import encode_message
 from minipulsar.protocol.schema import Command
 
 EMA_WEIGHT_OLD = 0.9
@@ -44,6 +44,8 @@ class ConsumerConnection(Protocol):
         ...
 
     def send(self, command: Command) -> None: ...
+
+    def send_encoded(self, header: bytes, body: bytes) -> None: ...
 
     def detach_consumer(self, consumer_id: int) -> bool:
         """Take the consumer off this connection (its topic is unloaded); False when it is not on it."""
@@ -115,20 +117,13 @@ class ServerConsumer:
 
     def send_entries(self, entries: list[Entry], redelivery: RedeliveryCounts | None = None) -> int:
         """Push ``entries`` (one MESSAGE each); returns the messages sent."""
-        send, consumer_id, pending_acks = self.connection.send, self.consumer_id, self._pending_acks
+        send, consumer_id, pending_acks = self.connection.send_encoded, self.consumer_id, self._pending_acks
         messages = size = 0
         for entry in entries:
             position = entry.position
             count = redelivery.count(position) if redelivery is not None else 0
-            send(
-                Message(
-                    consumer_id=consumer_id,
-                    ledger_id=position.ledger_id,
-                    entry_id=position.entry_id,
-                    payload=entry.payload,
-                    redelivery_count=count,
-                )
-            )
+            # the payload as it came from the cache or the bookies: never decoded, never copied
+            send(*encode_message(consumer_id, position.ledger_id, position.entry_id, entry.payload, count))
             if count:
                 self.redelivered_messages += entry.num_messages
             previous = pending_acks.get(position)

@@ -222,6 +222,14 @@ class Connection(asyncio.BufferedProtocol):
         header, body = encode(command)
         writer.write(header, body)
 
+    def send_encoded(self, header: bytes, body: bytes) -> None:
+        """Queue one frame given in two parts (e.g. :func:`~minipulsar.protocol.codec.encode_message`'s
+        header and the entry payload, never joined); dropped like :meth:`send`."""
+        transport, writer = self.transport, self.writer
+        if transport is None or writer is None or transport.is_closing() or self._discarding:
+            return
+        writer.write(header, body)
+
     def send_frame(self, frame: bytes) -> None:
         """Queue an already encoded frame (length prefix included, e.g. from
         :func:`~minipulsar.protocol.codec.encode_add_entry_response`); dropped like :meth:`send`."""

@@ -15,7 +15,7 @@ from typing import Protocol
 import msgpack
 
 from minipulsar.errors import MalformedCommandError
-from minipulsar.protocol.commands import AddEntryResponse
+from minipulsar.protocol.commands import AddEntryResponse, Message
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, PIPELINE_CAPACITY, FrameDecoder
 from minipulsar.protocol.schema import Command, decode_command
 
@@ -75,6 +75,58 @@ def encode_add_entry_response(request_id: int, ledger_id: int, entry_id: int) ->
     except struct.error:  # an id outside int64 (msgpack also has uint64): the general path
         header, body = encode(AddEntryResponse(id=request_id, ledger_id=ledger_id, entry_id=entry_id))
         return header + body
+
+
+# MESSAGE (broker -> consumer) as a fixed header and the entry payload apart: the same map as
+# ``encode(Message(...))`` (payload last, integers as int64, the payload as bin 32), so the
+# payload, often tens of KiB, goes to ``writelines`` as it came from the bookie or the cache,
+# never copied into a packed body.
+_MESSAGE_KEYS = (
+    b"\x86\xa1t\xa7MESSAGE\xabconsumer_id\xd3",
+    b"\xa9ledger_id\xd3",
+    b"\xa8entry_id\xd3",
+    b"\xb0redelivery_count\xd3",
+    b"\xa7payload\xc6",
+)
+_MESSAGE_HEADER = struct.Struct(
+    ">I" + "".join(f"{len(key)}sq" for key in _MESSAGE_KEYS[:4]) + f"{len(_MESSAGE_KEYS[4])}sI"
+)
+_MESSAGE_HEADER_BODY_BYTES = _MESSAGE_HEADER.size - LENGTH.size
+
+
+def encode_message(
+    consumer_id: int, ledger_id: int, entry_id: int, payload: bytes, redelivery_count: int = 0
+) -> tuple[bytes, bytes]:
+    """``(length prefix + header, payload)`` of one MESSAGE frame: write both with one
+    ``writelines``; decodes to ``Message(consumer_id, ledger_id, entry_id, payload,
+    redelivery_count)`` as :func:`encode`'s frame does."""
+    k0, k1, k2, k3, k4 = _MESSAGE_KEYS
+    size = len(payload)
+    try:
+        header = _MESSAGE_HEADER.pack(
+            _MESSAGE_HEADER_BODY_BYTES + size,
+            k0,
+            consumer_id,
+            k1,
+            ledger_id,
+            k2,
+            entry_id,
+            k3,
+            redelivery_count,
+            k4,
+            size,
+        )
+    except struct.error:  # an id outside int64: the general path
+        return encode(
+            Message(
+                consumer_id=consumer_id,
+                ledger_id=ledger_id,
+                entry_id=entry_id,
+                payload=payload,
+                redelivery_count=redelivery_count,
+            )
+        )
+    return header, payload
 
 
 def encode_bytes(command: Command) -> bytes:

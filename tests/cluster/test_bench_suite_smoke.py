@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--bookies", "1", "--duration", "0.6", "--warmup", "0.2", "--probe-secs", "0.1", "--interval", "0.3"]
@@ -89,11 +93,14 @@ def test_peers_rows_are_measured_alike_with_a_consumer_beside_each_producer(tmp_
     """Goal: the peers table's minipulsar rows run ``perf produce`` with ``perf consume``
     beside it, and every peer that ran has the same figures, from the same measurement.
     Method: ``--scenarios peers`` with one bookie and sub-second runs; peers whose server is
-    not installed are skipped rows."""
+    not installed are skipped rows; the row measured by a server's own client has its own figures."""
     run_suite(tmp_path, "--scenarios", "peers")
     peers = json.loads(((tmp_path / "results" / "latest") / "peers.json").read_text())
     assert "error" not in peers
-    ran = [row for row in peers["rows"] if "skipped" not in row]
+    ran = [row for row in peers["rows"] if "skipped" not in row and not row.get("own_client")]
+    for row in peers["rows"]:  # a server driven by its own client (redis-benchmark): its figures
+        if row.get("own_client") and "skipped" not in row:
+            assert row["msg_per_s"] > 0 and row["stored_value_bytes"] == peers["size_bytes"], row
     assert [row["system"] for row in ran[:3]] == [
         "minipulsar, batched",
         "minipulsar, unbatched",
@@ -107,3 +114,72 @@ def test_peers_rows_are_measured_alike_with_a_consumer_beside_each_producer(tmp_
     for row in ran[:3]:  # a peer's own consumer may start delivering only after a sub-second run
         assert row["received"] > 0 and row["receive_msg_per_s"] > 0, row["system"]
         assert 0 < row["end_to_end_latency"]["count"] <= row["received"], "perf consume's end-to-end latency"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_leaves_no_process_and_no_directory(tmp_path: Path, signum: int) -> None:
+    """Goal: SIGINT or SIGTERM in the middle of a measured run stops every server the bench
+    started and removes their data and temp dirs. Method: all the bench's temp dirs under
+    ``tmp_path`` (TMPDIR); signal it once perf's first run begins; then no process names
+    ``tmp_path`` and no file is left but the (empty) mounts and the results directory."""
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "bench", *TINY, "--duration", "30", "--scenarios", "size", "--sizes", "1024"]
+        + [
+            "--out",
+            str(tmp_path / "results"),
+            "--journal-dir",
+            str(tmp_path / "j"),
+            "--ledger-dir",
+            str(tmp_path / "l"),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert bench.stderr is not None
+        for line in bench.stderr:  # the first measured run has begun
+            if "batching on" in line:
+                break
+        bench.send_signal(signum)
+        assert "interrupted" in bench.stderr.read()
+        assert bench.wait(60) == 130
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert not _pids_naming(tmp_path), "a server outlived the bench"
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if "results" not in p.parts)
+    assert left == ["j", "l", "tmp"]
+
+
+def _pids_naming(path: Path) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if str(path).encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # the process ended meanwhile
+    return found
+
+
+def test_consume_rows_measure_tailing_and_catch_up_with_cpu_per_message(tmp_path: Path) -> None:
+    """Goal: the consume scenario's two rows — a consumer beside a producer, then a new
+    subscription reading a published backlog — each with msg/s and every process's CPU per
+    message. Method: ``--scenarios consume`` with one bookie, sub-second runs, a tiny backlog."""
+    run_suite(tmp_path, "--scenarios", "consume", "--consume-backlog", "3000")
+    result = json.loads((tmp_path / "results" / "latest" / "consume.json").read_text())
+    assert "error" not in result
+    tailing, catch_up = result["rows"]
+    assert tailing["mode"] == "tailing" and 0 < tailing["consumed"] <= tailing["messages"]
+    assert catch_up["mode"] == "catch-up" and catch_up["consumed"] == catch_up["backlog"] == 3000
+    for row in (tailing, catch_up):
+        assert row["consume_msg_per_s"] > 0 and set(row["cpu_us_per_msg"]) == {"bench", "broker", "bookies"}
+    summary = (tmp_path / "results" / "latest" / "summary.md").read_text()
+    assert "catch-up consume, 1 KiB" in summary

@@ -32,7 +32,9 @@ from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters
 from minipulsar.metadata import MemoryMetadataStore, MetadataStore
 from minipulsar.protocol.batch import BatchMessage, encode_batch
+from minipulsar.protocol.codec import decode_body
 from minipulsar.protocol.commands import Message
+from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
 from minipulsar.topic_name import TopicName
 
@@ -75,6 +77,10 @@ class FakeConnection:
 
     def send(self, command: Command) -> None:
         self.sent.append(command)
+
+    def send_encoded(self, header: bytes, body: bytes) -> None:
+        """A frame in two parts (a MESSAGE push): recorded as the command it decodes to."""
+        self.sent.append(decode_body((header + body)[LENGTH.size :]))
 
     def request(self, cls: type[Command], *, timeout_s: float | None = None, **fields: Any) -> asyncio.Future[None]:
         self.requests.append((cls, fields))

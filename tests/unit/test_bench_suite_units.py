@@ -123,10 +123,12 @@ def test_headline_quotes_the_issue_figures_and_only_real_peers() -> None:
 
 
 def test_a_missing_peer_server_gives_a_reason_to_skip(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.peers import nats_jetstream, redis_streams
+    from bench.peers import nats_jetstream, redis_benchmark, redis_streams
 
     monkeypatch.setattr(redis_streams.shutil, "which", lambda _name: None)
     assert "redis-server not found" in redis_streams.unavailable_reason()
+    monkeypatch.setattr(redis_benchmark.shutil, "which", lambda name: None if name == "redis-benchmark" else name)
+    assert "redis-tools" in (redis_benchmark.unavailable_reason() or "")
     monkeypatch.setattr(nats_jetstream, "server_binary", lambda: None)
     assert "nats-server not found" in nats_jetstream.unavailable_reason()
     config = nats_jetstream.server_config(4222, Path("/data/js"))
@@ -165,3 +167,19 @@ def test_the_timeline_pairs_slow_buckets_with_the_events_near_them() -> None:
     (slow,) = built["slow"]
     assert slow["t"] == 1.1 and slow["near"] == ["bookie:checkpoint 60.0ms 33.0MB"]
     assert timeline.worst(built) == {"worst_bucket_p99_ms": 40.0, "worst_bucket_max_ms": 45.0}
+
+
+def test_the_redis_c_client_row_xadds_a_literal_value_and_reads_redis_benchmarks_csv() -> None:
+    from bench.peers import redis_benchmark
+
+    argv = redis_benchmark.benchmark_argv(6379, 1000, 1024)
+    assert argv[:9] == ["redis-benchmark", "-p", "6379", "-P", "100", "-c", "10", "-n", "1000"]
+    assert argv[-5:-1] == ["XADD", "bench-stream", "*", "f"] and argv[-1] == "x" * 1024
+    csv_text = (
+        '"test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms",'
+        '"max_latency_ms"\n"XADD bench-stream * f xx","51921.38","4.292","0.4","2.407","12.399","21.823","87.679"\n'
+    )
+    figures = redis_benchmark.parse_csv(csv_text)
+    assert figures["rps"] == 51921.38 and figures["p99_latency_ms"] == 21.823
+    with pytest.raises(RuntimeError):
+        redis_benchmark.parse_csv(csv_text.splitlines()[0])

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from bench.suite.scenarios import disks, e2e_vs_bookie, latency, peers, size, topics
+from bench.suite.scenarios import consume, disks, e2e_vs_bookie, latency, peers, size, topics
 
-SCENARIOS: dict[str, ModuleType] = {m.NAME: m for m in (size, latency, topics, disks, e2e_vs_bookie, peers)}
-DEFAULT = ("size", "latency", "topics", "disks", "e2e-vs-bookie")
+SCENARIOS: dict[str, ModuleType] = {m.NAME: m for m in (size, latency, topics, disks, e2e_vs_bookie, consume, peers)}
+DEFAULT = ("size", "latency", "topics", "disks", "e2e-vs-bookie", "consume")
 """What ``python -m bench`` (and ``make bench``) runs; ``peers`` is ``make bench-peers``."""

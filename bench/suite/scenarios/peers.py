@@ -12,8 +12,10 @@ with the reason in the table.
 Rows: minipulsar as the other scenarios run it (3 bookies, E/Qw/Qa 2/2/2, journal sync on)
 batched and unbatched, and on ONE bookie (1/1/1) batched — the single-copy setting the peers'
 single servers compare with; Redis Streams with ``appendfsync always`` and ``everysec``; NATS
-JetStream (file storage, ``sync_interval: always``). Every server's data is on the journal
-mount (``--journal-dir``).
+JetStream (file storage, ``sync_interval: always``). Those are "Python client to Python
+client"; one more row shows a server's own ceiling: Redis ``appendfsync always`` driven by its
+C client, ``redis-benchmark -P 100 -c 10`` XADDing 1 KiB values (:mod:`bench.peers.redis_benchmark`;
+its own figures, no consumer). Every server's data is on the journal mount (``--journal-dir``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.peers import nats_jetstream, redis_streams
+from bench.peers import nats_jetstream, redis_benchmark, redis_streams
 from bench.peers.workload import PeerWorkload
 from bench.suite.context import Context
 from bench.suite.diskstats import FlushWindow
@@ -31,6 +33,7 @@ from bench.suite.perf_adapter import ProduceSpec, produce
 
 NAME = "peers"
 TITLE = "minipulsar and its peers, same workload"
+REDIS_C_CLIENT = "redis streams, appendfsync always, C client (redis-benchmark)"
 WHAT = (
     "One producer (at most `max_outstanding` in flight, as fast as acknowledged) and one "
     "consumer at the same time, same message size, each system's durable setting stated; "
@@ -92,10 +95,15 @@ async def run(ctx: Context) -> dict[str, Any]:
             for mode in ("always", "everysec")
         ] + [
             (
+                REDIS_C_CLIENT,
+                redis_benchmark.unavailable_reason(),
+                lambda: redis_benchmark.run(data / "redis-c", data / "redis-c.log", workload, ctx.emit),
+            ),
+            (
                 "nats jetstream, sync always",
                 nats_jetstream.unavailable_reason(),
                 lambda: nats_jetstream.run(data / "nats", data / "nats.log", workload, ctx.emit),
-            )
+            ),
         ]
         for label, reason, start in peers:
             if reason is not None:

@@ -18,8 +18,8 @@ WHAT = (
 
 async def run(ctx: Context) -> dict[str, Any]:
     profile, rows = ctx.profile, []
-    async with ctx.cluster() as cluster:
-        for batching in (True, False):
+    for batching in (True, False):  # a cluster each: the disk holds one mode's data at a time
+        async with ctx.cluster() as cluster:
             for size in profile.sizes:
                 ctx.emit(f"{size} B, batching {'on' if batching else 'off'}")
                 spec = ProduceSpec(
