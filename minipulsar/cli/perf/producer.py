@@ -6,7 +6,10 @@ the payload is ``size_bytes`` random capital letters (seeded, so runs are compar
 message's latency runs from ``send_async`` to its receipt, in µs, and is not recorded during
 the warm-up. Producers block when ``max_outstanding`` messages are pending
 (``block_if_queue_full``), which throttles the sender — so ``-r`` is a ceiling, and the rate
-reached says what the cluster sustains.
+reached says what the cluster sustains. The sender sends the permits that are due in
+bursts and sleeps at least :data:`PACING_SLEEP_S` between them; while the run measures, the
+cyclic GC runs less often (:func:`run_gc_settings`): the perf process's CPU per message is
+one of the figures it is used for.
 
 The sender stops at the first of ``num_messages`` sent, ``duration_s``, or the caller's stop
 event; what is in flight then is waited for (up to :data:`DRAIN_TIMEOUT_S`) and counted.
