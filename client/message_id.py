@@ -157,6 +157,23 @@ MessageId.earliest = MessageId(-1, -1, -1, -1)
 MessageId.latest = MessageId(-1, INT64_MAX, INT64_MAX, -1)
 
 
+def batch_message_ids(ledger_id: int, entry_id: int, count: int) -> list[MessageId]:
+    """The ids of an entry's ``count`` batched messages (batch index 0 … count-1, not
+    partitioned), equal to ``MessageId(-1, ledger_id, entry_id, i)``: a producer's receipt
+    path makes one per message, so this skips the constructor's argument handling."""
+    new = object.__new__
+    ids = []
+    for index in range(count):
+        message_id = new(MessageId)
+        message_id._partition = -1
+        message_id._ledger_id = ledger_id
+        message_id._entry_id = entry_id
+        message_id._batch_index = index
+        message_id._topic = None
+        ids.append(message_id)
+    return ids
+
+
 def is_earliest(message_id: MessageId) -> bool:
     return message_id.ledger_id() < 0 and message_id.entry_id() < 0
 

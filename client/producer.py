@@ -41,14 +41,26 @@ import itertools
 import logging
 import time
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from minipulsar.client.batch_container import BatchContainer, Callback, KeyBasedBatchContainer, OpSend, PendingMessage
+from minipulsar.client.batch_container import (
+    BatchContainer,
+    Callback,
+    Extra,
+    Group,
+    KeyBasedBatchContainer,
+    OpSend,
+    WaitingMessage,
+    future_sink,
+    resolve,
+    size_of,
+)
 from minipulsar.client.connection_handler import ConnectionHandler
 from minipulsar.client.enums import BatchingType
 from minipulsar.client.exceptions import AlreadyClosed, MemoryBufferIsFull, ProducerQueueIsFull, Timeout
 from minipulsar.client.memory_limit import MemoryLimitController
-from minipulsar.client.message_id import MessageId
+from minipulsar.client.message_id import MessageId, batch_message_ids
 from minipulsar.client.producer_config import MAX_MESSAGE_SIZE_BYTES, ProducerConfig
 from minipulsar.errors import (
     ErrorCode,
@@ -57,7 +69,8 @@ from minipulsar.errors import (
     error_for_code,
 )
 from minipulsar.protocol import commands as cmd
-from minipulsar.protocol.batch import BatchMessage, encode_batch
+from minipulsar.protocol.batch import Row, encode_rows
+from minipulsar.supervision import guarded, guarded_each
 
 if TYPE_CHECKING:
     from minipulsar.client.connection import ClientConnection, ConnectionPool
@@ -114,15 +127,15 @@ class Producer:
         self._batch_delay_s = config.batching_max_publish_delay_ms / 1000
         self._batch_timer: asyncio.Handle | None = None
         self._pending: OrderedDict[int, OpSend] = OrderedDict()
-        self._waiting: deque[PendingMessage] = deque()
+        self._waiting: deque[WaitingMessage] = deque()
+        self._max_pending = config.max_pending_messages
         self._outstanding = 0
         """Messages taken (in the container or in ops) and not complete: bounded by max_pending_messages."""
         self._full_reason = ""
         start = config.initial_sequence_id + 1 if config.initial_sequence_id is not None else 0
-        self._sequence_ids = itertools.count(start)
+        self._next_sequence_id = start
         self._last_sequence_id = start - 1
-        self._last_submitted: PendingMessage | None = None
-        self._flush_through: PendingMessage | None = None
+        self._flush_through: WaitingMessage | None = None
         """A waiting message a flush waits for: its batch is sealed as soon as it is taken."""
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._created = False
@@ -177,13 +190,26 @@ class Producer:
             AlreadyClosed: the producer is closed.
             TypeError / ValueError: bad content or arguments (e.g. a str, or a message over 5 MiB).
         """
-        message = self._message(
-            content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
-        )
-        future = message.future = self._loop.create_future()
-        error = self._submit(message)
+        content, size = _checked_content(content)
+        extra = None
+        if (
+            properties is not None
+            or partition_key is not None
+            or ordering_key is not None
+            or sequence_id is not None
+            or event_timestamp
+            or deliver_at is not None
+            or deliver_after is not None
+        ):
+            extra = _extra(
+                properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
+            )
+        future: asyncio.Future[MessageId] = self._loop.create_future()
+        error, waiting = self._submit(content, size, future_sink(future), extra)
         if error is not None:
             raise error
+        if waiting is not None:
+            waiting.future = future
         return await future
 
     def send_async(
@@ -211,30 +237,69 @@ class Producer:
         was room): ``await producer.send_async(...)`` is the blocking send of the official
         client, which bounds the caller; ignoring it queues without bound.
         """
-        message = self._message(
-            content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
-        )
-        message.callback = callback
-        error = self._submit(message)
+        if content.__class__ is bytes:  # the hot path: checks inline
+            size = len(content)
+            if size > MAX_MESSAGE_SIZE_BYTES:
+                _checked_content(content)
+        else:
+            content, size = _checked_content(content)
+        extra = None
+        if (
+            properties is not None
+            or partition_key is not None
+            or ordering_key is not None
+            or sequence_id is not None
+            or event_timestamp
+            or deliver_at is not None
+            or deliver_after is not None
+        ):
+            extra = _extra(
+                properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
+            )
+        container = self._container
+        limit = self._max_pending
+        if (
+            container is not None
+            and not self._waiting
+            and not self._closing
+            and self._closed is None
+            and (not limit or self._outstanding < limit)
+            and self._memory.try_reserve(size)
+        ):  # the hot path: _take inlined
+            self._outstanding += 1
+            datas = container.datas
+            if datas and (len(datas) >= container.max_messages or container.size_bytes + size > container.max_bytes):
+                self._seal()
+                datas = container.datas
+            datas.append(content)
+            container.sinks.append(callback)
+            container.extras.append(extra)
+            if self._send_timeout_s:
+                container.deadlines.append(time.monotonic() + self._send_timeout_s)
+            container.size_bytes += size
+            if len(datas) >= container.max_messages or container.size_bytes >= container.max_bytes:
+                self._seal()
+            elif self._batch_timer is None:
+                self._arm_batch_timer()
+            return self._taken
+        error, waiting = self._submit(content, size, callback, extra)
         if error is not None:
-            message.callback = None
-            message.done = True
             self._loop.call_soon(callback, error, None)
-        return message.taken if message.taken is not None else self._taken
+        elif waiting is not None:  # tell the caller when the message is taken
+            waiting.taken = self._loop.create_future()
+            return waiting.taken
+        return self._taken
 
     async def flush(self) -> None:
         """Seal the current batch and wait until every message sent before this call is
         complete (stored, failed or timed out)."""
         waits = []
-        last = self._last_submitted
-        if last is not None and not last.done:
+        if self._waiting:  # seal the last one's batch as soon as it is taken, not after the delay
+            last = self._waiting[-1]
+            self._flush_through = last
             waits.append(last.completion())
-            if self._waiting:  # seal its batch as soon as it is taken, not after the delay
-                self._flush_through = last
         self._seal()
-        if self._pending:  # key-based batching may have sealed the last message into an earlier op
-            tail = next(reversed(self._pending.values()))
-            waits += [m.completion() for m in tail.messages[-1:] if not m.done]
+        waits += [op.completion() for op in self._pending.values()]
         if waits:
             await asyncio.gather(*waits)
 
@@ -262,99 +327,98 @@ class Producer:
 
     # -- taking messages ------------------------------------------------------------------------
 
-    def _message(
-        self, content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at, deliver_after
-    ) -> PendingMessage:
-        if content is not None and not isinstance(content, bytes):
-            if not isinstance(content, (bytearray, memoryview)):
-                raise TypeError(f"content must be bytes or None, not {type(content).__name__}")
-            content = bytes(content)
-        size = len(content) if content is not None else 0
-        if size > MAX_MESSAGE_SIZE_BYTES:
-            raise ValueError(f"message of {size} bytes is larger than the {MAX_MESSAGE_SIZE_BYTES}-byte maximum")
-        if properties is not None and not (
-            isinstance(properties, dict)
-            and all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
-        ):
-            raise TypeError("properties must be a dict of str to str")
-        if sequence_id is not None and (not isinstance(sequence_id, int) or sequence_id < 0):
-            raise ValueError(f"sequence_id must be an int >= 0, got {sequence_id!r}")
-        if deliver_at is not None or deliver_after is not None:
-            raise ValueError("delayed delivery (deliver_at, deliver_after) is not supported by minipulsar")
-        return PendingMessage(
-            content, properties or None, partition_key, ordering_key, event_timestamp or 0, sequence_id, size
-        )
-
-    def _submit(self, message: PendingMessage) -> MiniPulsarError | None:
-        """Take ``message`` now, queue it (blocking mode) or return why not."""
+    def _submit(
+        self, data: bytes | None, size: int, sink: Callback, extra: Extra | None
+    ) -> tuple[MiniPulsarError | None, WaitingMessage | None]:
+        """Take the message now, queue it (blocking mode: the WaitingMessage) or say why not."""
         if self._closing or self._closed is not None:
-            return self._closed or AlreadyClosed(f"producer {self._name} on {self._topic} is closing")
-        if not self._waiting and self._try_admit(message):
-            self._last_submitted = message
-            self._take(message)
-            return None
+            return self._closed or AlreadyClosed(f"producer {self._name} on {self._topic} is closing"), None
+        if not self._waiting:
+            limit = self._max_pending
+            if (not limit or self._outstanding < limit) and self._memory.try_reserve(size):
+                self._outstanding += 1
+                self._take(data, size, sink, extra)
+                return None, None
+            self._note_full(size)
         if not self._config.block_if_queue_full:
             if self._full_reason == "memory":
                 return MemoryBufferIsFull(
                     f"the client's memory limit of {self._memory.limit_bytes} bytes of pending messages is used up"
-                )
+                ), None
             return ProducerQueueIsFull(
                 f"{self._config.max_pending_messages} messages are pending on producer {self._name} of {self._topic}"
-            )
-        self._waiting.append(message)
-        self._last_submitted = message
-        if message.callback is not None:  # send_async: tell the caller when the message is taken
-            message.taken = self._loop.create_future()
-        return None
+            ), None
+        waiting = WaitingMessage(data, size, sink, extra)
+        self._waiting.append(waiting)
+        return None, waiting
 
-    def _try_admit(self, message: PendingMessage) -> bool:
-        limit = self._config.max_pending_messages
+    def _note_full(self, size: int) -> None:
+        """Why a message of ``size`` could not be taken; blocked on memory: ask to be told."""
+        limit = self._max_pending
         if limit and self._outstanding >= limit:
             self._full_reason = "count"
-            return False
-        if not self._memory.try_reserve(message.size_bytes):
-            self._full_reason = "memory"
-            if self._waiting or self._config.block_if_queue_full:
-                self._memory.wait(self, self._admit_waiting)
-            return False
-        self._outstanding += 1
-        return True
+            return
+        self._full_reason = "memory"
+        if self._waiting or self._config.block_if_queue_full:
+            self._memory.wait(self, self._admit_waiting)
 
     def _admit_waiting(self) -> None:
         """Take waiting messages, oldest first, while there is room."""
         waiting = self._waiting
+        limit = self._max_pending
         while waiting:
             message = waiting[0]
             if message.future is not None and message.future.cancelled():  # its sender gave up
                 waiting.popleft()
                 message.done = True
+                resolve(message.waiters)
                 continue
-            if not self._try_admit(message):
+            if (limit and self._outstanding >= limit) or not self._memory.try_reserve(message.size_bytes):
+                self._note_full(message.size_bytes)
                 return
+            self._outstanding += 1
             waiting.popleft()
-            self._take(message)
-
-    def _take(self, message: PendingMessage) -> None:
-        taken = message.taken
-        if taken is not None and not taken.done():
-            taken.set_result(None)
-        if self._send_timeout_s:
-            message.deadline = time.monotonic() + self._send_timeout_s
-        container = self._container
-        if container is None:
-            self._seal_group([message])
-            return
-        if not container.has_room(message):
-            self._seal()
-        if container.add(message) or message is self._flush_through:
+            self._take(message.data, message.size_bytes, message.taken_sink(), message.extra)
+            taken = message.taken
+            if taken is not None and not taken.done():
+                taken.set_result(None)
             if message is self._flush_through:
                 self._flush_through = None
+                self._seal()
+
+    def _take(self, data: bytes | None, size: int, sink: Callback, extra: Extra | None) -> None:
+        """Put a message admitted (counted and reserved) into the batch, or make it an op.
+        send_async has a copy of the batched case inline."""
+        container = self._container
+        if container is None:  # unbatched: the message is an op of its own
+            deadlines = [time.monotonic() + self._send_timeout_s] if self._send_timeout_s else []
+            if extra is None or extra.explicit_sequence_id is None:
+                first = self._next_sequence_id
+                self._next_sequence_id = first + 1
+                self._add_op([data], [sink], [extra], deadlines, range(first, first + 1), size)
+            else:
+                self._add_op([data], [sink], [extra], deadlines, [extra.explicit_sequence_id], size)
+            return
+        datas = container.datas
+        if datas and (len(datas) >= container.max_messages or container.size_bytes + size > container.max_bytes):
+            self._seal()
+            datas = container.datas
+        datas.append(data)
+        container.sinks.append(sink)
+        container.extras.append(extra)
+        if self._send_timeout_s:
+            container.deadlines.append(time.monotonic() + self._send_timeout_s)
+        container.size_bytes += size
+        if len(datas) >= container.max_messages or container.size_bytes >= container.max_bytes:
             self._seal()
         elif self._batch_timer is None:
-            if self._batch_delay_s > 0:
-                self._batch_timer = self._loop.call_later(self._batch_delay_s, self._batch_due)
-            else:  # no delay: batch what arrives within this loop iteration
-                self._batch_timer = self._loop.call_soon(self._batch_due)
+            self._arm_batch_timer()
+
+    def _arm_batch_timer(self) -> None:
+        if self._batch_delay_s > 0:
+            self._batch_timer = self._loop.call_later(self._batch_delay_s, self._batch_due)
+        else:  # no delay: batch what arrives within this loop iteration
+            self._batch_timer = self._loop.call_soon(self._batch_due)
 
     def _batch_due(self) -> None:
         self._batch_timer = None
@@ -364,50 +428,67 @@ class Producer:
 
     def _seal(self) -> None:
         container = self._container
-        if container is not None and len(container):
+        if container is not None and container.datas:
             for group in container.drain():
                 self._seal_group(group)
 
-    def _seal_group(self, group: list[PendingMessage]) -> None:
+    def _seal_group(self, group: Group) -> None:
         """Give ``group`` its sequence ids and turn it into ops (a new op wherever an
         application-given id does not increase)."""
-        run: list[PendingMessage] = []
-        for message in group:
-            if message.done:  # failed while waiting in the container (close)
-                continue
-            explicit = message.explicit_sequence_id
-            message.sequence_id = next(self._sequence_ids) if explicit is None else explicit
-            if run and message.sequence_id <= run[-1].sequence_id:
-                self._add_op(run)
-                run = []
-            run.append(message)
-        if run:
-            self._add_op(run)
-
-    def _add_op(self, messages: list[PendingMessage]) -> None:
-        first = messages[0].sequence_id
-        if first in self._pending:
-            error = ValueError(f"sequence_id {first} is already pending on producer {self._name}")
-            for message in messages:
-                self._finish(message, error, None)
+        datas, sinks, extras, deadlines, size = group
+        count = len(datas)
+        first = self._next_sequence_id
+        if extras.count(None) == count or all(e is None or e.explicit_sequence_id is None for e in extras):
+            self._next_sequence_id = first + count
+            self._add_op(datas, sinks, extras, deadlines, range(first, first + count), size)
             return
-        payload = encode_batch(
-            int(time.time() * 1000),
-            self._name,
-            [
-                BatchMessage(m.sequence_id, m.data, m.partition_key, m.properties, m.event_time_ms, m.ordering_key)
-                for m in messages
-            ],
-            self._codec,
-        )
+        ids: list[int] = []
+        start = 0
+        for index, extra in enumerate(extras):
+            explicit = None if extra is None else extra.explicit_sequence_id
+            if explicit is None:
+                explicit, self._next_sequence_id = self._next_sequence_id, self._next_sequence_id + 1
+            if ids and explicit <= ids[-1]:
+                self._add_op(
+                    datas[start:index], sinks[start:index], extras[start:index], deadlines[start:index], ids, -1
+                )
+                ids, start = [], index
+            ids.append(explicit)
+        self._add_op(datas[start:], sinks[start:], extras[start:], deadlines[start:], ids, -1)
+
+    def _add_op(
+        self,
+        datas: list[bytes | None],
+        sinks: list[Callback | None],
+        extras: list[Extra | None],
+        deadlines: list[float],
+        sequence_ids: Sequence[int],
+        size: int,
+    ) -> None:
+        """One SEND of these messages (``size``: their data, -1: not counted yet)."""
+        if size < 0:
+            size = size_of(datas)
+        first = sequence_ids[0]
+        if first in self._pending:
+            self._outstanding -= len(sinks)
+            self._memory.release(size)
+            error = ValueError(f"sequence_id {first} is already pending on producer {self._name}")
+            guarded_each(log, "a send_async callback", sinks, error, [None] * len(sinks))  # type: ignore[arg-type]
+            return
+        if len(datas) == 1 and extras[0] is None:
+            rows = [(first, datas[0], None, None, 0)]
+        elif extras.count(None) == len(extras):
+            rows = [(s, d, None, None, 0) for s, d in zip(sequence_ids, datas, strict=True)]
+        else:
+            rows = [_row(s, d, e) for s, d, e in zip(sequence_ids, datas, extras, strict=True)]
         command = cmd.Send(
             producer_id=self._producer_id,
             sequence_id=first,
-            payload=payload,
-            num_messages=len(messages),
-            highest_sequence_id=messages[-1].sequence_id,
+            payload=encode_rows(int(time.time() * 1000), self._name, rows, self._codec),
+            num_messages=len(rows),
+            highest_sequence_id=sequence_ids[-1],
         )
-        self._pending[first] = OpSend(messages, command)
+        self._pending[first] = OpSend(command, datas, sinks, sequence_ids, deadlines, size)
         if self._connection is not None:
             self._connection.send(command)
         if self._timeout_timer is None and self._send_timeout_s:
@@ -419,25 +500,38 @@ class Producer:
         op = self._pending.pop(receipt.sequence_id, None)
         if op is None:  # its messages timed out, or a second receipt after a resend
             return
+        count = len(op.sinks)
         ledger_id, entry_id = receipt.ledger_id, receipt.entry_id
-        if len(op.messages) == 1:
-            self._finish(op.messages[0], None, MessageId(-1, ledger_id, entry_id, -1))
-        else:
-            for index, message in enumerate(op.messages):
-                if not message.done:
-                    self._finish(message, None, MessageId(-1, ledger_id, entry_id, index))
-        if op.highest_sequence_id > self._last_sequence_id:
-            self._last_sequence_id = op.highest_sequence_id
+        ids = batch_message_ids(ledger_id, entry_id, count) if count > 1 else [MessageId(-1, ledger_id, entry_id, -1)]
+        highest = op.sequence_ids[-1]
+        if highest > self._last_sequence_id:
+            self._last_sequence_id = highest
+        self._complete_op(op, None, ids)
         if self._waiting:
             self._admit_waiting()
+
+    def _complete_op(self, op: OpSend, error: BaseException | None, ids: list[MessageId] | None) -> None:
+        """Complete the op's open messages (it is no longer pending), with ``ids`` or ``error``."""
+        sinks = op.sinks
+        if op.open != len(sinks):  # some completed early: only the others
+            open_ = [i for i, sink in enumerate(sinks) if sink is not None]
+            sinks = [sinks[i] for i in open_]
+            if ids is not None:
+                ids = [ids[i] for i in open_]
+        count, size = op.open, op.size_bytes
+        op.open, op.size_bytes = 0, 0
+        self._outstanding -= count
+        self._memory.release(size)
+        guarded_each(log, "a send_async callback", sinks, error, ids if ids is not None else [None] * count)  # type: ignore[arg-type]
+        if op.waiters:
+            resolve(op.waiters)
 
     def send_failed(self, failure: cmd.SendError) -> None:
         error = error_for_code(failure.code, failure.message)
         if failure.code in FAILING_SEND_ERRORS:
             op = self._pending.pop(failure.sequence_id, None)
             if op is not None:
-                for message in op.messages:
-                    self._finish(message, error, None)
+                self._complete_op(op, error, None)
             if self._waiting:
                 self._admit_waiting()
             return
@@ -498,7 +592,7 @@ class Producer:
             self._handler.description = f"producer {self._name} on {self._topic}"
             if self._config.initial_sequence_id is None and response.last_sequence_id >= 0:
                 self._last_sequence_id = response.last_sequence_id
-                self._sequence_ids = itertools.count(response.last_sequence_id + 1)
+                self._next_sequence_id = response.last_sequence_id + 1
         connection.producers[self._producer_id] = self
         self._connection = connection
         for op in self._pending.values():
@@ -510,28 +604,39 @@ class Producer:
 
     # -- completion -----------------------------------------------------------------------------
 
-    def _finish(self, message: PendingMessage, error: BaseException | None, message_id: MessageId | None) -> None:
-        if message.complete(error, message_id):
-            self._outstanding -= 1
-            self._memory.release(message.size_bytes)
+    def _complete_one(self, op: OpSend, index: int, error: BaseException) -> None:
+        """Fail one open message of a pending op (its send timeout)."""
+        sink = op.sinks[index]
+        assert sink is not None
+        op.sinks[index] = None
+        op.open -= 1
+        data = op.datas[index]
+        size = len(data) if data is not None else 0
+        op.size_bytes -= size
+        self._outstanding -= 1
+        self._memory.release(size)
+        guarded(log, "a send_async callback", sink, error, None)
 
     def _fail_everything(self, error: MiniPulsarError) -> None:
+        """Fail every message not yet complete, in the order they were sent."""
         for timer in (self._batch_timer, self._timeout_timer):
             if timer is not None:
                 timer.cancel()
         self._batch_timer = self._timeout_timer = None
         self._memory.forget(self)
-        if self._container is not None:
-            for group in self._container.drain():
-                for message in group:
-                    self._finish(message, error, None)
         ops, self._pending = self._pending, OrderedDict()
         for op in ops.values():
-            for message in op.messages:
-                self._finish(message, error, None)
+            self._complete_op(op, error, None)
+        if self._container is not None:
+            for group in self._container.drain():
+                self._outstanding -= len(group.sinks)
+                self._memory.release(group.size_bytes)
+                guarded_each(log, "a send_async callback", group.sinks, error, [None] * len(group.sinks))  # type: ignore[arg-type]
         waiting, self._waiting = self._waiting, deque()
         for message in waiting:
-            message.complete(error, None)
+            message.done = True
+            guarded(log, "a send_async callback", message.sink, error, None)
+            resolve(message.waiters)
             if message.taken is not None and not message.taken.done():
                 message.taken.set_result(None)  # the callback has the error
 
@@ -545,14 +650,11 @@ class Producer:
             )
 
     def _earliest_deadline(self) -> float | None:
-        earliest = None
-        for op in self._pending.values():
-            for message in op.messages:
-                if not message.done:
-                    if earliest is None or message.deadline < earliest:
-                        earliest = message.deadline
-                    break  # an op's messages are in arrival order
-        return earliest
+        for op in self._pending.values():  # ops and their messages are in arrival order
+            for index, sink in enumerate(op.sinks):
+                if sink is not None:
+                    return op.deadlines[index]
+        return None
 
     def _timeouts_due(self) -> None:
         """Fail exactly the messages whose send timeout has passed; drop ops left empty."""
@@ -560,24 +662,75 @@ class Producer:
         now = time.monotonic()
         emptied = []
         for first, op in self._pending.items():
-            for message in op.messages:
-                if message.done:
+            for index, deadline in enumerate(op.deadlines):
+                if op.sinks[index] is None:
                     continue
-                if message.deadline > now:
+                if deadline > now:
                     break
-                self._finish(
-                    message,
+                self._complete_one(
+                    op,
+                    index,
                     Timeout(
-                        f"message {message.sequence_id} of producer {self._name} on {self._topic}: no receipt "
+                        f"message {op.sequence_ids[index]} of producer {self._name} on {self._topic}: no receipt "
                         f"within {self._config.send_timeout_millis} ms"
                     ),
-                    None,
                 )
-            if all(m.done for m in op.messages):
+            if op.open == 0:
                 emptied.append(first)
         for first in emptied:
-            del self._pending[first]
+            resolve(self._pending.pop(first).waiters)
         if self._pending:
             self._arm_timeout()
         if self._waiting:
             self._admit_waiting()
+
+
+def _checked_content(content: Any) -> tuple[bytes | None, int]:
+    """``content`` as bytes (or None) and its size.
+
+    Raises:
+        TypeError: not bytes, bytearray, memoryview or None.
+        ValueError: larger than the 5 MiB maximum.
+    """
+    if content is not None and not isinstance(content, bytes):
+        if not isinstance(content, (bytearray, memoryview)):
+            raise TypeError(f"content must be bytes or None, not {type(content).__name__}")
+        content = bytes(content)
+    size = len(content) if content is not None else 0
+    if size > MAX_MESSAGE_SIZE_BYTES:
+        raise ValueError(f"message of {size} bytes is larger than the {MAX_MESSAGE_SIZE_BYTES}-byte maximum")
+    return content, size
+
+
+def _extra(
+    properties: Any,
+    partition_key: str | None,
+    ordering_key: str | None,
+    sequence_id: Any,
+    event_timestamp: int | None,
+    deliver_at: int | None,
+    deliver_after: Any,
+) -> Extra:
+    """A message's extra, checked.
+
+    Raises:
+        TypeError / ValueError: bad properties, sequence id, or delayed delivery (unsupported).
+    """
+    if properties is not None and not (
+        isinstance(properties, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items())
+    ):
+        raise TypeError("properties must be a dict of str to str")
+    if sequence_id is not None and (not isinstance(sequence_id, int) or sequence_id < 0):
+        raise ValueError(f"sequence_id must be an int >= 0, got {sequence_id!r}")
+    if deliver_at is not None or deliver_after is not None:
+        raise ValueError("delayed delivery (deliver_at, deliver_after) is not supported by minipulsar")
+    return Extra(partition_key, properties or None, event_timestamp or 0, ordering_key, sequence_id)
+
+
+def _row(sequence_id: int, data: bytes | None, extra: Extra | None) -> Row:
+    """The batch row of a message (:mod:`protocol.batch`)."""
+    if extra is None:
+        return (sequence_id, data, None, None, 0)
+    if extra.ordering_key is None:
+        return (sequence_id, data, extra.partition_key, extra.properties, extra.event_time_ms)
+    return (sequence_id, data, extra.partition_key, extra.properties, extra.event_time_ms, extra.ordering_key)

@@ -8,7 +8,7 @@ boundaries; code elsewhere catches only the errors it expects, by type, and hand
 
 Invariants:
 - an exception that ends a :func:`spawn`ed task, a :class:`Periodic` round or a
-  :func:`guarded` call is logged at ERROR with its traceback, exactly once;
+  :func:`guarded` (or :func:`guarded_each`) call is logged at ERROR with its traceback, exactly once;
 - ``asyncio.CancelledError`` is never logged: cancelling is how tasks are stopped;
 - a failed :class:`Periodic` round does not end the task: the next round runs on time (a
   load report or an eviction pass that stopped for good would go unnoticed);
@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
 P = ParamSpec("P")
 
 
@@ -57,6 +59,24 @@ def guarded(logger: logging.Logger, what: str, fn: Callable[P, T], *args: P.args
     except Exception:
         logger.exception("%s failed", what)
         return None
+
+
+def guarded_each(
+    logger: logging.Logger, what: str, fns: Sequence[Callable[[A, B], object]], first: A, seconds: Sequence[B]
+) -> None:
+    """Call ``fns[i](first, seconds[i])`` for every i, in order, each at a boundary as
+    :func:`guarded` (an exception is logged and the next call made) — for many listeners at
+    once, without a frame per call."""
+    start, count = 0, len(fns)
+    while start < count:
+        index = start
+        try:
+            for index in range(start, count):
+                fns[index](first, seconds[index])
+            return
+        except Exception:
+            logger.exception("%s failed", what)
+            start = index + 1
 
 
 class Periodic:

@@ -1,5 +1,6 @@
 """``failure_of`` and ``outcome_of`` (minipulsar/supervision.py): the two boundaries that hand an
-unexpected exception back instead of swallowing it."""
+unexpected exception back instead of swallowing it.
+``guarded_each``: many listeners at one boundary, each failure logged and the next one called."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 
 import pytest
 
-from minipulsar.supervision import failure_of, outcome_of
+from minipulsar.supervision import failure_of, guarded_each, outcome_of
 
 log = logging.getLogger("tests.supervision")
 
@@ -50,3 +51,20 @@ def test_neither_catches_what_is_not_an_exception() -> None:
         failure_of(log, "a round", interrupted)
     with pytest.raises(KeyboardInterrupt):
         outcome_of(interrupted)
+
+
+def test_guarded_each_calls_every_listener_and_logs_each_failure_once(caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[tuple[str, int]] = []
+
+    def listener(i: int):
+        def call(first: str, second: int) -> None:
+            calls.append((first, second))
+            if i in (0, 2):
+                raise ValueError(f"bug {i}")
+
+        return call
+
+    guarded_each(log, "a listener", [listener(i) for i in range(4)], "x", [10, 11, 12, 13])
+    assert calls == [("x", 10), ("x", 11), ("x", 12), ("x", 13)]
+    assert [r.getMessage() for r in caplog.records] == ["a listener failed"] * 2
+    assert all(r.levelno == logging.ERROR and r.exc_info is not None for r in caplog.records)

@@ -8,7 +8,8 @@ NATS workload) gets the same figures by measuring through the same two pieces:
   periodic lines, the test duration and warm-up as ``-time`` and ``--warmup-time``;
 - :func:`publish_recorder`: the acknowledgement callback — the message is counted (bytes
   and throughput include the warm-up, as pulsar-perf), its latency (send → acknowledgement)
-  recorded only when it completes after the warm-up.
+  recorded only when it completes after the warm-up; :func:`publish_callback` is the same as
+  a producer's ``send_async`` callback, in one call per message (``perf produce``'s hot path).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Any
 
 from minipulsar.cli.perf.report import PRODUCE
 from minipulsar.cli.perf.session import Emit, PerfSession, print_line
@@ -61,3 +63,27 @@ def publish_recorder(session: PerfSession, size_bytes: int) -> Callable[[int], N
         record(size_bytes, (now_ns - sent_ns) // 1000 if now_ns >= warmup_end_ns else None)
 
     return acknowledged
+
+
+def publish_callback(
+    session: PerfSession, size_bytes: int, failed: Callable[[Any], None]
+) -> Callable[[int, Any, Any], None]:
+    """``callback(sent_ns, error, message_id)``: :func:`publish_recorder`'s acknowledgement
+    when ``error`` is None, else ``failed(error)`` — what ``send_async`` calls (with
+    ``sent_ns`` bound), the counting inlined (:meth:`PerfStats.record`'s, without its call)."""
+    stats = session.stats
+    record_latency = stats.latency.record
+    warmup_end_ns = int(session.warmup_end_s * 1e9)
+    monotonic_ns = time.monotonic_ns
+
+    def completed(sent_ns: int, error: Any, _message_id: Any) -> None:
+        if error is None:
+            now_ns = monotonic_ns()
+            stats.messages += 1
+            stats.bytes += size_bytes
+            if now_ns >= warmup_end_ns:
+                record_latency((now_ns - sent_ns) // 1000)
+        else:
+            failed(error)
+
+    return completed

@@ -7,8 +7,9 @@ behind — blocked on a full producer, say — catches up by at most ``burst_s``
 as Guava's ``SmoothBursty`` (pulsar-perf's RateLimiter) stores at most one second of them;
 older debt is forgotten rather than sent as one burst.
 
-Sans-IO: :meth:`RateLimiter.reserve` takes a permit and says how long to wait for it; the
-caller sleeps (tests drive it with a manual clock).
+Sans-IO: :meth:`RateLimiter.reserve` takes a permit and says how long to wait for it;
+:meth:`RateLimiter.take_due` takes every permit already due (a sender's burst, one clock
+read for many messages); the caller sleeps (tests drive it with a manual clock).
 """
 
 from __future__ import annotations
@@ -45,3 +46,17 @@ class RateLimiter:
         self._issued += permits
         wait_s = due_s - now
         return wait_s if wait_s > 0 else 0.0
+
+    def take_due(self, max_permits: int) -> tuple[int, float]:
+        """Take the permits due by now, at most ``max_permits`` (>= 1): ``(permits, 0.0)``; when
+        none is due, ``(0, seconds until the next one)`` and nothing is taken."""
+        now = self._clock()
+        due_s = self._anchor_s + self._issued * self._interval_s
+        if now - due_s > self._burst_s:  # too far behind: forget the older debt
+            self._anchor_s, self._issued = now - self._burst_s, 0
+            due_s = self._anchor_s
+        if due_s > now:
+            return 0, due_s - now
+        permits = min(max_permits, int((now - due_s) * self.rate_per_s + 1e-6) + 1)  # + float slack
+        self._issued += permits
+        return permits, 0.0

@@ -62,3 +62,26 @@ def test_reserving_several_permits_spaces_the_next_one_accordingly() -> None:
 def test_bad_arguments_are_refused(rate: float, burst: float) -> None:
     with pytest.raises(ValueError):
         RateLimiter(rate, burst_s=burst)
+
+
+def test_take_due_takes_every_permit_already_due_up_to_the_maximum() -> None:
+    """Goal: a sender's burst — one clock read for all the permits that are due, none early."""
+    clock = ManualClock(0.0)
+    limiter = RateLimiter(10_000, clock=clock)
+    assert limiter.take_due(64) == (1, 0.0), "the first permit is due at once"
+    permits, wait_s = limiter.take_due(64)
+    assert permits == 0 and wait_s == pytest.approx(0.0001), "nothing taken before it is due"
+    clock.advance(0.0021)  # 21 permits became due (0.1 ms … 2.1 ms)
+    assert limiter.take_due(5) == (5, 0.0) and limiter.take_due(64) == (16, 0.0)
+    assert limiter.take_due(64)[0] == 0
+
+
+def test_take_due_catches_up_by_at_most_the_burst() -> None:
+    clock = ManualClock(0.0)
+    limiter = RateLimiter(100, burst_s=1.0, clock=clock)
+    limiter.take_due(1)
+    clock.advance(10.0)
+    taken = 0
+    while (permits := limiter.take_due(64)[0]) > 0:
+        taken += permits
+    assert 100 <= taken <= 101

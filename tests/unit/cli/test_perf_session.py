@@ -4,11 +4,12 @@ cancellable set-up, its periodic lines and its final figures. Event loop only, n
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
 from minipulsar.cli.perf.report import PRODUCE
-from minipulsar.cli.perf.session import PerfInterrupted, PerfSession
+from minipulsar.cli.perf.session import RUN_GC_THRESHOLD, PerfInterrupted, PerfSession, run_gc_settings
 from minipulsar.cli.perf.stats import MAX_LATENCY_US, PerfStats
 from minipulsar.errors import ConnectionClosedError
 
@@ -118,3 +119,13 @@ async def test_periodic_lines_come_every_interval_and_the_aggregate_at_the_end()
     assert lines[-1].startswith("Aggregated latency stats --- Latency: mean:   1.500 ms")
     assert len(result.intervals) >= 2 and result.messages == 1 and result.bytes == 1024
     assert result.msg_per_s == pytest.approx(1 / result.duration_s)
+
+
+def test_run_gc_settings_raise_the_threshold_and_restore_it_after_the_last_run() -> None:
+    before = gc.get_threshold()
+    with run_gc_settings():
+        with run_gc_settings():  # a consume run beside a produce run
+            assert gc.get_threshold()[0] == max(RUN_GC_THRESHOLD, before[0])
+        assert gc.get_threshold()[0] == max(RUN_GC_THRESHOLD, before[0]), "one run still measures"
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

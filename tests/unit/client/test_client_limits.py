@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from minipulsar.client.batch_container import BatchContainer, KeyBasedBatchContainer, PendingMessage
+from minipulsar.client.batch_container import BatchContainer, Extra, KeyBasedBatchContainer
 from minipulsar.client.enums import BatchingType, CompressionType
 from minipulsar.client.memory_limit import MemoryLimitController
 from minipulsar.client.producer_config import ProducerConfig
 
 
-def pending_message(size: int = 10, key: str | None = None, ordering_key: str | None = None) -> PendingMessage:
-    return PendingMessage(bytes(size), None, key, ordering_key, 0, None, size)
+def add_message(batch: BatchContainer, size: int = 10, key: str | None = None, ordering_key: str | None = None) -> bool:
+    """A message of ``size`` bytes (with those keys) into ``batch``; True: the batch is full."""
+    extra = None if key is None and ordering_key is None else Extra(key, None, 0, ordering_key, None)
+    return batch.add(bytes(size), size, lambda error, message_id: None, extra)
 
 
 def test_memory_is_reserved_up_to_the_limit_and_one_big_message_passes_alone() -> None:
@@ -46,28 +48,23 @@ def test_a_zero_limit_disables_the_memory_bound() -> None:
 
 def test_a_batch_is_full_at_its_count_or_byte_limit_and_a_big_message_travels_alone() -> None:
     batch = BatchContainer(max_messages=3, max_bytes=100)
-    assert not batch.add(pending_message(10)) and not batch.add(pending_message(10))
-    assert batch.add(pending_message(10)), "3 messages: full"
-    assert [len(g) for g in batch.drain()] == [3] and len(batch) == 0
-    batch.add(pending_message(60))
-    assert not batch.has_room(pending_message(50)), "60 + 50 bytes would pass 100"
+    assert not add_message(batch, 10) and not add_message(batch, 10)
+    assert add_message(batch, 10), "3 messages: full"
+    assert [len(g.datas) for g in batch.drain()] == [3] and len(batch) == 0
+    add_message(batch, 60)
+    assert not batch.has_room(50), "60 + 50 bytes would pass 100"
     batch.drain()
-    assert batch.has_room(pending_message(1000)), "an empty batch takes anything"
-    assert batch.add(pending_message(1000))
+    assert batch.has_room(1000), "an empty batch takes anything"
+    assert add_message(batch, 1000)
 
 
 def test_key_based_batches_group_by_ordering_key_else_partition_key_in_first_arrival_order() -> None:
     batch = KeyBasedBatchContainer(max_messages=100, max_bytes=10_000)
-    items = [
-        pending_message(key="b"),
-        pending_message(key="a"),
-        pending_message(key="b", ordering_key="o"),
-        pending_message(),
-        pending_message(key="a"),
-    ]
-    for item in items:
-        batch.add(item)
-    assert batch.drain() == [[items[0]], [items[1], items[4]], [items[2]], [items[3]]]
+    for size, key, ordering_key in [(1, "b", None), (2, "a", None), (3, "b", "o"), (4, None, None), (5, "a", None)]:
+        add_message(batch, size, key, ordering_key)
+    groups = batch.drain()
+    assert [[len(d) for d in g.datas] for g in groups] == [[1], [2, 5], [3], [4]]
+    assert [g.size_bytes for g in groups] == [1, 7, 3, 4]
 
 
 def test_producer_defaults_are_pulsar_asyncios() -> None:
