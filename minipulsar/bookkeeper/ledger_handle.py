@@ -20,6 +20,11 @@ Digests: each payload is wrapped once, in :meth:`LedgerHandle.add`, by the ledge
 so far, digest, payload); resends after an ensemble change send the same bytes. Every add
 carries the ledger's master key.
 
+Copies: the wrapped entry is kept as its head (metadata and digest) and the caller's payload
+object; each replica's ADD_ENTRY is a small packed header followed by that same payload buffer
+(:meth:`BookieClient.add_entry_then`), so the broker never copies a payload in user space after
+decoding it. Answers come back as callbacks from the request table (no future per replica).
+
 Reads: a read that no replica could serve takes the ensembles stored in the metadata if they
 changed since the handle read them (AutoRecovery re-replicated a fragment elsewhere), and is
 tried once more.
@@ -57,6 +62,10 @@ from minipulsar.supervision import spawn
 log = logging.getLogger(__name__)
 
 _ADD_OK = ADD_ENTRY.labels("true")
+_pending_adds = [0]
+"""Adds not yet completed in this process, all handles: NUM_PENDING_ADD reads it at scrape
+time (a gauge updated per add took a lock per add)."""
+NUM_PENDING_ADD.set_function(lambda: _pending_adds[0])
 _ADD_FAILED = ADD_ENTRY.labels("false")
 
 
@@ -74,6 +83,7 @@ class PendingAdd:
         "completed",
         "entry_id",
         "future",
+        "head",
         "holds_budget",
         "in_flight",
         "payload",
@@ -82,11 +92,13 @@ class PendingAdd:
         "started_s",
     )
 
-    def __init__(self, entry_id: int, payload: bytes, size: int, future: asyncio.Future[int]) -> None:
+    def __init__(self, entry_id: int, head: bytes, payload: bytes, future: asyncio.Future[int]) -> None:
         self.entry_id = entry_id
+        self.head = head
+        """The wrapped entry's metadata and digest (:meth:`DigestManager.package_head`)."""
         self.payload: bytes | None = payload
-        """The entry as sent: wrapped by the ledger's digest manager."""
-        self.size = size
+        """The caller's payload, sent after ``head``; None once the add completed."""
+        self.size = len(payload)
         """Bytes of the caller's payload (what the ledger's length counts)."""
         self.future = future
         self.acked: set[int] = set()
@@ -155,9 +167,9 @@ class LedgerHandle:
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         self._added_length += len(payload)
-        wrapped = self._digest.package(entry_id, self.last_add_confirmed, self._added_length, payload)
-        op = PendingAdd(entry_id, wrapped, len(payload), future)
-        NUM_PENDING_ADD.inc()
+        head = self._digest.package_head(entry_id, self.last_add_confirmed, self._added_length, payload)
+        op = PendingAdd(entry_id, head, payload, future)
+        _pending_adds[0] += 1
         self._unsent.append(op)
         if len(self._unsent) == 1:
             self._send_unsent()
@@ -187,16 +199,25 @@ class LedgerHandle:
         bookie = ensemble[position]
         assert op.payload is not None, "an add is sent (or resent) only before it completes"
         op.in_flight += 1
-        request = self._ctx.bookies.add_entry(
-            bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, op.payload, master_key=self._digest.master_key
+        self._ctx.bookies.add_entry_then(
+            bookie,
+            self.ledger_id,
+            op.entry_id,
+            self.last_add_confirmed,
+            op.head,
+            op.payload,
+            partial(self._add_answered, op, position, bookie),
+            master_key=self._digest.master_key,
         )
-        request.add_done_callback(partial(self._add_answered, op, position, bookie))
 
-    def _add_answered(self, op: PendingAdd, position: int, bookie: str, request: asyncio.Future) -> None:
+    def _add_answered(
+        self, op: PendingAdd, position: int, bookie: str, response: object | None, error: MiniPulsarError | None
+    ) -> None:
+        """A replica's answer: ``response``, or the ``error`` that ended the request (neither:
+        it was cancelled)."""
         op.in_flight -= 1
-        error = None if request.cancelled() else request.exception()
         current = self.metadata.ensemble_for(op.entry_id)[position] if not op.completed else bookie
-        if error is None and not request.cancelled():
+        if response is not None:
             if current == bookie and not op.completed:
                 op.acked.add(position)
                 if not op.quorum_reached and len(op.acked) >= self.metadata.ack_quorum:
@@ -256,7 +277,7 @@ class LedgerHandle:
             self.length += op.size
             op.completed = True
             op.payload = None
-            NUM_PENDING_ADD.dec()
+            _pending_adds[0] -= 1
             _ADD_OK.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_result(op.entry_id)
@@ -357,7 +378,7 @@ class LedgerHandle:
         self._ctx.client_add_budget.forget(self._send_unsent)
         now = time.monotonic()
         for op in ops:
-            NUM_PENDING_ADD.dec()
+            _pending_adds[0] -= 1
             _ADD_FAILED.observe((now - op.started_s) * 1000)
             if not op.future.done():
                 op.future.set_exception(error)
