@@ -302,7 +302,7 @@ class ManagedLedger:
         self._current_entries += 1
         self._current_bytes += len(op.payload)
         self._in_flight.append(op)
-        handle.add(op.payload).add_done_callback(partial(self._add_completed, op, handle))
+        handle.add_then(op.payload, partial(self._add_completed, op, handle))
         if self._current_ledger_is_full():
             op.close_when_done = True
             self._transition(State.CLOSING_LEDGER)
@@ -310,17 +310,19 @@ class ManagedLedger:
             self._roll_timer_for_min = True  # full but too young: roll as soon as the minimum age passes
             self._schedule_roll_check()
 
-    def _add_completed(self, op: OpAddEntry, handle: LedgerHandle, added: asyncio.Future[int]) -> None:
+    def _add_completed(
+        self, op: OpAddEntry, handle: LedgerHandle, entry_id: int | None, error: MiniPulsarError | None
+    ) -> None:
+        """The ledger handle's answer to ``op``: synchronously, in entry order, on success."""
         in_flight = self._in_flight
         if in_flight and in_flight[0] is op:
             in_flight.popleft()
         elif op in in_flight:
             in_flight.remove(op)
-        error = PersistenceError("add cancelled") if added.cancelled() else added.exception()
-        if error is not None:
-            self._add_failed(op, handle, error)
+        if error is not None or entry_id is None:
+            self._add_failed(op, handle, error or PersistenceError("add failed without an error"))
             return
-        position = Position(handle.ledger_id, added.result())
+        position = Position(handle.ledger_id, entry_id)
         self.entries_added += 1
         if self._should_cache():
             self._ledger_cache.insert(Entry(position, op.payload, op.num_messages))

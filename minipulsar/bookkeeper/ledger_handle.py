@@ -41,8 +41,10 @@ import enum
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import cast
 
 from minipulsar.bookkeeper.add_budget import AddBudget
 from minipulsar.bookkeeper.context import ClientContext
@@ -69,6 +71,19 @@ NUM_PENDING_ADD.set_function(lambda: _pending_adds[0])
 _ADD_FAILED = ADD_ENTRY.labels("false")
 
 
+AddCallback = Callable[[int | None, MiniPulsarError | None], None]
+"""What :meth:`LedgerHandle.add_then` tells: ``(entry_id, None)`` or ``(None, error)``."""
+
+
+def _settle(future: asyncio.Future[int], entry_id: int | None, error: MiniPulsarError | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(cast(int, entry_id))
+
+
 class HandleState(enum.Enum):
     OPEN = "open"
     FAILED = "failed"
@@ -80,9 +95,9 @@ class PendingAdd:
 
     __slots__ = (
         "acked",
+        "callback",
         "completed",
         "entry_id",
-        "future",
         "head",
         "holds_budget",
         "in_flight",
@@ -92,7 +107,7 @@ class PendingAdd:
         "started_s",
     )
 
-    def __init__(self, entry_id: int, head: bytes, payload: bytes, future: asyncio.Future[int]) -> None:
+    def __init__(self, entry_id: int, head: bytes, payload: bytes, callback: AddCallback) -> None:
         self.entry_id = entry_id
         self.head = head
         """The wrapped entry's metadata and digest (:meth:`DigestManager.package_head`)."""
@@ -100,9 +115,10 @@ class PendingAdd:
         """The caller's payload, sent after ``head``; None once the add completed."""
         self.size = len(payload)
         """Bytes of the caller's payload (what the ledger's length counts)."""
-        self.future = future
-        self.acked: set[int] = set()
-        """Ensemble positions whose bookie acknowledged this entry."""
+        self.callback: AddCallback | None = callback
+        """Told the outcome once (then None): ``(entry_id, None)`` or ``(None, error)``."""
+        self.acked = 0
+        """Ensemble positions whose bookie acknowledged this entry, as a bit mask."""
         self.in_flight = 0
         """Requests sent for this entry and not answered yet."""
         self.completed = False
@@ -164,16 +180,26 @@ class LedgerHandle:
         if self.state is not HandleState.OPEN:
             future.set_exception(self.failure or PersistenceError(f"ledger {self.ledger_id} is {self.state.value}"))
             return future
+        self.add_then(payload, partial(_settle, future))
+        return future
+
+    def add_then(self, payload: bytes, callback: AddCallback) -> None:
+        """:meth:`add` for the hot path: ``callback(entry_id, None)`` once the entry is durable
+        on ``Qa`` bookies — synchronously, in entry order, from the answer that completes it —
+        or ``callback(None, error)`` on a later loop iteration when the add fails."""
+        if self.state is not HandleState.OPEN:
+            error = self.failure or PersistenceError(f"ledger {self.ledger_id} is {self.state.value}")
+            self._loop.call_soon(callback, None, error)
+            return
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         self._added_length += len(payload)
         head = self._digest.package_head(entry_id, self.last_add_confirmed, self._added_length, payload)
-        op = PendingAdd(entry_id, head, payload, future)
+        op = PendingAdd(entry_id, head, payload, callback)
         _pending_adds[0] += 1
         self._unsent.append(op)
         if len(self._unsent) == 1:
             self._send_unsent()
-        return future
 
     def _send_unsent(self) -> None:
         """Send waiting adds, in order, while the budgets have room and no ensemble change runs."""
@@ -219,8 +245,8 @@ class LedgerHandle:
         current = self.metadata.ensemble_for(op.entry_id)[position] if not op.completed else bookie
         if response is not None:
             if current == bookie and not op.completed:
-                op.acked.add(position)
-                if not op.quorum_reached and len(op.acked) >= self.metadata.ack_quorum:
+                op.acked |= 1 << position
+                if not op.quorum_reached and op.acked.bit_count() >= self.metadata.ack_quorum:
                     op.quorum_reached = True
                     self._complete_in_order()
         elif error is not None:
@@ -279,8 +305,9 @@ class LedgerHandle:
             op.payload = None
             _pending_adds[0] -= 1
             _ADD_OK.observe((now - op.started_s) * 1000)
-            if not op.future.done():
-                op.future.set_result(op.entry_id)
+            callback, op.callback = op.callback, None
+            if callback is not None:
+                callback(op.entry_id, None)
             self._release_if_done(op)
 
     # -- ensemble change ------------------------------------------------------------------------
@@ -356,8 +383,8 @@ class LedgerHandle:
             for k in range(self.metadata.write_quorum):
                 position = (op.entry_id + k) % size
                 if position in replaced and op.payload is not None:
-                    op.acked.discard(position)
-                    op.quorum_reached = len(op.acked) >= self.metadata.ack_quorum
+                    op.acked &= ~(1 << position)
+                    op.quorum_reached = op.acked.bit_count() >= self.metadata.ack_quorum
                     self._send(op, position, ensemble)
 
     # -- failure and close ----------------------------------------------------------------------
@@ -380,8 +407,9 @@ class LedgerHandle:
         for op in ops:
             _pending_adds[0] -= 1
             _ADD_FAILED.observe((now - op.started_s) * 1000)
-            if not op.future.done():
-                op.future.set_exception(error)
+            callback, op.callback = op.callback, None
+            if callback is not None:  # on the next iteration, as a future's callbacks would run
+                self._loop.call_soon(callback, None, error)
             self._release_if_done(op)
 
     async def close(self) -> None:
