@@ -107,6 +107,31 @@ def _add_layout(key_bytes: int, head_bytes: int) -> struct.Struct:
     return layout
 
 
+_ADD_FIXED = struct.Struct(">" + "".join(f"{len(key)}s{kind}" for key, kind in zip(_ADD_KEYS, "qqqqcB", strict=True)))
+"""The fields of an :func:`encode_add_entry` frame's body up to the master key's bytes."""
+_ADD_PAYLOAD_HEADER = struct.Struct(f">{len(_ADD_PAYLOAD_KEY)}sI")
+_ADD_ENTRY_MIN_BYTES = _ADD_FIXED.size + _ADD_PAYLOAD_HEADER.size
+
+
+def _decode_add_entry(view: memoryview, start: int, end: int) -> AddEntry | None:
+    """The AddEntry in ``view[start:end]`` if it is in :func:`encode_add_entry`'s layout (else
+    None: msgpack decides): the fields with two ``struct`` unpacks, the payload with one copy."""
+    if end - start < _ADD_ENTRY_MIN_BYTES:
+        return None
+    k0, rid, k1, ledger_id, k2, entry_id, k3, lac, k4, recovery, k5, key_bytes = _ADD_FIXED.unpack_from(view, start)
+    if (k0, k1, k2, k3, k4, k5) != _ADD_KEYS or recovery not in _BOOLS:
+        return None
+    key_start = start + _ADD_FIXED.size
+    payload_start = key_start + key_bytes + _ADD_PAYLOAD_HEADER.size
+    if payload_start > end:
+        return None
+    payload_key, size = _ADD_PAYLOAD_HEADER.unpack_from(view, key_start + key_bytes)
+    if payload_key != _ADD_PAYLOAD_KEY or payload_start + size != end:
+        return None
+    master_key = bytes(view[key_start : key_start + key_bytes])
+    return AddEntry(rid, ledger_id, entry_id, bytes(view[payload_start:end]), lac, recovery == b"\xc3", master_key)
+
+
 def encode_add_entry(
     request_id: int,
     ledger_id: int,
@@ -200,7 +225,9 @@ class CommandDecoder:
     Bodies are unpacked straight from the frame decoder's buffer (a memoryview slice): the
     only copy of a payload is the ``bytes`` msgpack makes of it. An ADD_ENTRY_RESPONSE in the
     fixed layout of :func:`encode_add_entry_response` (what our bookies send) is read with one
-    ``struct`` unpack instead; any other encoding of it goes through msgpack as before.
+    ``struct`` unpack instead, and an ADD_ENTRY in :func:`encode_add_entry`'s layout (what our
+    brokers send) with two; any other encoding goes through msgpack. Both give the very command
+    msgpack would have: the short cut only skips the dict.
     """
 
     __slots__ = ("_frames", "buffer_updated", "get_buffer")
@@ -232,12 +259,17 @@ class CommandDecoder:
         if span is None:
             return None
         start, end = span
+        view = frames.view
         if end - start == _ADD_RESPONSE_BODY_BYTES:  # the size of a fixed-layout ADD_ENTRY_RESPONSE
-            _, k0, request_id, k1, ledger_id, k2, entry_id = _unpack_add_response(frames.view, start - LENGTH.size)
+            _, k0, request_id, k1, ledger_id, k2, entry_id = _unpack_add_response(view, start - LENGTH.size)
             if (k0, k1, k2) == _ADD_RESPONSE_KEYS:  # the very map msgpack would decode: skip msgpack
                 return AddEntryResponse(request_id, ledger_id, entry_id)
+        elif end - start > _ADD_ENTRY_MIN_BYTES and view[start + 4] == 0x41:  # {"t": "A…": maybe ADD_ENTRY
+            add = _decode_add_entry(view, start, end)
+            if add is not None:
+                return add
         try:
-            wire = _unpackb(frames.view[start:end], raw=False)
+            wire = _unpackb(view[start:end], raw=False)
         except MSGPACK_ERRORS as exc:
             raise MalformedCommandError(f"frame body is not valid msgpack: {exc}") from exc
         return decode_command(wire)

@@ -74,3 +74,29 @@ def test_a_frame_of_the_add_response_size_with_other_keys_goes_through_msgpack()
     decoder.feed(bytes(frame))
     with pytest.raises(MalformedCommandError, match="ledger_id"):
         decoder.next_command()
+
+
+@pytest.mark.parametrize("value", EDGES)
+@pytest.mark.parametrize("master_key", [b"", b"k" * 20, b"k" * 256])
+def test_the_decoder_reads_add_entries_of_either_encoding_alike(value: int, master_key: bytes) -> None:
+    head, payload = b"h" * 36, b"p" * 100
+    expected = AddEntry(
+        id=value, ledger_id=1, entry_id=value, payload=head + payload, lac=value, recovery=True, master_key=master_key
+    )
+    fixed = encode_add_entry(value, 1, value, value, True, master_key, head, payload) + payload
+    decoder = CommandDecoder()
+    for frame in (fixed, encode_bytes(expected)):
+        for i in range(len(frame)):  # byte by byte: the short cut only ever sees whole frames
+            decoder.feed(frame[i : i + 1])
+            command = decoder.next_command()
+            assert command is None or (i == len(frame) - 1 and command == expected)
+        decoder.compact()
+
+
+def test_an_add_entry_whose_payload_length_disagrees_with_its_frame_goes_through_msgpack() -> None:
+    frame = bytearray(encode_add_entry(1, 2, 3, -1, False, b"", b"", b"abc") + b"abc")
+    frame[len(frame) - 3 - 1] = 4  # the bin32 length (its last byte) says 4 bytes; the frame holds 3
+    decoder = CommandDecoder()
+    decoder.feed(bytes(frame))
+    with pytest.raises(MalformedCommandError):
+        decoder.next_command()
