@@ -635,7 +635,8 @@ class ManagedLedger:
         return cursor.active and self._ledgers.entries_from(cursor.read_position, threshold) < threshold
 
     def _should_cache(self) -> bool:
-        return self.cache.max_bytes > 0 and any(self.is_caching_reader(c) for c in self._cursors)
+        cursors = self._cursors
+        return bool(cursors) and self.cache.max_bytes > 0 and any(self.is_caching_reader(c) for c in cursors)
 
     def _cache_eviction_position(self) -> Position | None:
         readers = [cursor for cursor in self._cursors if self.is_caching_reader(cursor)]
@@ -726,6 +727,8 @@ class ManagedLedger:
         return future
 
     def _wake_waiters(self) -> None:
+        if not self._entry_waiters:  # once per add: most have nobody waiting
+            return
         waiters, self._entry_waiters = self._entry_waiters, []
         for waiter in waiters:
             if not waiter.done():
