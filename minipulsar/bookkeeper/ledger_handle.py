@@ -23,7 +23,9 @@ carries the ledger's master key.
 Copies: the wrapped entry is kept as its head (metadata and digest) and the caller's payload
 object; each replica's ADD_ENTRY is a small packed header followed by that same payload buffer
 (:meth:`BookieClient.add_entry_then`), so the broker never copies a payload in user space after
-decoding it. Answers come back as callbacks from the request table (no future per replica).
+decoding it. Answers come back as callbacks from the request table (no future per replica),
+and :meth:`LedgerHandle.add_then` tells its caller the same way: synchronously, in entry
+order, from the answer that completes an add (a failure on the next loop iteration).
 
 Reads: a read that no replica could serve takes the ensembles stored in the metadata if they
 changed since the handle read them (AutoRecovery re-replicated a fragment elsewhere), and is
