@@ -58,6 +58,7 @@ from minipulsar.errors import (
 )
 from minipulsar.net import ServerConnection, handles
 from minipulsar.protocol import commands as cmd
+from minipulsar.protocol.codec import encode_send_receipt
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -276,14 +277,7 @@ class BrokerConnection(ServerConnection):
         error = added.exception() if not added.cancelled() else ServiceNotReadyError("the write was cancelled")
         if error is None:
             position = added.result()
-            self.send(
-                cmd.SendReceipt(
-                    producer_id=producer_id,
-                    sequence_id=sequence_id,
-                    ledger_id=position.ledger_id,
-                    entry_id=position.entry_id,
-                )
-            )
+            self.send_frame(encode_send_receipt(producer_id, sequence_id, position.ledger_id, position.entry_id))
         elif producer_id not in self._detached_producers:  # else: the client resends it elsewhere
             code = code_for_error(error)
             if code not in _FAILING_SEND_CODES and producer_id in self.producers:

@@ -303,7 +303,7 @@ class ManagedLedger:
         self._current_entries += 1
         self._current_bytes += len(op.payload)
         self._in_flight.append(op)
-        handle.add(op.payload).add_done_callback(partial(self._add_completed, op, handle))
+        handle.add_then(op.payload, partial(self._add_completed, op, handle))
         if self._current_ledger_is_full():
             op.close_when_done = True
             self._transition(State.CLOSING_LEDGER)
@@ -311,17 +311,19 @@ class ManagedLedger:
             self._roll_timer_for_min = True  # full but too young: roll as soon as the minimum age passes
             self._schedule_roll_check()
 
-    def _add_completed(self, op: OpAddEntry, handle: LedgerHandle, added: asyncio.Future[int]) -> None:
+    def _add_completed(
+        self, op: OpAddEntry, handle: LedgerHandle, entry_id: int | None, error: MiniPulsarError | None
+    ) -> None:
+        """The ledger handle's answer to ``op``: synchronously, in entry order, on success."""
         in_flight = self._in_flight
         if in_flight and in_flight[0] is op:
             in_flight.popleft()
         elif op in in_flight:
             in_flight.remove(op)
-        error = PersistenceError("add cancelled") if added.cancelled() else added.exception()
-        if error is not None:
-            self._add_failed(op, handle, error)
+        if error is not None or entry_id is None:
+            self._add_failed(op, handle, error or PersistenceError("add failed without an error"))
             return
-        position = Position(handle.ledger_id, added.result())
+        position = Position(handle.ledger_id, entry_id)
         self.entries_added += 1
         if self._should_cache():
             self._ledger_cache.insert(Entry(position, op.payload, op.num_messages))
@@ -635,7 +637,8 @@ class ManagedLedger:
         return cursor.active and self._ledgers.entries_from(cursor.read_position, threshold) < threshold
 
     def _should_cache(self) -> bool:
-        return self.cache.max_bytes > 0 and any(self.is_caching_reader(c) for c in self._cursors)
+        cursors = self._cursors
+        return bool(cursors) and self.cache.max_bytes > 0 and any(self.is_caching_reader(c) for c in cursors)
 
     def _cache_eviction_position(self) -> Position | None:
         readers = [cursor for cursor in self._cursors if self.is_caching_reader(cursor)]
@@ -726,6 +729,8 @@ class ManagedLedger:
         return future
 
     def _wake_waiters(self) -> None:
+        if not self._entry_waiters:  # once per add: most have nobody waiting
+            return
         waiters, self._entry_waiters = self._entry_waiters, []
         for waiter in waiters:
             if not waiter.done():

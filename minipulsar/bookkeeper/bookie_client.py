@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 
 from minipulsar.bookkeeper.metrics import BOOKIE_PENDING_REQUESTS
-from minipulsar.errors import ConnectionClosedError, MiniPulsarError
+from minipulsar.errors import ConnectionClosedError, MiniPulsarError, PersistenceError
 from minipulsar.net import Connection, connect, parse_address
+from minipulsar.net.rpc import ResponseCallback
 from minipulsar.protocol import commands as cmd
+from minipulsar.protocol.codec import encode_add_entry
 from minipulsar.protocol.schema import Command
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,32 @@ class BookieClient:
             recovery=recovery,
             master_key=master_key,
         )
+
+    def add_entry_then(
+        self,
+        bookie: str,
+        ledger_id: int,
+        entry_id: int,
+        lac: int,
+        head: bytes,
+        payload: bytes,
+        callback: ResponseCallback,
+        *,
+        master_key: bytes,
+    ) -> None:
+        """Store the wrapped entry ``head + payload`` on ``bookie`` and call ``callback(response,
+        error)`` once (the ledger handle's hot path): the payload goes to the socket as it is,
+        after a header packed in one go (:func:`~minipulsar.protocol.codec.encode_add_entry`),
+        and the answer reaches ``callback`` without a future."""
+        connection = self._connections.get(bookie)
+        if connection is None or not connection.is_open:
+            self.add_entry(bookie, ledger_id, entry_id, lac, head + payload, master_key=master_key).add_done_callback(
+                partial(_answer_callback, callback)
+            )
+            return
+        rid = connection.new_request_id()
+        prefix = encode_add_entry(rid, ledger_id, entry_id, lac, False, master_key, head, payload)
+        connection.request_frame(rid, prefix, payload, "ADD_ENTRY", callback)
 
     def read_entries(
         self, bookie: str, ledger_id: int, first_entry_id: int, count: int, max_bytes: int = 0
@@ -134,3 +163,15 @@ class BookieClient:
             connection.close()
         await asyncio.gather(*(c.wait_closed() for c in self._connections.values()), return_exceptions=True)
         self._connections.clear()
+
+
+def _answer_callback(callback: ResponseCallback, request: asyncio.Future) -> None:
+    """A request's future, handed to a :data:`ResponseCallback` (a cancelled one gives neither)."""
+    if request.cancelled():
+        callback(None, None)
+        return
+    error = request.exception()
+    if error is None:
+        callback(request.result(), None)
+    else:
+        callback(None, error if isinstance(error, MiniPulsarError) else PersistenceError(repr(error)))

@@ -98,12 +98,15 @@ class BookKeeper:
             rng=self._rng,
         )
         self.load_poller = BookieLoadPoller(self.registry, self.bookies, settings.bookie_load_poll_interval_s)
+        add_budget = AddBudget(settings.max_pending_add_bytes)
+        # Read at scrape time: a gauge set on every add took a lock per add.
+        PENDING_ADD_BYTES.set_function(lambda: add_budget.in_use)
         self._ctx = ClientContext(
             bookies=self.bookies,
             store=store,
             replace_bookie=self._replace_bookie,
             record_error=self._record_error,
-            client_add_budget=AddBudget(settings.max_pending_add_bytes, PENDING_ADD_BYTES.set),
+            client_add_budget=add_budget,
             max_pending_add_bytes_per_ledger=settings.max_pending_add_bytes_per_ledger,
             speculative_read_timeout_s=settings.speculative_read_timeout_s,
         )

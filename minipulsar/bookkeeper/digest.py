@@ -26,8 +26,9 @@ Invariants:
 - :meth:`DigestManager.verify` returns a payload only if the digest matches *and* the ledger
   and entry ids in the header are the ones asked for; anything else raises
   :class:`DigestMismatchError` (counted as ``READ_ENTRY_DM`` by the readers);
-- one digest computation per entry on each side; packaging copies the payload once (the
-  join), verification once (the slice that becomes the returned payload).
+- one digest computation per entry on each side; packaging the head (:meth:`DigestManager.package_head`)
+  never copies the payload (:meth:`DigestManager.package` joins them, for tests and cold paths),
+  verification copies it once (the slice that becomes the returned payload).
 """
 
 from __future__ import annotations
@@ -106,8 +107,13 @@ class DigestManager:
     def package(self, entry_id: int, lac: int, length: int, payload: bytes) -> bytes:
         """The bytes to send to the bookies for ``payload`` (``length``: the ledger's payload
         bytes including this entry)."""
+        return self.package_head(entry_id, lac, length, payload) + payload
+
+    def package_head(self, entry_id: int, lac: int, length: int, payload: bytes | memoryview) -> bytes:
+        """What goes before ``payload`` in the wrapped entry: the metadata and the digest. The
+        writer sends it and the payload as two buffers, so packaging never copies a payload."""
         metadata = METADATA.pack(self.ledger_id, entry_id, lac, length)
-        return b"".join((metadata, self._digest(metadata, payload), payload))
+        return metadata + self._digest(metadata, payload)
 
     def verify(self, entry_id: int, data: bytes) -> bytes:
         """The payload of ``data``, the wrapped bytes of entry ``entry_id`` as a bookie returned them.

@@ -20,6 +20,13 @@ Digests: each payload is wrapped once, in :meth:`LedgerHandle.add`, by the ledge
 so far, digest, payload); resends after an ensemble change send the same bytes. Every add
 carries the ledger's master key.
 
+Copies: the wrapped entry is kept as its head (metadata and digest) and the caller's payload
+object; each replica's ADD_ENTRY is a small packed header followed by that same payload buffer
+(:meth:`BookieClient.add_entry_then`), so the broker never copies a payload in user space after
+decoding it. Answers come back as callbacks from the request table (no future per replica),
+and :meth:`LedgerHandle.add_then` tells its caller the same way: synchronously, in entry
+order, from the answer that completes an add (a failure on the next loop iteration).
+
 Reads: a read that no replica could serve takes the ensembles stored in the metadata if they
 changed since the handle read them (AutoRecovery re-replicated a fragment elsewhere), and is
 tried once more.
@@ -36,8 +43,10 @@ import enum
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import cast
 
 from minipulsar.bookkeeper.add_budget import AddBudget
 from minipulsar.bookkeeper.context import ClientContext
@@ -57,7 +66,24 @@ from minipulsar.supervision import spawn
 log = logging.getLogger(__name__)
 
 _ADD_OK = ADD_ENTRY.labels("true")
+_pending_adds = [0]
+"""Adds not yet completed in this process, all handles: NUM_PENDING_ADD reads it at scrape
+time (a gauge updated per add took a lock per add)."""
+NUM_PENDING_ADD.set_function(lambda: _pending_adds[0])
 _ADD_FAILED = ADD_ENTRY.labels("false")
+
+
+AddCallback = Callable[[int | None, MiniPulsarError | None], None]
+"""What :meth:`LedgerHandle.add_then` tells: ``(entry_id, None)`` or ``(None, error)``."""
+
+
+def _settle(future: asyncio.Future[int], entry_id: int | None, error: MiniPulsarError | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(cast(int, entry_id))
 
 
 class HandleState(enum.Enum):
@@ -71,9 +97,10 @@ class PendingAdd:
 
     __slots__ = (
         "acked",
+        "callback",
         "completed",
         "entry_id",
-        "future",
+        "head",
         "holds_budget",
         "in_flight",
         "payload",
@@ -82,15 +109,18 @@ class PendingAdd:
         "started_s",
     )
 
-    def __init__(self, entry_id: int, payload: bytes, size: int, future: asyncio.Future[int]) -> None:
+    def __init__(self, entry_id: int, head: bytes, payload: bytes, callback: AddCallback) -> None:
         self.entry_id = entry_id
+        self.head = head
+        """The wrapped entry's metadata and digest (:meth:`DigestManager.package_head`)."""
         self.payload: bytes | None = payload
-        """The entry as sent: wrapped by the ledger's digest manager."""
-        self.size = size
+        """The caller's payload, sent after ``head``; None once the add completed."""
+        self.size = len(payload)
         """Bytes of the caller's payload (what the ledger's length counts)."""
-        self.future = future
-        self.acked: set[int] = set()
-        """Ensemble positions whose bookie acknowledged this entry."""
+        self.callback: AddCallback | None = callback
+        """Told the outcome once (then None): ``(entry_id, None)`` or ``(None, error)``."""
+        self.acked = 0
+        """Ensemble positions whose bookie acknowledged this entry, as a bit mask."""
         self.in_flight = 0
         """Requests sent for this entry and not answered yet."""
         self.completed = False
@@ -152,16 +182,26 @@ class LedgerHandle:
         if self.state is not HandleState.OPEN:
             future.set_exception(self.failure or PersistenceError(f"ledger {self.ledger_id} is {self.state.value}"))
             return future
+        self.add_then(payload, partial(_settle, future))
+        return future
+
+    def add_then(self, payload: bytes, callback: AddCallback) -> None:
+        """:meth:`add` for the hot path: ``callback(entry_id, None)`` once the entry is durable
+        on ``Qa`` bookies — synchronously, in entry order, from the answer that completes it —
+        or ``callback(None, error)`` on a later loop iteration when the add fails."""
+        if self.state is not HandleState.OPEN:
+            error = self.failure or PersistenceError(f"ledger {self.ledger_id} is {self.state.value}")
+            self._loop.call_soon(callback, None, error)
+            return
         entry_id = self._next_entry_id
         self._next_entry_id += 1
         self._added_length += len(payload)
-        wrapped = self._digest.package(entry_id, self.last_add_confirmed, self._added_length, payload)
-        op = PendingAdd(entry_id, wrapped, len(payload), future)
-        NUM_PENDING_ADD.inc()
+        head = self._digest.package_head(entry_id, self.last_add_confirmed, self._added_length, payload)
+        op = PendingAdd(entry_id, head, payload, callback)
+        _pending_adds[0] += 1
         self._unsent.append(op)
         if len(self._unsent) == 1:
             self._send_unsent()
-        return future
 
     def _send_unsent(self) -> None:
         """Send waiting adds, in order, while the budgets have room and no ensemble change runs."""
@@ -187,19 +227,28 @@ class LedgerHandle:
         bookie = ensemble[position]
         assert op.payload is not None, "an add is sent (or resent) only before it completes"
         op.in_flight += 1
-        request = self._ctx.bookies.add_entry(
-            bookie, self.ledger_id, op.entry_id, self.last_add_confirmed, op.payload, master_key=self._digest.master_key
+        self._ctx.bookies.add_entry_then(
+            bookie,
+            self.ledger_id,
+            op.entry_id,
+            self.last_add_confirmed,
+            op.head,
+            op.payload,
+            partial(self._add_answered, op, position, bookie),
+            master_key=self._digest.master_key,
         )
-        request.add_done_callback(partial(self._add_answered, op, position, bookie))
 
-    def _add_answered(self, op: PendingAdd, position: int, bookie: str, request: asyncio.Future) -> None:
+    def _add_answered(
+        self, op: PendingAdd, position: int, bookie: str, response: object | None, error: MiniPulsarError | None
+    ) -> None:
+        """A replica's answer: ``response``, or the ``error`` that ended the request (neither:
+        it was cancelled)."""
         op.in_flight -= 1
-        error = None if request.cancelled() else request.exception()
         current = self.metadata.ensemble_for(op.entry_id)[position] if not op.completed else bookie
-        if error is None and not request.cancelled():
+        if response is not None:
             if current == bookie and not op.completed:
-                op.acked.add(position)
-                if not op.quorum_reached and len(op.acked) >= self.metadata.ack_quorum:
+                op.acked |= 1 << position
+                if not op.quorum_reached and op.acked.bit_count() >= self.metadata.ack_quorum:
                     op.quorum_reached = True
                     self._complete_in_order()
         elif error is not None:
@@ -256,10 +305,11 @@ class LedgerHandle:
             self.length += op.size
             op.completed = True
             op.payload = None
-            NUM_PENDING_ADD.dec()
+            _pending_adds[0] -= 1
             _ADD_OK.observe((now - op.started_s) * 1000)
-            if not op.future.done():
-                op.future.set_result(op.entry_id)
+            callback, op.callback = op.callback, None
+            if callback is not None:
+                callback(op.entry_id, None)
             self._release_if_done(op)
 
     # -- ensemble change ------------------------------------------------------------------------
@@ -335,8 +385,8 @@ class LedgerHandle:
             for k in range(self.metadata.write_quorum):
                 position = (op.entry_id + k) % size
                 if position in replaced and op.payload is not None:
-                    op.acked.discard(position)
-                    op.quorum_reached = len(op.acked) >= self.metadata.ack_quorum
+                    op.acked &= ~(1 << position)
+                    op.quorum_reached = op.acked.bit_count() >= self.metadata.ack_quorum
                     self._send(op, position, ensemble)
 
     # -- failure and close ----------------------------------------------------------------------
@@ -357,10 +407,11 @@ class LedgerHandle:
         self._ctx.client_add_budget.forget(self._send_unsent)
         now = time.monotonic()
         for op in ops:
-            NUM_PENDING_ADD.dec()
+            _pending_adds[0] -= 1
             _ADD_FAILED.observe((now - op.started_s) * 1000)
-            if not op.future.done():
-                op.future.set_exception(error)
+            callback, op.callback = op.callback, None
+            if callback is not None:  # on the next iteration, as a future's callbacks would run
+                self._loop.call_soon(callback, None, error)
             self._release_if_done(op)
 
     async def close(self) -> None:

@@ -30,7 +30,7 @@ from minipulsar.errors import (
     MalformedCommandError,
     MiniPulsarError,
 )
-from minipulsar.net.rpc import RequestTable
+from minipulsar.net.rpc import RequestTable, ResponseCallback
 from minipulsar.net.writer import CoalescingWriter
 from minipulsar.protocol.codec import CommandDecoder, encode
 from minipulsar.protocol.commands import Error, Ping, Pong
@@ -256,6 +256,25 @@ class Connection(asyncio.BufferedProtocol):
         future = self._requests.register(rid, cls.TYPE, timeout_s or self.request_timeout_s)
         self.send(command)
         return future
+
+    def new_request_id(self) -> int:
+        """An id for :meth:`request_frame` (a request encoded by the caller)."""
+        return self._requests.new_id()
+
+    def request_frame(
+        self, rid: int, prefix: bytes, body: bytes | memoryview, description: str, callback: ResponseCallback
+    ) -> None:
+        """Send the request frame ``prefix + body`` (encoded by the caller with ``rid`` from
+        :meth:`new_request_id`, e.g. :func:`~minipulsar.protocol.codec.encode_add_entry`) and
+        call ``callback(response, error)`` once: with the response, the ERROR's typed error, a
+        :class:`RequestTimeoutError`, or :class:`ConnectionClosedError` (on a later loop
+        iteration when the connection is already closed). ``body`` is written as it is, not copied."""
+        if not self.is_open:
+            self._loop.call_soon(callback, None, self._closed_error())
+            return
+        self._requests.register_callback(rid, description, self.request_timeout_s, callback)
+        assert self.writer is not None
+        self.writer.write(prefix, body)
 
     def _closed_error(self) -> ConnectionClosedError:
         """What a request on a closed connection fails with: always ConnectionClosedError (a

@@ -31,14 +31,15 @@ class CoalescingWriter:
     def __init__(self, transport: asyncio.WriteTransport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
-        self._buffers: list[bytes] = []
+        self._buffers: list[bytes | memoryview] = []
         self._pending_bytes = 0
         self._scheduled = False
         self.paused = False
         self._resumed: asyncio.Future[None] | None = None
         self._resume_callbacks: list[Callable[[], None]] = []
 
-    def write(self, header: bytes, body: bytes) -> None:
+    def write(self, header: bytes, body: bytes | memoryview) -> None:
+        """Queue ``header`` then ``body``; ``body`` is kept (not copied) until the flush."""
         self._buffers.append(header)
         self._buffers.append(body)
         self._pending_bytes += len(header) + len(body)

@@ -15,7 +15,7 @@ from typing import Protocol
 import msgpack
 
 from minipulsar.errors import MalformedCommandError
-from minipulsar.protocol.commands import AddEntryResponse, Message
+from minipulsar.protocol.commands import AddEntry, AddEntryResponse, Message, SendReceipt
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, PIPELINE_CAPACITY, FrameDecoder
 from minipulsar.protocol.schema import Command, decode_command
 
@@ -29,6 +29,7 @@ UTF-8 string, a map key of the wrong type, a length over the limits) and its own
 MSGPACK_SHAPE_ERRORS: tuple[type[Exception], ...] = (*MSGPACK_ERRORS, TypeError)
 """Those, and the ``TypeError`` of unpacking a decoded value of the wrong shape (``a, b = 5``)."""
 _pack_length = LENGTH.pack
+_U32 = struct.Struct(">I")
 
 
 def encode(command: Command) -> tuple[bytes, bytes]:
@@ -42,6 +43,7 @@ def encode(command: Command) -> tuple[bytes, bytes]:
 _ADD_RESPONSE_KEYS = (b"\x84\xa1t\xb2ADD_ENTRY_RESPONSE\xa2id\xd3", b"\xa9ledger_id\xd3", b"\xa8entry_id\xd3")
 _ADD_RESPONSE = struct.Struct(">I" + "".join(f"{len(key)}sq" for key in _ADD_RESPONSE_KEYS))
 _ADD_RESPONSE_BODY_BYTES = _ADD_RESPONSE.size - LENGTH.size
+_unpack_add_response = _ADD_RESPONSE.unpack_from
 
 
 class AddRequest(Protocol):
@@ -129,6 +131,127 @@ def encode_message(
     return header, payload
 
 
+# ADD_ENTRY as a fixed layout with the payload last: the frame is ``prefix`` (length prefix,
+# every field, the payload's bin32 header and the entry's digest head) followed by the payload
+# buffer itself, so a writer sends the caller's payload with ``writelines`` and never copies it
+# into a msgpack buffer. Any msgpack reader decodes it to the very AddEntry of :func:`encode`
+# (a map is a map whatever its key order); integers go as int64, ``recovery`` as a bool,
+# ``master_key`` as bin8.
+_ADD_KEYS = (
+    b"\x88\xa1t\xa9ADD_ENTRY\xa2id\xd3",
+    b"\xa9ledger_id\xd3",
+    b"\xa8entry_id\xd3",
+    b"\xa3lac\xd3",
+    b"\xa8recovery",
+    b"\xaamaster_key\xc4",
+)
+_ADD_PAYLOAD_KEY = b"\xa7payload\xc6"
+_add_layouts: dict[tuple[int, int], struct.Struct] = {}
+_BOOLS = (b"\xc2", b"\xc3")
+
+
+def _add_layout(key_bytes: int, head_bytes: int) -> struct.Struct:
+    layout = _add_layouts.get((key_bytes, head_bytes))
+    if layout is None:
+        k0, k1, k2, k3, k4, k5 = (f"{len(key)}s" for key in _ADD_KEYS)
+        fields = f">I{k0}q{k1}q{k2}q{k3}q{k4}c{k5}B{key_bytes}s{len(_ADD_PAYLOAD_KEY)}sI{head_bytes}s"
+        layout = _add_layouts[(key_bytes, head_bytes)] = struct.Struct(fields)
+    return layout
+
+
+_ADD_FIXED = struct.Struct(">" + "".join(f"{len(key)}s{kind}" for key, kind in zip(_ADD_KEYS, "qqqqcB", strict=True)))
+"""The fields of an :func:`encode_add_entry` frame's body up to the master key's bytes."""
+_ADD_PAYLOAD_HEADER = struct.Struct(f">{len(_ADD_PAYLOAD_KEY)}sI")
+_ADD_ENTRY_MIN_BYTES = _ADD_FIXED.size + _ADD_PAYLOAD_HEADER.size
+
+
+def _decode_add_entry(view: memoryview, start: int, end: int) -> AddEntry | None:
+    """The AddEntry in ``view[start:end]`` if it is in :func:`encode_add_entry`'s layout (else
+    None: msgpack decides): the fields with two ``struct`` unpacks, the payload with one copy."""
+    if end - start < _ADD_ENTRY_MIN_BYTES:
+        return None
+    k0, rid, k1, ledger_id, k2, entry_id, k3, lac, k4, recovery, k5, key_bytes = _ADD_FIXED.unpack_from(view, start)
+    if (k0, k1, k2, k3, k4, k5) != _ADD_KEYS or recovery not in _BOOLS:
+        return None
+    key_start = start + _ADD_FIXED.size
+    payload_start = key_start + key_bytes + _ADD_PAYLOAD_HEADER.size
+    if payload_start > end:
+        return None
+    payload_key, size = _ADD_PAYLOAD_HEADER.unpack_from(view, key_start + key_bytes)
+    if payload_key != _ADD_PAYLOAD_KEY or payload_start + size != end:
+        return None
+    master_key = bytes(view[key_start : key_start + key_bytes])
+    return AddEntry(rid, ledger_id, entry_id, bytes(view[payload_start:end]), lac, recovery == b"\xc3", master_key)
+
+
+def encode_add_entry(
+    request_id: int,
+    ledger_id: int,
+    entry_id: int,
+    lac: int,
+    recovery: bool,
+    master_key: bytes,
+    head: bytes,
+    payload: bytes | memoryview,
+) -> bytes:
+    """The start of the ADD_ENTRY frame whose payload is ``head + payload``; ``payload``
+    follows it on the wire unchanged (``writer.write(prefix, payload)``): one ``struct.pack``,
+    no copy of the payload. Decodes to ``AddEntry(..., payload=head + payload)``."""
+    size = len(head) + len(payload)
+    layout = _add_layout(len(master_key), len(head))
+    k0, k1, k2, k3, k4, k5 = _ADD_KEYS
+    try:
+        if len(master_key) > 255:
+            raise struct.error("a master key longer than bin8")
+        return layout.pack(
+            layout.size - LENGTH.size + len(payload),
+            k0,
+            request_id,
+            k1,
+            ledger_id,
+            k2,
+            entry_id,
+            k3,
+            lac,
+            k4,
+            _BOOLS[recovery],
+            k5,
+            len(master_key),
+            master_key,
+            _ADD_PAYLOAD_KEY,
+            size,
+            head,
+        )
+    except struct.error:  # a value outside int64 or bin8 (msgpack also has uint64, bin16): field by field
+        fields = {"t": AddEntry.TYPE, "id": request_id, "ledger_id": ledger_id, "entry_id": entry_id, "lac": lac}
+        fields |= {"recovery": recovery, "master_key": master_key}
+        body = b"".join([b"\x88", *(_packb(key) + _packb(value) for key, value in fields.items()), _ADD_PAYLOAD_KEY])
+        body += _U32.pack(size) + head
+        return _pack_length(len(body) + len(payload)) + body
+
+
+# SEND_RECEIPT as a fixed layout: the map ``encode(SendReceipt(...))`` sends (same keys, same
+# order), every integer as msgpack int64. The broker sends one per entry.
+_RECEIPT_KEYS = (
+    b"\x85\xa1t\xacSEND_RECEIPT\xabproducer_id\xd3",
+    b"\xabsequence_id\xd3",
+    b"\xa9ledger_id\xd3",
+    b"\xa8entry_id\xd3",
+)
+_RECEIPT = struct.Struct(">I" + "".join(f"{len(key)}sq" for key in _RECEIPT_KEYS))
+
+
+def encode_send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """One whole SEND_RECEIPT frame (length prefix included) in one ``struct.pack``; decodes
+    to the same command as ``encode(SendReceipt(...))``."""
+    k0, k1, k2, k3 = _RECEIPT_KEYS
+    try:
+        return _RECEIPT.pack(_RECEIPT.size - LENGTH.size, k0, producer_id, k1, sequence_id, k2, ledger_id, k3, entry_id)
+    except struct.error:  # an id outside int64: the general path
+        command = SendReceipt(producer_id=producer_id, sequence_id=sequence_id, ledger_id=ledger_id, entry_id=entry_id)
+        return encode_bytes(command)
+
+
 def encode_bytes(command: Command) -> bytes:
     """One ``bytes`` frame (tests and cold paths; hot paths use :func:`encode`)."""
     header, body = encode(command)
@@ -152,7 +275,11 @@ class CommandDecoder:
     """Bytes in, commands out.
 
     Bodies are unpacked straight from the frame decoder's buffer (a memoryview slice): the
-    only copy of a payload is the ``bytes`` msgpack makes of it.
+    only copy of a payload is the ``bytes`` msgpack makes of it. An ADD_ENTRY_RESPONSE in the
+    fixed layout of :func:`encode_add_entry_response` (what our bookies send) is read with one
+    ``struct`` unpack instead, and an ADD_ENTRY in :func:`encode_add_entry`'s layout (what our
+    brokers send) with two; any other encoding goes through msgpack. Both give the very command
+    msgpack would have: the short cut only skips the dict.
     """
 
     __slots__ = ("_frames", "buffer_updated", "get_buffer")
@@ -183,8 +310,18 @@ class CommandDecoder:
         span = frames.next_span()
         if span is None:
             return None
+        start, end = span
+        view = frames.view
+        if end - start == _ADD_RESPONSE_BODY_BYTES:  # the size of a fixed-layout ADD_ENTRY_RESPONSE
+            _, k0, request_id, k1, ledger_id, k2, entry_id = _unpack_add_response(view, start - LENGTH.size)
+            if (k0, k1, k2) == _ADD_RESPONSE_KEYS:  # the very map msgpack would decode: skip msgpack
+                return AddEntryResponse(request_id, ledger_id, entry_id)
+        elif end - start > _ADD_ENTRY_MIN_BYTES and view[start + 4] == 0x41:  # {"t": "A…": maybe ADD_ENTRY
+            add = _decode_add_entry(view, start, end)
+            if add is not None:
+                return add
         try:
-            wire = _unpackb(frames.view[span[0] : span[1]], raw=False)
+            wire = _unpackb(view[start:end], raw=False)
         except MSGPACK_ERRORS as exc:
             raise MalformedCommandError(f"frame body is not valid msgpack: {exc}") from exc
         return decode_command(wire)

@@ -37,6 +37,7 @@ from minipulsar.errors import (
     PersistenceError,
 )
 from minipulsar.metadata.store import MetadataStore
+from minipulsar.net.rpc import ResponseCallback
 from minipulsar.protocol.commands import AddEntryResponse, ReadEntryResponse, ReadLacResponse
 
 
@@ -133,6 +134,27 @@ class FakeBookies:
             return AddEntryResponse(id=0, ledger_id=ledger_id, entry_id=entry_id)
 
         return self._answer(bookie, make)
+
+    def add_entry_then(
+        self,
+        bookie: str,
+        ledger_id: int,
+        entry_id: int,
+        lac: int,
+        head: bytes,
+        payload: bytes,
+        callback: ResponseCallback,
+        *,
+        master_key: bytes,
+    ) -> None:
+        """The ledger handle's form of :meth:`add_entry`: the answer goes to ``callback``."""
+        future = self.add_entry(bookie, ledger_id, entry_id, lac, head + payload, master_key=master_key)
+
+        def answered(done: asyncio.Future) -> None:
+            error = done.exception()
+            callback(None, cast(MiniPulsarError, error)) if error is not None else callback(done.result(), None)
+
+        future.add_done_callback(answered)
 
     def read_entries(
         self, bookie: str, ledger_id: int, first_entry_id: int, count: int, max_bytes: int = 0
