@@ -214,6 +214,9 @@ def figures_of(result: PerfResult) -> Figures:
     data.pop("options", None)
     data.pop("timeline", None)  # the scenario keeps it, with the events, as ``timeline``
     data["latency"] = {key: latency.get(key) for key in LATENCY_KEYS}
+    intended = data.pop("intended_latency", None)
+    if intended is not None:  # a paced run: latency from each message's intended send time
+        data["intended_latency"] = {key: intended.get(key) for key in LATENCY_KEYS}
     return data
 
 

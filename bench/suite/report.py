@@ -74,7 +74,10 @@ def headline(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
             figures["batched_1k_mb_per_s"] = row["mb_per_s"]
     for row in results.get("latency", {}).get("rows", []):
         if row.get("target_rate") == 10_000:
-            figures["p99_ms_at_10k"] = row["latency"]["p99_ms"]
+            # coordinated omission corrected where the run measured it (perf's intended-time latency)
+            corrected = row.get("intended_latency") or row["latency"]
+            figures["p99_ms_at_10k"] = corrected["p99_ms"]
+            figures["max_ms_at_10k"] = corrected["max_ms"]
             figures["achieved_at_10k"] = row["msg_per_s"]
     disks = results.get("disks", {})
     if disks.get("ratio_64k_to_journal_seq") is not None:
@@ -109,8 +112,8 @@ def headline_lines(results: dict[str, dict[str, Any]]) -> list[str]:
         )
     if "p99_ms_at_10k" in h:
         lines.append(
-            f"p99 publish latency at 10,000 msg/s: {h['p99_ms_at_10k']:.2f} ms "
-            f"(achieved {h['achieved_at_10k']:,.0f} msg/s)"
+            f"p99 publish latency at 10,000 msg/s: {h['p99_ms_at_10k']:.2f} ms, max {h['max_ms_at_10k']:.2f} ms "
+            f"(coordinated omission corrected; achieved {h['achieved_at_10k']:,.0f} msg/s)"
         )
     if "ratio_64k_to_journal_seq" in h:
         lines.append(
@@ -196,7 +199,12 @@ def _headline_section(results: dict[str, dict[str, Any]]) -> list[str]:
             ]
         )
     if "p99_ms_at_10k" in h:
-        rows.append(["p99 publish latency at 10,000 msg/s", f"{h['p99_ms_at_10k']:.2f} ms"])
+        rows.append(
+            [
+                "p99 / max publish latency at 10,000 msg/s (coordinated omission corrected)",
+                f"{h['p99_ms_at_10k']:.2f} / {h['max_ms_at_10k']:.2f} ms",
+            ]
+        )
     if "ratio_64k_to_journal_seq" in h:
         rows.append(
             [
@@ -307,12 +315,20 @@ def _latency(result: dict[str, Any]) -> list[str]:
             lat(r, "p99_ms"),
             lat(r, "p999_ms"),
             lat(r, "max_ms"),
+            ms((r.get("intended_latency") or {}).get("p99_ms")),
+            ms((r.get("intended_latency") or {}).get("max_ms")),
             "**saturated**" if r.get("saturated") else "",
             num(r.get("journal_device_flushes_per_s")),
         ]
         for r in result["rows"]
     ]
-    return table(["target msg/s", "achieved", "p50", "p95", "p99", "p99.9", "max", "", "flushes/s"], rows) + [""]
+    header = ["target msg/s", "achieved", "p50", "p95", "p99", "p99.9", "max", "p99 (CO)", "max (CO)", ""]
+    return table([*header, "flushes/s"], rows) + [
+        "",
+        "*(CO)*: from each message's intended send time (its rate-limiter permit), corrected for"
+        " coordinated omission; the other columns are pulsar-perf's, from the `send_async` call.",
+        "",
+    ]
 
 
 def _topics(result: dict[str, Any]) -> list[str]:

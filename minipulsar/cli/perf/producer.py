@@ -4,7 +4,10 @@ As pulsar-perf's ``PerformanceProducer``: ``num_producers`` producers on each to
 sender going round-robin over them at ``rate_per_s`` in total (one :class:`RateLimiter`);
 the payload is ``size_bytes`` random capital letters (seeded, so runs are comparable); a
 message's latency runs from ``send_async`` to its receipt, in µs, and is not recorded during
-the warm-up. Producers block when ``max_outstanding`` messages are pending
+the warm-up. At a fixed rate a second figure runs from the message's *intended* send time (its
+permit's due time) instead: corrected for coordinated omission, it charges a stall to every
+message the sender should have sent during it, not only to the one it was waiting on.
+Producers block when ``max_outstanding`` messages are pending
 (``block_if_queue_full``), which throttles the sender — so ``-r`` is a ceiling, and the rate
 reached says what the cluster sustains. The sender sends the permits that are due in
 bursts and sleeps at least :data:`PACING_SLEEP_S` between them; while the run measures, the
@@ -28,7 +31,7 @@ from typing import Any, Protocol
 from minipulsar import AlreadyClosed, Client, CompressionType, MessageId
 from minipulsar.cli.perf.options import ProduceOptions
 from minipulsar.cli.perf.payload import make_payload
-from minipulsar.cli.perf.publish import publish_callback, publish_session
+from minipulsar.cli.perf.publish import paced_publish_callback, publish_callback, publish_session
 from minipulsar.cli.perf.rate_limiter import RateLimiter
 from minipulsar.cli.perf.report import PerfResult
 from minipulsar.cli.perf.session import (
@@ -131,9 +134,14 @@ async def _send(
     producers: Sequence[PerfProducer], payload: bytes, session: PerfSession, options: ProduceOptions
 ) -> None:
     """Send in bursts of what the rate limiter says is due (at most YIELD_EVERY, then yield):
-    one clock read and one loop check per burst, one ``send_async`` per message."""
-    limiter = RateLimiter(options.rate_per_s) if options.rate_per_s > 0 else None
-    on_complete = _completion(session, len(payload))
+    one clock read and one loop check per burst, one ``send_async`` per message. Paced, each
+    message also carries its intended send time (its permit's due time) for the
+    coordinated-omission-corrected latency."""
+    if options.rate_per_s > 0:
+        await _send_paced(producers, payload, session, options, RateLimiter(options.rate_per_s))
+        return
+    failed = _failure_counter(session)
+    on_complete = publish_callback(session, len(payload), failed)
     sends = [producer.send_async for producer in producers]
     count, limit, done = len(producers), options.num_messages, session.done
     monotonic_ns, partial = time.monotonic_ns, functools.partial
@@ -142,14 +150,7 @@ async def _send(
         if limit and sent >= limit:
             session.finish()
             return
-        burst = YIELD_EVERY
-        if limiter is not None:
-            burst, wait_s = limiter.take_due(YIELD_EVERY)
-            if not burst:
-                await session.sleep(max(wait_s, PACING_SLEEP_S))
-                continue
-        if limit:
-            burst = min(burst, limit - sent)
+        burst = min(YIELD_EVERY, limit - sent) if limit else YIELD_EVERY
         waited = False
         for _ in range(burst):
             taken = sends[sent % count](payload, partial(on_complete, monotonic_ns()))
@@ -163,8 +164,50 @@ async def _send(
             await asyncio.sleep(0)
 
 
-def _completion(session: PerfSession, size_bytes: int) -> Callable[[int, Any, MessageId | None], None]:
-    """The per-message callback: count it, record its latency once the warm-up is over."""
+async def _send_paced(
+    producers: Sequence[PerfProducer],
+    payload: bytes,
+    session: PerfSession,
+    options: ProduceOptions,
+    limiter: RateLimiter,
+) -> None:
+    """:func:`_send` at a fixed rate. The intended time of the ``k``-th permit of a burst is
+    the burst's first due time plus ``k`` intervals; debt older than the limiter's burst
+    (one second) is forgotten, which bounds what one stall can add to the corrected figure."""
+    failed = _failure_counter(session)
+    on_complete = paced_publish_callback(session, len(payload), failed)
+    sends = [producer.send_async for producer in producers]
+    count, limit, done = len(producers), options.num_messages, session.done
+    monotonic_ns, partial = time.monotonic_ns, functools.partial
+    step_ns = int(limiter.interval_s * 1e9)
+    sent = 0
+    while not done.is_set():
+        if limit and sent >= limit:
+            session.finish()
+            return
+        burst, wait_s = limiter.take_due(YIELD_EVERY)
+        if not burst:
+            await session.sleep(max(wait_s, PACING_SLEEP_S))
+            continue
+        if limit:
+            burst = min(burst, limit - sent)
+        intended_ns = int(limiter.last_due_s * 1e9)
+        waited = False
+        for _ in range(burst):
+            taken = sends[sent % count](payload, partial(on_complete, monotonic_ns(), intended_ns))
+            sent += 1
+            intended_ns += step_ns
+            if taken is not None and not taken.done():  # the producer is full: wait until it takes the message
+                await taken
+                waited = True
+                if done.is_set():
+                    return
+        if not waited:
+            await asyncio.sleep(0)
+
+
+def _failure_counter(session: PerfSession) -> Callable[[Any], None]:
+    """``failed(error)``: count a failed message, log the first (closing cut-offs are not failures)."""
     record_failure = session.stats.record_failure
     first_failure = [True]
 
@@ -175,7 +218,7 @@ def _completion(session: PerfSession, size_bytes: int) -> Callable[[int, Any, Me
                 first_failure[0] = False
                 log.warning("a message failed: %s: %s (further failures are only counted)", type(error).__name__, error)
 
-    return publish_callback(session, size_bytes, failed)
+    return failed
 
 
 async def _drain(producers: Sequence[PerfProducer]) -> None:

@@ -87,3 +87,29 @@ def publish_callback(
             failed(error)
 
     return completed
+
+
+def paced_publish_callback(
+    session: PerfSession, size_bytes: int, failed: Callable[[Any], None]
+) -> Callable[[int, int, Any, Any], None]:
+    """``callback(sent_ns, intended_ns, error, message_id)``: :func:`publish_callback`'s,
+    and the latency from ``intended_ns`` (when the rate limiter's permit was due) into the
+    session's intended-time recorder: coordinated omission corrected."""
+    stats = session.stats
+    record_latency = stats.latency.record
+    record_intended = stats.measure_intended().record
+    warmup_end_ns = int(session.warmup_end_s * 1e9)
+    monotonic_ns = time.monotonic_ns
+
+    def completed(sent_ns: int, intended_ns: int, error: Any, _message_id: Any) -> None:
+        if error is None:
+            now_ns = monotonic_ns()
+            stats.messages += 1
+            stats.bytes += size_bytes
+            if now_ns >= warmup_end_ns:
+                record_latency((now_ns - sent_ns) // 1000)
+                record_intended((now_ns - intended_ns) // 1000)
+        else:
+            failed(error)
+
+    return completed

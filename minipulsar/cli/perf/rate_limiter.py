@@ -32,6 +32,9 @@ class RateLimiter:
         self._clock = clock
         self._anchor_s = clock()
         self._issued = 0
+        self.last_due_s = self._anchor_s
+        """When the first permit of the last :meth:`take_due` was due: a message's *intended*
+        send time (coordinated-omission correction measures latency from it)."""
         """Permit ``n`` after the anchor is due at ``anchor + n / rate`` (a product, not a running
         sum, so float error does not build up either). Invariant: the next permit is never due
         earlier than ``now - burst_s``."""
@@ -59,4 +62,10 @@ class RateLimiter:
             return 0, due_s - now
         permits = min(max_permits, int((now - due_s) * self.rate_per_s + 1e-6) + 1)  # + float slack
         self._issued += permits
+        self.last_due_s = due_s
         return permits, 0.0
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between two permits' due times."""
+        return self._interval_s

@@ -79,6 +79,9 @@ class PerfResult:
     mb_per_s: float = 0.0
     """Decimal megabytes per second (10^6 B/s), for comparison with disk figures."""
     latency: LatencySummary = field(default_factory=LatencySummary)
+    intended_latency: LatencySummary | None = None
+    """Produce at a fixed rate: latency from each message's intended send time, corrected for
+    coordinated omission (None: not paced). ``latency`` is pulsar-perf's, from the send call."""
     acks: int = 0
     ack_failures: int = 0
     ack_per_s: float = 0.0
@@ -96,7 +99,7 @@ class PerfResult:
         return LATENCY_KINDS[self.mode]
 
     def aggregate_lines(self) -> list[str]:
-        """pulsar-perf's two closing lines."""
+        """pulsar-perf's two closing lines (produce at a fixed rate: and the intended-time latency)."""
         if self.mode == CONSUME:
             return [
                 f"Aggregated throughput stats --- {self.messages} records received --- {self.msg_per_s:.3f} msg/s"
@@ -104,11 +107,17 @@ class PerfResult:
                 f" --- ack failed {self.ack_failures} msg",
                 f"Aggregated latency stats --- {_ms_whole(self.latency, with_99999=True)}",
             ]
-        return [
+        lines = [
             f"Aggregated throughput stats --- {self.messages} records sent --- {self.msg_per_s:.3f} msg/s"
             f" --- {self.mbit_per_s:.3f} Mbit/s",
             f"Aggregated latency stats --- {_ms3(self.latency, with_99999=True)}",
         ]
+        if self.intended_latency is not None:
+            lines.append(
+                "Aggregated intended-time latency stats (coordinated omission corrected) --- "
+                + _ms3(self.intended_latency, with_99999=True)
+            )
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         """Plain data: every field, ``latency_kind``, intervals as objects (all latencies in ms)."""

@@ -216,6 +216,8 @@ class PerfSession:
             due_s += self._interval_s
             await asyncio.sleep(max(0.0, due_s - time.monotonic()))
             await self.stats.latency.fold_pending()  # a slice per loop turn: the loop is not held
+            if self.stats.intended is not None:
+                await self.stats.intended.fold_pending()
             interval = self.stats.take_interval()
             self.intervals.append(interval)
             self.emit(interval_line(self.mode, interval))
@@ -236,6 +238,7 @@ class PerfSession:
             mbit_per_s=mbit_per_s(stats.bytes, duration_s),
             mb_per_s=stats.bytes / duration_s / MB if duration_s else 0.0,
             latency=stats.latency.cumulative(),
+            intended_latency=stats.intended.cumulative() if stats.intended is not None else None,
             acks=stats.acks,
             ack_failures=stats.ack_failures,
             ack_per_s=stats.acks / duration_s if duration_s else 0.0,

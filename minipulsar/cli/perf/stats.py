@@ -180,7 +180,12 @@ class PerfStats:
 
     def __init__(self, latency_unit_ms: float, latency_highest: int, clock: Clock = MONOTONIC):
         self.latency = LatencyRecorder(latency_unit_ms, latency_highest)
+        self.intended: LatencyRecorder | None = None
+        """At a fixed rate: latency from each message's intended send time (its permit's due
+        time) to its receipt — corrected for coordinated omission: a sender held back by a
+        stall still charges the stall to every message it should have sent meanwhile."""
         self._clock = clock
+        self._latency_highest = latency_highest
         self.messages = 0
         self.bytes = 0
         self.failures = 0
@@ -196,6 +201,12 @@ class PerfStats:
         self.bytes += size_bytes
         if latency is not None:
             self.latency.record(latency)
+
+    def measure_intended(self) -> LatencyRecorder:
+        """Start recording intended-time latency too (a paced run); returns its recorder."""
+        if self.intended is None:
+            self.intended = LatencyRecorder(self.latency.unit_ms, self._latency_highest)
+        return self.intended
 
     def record_failure(self) -> None:
         self.failures += 1

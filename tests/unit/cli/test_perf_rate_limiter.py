@@ -85,3 +85,15 @@ def test_take_due_catches_up_by_at_most_the_burst() -> None:
     while (permits := limiter.take_due(64)[0]) > 0:
         taken += permits
     assert 100 <= taken <= 101
+
+
+def test_take_due_says_when_the_first_permit_of_the_burst_was_due() -> None:
+    """Goal: coordinated-omission correction — a sender late by a stall learns when each of the
+    messages it sends now should have gone (the first permit's due time, then one interval each)."""
+    clock = ManualClock(50.0)
+    limiter = RateLimiter(1_000, clock=clock)
+    assert limiter.take_due(1) == (1, 0.0) and limiter.last_due_s == 50.0
+    clock.advance(0.0205)  # a 20 ms stall: permits due at 50.001 … 50.020
+    permits, _ = limiter.take_due(64)
+    assert permits == 20
+    assert limiter.last_due_s == pytest.approx(50.001) and limiter.interval_s == pytest.approx(0.001)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 
 import pytest
 
@@ -129,3 +130,25 @@ def test_run_gc_settings_raise_the_threshold_and_restore_it_after_the_last_run()
         assert gc.get_threshold()[0] == max(RUN_GC_THRESHOLD, before[0]), "one run still measures"
         assert gc.get_freeze_count() > 0
     assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+
+
+def test_a_paced_run_also_reports_latency_from_the_intended_send_time() -> None:
+    """Goal: coordinated omission corrected at fixed rates — a message sent late because the
+    sender was held up counts the wait from when it should have been sent."""
+    from minipulsar.cli.perf.publish import paced_publish_callback, publish_session
+
+    async def scenario() -> list[str]:
+        lines: list[str] = []
+        session = publish_session(interval_s=60.0, emit=lines.append)
+        session.begin()
+        completed = paced_publish_callback(session, 1024, lambda error: None)
+        now_ns = time.monotonic_ns()
+        completed(now_ns - 2_000_000, now_ns - 30_000_000, None, None)  # sent 2 ms ago, due 30 ms ago
+        session.end()
+        result = session.result(targets=["t"], options={})
+        assert result.latency.max_ms == pytest.approx(2.0, rel=0.05)
+        assert result.intended_latency is not None and result.intended_latency.max_ms == pytest.approx(30.0, rel=0.05)
+        return lines
+
+    lines = asyncio.run(scenario())
+    assert lines[-1].startswith("Aggregated intended-time latency stats (coordinated omission corrected) --- ")
