@@ -25,6 +25,7 @@ ISSUE_KEYS = (
     "mb_per_s_64k",
     "disk_fsync_mb_per_s_64k",
     "ratio_64k",
+    "ratio_64k_shared_disk",
 )
 TINY = ["--secs", "0.3", "--warmup", "0.1", "--progress-interval", "0.1", "--window", "20"]
 
@@ -70,6 +71,11 @@ def test_throughput_mode_writes_every_figure_and_ratio(tmp_path: Path) -> None:
     assert all(run["p99_ms"] is not None for run in result["runs"])
     assert result["disk_fsync_mb_per_s_64k"] > 0
     assert result["ratio_64k"] == pytest.approx(result["mb_per_s_64k"] / result["disk_fsync_mb_per_s_64k"])
+    assert result["ratio_64k_shared_disk"] == pytest.approx(
+        result["mb_per_s_64k"] / result["shared_disk_fsync_mb_per_s_64k"]
+    )
+    # Journal and ledgers under one tmp_path: one device, so no two-device figure.
+    assert result["two_devices"] is False and "ratio_64k_two_devices" not in result
     assert result["disk_fsync_mb_per_s_64k_after"] > 0, "measured again right after the sync-on runs"
     assert result["ratio_64k_after"] == pytest.approx(result["mb_per_s_64k"] / result["disk_fsync_mb_per_s_64k_after"])
     if "skipped" not in result["ceilings"]["io_pattern_64k"]:  # the temp dir's file system may refuse O_DIRECT

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import mmap
 import os
 import random
 from collections.abc import Iterator
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from minipulsar.bookie.direct_io import BLOCK_BYTES, DirectAppender, StagingBuffers, open_direct
+from minipulsar.bookie.direct_io import BLOCK_BYTES, HUGE_PAGE_BYTES, DirectAppender, StagingBuffers, open_direct
 
 
 @contextlib.contextmanager
@@ -143,3 +145,33 @@ def test_buffers_given_back_beyond_keep_are_unmapped(tmp_path: Path) -> None:
     staging.give(first)
     staging.close()
     assert first.closed
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MADV_HUGEPAGE"), reason="no transparent huge pages here")
+def test_staging_buffers_of_whole_huge_pages_are_private_and_advised_huge() -> None:
+    """Goal: staging buffers of whole 2 MiB pages may be backed by transparent huge pages (one
+    request per multi-MiB direct write), smaller ones stay plain. Method: the kernel's flags of
+    each buffer's mapping (/proc/self/smaps VmFlags: ``hg`` = MADV_HUGEPAGE, ``sh`` = shared)."""
+    staging = StagingBuffers(keep=0)
+    huge, small = staging.take(HUGE_PAGE_BYTES), staging.take(16 * BLOCK_BYTES)
+    try:
+        huge_flags, small_flags = _vm_flags(huge), _vm_flags(small)
+        assert "hg" in huge_flags and "sh" not in huge_flags
+        assert "hg" not in small_flags
+    finally:
+        staging.give(huge)
+        staging.give(small)
+
+
+def _vm_flags(buffer: mmap.mmap) -> set[str]:
+    """The VmFlags of the mapping holding ``buffer``'s first byte."""
+    address = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    inside = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            start, end = (int(part, 16) for part in head.split("-"))
+            inside = start <= address < end
+        elif inside and head == "VmFlags:":
+            return set(line.split()[1:])
+    raise AssertionError(f"no mapping holds {address:#x}")
