@@ -4,7 +4,9 @@ A topic loads only on the broker owning its namespace bundle (:mod:`broker.names
 first PRODUCER/SUBSCRIBE (or lookup) of an unowned bundle acquires it when placement picks
 this broker, otherwise the client gets NotOwner and looks the topic up again. A persistent
 topic opens its managed ledger, its durable subscriptions and (``brokerDeduplicationEnabled``)
-its deduplication state; a non-persistent one opens nothing.
+its deduplication state; a non-persistent one opens nothing. Every managed ledger shares one
+:class:`~broker.managed_ledger.timers.LedgerTimers` (rollover checks, the retention walk): a
+loaded topic adds no task and no timer of its own.
 
 Invariants:
 
@@ -29,6 +31,7 @@ from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.info import managed_ledger_path
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.timers import LedgerTimers
 from minipulsar.broker.partitions import PartitionedTopics, partition_index
 from minipulsar.broker.topic_list import topics_of_namespace
 from minipulsar.broker.topics.base import Topic
@@ -124,6 +127,8 @@ class BrokerTopics:
         self.partitioned_topics = PartitionedTopics(store)
         self._loads = asyncio.Semaphore(settings.max_concurrent_loads)
         self._closing = False
+        self.ledger_timers = LedgerTimers(settings.managed_ledger.retention_check_interval_s)
+        """The timed work of every managed ledger loaded here."""
 
     # -- loaded topics --------------------------------------------------------------------------
 
@@ -190,7 +195,12 @@ class BrokerTopics:
     async def _open_persistent_topic(self, name: TopicName) -> PersistentTopic:
         settings = self._settings
         ledger = ManagedLedger(
-            name.persistence_path, self._store, self._bookkeeper, self._cache, settings.managed_ledger
+            name.persistence_path,
+            self._store,
+            self._bookkeeper,
+            self._cache,
+            settings.managed_ledger,
+            self.ledger_timers,
         )
         try:
             await ledger.open()
@@ -253,3 +263,4 @@ class BrokerTopics:
             await topic.close()
         for loading in self._topics.take_all():
             loading.cancel()
+        await self.ledger_timers.close()
