@@ -8,7 +8,8 @@ holds no logic of its own. What they are:
 - the topics (:class:`~broker.topics.broker_topics.BrokerTopics`), loaded on the owner of their
   bundle, and the namespace service (:class:`~broker.namespace.service.NamespaceService`):
   bundles, ownership, lookup, unload;
-- the load manager (:mod:`broker.loadbalance`) with its load reporter;
+- the load manager (:mod:`broker.loadbalance`) with its load reporter, which reads the stats
+  timer's per-bundle sums (one walk of the topics per stats round, not one per report);
 - the client listener, the HTTP port (admin REST, /metrics), the stats timer and the metrics.
 
 Invariants:
@@ -119,9 +120,17 @@ class BrokerService:
         topics = BrokerTopics(
             topic_map, namespaces, namespaces.metrics, store, bookkeeper, self._cache, TopicSettings.from_config(config)
         )
+        stats = StatsUpdater(topics, self._cache, config.stats_update_frequency_s, bundles=namespaces)
         balancing = LoadBalancerSettings.from_config(config)
         reporter = LoadReporter(
-            store, identity, balancing, config.cluster_name, topics, namespaces, (self._cache, self._publish_buffer)
+            store,
+            identity,
+            balancing,
+            config.cluster_name,
+            topics,
+            namespaces,
+            (self._cache, self._publish_buffer),
+            bundle_stats=stats.bundle_stats,
         )
         load_manager = LoadManager(
             store,
@@ -139,7 +148,7 @@ class BrokerService:
             namespaces=namespaces,
             registration=BrokerRegistration(store, identity, config.cluster_name),
             load_manager=load_manager,
-            stats=StatsUpdater(topics, self._cache, config.stats_update_frequency_s),
+            stats=stats,
             collector=BrokerCollector(config.cluster_name, topics, self._cache, self._publish_buffer, self._throttling),
         )
 
