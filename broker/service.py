@@ -5,6 +5,7 @@ holds no logic of its own. What they are:
 
 - the metadata session and the BookKeeper client;
 - the entry cache and the broker-wide publish buffer, shared by every topic and connection;
+- the frozen heap: loaded topics leave the garbage collector's scans (:mod:`broker.topics.frozen_heap`);
 - the topics (:class:`~broker.topics.broker_topics.BrokerTopics`), loaded on the owner of their
   bundle, and the namespace service (:class:`~broker.namespace.service.NamespaceService`):
   bundles, ownership, lookup, unload;
@@ -46,6 +47,7 @@ from minipulsar.broker.stats import BrokerCollector
 from minipulsar.broker.stats_updater import StatsUpdater
 from minipulsar.broker.throttling import ConnectionThrottling
 from minipulsar.broker.topics.broker_topics import BrokerTopics, TopicSettings
+from minipulsar.broker.topics.frozen_heap import FrozenHeap
 from minipulsar.broker.topics.registry import TopicMap
 from minipulsar.broker.web_server import WebServer
 from minipulsar.config import BrokerConfig
@@ -115,10 +117,18 @@ class BrokerService:
 
     def _build(self, store: MetadataStore, bookkeeper: BookKeeper, identity: BrokerIdentity) -> _Components:
         config = self.config
-        topic_map = TopicMap()
+        heap = FrozenHeap()
+        topic_map = TopicMap(on_taken=heap.unloaded)
         namespaces = NamespaceService(store, identity, topic_map, NamespaceSettings.from_config(config))
         topics = BrokerTopics(
-            topic_map, namespaces, namespaces.metrics, store, bookkeeper, self._cache, TopicSettings.from_config(config)
+            topic_map,
+            namespaces,
+            namespaces.metrics,
+            store,
+            bookkeeper,
+            self._cache,
+            TopicSettings.from_config(config),
+            heap=heap,
         )
         stats = StatsUpdater(topics, self._cache, config.stats_update_frequency_s, bundles=namespaces)
         balancing = LoadBalancerSettings.from_config(config)

@@ -36,6 +36,7 @@ from minipulsar.broker.partitions import PartitionedTopics, partition_index
 from minipulsar.broker.topic_list import topics_of_namespace
 from minipulsar.broker.topics.base import Topic
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.frozen_heap import FrozenHeap
 from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
 from minipulsar.broker.topics.persistent_topic import PersistentTopic
 from minipulsar.broker.topics.registry import TopicMap
@@ -102,6 +103,13 @@ class TopicSettings:
         )
 
 
+def _retrieved(loading: asyncio.Future[Topic]) -> None:
+    """A failed load is answered to whoever waits (and logged by the loader); with no one left
+    waiting (their requests timed out), asyncio must not log it again as never retrieved."""
+    if not loading.cancelled():
+        loading.exception()
+
+
 class BrokerTopics:
     """The :class:`~broker.topics.registry.TopicRegistry` of one broker."""
 
@@ -115,7 +123,10 @@ class BrokerTopics:
         cache: EntryCache,
         settings: TopicSettings,
         clock: Clock = MONOTONIC,
+        heap: FrozenHeap | None = None,
     ) -> None:
+        """``heap``: told of every topic loaded (the topics then leave the garbage collector's
+        scans); None: nothing is frozen."""
         self._topics = topics
         self._ownership = ownership
         self._metrics = metrics
@@ -128,6 +139,7 @@ class BrokerTopics:
         self._loads = asyncio.Semaphore(settings.max_concurrent_loads)
         self._closing = False
         self.ledger_timers = LedgerTimers(settings.managed_ledger.retention_check_interval_s)
+        self._heap = heap
         """The timed work of every managed ledger loaded here."""
 
     # -- loaded topics --------------------------------------------------------------------------
@@ -161,6 +173,7 @@ class BrokerTopics:
             loading = self._topics.loading(name)
             if loading is None:
                 loading = asyncio.ensure_future(self._load_topic(name))
+                loading.add_done_callback(_retrieved)
                 self._topics.put(name, loading)
         else:
             self._ownership.check_serving(name)
@@ -179,6 +192,8 @@ class BrokerTopics:
         finally:
             metrics.topic_load_pending -= 1
         metrics.topic_loaded((self._clock() - started) * 1000)
+        if self._heap is not None:
+            self._heap.loaded()
         return topic
 
     async def _open_topic(self, name: TopicName) -> Topic:
@@ -264,3 +279,5 @@ class BrokerTopics:
         for loading in self._topics.take_all():
             loading.cancel()
         await self.ledger_timers.close()
+        if self._heap is not None:
+            self._heap.close()
