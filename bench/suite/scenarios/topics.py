@@ -18,7 +18,8 @@ TITLE = "Scale in topics"
 WHAT = (
     "The same total rate (1 KiB messages, batching on) spread evenly over N topics, one "
     "producer each, all in one client; a fresh cluster per N. Memory: resident set (VmRSS) "
-    "of the broker and of the largest bookie, after the run."
+    "of the broker and of the largest bookie, after the run; broker KB/topic: the broker's "
+    "growth over the run ÷ the topic count (each topic with its producer, ledger and handle)."
 )
 SIZE_BYTES = 1024
 SESSION_TIMEOUT_MS = 30_000
@@ -46,6 +47,7 @@ async def run(ctx: Context) -> dict[str, Any]:
                 interval_s=profile.interval_s,
             )
             figures = await ctx.measure(cluster, produce(cluster.service_url, spec, ctx.emit))
+            after_mb = (figures.get("memory") or {}).get("broker_rss_mb")
             rows.append(
                 {
                     "topics": count,
@@ -53,6 +55,9 @@ async def run(ctx: Context) -> dict[str, Any]:
                     "size_bytes": SIZE_BYTES,
                     "broker_rss_mb_start": at_start["broker_rss_mb"],
                     "bookie_rss_mb_start": at_start["bookie_rss_mb_max"],
+                    "broker_kb_per_topic": (
+                        (after_mb - at_start["broker_rss_mb"]) * 1024 / count if after_mb is not None else None
+                    ),
                     **figures,
                 }
             )

@@ -9,7 +9,7 @@ from minipulsar.broker.managed_ledger.timers import REBUILD_MIN, LedgerTimers
 from tests.support.clock import ManualClock
 
 
-class FakeLedger:
+class TimedFake:
     def __init__(self, name: str, trimmable: bool = False) -> None:
         self.name = name
         self.roll_due: float | None = None
@@ -30,7 +30,7 @@ class FakeLedger:
 async def test_a_check_runs_once_due_and_only_for_the_latest_due() -> None:
     clock = ManualClock()
     timers = LedgerTimers(120.0, clock=clock)
-    early, late, moved = FakeLedger("early"), FakeLedger("late"), FakeLedger("moved")
+    early, late, moved = TimedFake("early"), TimedFake("late"), TimedFake("moved")
     for ledger in (early, late, moved):
         timers.attach(ledger)
     timers.roll_check_at(early, clock() + 10)
@@ -55,7 +55,7 @@ async def test_a_check_runs_once_due_and_only_for_the_latest_due() -> None:
 async def test_cancelled_and_detached_ledgers_are_not_checked() -> None:
     clock = ManualClock()
     timers = LedgerTimers(120.0, clock=clock)
-    cancelled, closed = FakeLedger("cancelled"), FakeLedger("closed")
+    cancelled, closed = TimedFake("cancelled"), TimedFake("closed")
     for ledger in (cancelled, closed):
         timers.attach(ledger)
         timers.roll_check_at(ledger, clock() + 1)
@@ -71,7 +71,7 @@ async def test_cancelled_and_detached_ledgers_are_not_checked() -> None:
 async def test_stale_entries_stay_bounded_when_ledgers_reschedule_often() -> None:
     clock = ManualClock()
     timers = LedgerTimers(120.0, clock=clock)
-    ledgers = [FakeLedger(f"l{i}") for i in range(10)]
+    ledgers = [TimedFake(f"l{i}") for i in range(10)]
     for ledger in ledgers:
         timers.attach(ledger)
     for round_ in range(1000):  # each ledger rolls often, long before its maximum age
@@ -84,7 +84,7 @@ async def test_stale_entries_stay_bounded_when_ledgers_reschedule_often() -> Non
 
 async def test_the_retention_walk_asks_only_ledgers_that_may_trim() -> None:
     timers = LedgerTimers(120.0, clock=ManualClock())
-    single, several = FakeLedger("one ledger"), FakeLedger("closed ledgers too", trimmable=True)
+    single, several = TimedFake("one ledger"), TimedFake("closed ledgers too", trimmable=True)
     timers.attach(single)
     timers.attach(several)
     timers.check_retention()
