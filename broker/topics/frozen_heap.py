@@ -18,7 +18,8 @@ Invariants:
 - at most one freeze is pending: a burst of loads freezes at most once per ``delay_s``, and
   the last load of a burst is frozen at most ``delay_s`` later;
 - garbage cycles kept frozen never outlive the next unload: memory stays bounded by what
-  was loaded and what closed since the last unfreeze.
+  was loaded and what closed since the last unfreeze (a freeze first collects the young and
+  middle generations, so only cycles already in the old one can be caught by it).
 """
 
 from __future__ import annotations
@@ -56,6 +57,6 @@ class FrozenHeap:
         self.freeze_now()
 
     def freeze_now(self) -> None:
-        gc.collect(0)  # the young generation's garbage first: cheap, and nothing to keep
+        gc.collect(1)  # the young and middle generations' garbage first (cheap): nothing to keep
         gc.freeze()
         self.freezes += 1
