@@ -5,10 +5,12 @@ holds no logic of its own. What they are:
 
 - the metadata session and the BookKeeper client;
 - the entry cache and the broker-wide publish buffer, shared by every topic and connection;
+- the frozen heap: loaded topics leave the garbage collector's scans (:mod:`broker.topics.frozen_heap`);
 - the topics (:class:`~broker.topics.broker_topics.BrokerTopics`), loaded on the owner of their
   bundle, and the namespace service (:class:`~broker.namespace.service.NamespaceService`):
   bundles, ownership, lookup, unload;
-- the load manager (:mod:`broker.loadbalance`) with its load reporter;
+- the load manager (:mod:`broker.loadbalance`) with its load reporter, which reads the stats
+  timer's per-bundle sums (one walk of the topics per stats round, not one per report);
 - the client listener, the HTTP port (admin REST, /metrics), the stats timer and the metrics.
 
 Invariants:
@@ -45,6 +47,7 @@ from minipulsar.broker.stats import BrokerCollector
 from minipulsar.broker.stats_updater import StatsUpdater
 from minipulsar.broker.throttling import ConnectionThrottling
 from minipulsar.broker.topics.broker_topics import BrokerTopics, TopicSettings
+from minipulsar.broker.topics.frozen_heap import FrozenHeap
 from minipulsar.broker.topics.registry import TopicMap
 from minipulsar.broker.web_server import WebServer
 from minipulsar.config import BrokerConfig
@@ -114,14 +117,30 @@ class BrokerService:
 
     def _build(self, store: MetadataStore, bookkeeper: BookKeeper, identity: BrokerIdentity) -> _Components:
         config = self.config
-        topic_map = TopicMap()
+        heap = FrozenHeap()
+        topic_map = TopicMap(on_taken=heap.unloaded)
         namespaces = NamespaceService(store, identity, topic_map, NamespaceSettings.from_config(config))
         topics = BrokerTopics(
-            topic_map, namespaces, namespaces.metrics, store, bookkeeper, self._cache, TopicSettings.from_config(config)
+            topic_map,
+            namespaces,
+            namespaces.metrics,
+            store,
+            bookkeeper,
+            self._cache,
+            TopicSettings.from_config(config),
+            heap=heap,
         )
+        stats = StatsUpdater(topics, self._cache, config.stats_update_frequency_s, bundles=namespaces)
         balancing = LoadBalancerSettings.from_config(config)
         reporter = LoadReporter(
-            store, identity, balancing, config.cluster_name, topics, namespaces, (self._cache, self._publish_buffer)
+            store,
+            identity,
+            balancing,
+            config.cluster_name,
+            topics,
+            namespaces,
+            (self._cache, self._publish_buffer),
+            bundle_stats=stats.bundle_stats,
         )
         load_manager = LoadManager(
             store,
@@ -139,7 +158,7 @@ class BrokerService:
             namespaces=namespaces,
             registration=BrokerRegistration(store, identity, config.cluster_name),
             load_manager=load_manager,
-            stats=StatsUpdater(topics, self._cache, config.stats_update_frequency_s),
+            stats=stats,
             collector=BrokerCollector(config.cluster_name, topics, self._cache, self._publish_buffer, self._throttling),
         )
 

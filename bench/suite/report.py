@@ -344,6 +344,7 @@ def _topics(result: dict[str, Any]) -> list[str]:
                 lat(r, "p99_ms"),
                 num(r.get("setup_s"), ".1f"),
                 f"{num(r.get('broker_rss_mb_start'))} → {num(memory.get('broker_rss_mb'))}",
+                num(r.get("broker_kb_per_topic"), ".1f"),
                 f"{num(r.get('bookie_rss_mb_start'))} → {num(memory.get('bookie_rss_mb_max'))}",
                 num(r.get("journal_device_flushes_per_s")),
             ]
@@ -357,6 +358,7 @@ def _topics(result: dict[str, Any]) -> list[str]:
             "p99",
             "set-up s",
             "broker RSS MB (start → after)",
+            "broker KB/topic",
             "max bookie RSS MB (start → after)",
             "flushes/s",
         ],

@@ -5,7 +5,9 @@ the report and writes it to its ephemeral ``/loadbalance/brokers/{host}:{webport
 :func:`~broker.loadbalance.load_report.needs_update` says so (15 minutes passed, or a figure
 moved by 10 %), or when the key is not the one it wrote last (missing, or rewritten by the
 broker's registration after a new metadata session). CPU and memory are re-sampled every
-``loadBalancerHostUsageCheckIntervalMinutes``.
+``loadBalancerHostUsageCheckIntervalMinutes``. The per-bundle stats (``lastStats``) are those of
+the broker's last stats round (``statsUpdateFrequencyInSecs``, as in Pulsar): a report never
+walks every topic.
 
 Invariant: ``last_written`` is what the key holds as far as this broker knows, and
 ``_written_version`` the key's version after that write.
@@ -21,7 +23,7 @@ from typing import Protocol
 from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.loadbalance.bundle_stats import OwnedBundles, collect_bundle_stats, owned_bundle_names
 from minipulsar.broker.loadbalance.host_usage import HostUsage
-from minipulsar.broker.loadbalance.load_report import LocalBrokerData, needs_update
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData, NamespaceBundleStats, needs_update
 from minipulsar.broker.loadbalance.resource_usage import SystemResourceUsage
 from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
 from minipulsar.broker.topics.registry import LoadedTopics
@@ -70,7 +72,11 @@ class LoadReporter:
         *,
         written: Callable[[LocalBrokerData], None] = lambda _: None,
         clock: Clock = MONOTONIC,
+        bundle_stats: Callable[[], dict[str, NamespaceBundleStats]] | None = None,
     ) -> None:
+        """``bundle_stats``: the per-bundle sums of the last stats round (the broker's stats
+        updater), so that a report every few seconds does not walk every topic; None: summed
+        from ``topics`` at each build."""
         self._store = store
         self._identity = identity
         self._settings = settings
@@ -80,6 +86,7 @@ class LoadReporter:
         self._direct_buffers = direct_buffers
         self._written = written
         self._clock = clock
+        self._bundle_stats = bundle_stats
         self.host = HostUsage(settings.nic_speed_gbps)
         self.current: LocalBrokerData | None = None
         self.last_written: LocalBrokerData | None = None
@@ -116,7 +123,10 @@ class LoadReporter:
 
     def build(self) -> LocalBrokerData:
         """The report as of now (no I/O)."""
-        stats = collect_bundle_stats(self._topics.loaded_topics(), self._bundles)
+        if self._bundle_stats is not None:
+            stats = self._bundle_stats()
+        else:
+            stats = collect_bundle_stats(self._topics.loaded_topics(), self._bundles)
         host = self.host
         throughput_in = sum(s.msg_throughput_in for s in stats.values())
         throughput_out = sum(s.msg_throughput_out for s in stats.values())

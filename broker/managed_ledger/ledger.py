@@ -7,7 +7,8 @@ Pulsar's ``ManagedLedgerImpl``: LedgerOpened → (full) ClosingLedger → Closed
 CreatingLedger → LedgerOpened. Adds arriving while no ledger is open queue, and are issued in
 order on the next ledger: nothing queued is lost or reordered.
 
-Rollover: checked on each add and by a timer at the ledger's maximum age.
+Rollover: checked on each add and by a timer at the ledger's maximum age (the broker's one
+:class:`~broker.managed_ledger.timers.LedgerTimers` serves every managed ledger).
 The add that fills the ledger is its last: it is marked ``close_when_done``, and the ledger
 is closed once it (and so every add before it) completed. The next ledger is created lazily,
 on the next write (Pulsar's choice: an idle topic holds no open ledger). A failed add closes
@@ -18,7 +19,8 @@ those still failing on the same ledger): a later add stored after an earlier one
 leave a hole in its producer's sequence, and deduplication would then take the earlier one's
 resend for a duplicate and acknowledge a message that is nowhere.
 
-Trimming (rules in retention.py): every ``retentionCheckIntervalInSeconds``,
+Trimming (rules in retention.py): every ``retentionCheckIntervalInSeconds`` (the shared
+timers' retention walk),
 after a ledger closes and when a durable cursor's mark-delete leaves a ledger. Ledgers are
 removed from the managed-ledger info first (compare-and-set), then deleted from BookKeeper
 (the bookies' garbage collection reclaims the data), then dropped from the entry cache;
@@ -60,6 +62,7 @@ from minipulsar.broker.managed_ledger.ledger_client import LedgerClient
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
+from minipulsar.broker.managed_ledger.timers import LedgerTimers
 from minipulsar.errors import (
     BadVersionError,
     MiniPulsarError,
@@ -68,7 +71,7 @@ from minipulsar.errors import (
     ServiceNotReadyError,
 )
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
-from minipulsar.supervision import Periodic, spawn
+from minipulsar.supervision import spawn
 
 if TYPE_CHECKING:
     from minipulsar.bookkeeper.ledger_handle import LedgerHandle
@@ -154,8 +157,56 @@ class LedgerCursor(Protocol):
 
 
 class ManagedLedger:
+    """One topic's log. ``timers``: the broker's shared :class:`LedgerTimers` (rollover checks,
+    retention walk); without them (a library user, a test) the ledger runs its own.
+
+    Slotted: a broker holds one per topic, and an idle topic's footprint counts.
+    """
+
+    __slots__ = (
+        "_abandoned",
+        "_bk",
+        "_creation_error",
+        "_current_bytes",
+        "_current_entries",
+        "_cursors",
+        "_entry_waiters",
+        "_in_flight",
+        "_info_lock",
+        "_info_version",
+        "_ledger_cache",
+        "_ledger_created_s",
+        "_ledgers",
+        "_loop",
+        "_max_rollover_s",
+        "_owns_timers",
+        "_properties",
+        "_queued",
+        "_reader",
+        "_retry",
+        "_roll_timer_for_min",
+        "_store",
+        "_timers",
+        "_trim_again",
+        "_trim_task",
+        "cache",
+        "config",
+        "entries_added",
+        "ledgers_trimmed",
+        "name",
+        "path",
+        "roll_due",
+        "state",
+    )
+
     def __init__(
-        self, name: str, store: MetadataStore, bookkeeper: LedgerClient, cache: EntryCache, config: ManagedLedgerConfig
+        self,
+        name: str,
+        store: MetadataStore,
+        bookkeeper: LedgerClient,
+        cache: EntryCache,
+        config: ManagedLedgerConfig,
+        timers: LedgerTimers | None = None,
     ) -> None:
         self.name = name
         self.path = managed_ledger_path(name)
@@ -168,9 +219,9 @@ class ManagedLedger:
         self._properties: dict[str, str] = {}
         self._info_version = NOT_EXISTS
         self._info_lock = asyncio.Lock()
-        self._queued: deque[OpAddEntry] = deque()
-        """Adds waiting for a ledger, in arrival order."""
-        self._retry: deque[OpAddEntry] = deque()
+        self._queued: deque[OpAddEntry] | None = None
+        """Adds waiting for a ledger, in arrival order (created on first use, as ``_retry``)."""
+        self._retry: deque[OpAddEntry] | None = None
         """Adds that failed on a ledger that is now closed, in entry order: they go first on the next."""
         self._abandoned: LedgerHandle | None = None
         """The ledger whose failed add was given up on: every later add failing on it is given
@@ -188,14 +239,14 @@ class ManagedLedger:
         self._current_bytes = 0
         self._ledger_created_s = 0.0
         self._max_rollover_s = 0.0
-        self._roll_timer: asyncio.TimerHandle | None = None
+        self.roll_due: float | None = None
+        """When the pending timed rollover check is due (monotonic s; kept by ``_timers``)."""
         self._roll_timer_for_min = False
         self._trim_task: asyncio.Task[None] | None = None
         self._trim_again = False
-        self._periodic_trim = Periodic(
-            f"{name}: retention check", lambda: self.config.retention_check_interval_s, self.trim_soon, logger=log
-        )
-        """Every ``managedLedgerRetentionCheckIntervalSeconds`` (from :meth:`open`): trim what retention allows."""
+        self._owns_timers = timers is None
+        self._timers = LedgerTimers(config.retention_check_interval_s) if timers is None else timers
+        """Rollover checks and, every ``retentionCheckIntervalInSeconds`` (from :meth:`open`), a trim."""
         self.entries_added = 0
         self.ledgers_trimmed = 0
         self._creation_error: MiniPulsarError | None = None
@@ -216,7 +267,7 @@ class ManagedLedger:
                 await self._bk.delete_ledger(empty)
             except MiniPulsarError as error:
                 log.warning("%s: deleting empty ledger %d failed: %s", self.name, empty, error)
-        self._periodic_trim.start()
+        self._timers.attach(self)
 
     async def _load_info(self) -> None:
         current = await self._store.get(self.path)
@@ -257,7 +308,9 @@ class ManagedLedger:
         self._cancel_roll_check()
         if self._trim_task is not None:
             self._trim_task.cancel()
-        await self._periodic_trim.stop()
+        self._timers.detach(self)
+        if self._owns_timers:
+            await self._timers.close()
         self._fail_queued(ServiceNotReadyError(f"managed ledger {self.name} is closed"))
         await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable), return_exceptions=True)
         current = self._ledgers.current
@@ -289,13 +342,18 @@ class ManagedLedger:
         if state is State.LEDGER_OPENED:
             self._initiate(op)
         elif state is State.CLOSING_LEDGER or state is State.CREATING_LEDGER:
-            self._queued.append(op)
+            self._queue(op)
         elif state is State.CLOSED_LEDGER:
-            self._queued.append(op)
+            self._queue(op)
             spawn(self._create_ledger(), name=f"{self.name}: create ledger", logger=log)
         else:
             future.set_exception(ServiceNotReadyError(f"managed ledger {self.name} is {state.value}"))
         return future
+
+    def _queue(self, op: OpAddEntry) -> None:
+        if self._queued is None:
+            self._queued = deque()
+        self._queued.append(op)
 
     def _initiate(self, op: OpAddEntry) -> None:
         handle = self._ledgers.current
@@ -350,6 +408,8 @@ class ManagedLedger:
             self._abandoned = handle
             self._fail_queued(error if isinstance(error, MiniPulsarError) else PersistenceError(str(error)))
         else:
+            if self._retry is None:
+                self._retry = deque()
             self._retry.append(op)
         if handle is self._ledgers.current:
             log.warning("%s: add to ledger %d failed, closing it: %s", self.name, handle.ledger_id, error)
@@ -365,6 +425,8 @@ class ManagedLedger:
 
     def _fail_queued(self, error: MiniPulsarError) -> None:
         for waiting in (self._retry, self._queued):
+            if not waiting:
+                continue
             ops = list(waiting)
             waiting.clear()
             for op in ops:
@@ -396,16 +458,13 @@ class ManagedLedger:
             due_s = max(self._max_rollover_s, self.config.min_rollover_s)
         else:
             return
-        delay_s = due_s - (time.monotonic() - self._ledger_created_s)
-        self._roll_timer = self._loop.call_later(max(0.0, delay_s) + 0.001, self._roll_if_full)
+        self._timers.roll_check_at(self, self._ledger_created_s + due_s)
 
     def _cancel_roll_check(self) -> None:
-        if self._roll_timer is not None:
-            self._roll_timer.cancel()
-            self._roll_timer = None
+        self._timers.cancel_roll_check(self)
 
-    def _roll_if_full(self) -> None:
-        self._roll_timer = None
+    def roll_check_due(self) -> None:
+        """The timed rollover check (called by the timers when it is due)."""
         handle = self._ledgers.current
         if self.state is not State.LEDGER_OPENED or handle is None or self._current_entries == 0:
             return  # an idle empty ledger is not rolled: the next add checks its age
@@ -536,6 +595,10 @@ class ManagedLedger:
             log.warning("%s: writing the ledger list failed: %s", self.name, error)
 
     # -- trimming -------------------------------------------------------------------------------
+
+    def may_trim(self) -> bool:
+        """A ledger besides the last one exists (the last is never trimmed): a trim may find work."""
+        return len(self._ledgers.infos) > 1 and self.state not in (State.CLOSED, State.FENCED)
 
     def trim_soon(self) -> None:
         """Trim in the background; calls while a trim runs coalesce into one more round."""

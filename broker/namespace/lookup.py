@@ -23,8 +23,14 @@ An owner, leader or placement candidate whose service port refuses connections i
 (:mod:`broker.namespace.liveness`): its ownership key is deleted and the bundle treated as unowned,
 rather than redirecting clients to a dead address until its session expires.
 
+Concurrent lookups of topics of one unowned bundle share one decision round (as Pulsar's
+ownership cache shares one acquisition future per bundle): ten thousand producers starting at
+once cost one owner read and one key creation per bundle, not one per topic.
+
 Invariants:
 
+- at most one decision round per bundle (and ``authoritative`` flag) runs at a time; every
+  lookup waiting on it gets its result;
 - the decision never raises: every failure is a ``failed`` result with an error code;
 - only the load-manager leader's placement (or an authoritative request) makes a broker take
   an unowned bundle; a non-leader forwards the question to the leader;
@@ -33,6 +39,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -144,6 +151,8 @@ class LookupDecision:
         self._directory = directory
         self._liveness = liveness
         self._broker_id = broker_id
+        self._deciding: dict[tuple[str, bool], asyncio.Future[LookupResult | None]] = {}
+        """(bundle name, authoritative) → the decision round running for it."""
 
     async def find(self, topic: TopicName, authoritative: bool) -> LookupResult:
         ns, ownership = self._host, self._ownership
@@ -155,36 +164,62 @@ class LookupDecision:
                 return (
                     LookupResult.connect(me.native_url, me.http_url) if ns.is_active(local) else being_unloaded(bundle)
                 )
-            owner = await ownership.owner(bundle)
-            if owner is not None:
-                data, version = owner
-                if not data.same_broker(me) and data.native_url and await self._liveness.is_gone(data.native_url):
-                    log.info("%s: its owner %s is gone; taking its ownership key away", bundle, data.native_url)
-                    await ownership.remove_dead(bundle, version)
-                    continue
-                if data.disabled and not data.same_broker(me):
-                    return being_unloaded(bundle)
-                if not data.same_broker(me):
-                    return LookupResult.redirect(data.native_url, data.http_url, authoritative=False)
-                # else: a key of an earlier session on this address: placement chose this address
-                # already, and every other broker redirects here; try_acquire replaces the key
-            if ns.closing:
-                return LookupResult.failed(ErrorCode.SERVICE_NOT_READY, "the broker is shutting down")
-            stale_mine = owner is not None and owner[0].same_broker(me)
-            candidate = None if stale_mine else await self._candidate(bundle, authoritative)
-            if isinstance(candidate, LookupResult):
-                return candidate
-            if candidate is not None:
-                return LookupResult.redirect(candidate.service_url, candidate.web_service_url, authoritative=True)
-            winner = await ns.acquire(bundle)
-            if winner is None:
-                continue  # the namespace was split meanwhile: look the topic's bundle up again
-            if winner.same_broker(me):
-                return LookupResult.connect(me.native_url, me.http_url)
-            # lost the race: the next round reads the winner (and whether it is unloading)
+            result = await self._shared_round(bundle, authoritative)
+            if result is not None:
+                return result
         return LookupResult.failed(
             ErrorCode.SERVICE_NOT_READY, f"ownership of the bundle of {topic} keeps changing; retry"
         )
+
+    async def _shared_round(self, bundle: NamespaceBundle, authoritative: bool) -> LookupResult | None:
+        """:meth:`_round` for ``bundle``, joined by every lookup of the bundle while it runs."""
+        key = (bundle.name, authoritative)
+        pending = self._deciding.get(key)
+        if pending is None:
+            pending = asyncio.ensure_future(self._round(bundle, authoritative))
+            self._deciding[key] = pending
+
+            def finished(done: asyncio.Future[LookupResult | None]) -> None:
+                if self._deciding.get(key) is done:
+                    del self._deciding[key]
+                if not done.cancelled():
+                    done.exception()  # retrieved: every waiter may have gone; each one still raises it
+
+            pending.add_done_callback(finished)
+        return await asyncio.shield(pending)
+
+    async def _round(self, bundle: NamespaceBundle, authoritative: bool) -> LookupResult | None:
+        """One round for an unowned (here) bundle: the result, or None for another round (the
+        bundle moved: a dead owner's key removed, a split, a race lost)."""
+        ns, ownership = self._host, self._ownership
+        me = ownership.me
+        owner = await ownership.owner(bundle)
+        if owner is not None:
+            data, version = owner
+            if not data.same_broker(me) and data.native_url and await self._liveness.is_gone(data.native_url):
+                log.info("%s: its owner %s is gone; taking its ownership key away", bundle, data.native_url)
+                await ownership.remove_dead(bundle, version)
+                return None
+            if data.disabled and not data.same_broker(me):
+                return being_unloaded(bundle)
+            if not data.same_broker(me):
+                return LookupResult.redirect(data.native_url, data.http_url, authoritative=False)
+            # else: a key of an earlier session on this address: placement chose this address
+            # already, and every other broker redirects here; try_acquire replaces the key
+        if ns.closing:
+            return LookupResult.failed(ErrorCode.SERVICE_NOT_READY, "the broker is shutting down")
+        stale_mine = owner is not None and owner[0].same_broker(me)
+        candidate = None if stale_mine else await self._candidate(bundle, authoritative)
+        if isinstance(candidate, LookupResult):
+            return candidate
+        if candidate is not None:
+            return LookupResult.redirect(candidate.service_url, candidate.web_service_url, authoritative=True)
+        winner = await ns.acquire(bundle)
+        if winner is None:
+            return None  # the namespace was split meanwhile: look the topic's bundle up again
+        if winner.same_broker(me):
+            return LookupResult.connect(me.native_url, me.http_url)
+        return None  # lost the race: the next round reads the winner (and whether it is unloading)
 
     async def _candidate(self, bundle: NamespaceBundle, authoritative: bool) -> BrokerInfo | LookupResult | None:
         """Who should own an unowned bundle: None = this broker, a BrokerInfo = another broker, or a

@@ -169,7 +169,19 @@ class NamespaceService:
                 spawn(self._drop(owned, "its ownership key was deleted"), name=f"drop {owned.bundle}", logger=log)
 
     async def _drop(self, owned: OwnedBundle, why: str) -> None:
-        """Stop serving one bundle without touching its (gone) key; its clients look it up again."""
+        """Stop serving one bundle without touching its (gone) key; its clients look it up again.
+
+        A deletion notification can arrive after the key was created again by this broker (taking
+        over an earlier session's key deletes it, then creates it): the key is read first, and a
+        key at the version this broker wrote is still ours."""
+        if self.ownership.owned.get(owned.bundle.name) is not owned:
+            return
+        try:
+            current = await self._store.get(ownership_path(owned.bundle))
+        except MiniPulsarError:  # cannot tell: stop serving, the safe side
+            current = None
+        if current is not None and current.version == owned.version:
+            return
         if self.ownership.owned.get(owned.bundle.name) is not owned:
             return
         log.warning("%s: %s; no longer serving it", owned.bundle, why)
@@ -220,7 +232,9 @@ class NamespaceService:
         if not winner.same_broker(self.ownership.me):
             return winner
         fresh = await self.policies.bundles(bundle.namespace)
-        owned = self.ownership.owned[bundle.name]
+        owned = self.ownership.owned.get(bundle.name)
+        if owned is None:  # dropped meanwhile (the metadata session was lost): the client retries
+            raise ServiceNotReadyError(f"{bundle}: ownership lost while acquiring it")
         if fresh is None or not fresh.has(bundle.range):
             log.info("%s was split or removed meanwhile; releasing it", bundle)
             await self.ownership.release(owned)

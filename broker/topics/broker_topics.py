@@ -4,7 +4,9 @@ A topic loads only on the broker owning its namespace bundle (:mod:`broker.names
 first PRODUCER/SUBSCRIBE (or lookup) of an unowned bundle acquires it when placement picks
 this broker, otherwise the client gets NotOwner and looks the topic up again. A persistent
 topic opens its managed ledger, its durable subscriptions and (``brokerDeduplicationEnabled``)
-its deduplication state; a non-persistent one opens nothing.
+its deduplication state; a non-persistent one opens nothing. Every managed ledger shares one
+:class:`~broker.managed_ledger.timers.LedgerTimers` (rollover checks, the retention walk): a
+loaded topic adds no task and no timer of its own.
 
 Invariants:
 
@@ -29,10 +31,12 @@ from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.info import managed_ledger_path
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.timers import LedgerTimers
 from minipulsar.broker.partitions import PartitionedTopics, partition_index
 from minipulsar.broker.topic_list import topics_of_namespace
 from minipulsar.broker.topics.base import Topic
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.frozen_heap import FrozenHeap
 from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
 from minipulsar.broker.topics.persistent_topic import PersistentTopic
 from minipulsar.broker.topics.registry import TopicMap
@@ -99,6 +103,13 @@ class TopicSettings:
         )
 
 
+def _retrieved(loading: asyncio.Future[Topic]) -> None:
+    """A failed load is answered to whoever waits (and logged by the loader); with no one left
+    waiting (their requests timed out), asyncio must not log it again as never retrieved."""
+    if not loading.cancelled():
+        loading.exception()
+
+
 class BrokerTopics:
     """The :class:`~broker.topics.registry.TopicRegistry` of one broker."""
 
@@ -112,7 +123,10 @@ class BrokerTopics:
         cache: EntryCache,
         settings: TopicSettings,
         clock: Clock = MONOTONIC,
+        heap: FrozenHeap | None = None,
     ) -> None:
+        """``heap``: told of every topic loaded (the topics then leave the garbage collector's
+        scans); None: nothing is frozen."""
         self._topics = topics
         self._ownership = ownership
         self._metrics = metrics
@@ -124,6 +138,9 @@ class BrokerTopics:
         self.partitioned_topics = PartitionedTopics(store)
         self._loads = asyncio.Semaphore(settings.max_concurrent_loads)
         self._closing = False
+        self.ledger_timers = LedgerTimers(settings.managed_ledger.retention_check_interval_s)
+        self._heap = heap
+        """The timed work of every managed ledger loaded here."""
 
     # -- loaded topics --------------------------------------------------------------------------
 
@@ -156,6 +173,7 @@ class BrokerTopics:
             loading = self._topics.loading(name)
             if loading is None:
                 loading = asyncio.ensure_future(self._load_topic(name))
+                loading.add_done_callback(_retrieved)
                 self._topics.put(name, loading)
         else:
             self._ownership.check_serving(name)
@@ -174,6 +192,8 @@ class BrokerTopics:
         finally:
             metrics.topic_load_pending -= 1
         metrics.topic_loaded((self._clock() - started) * 1000)
+        if self._heap is not None:
+            self._heap.loaded()
         return topic
 
     async def _open_topic(self, name: TopicName) -> Topic:
@@ -190,7 +210,12 @@ class BrokerTopics:
     async def _open_persistent_topic(self, name: TopicName) -> PersistentTopic:
         settings = self._settings
         ledger = ManagedLedger(
-            name.persistence_path, self._store, self._bookkeeper, self._cache, settings.managed_ledger
+            name.persistence_path,
+            self._store,
+            self._bookkeeper,
+            self._cache,
+            settings.managed_ledger,
+            self.ledger_timers,
         )
         try:
             await ledger.open()
@@ -253,3 +278,6 @@ class BrokerTopics:
             await topic.close()
         for loading in self._topics.take_all():
             loading.cancel()
+        await self.ledger_timers.close()
+        if self._heap is not None:
+            self._heap.close()

@@ -56,7 +56,7 @@ class Publisher(Protocol):
         ...
 
 
-@dataclass
+@dataclass(slots=True)
 class TopicCounters:
     messages_in: int = 0
     bytes_in: int = 0

@@ -36,7 +36,19 @@ log = logging.getLogger(__name__)
 
 
 class PersistentTopic:
-    """A :class:`~broker.topics.base.Topic` stored in a managed ledger."""
+    """A :class:`~broker.topics.base.Topic` stored in a managed ledger (slotted: one per loaded topic)."""
+
+    __slots__ = (
+        "_store",
+        "_subscribing",
+        "counters",
+        "deduplication",
+        "dispatch_settings",
+        "ledger",
+        "name",
+        "rates",
+        "subscriptions",
+    )
 
     def __init__(
         self, name: TopicName, ledger: ManagedLedger, store: MetadataStore, dispatch: DispatchSettings

@@ -37,6 +37,8 @@ class RateTable:
     Counters start at 0 when their object is created, so a first sample counts from there.
     """
 
+    __slots__ = ("_rates", "_seen")
+
     def __init__(self) -> None:
         self._rates: dict[int, tuple[Any, dict[str, Rate]]] = {}
         self._seen: dict[int, tuple[Any, dict[str, Rate]]] = {}

@@ -52,8 +52,11 @@ class TopicRegistry(LoadedTopics, Protocol):
 class TopicMap:
     """Name → the topic's loading future (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_taken: Callable[[], None] | None = None) -> None:
+        """``on_taken``: called when topics are taken out (to be closed), e.g. to let the
+        garbage collector see them again (:class:`~broker.topics.frozen_heap.FrozenHeap`)."""
         self._topics: dict[str, asyncio.Future[Topic]] = {}
+        self._on_taken = on_taken
 
     def loading(self, name: TopicName) -> asyncio.Future[Topic] | None:
         """The future of ``name``, unless there is none or it failed."""
@@ -79,8 +82,13 @@ class TopicMap:
         return future.result()
 
     def take_topics(self, belongs: Callable[[TopicName], bool]) -> list[asyncio.Future[Topic]]:
-        return [self._topics.pop(key) for key in [k for k in self._topics if belongs(TopicName.parse(k))]]
+        taken = [self._topics.pop(key) for key in [k for k in self._topics if belongs(TopicName.parse(k))]]
+        if taken and self._on_taken is not None:
+            self._on_taken()
+        return taken
 
     def take_all(self) -> list[asyncio.Future[Topic]]:
         taken, self._topics = list(self._topics.values()), {}
+        if taken and self._on_taken is not None:
+            self._on_taken()
         return taken

@@ -10,7 +10,8 @@ import logging
 import pytest
 
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
-from minipulsar.broker.stats_updater import StatsUpdater
+from minipulsar.broker.namespace.bundles import BundleRange, NamespaceBundle
+from minipulsar.broker.stats_updater import SLICE, StatsUpdater
 from minipulsar.broker.topics.base import Topic
 from minipulsar.broker.topics.non_persistent_topic import NonPersistentTopic
 from minipulsar.broker.topics.registry import TopicMap
@@ -50,3 +51,45 @@ async def test_rates_are_over_the_time_since_the_previous_round(caplog: pytest.L
     assert healthy.rates.get(healthy, "msgIn") == 2.0
     assert cache.hits_rate == 5.0 and cache.misses_rate == 0.0
     assert any("non-persistent://t/ns/broken: updating its rates failed" in r.getMessage() for r in caplog.records)
+
+
+class Bundles:
+    """Every topic in one owned bundle."""
+
+    def bundle_of_loaded(self, topic: TopicName) -> NamespaceBundle | None:
+        return BUNDLE
+
+    def owned_bundles(self) -> list[NamespaceBundle]:
+        return [BUNDLE]
+
+
+BUNDLE = NamespaceBundle("t/ns", BundleRange(0, 0xFFFFFFFF))
+
+
+async def test_a_round_yields_between_slices_and_sums_each_bundle_for_the_load_report() -> None:
+    """Goal: a round over many topics lets the event loop run between slices, and leaves the
+    per-bundle sums the load reporter reads (no walk of its own)."""
+    clock, topics, cache = ManualClock(), TopicMap(), EntryCache(0)
+    many = [
+        await loaded(topics, NonPersistentTopic(TopicName.parse(f"non-persistent://t/ns/t{i}")))
+        for i in range(3 * SLICE)
+    ]
+    updater = StatsUpdater(topics, cache, interval_s=60.0, clock=clock, bundles=Bundles())
+    assert updater.bundle_stats()[BUNDLE.name].topics == len(many), "before the first round: summed on demand"
+    for topic in many:
+        topic.publish(batch_payload(), 1)
+    clock.advance(1.0)
+    interleaved = 0
+
+    async def other_work() -> None:
+        nonlocal interleaved
+        while True:
+            interleaved += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.ensure_future(other_work())
+    await updater._round()
+    other.cancel()
+    assert interleaved >= 2, "the loop ran between slices"
+    sums = updater.bundle_stats()[BUNDLE.name]
+    assert sums.topics == len(many) and sums.msg_rate_in == len(many) * 1.0
