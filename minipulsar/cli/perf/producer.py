@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from minipulsar import AlreadyClosed, Client, CompressionType, MessageId
 from minipulsar.cli.perf.options import ProduceOptions
 from minipulsar.cli.perf.payload import make_payload
-from minipulsar.cli.perf.publish import paced_publish_callback, publish_callback, publish_session
+from minipulsar.cli.perf.publish import publish_callback, publish_session
 from minipulsar.cli.perf.rate_limiter import RateLimiter
 from minipulsar.cli.perf.report import PerfResult
 from minipulsar.cli.perf.session import (
@@ -134,69 +134,38 @@ async def _send(
     producers: Sequence[PerfProducer], payload: bytes, session: PerfSession, options: ProduceOptions
 ) -> None:
     """Send in bursts of what the rate limiter says is due (at most YIELD_EVERY, then yield):
-    one clock read and one loop check per burst, one ``send_async`` per message. Paced, each
-    message also carries its intended send time (its permit's due time) for the
-    coordinated-omission-corrected latency."""
-    if options.rate_per_s > 0:
-        await _send_paced(producers, payload, session, options, RateLimiter(options.rate_per_s))
-        return
-    failed = _failure_counter(session)
-    on_complete = publish_callback(session, len(payload), failed)
+    one clock read and one loop check per burst, one ``send_async`` per message.
+
+    Paced, each message also carries its intended send time: the burst's first due time plus
+    one interval per message before it. Debt older than the limiter's burst (one second) is
+    forgotten, which bounds what one stall adds to that coordinated-omission-corrected figure."""
+    limiter = RateLimiter(options.rate_per_s) if options.rate_per_s > 0 else None
+    on_complete = publish_callback(session, len(payload), _failure_counter(session), paced=limiter is not None)
     sends = [producer.send_async for producer in producers]
     count, limit, done = len(producers), options.num_messages, session.done
     monotonic_ns, partial = time.monotonic_ns, functools.partial
+    step_ns = int(limiter.interval_s * 1e9) if limiter is not None else 0
+    intended_ns: int | None = None
     sent = 0
     while not done.is_set():
         if limit and sent >= limit:
             session.finish()
             return
-        burst = min(YIELD_EVERY, limit - sent) if limit else YIELD_EVERY
-        waited = False
-        for _ in range(burst):
-            taken = sends[sent % count](payload, partial(on_complete, monotonic_ns()))
-            sent += 1
-            if taken is not None and not taken.done():  # the producer is full: wait until it takes the message
-                await taken
-                waited = True
-                if done.is_set():
-                    return
-        if not waited:
-            await asyncio.sleep(0)
-
-
-async def _send_paced(
-    producers: Sequence[PerfProducer],
-    payload: bytes,
-    session: PerfSession,
-    options: ProduceOptions,
-    limiter: RateLimiter,
-) -> None:
-    """:func:`_send` at a fixed rate. The intended time of the ``k``-th permit of a burst is
-    the burst's first due time plus ``k`` intervals; debt older than the limiter's burst
-    (one second) is forgotten, which bounds what one stall can add to the corrected figure."""
-    failed = _failure_counter(session)
-    on_complete = paced_publish_callback(session, len(payload), failed)
-    sends = [producer.send_async for producer in producers]
-    count, limit, done = len(producers), options.num_messages, session.done
-    monotonic_ns, partial = time.monotonic_ns, functools.partial
-    step_ns = int(limiter.interval_s * 1e9)
-    sent = 0
-    while not done.is_set():
-        if limit and sent >= limit:
-            session.finish()
-            return
-        burst, wait_s = limiter.take_due(YIELD_EVERY)
-        if not burst:
-            await session.sleep(max(wait_s, PACING_SLEEP_S))
-            continue
+        burst = YIELD_EVERY
+        if limiter is not None:
+            burst, wait_s = limiter.take_due(YIELD_EVERY)
+            if not burst:
+                await session.sleep(max(wait_s, PACING_SLEEP_S))
+                continue
+            intended_ns = int(limiter.last_due_s * 1e9)
         if limit:
             burst = min(burst, limit - sent)
-        intended_ns = int(limiter.last_due_s * 1e9)
         waited = False
         for _ in range(burst):
             taken = sends[sent % count](payload, partial(on_complete, monotonic_ns(), intended_ns))
             sent += 1
-            intended_ns += step_ns
+            if intended_ns is not None:
+                intended_ns += step_ns
             if taken is not None and not taken.done():  # the producer is full: wait until it takes the message
                 await taken
                 waited = True

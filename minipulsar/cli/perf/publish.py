@@ -66,49 +66,30 @@ def publish_recorder(session: PerfSession, size_bytes: int) -> Callable[[int], N
 
 
 def publish_callback(
-    session: PerfSession, size_bytes: int, failed: Callable[[Any], None]
-) -> Callable[[int, Any, Any], None]:
-    """``callback(sent_ns, error, message_id)``: :func:`publish_recorder`'s acknowledgement
-    when ``error`` is None, else ``failed(error)`` — what ``send_async`` calls (with
-    ``sent_ns`` bound), the counting inlined (:meth:`PerfStats.record`'s, without its call)."""
+    session: PerfSession, size_bytes: int, failed: Callable[[Any], None], *, paced: bool = False
+) -> Callable[[int, int | None, Any, Any], None]:
+    """``callback(sent_ns, intended_ns, error, message_id)``: :func:`publish_recorder`'s
+    acknowledgement when ``error`` is None, else ``failed(error)`` — what ``send_async`` calls
+    (with the two times bound), the counting inlined (:meth:`PerfStats.record`'s, without its
+    call). ``intended_ns`` (a paced run: when the message's rate-limiter permit was due; None
+    otherwise) also goes into the session's intended-time recorder (``paced``: created here):
+    latency corrected for coordinated omission."""
     stats = session.stats
     record_latency = stats.latency.record
+    # unpaced, intended_ns is always None and this is never called
+    record_intended = stats.measure_intended().record if paced else stats.latency.record
     warmup_end_ns = int(session.warmup_end_s * 1e9)
     monotonic_ns = time.monotonic_ns
 
-    def completed(sent_ns: int, error: Any, _message_id: Any) -> None:
+    def completed(sent_ns: int, intended_ns: int | None, error: Any, _message_id: Any) -> None:
         if error is None:
             now_ns = monotonic_ns()
             stats.messages += 1
             stats.bytes += size_bytes
             if now_ns >= warmup_end_ns:
                 record_latency((now_ns - sent_ns) // 1000)
-        else:
-            failed(error)
-
-    return completed
-
-
-def paced_publish_callback(
-    session: PerfSession, size_bytes: int, failed: Callable[[Any], None]
-) -> Callable[[int, int, Any, Any], None]:
-    """``callback(sent_ns, intended_ns, error, message_id)``: :func:`publish_callback`'s,
-    and the latency from ``intended_ns`` (when the rate limiter's permit was due) into the
-    session's intended-time recorder: coordinated omission corrected."""
-    stats = session.stats
-    record_latency = stats.latency.record
-    record_intended = stats.measure_intended().record
-    warmup_end_ns = int(session.warmup_end_s * 1e9)
-    monotonic_ns = time.monotonic_ns
-
-    def completed(sent_ns: int, intended_ns: int, error: Any, _message_id: Any) -> None:
-        if error is None:
-            now_ns = monotonic_ns()
-            stats.messages += 1
-            stats.bytes += size_bytes
-            if now_ns >= warmup_end_ns:
-                record_latency((now_ns - sent_ns) // 1000)
-                record_intended((now_ns - intended_ns) // 1000)
+                if intended_ns is not None:
+                    record_intended((now_ns - intended_ns) // 1000)
         else:
             failed(error)
 

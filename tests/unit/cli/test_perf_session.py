@@ -135,13 +135,13 @@ def test_run_gc_settings_raise_the_threshold_and_restore_it_after_the_last_run()
 def test_a_paced_run_also_reports_latency_from_the_intended_send_time() -> None:
     """Goal: coordinated omission corrected at fixed rates — a message sent late because the
     sender was held up counts the wait from when it should have been sent."""
-    from minipulsar.cli.perf.publish import paced_publish_callback, publish_session
+    from minipulsar.cli.perf.publish import publish_callback, publish_session
 
     async def scenario() -> list[str]:
         lines: list[str] = []
         session = publish_session(interval_s=60.0, emit=lines.append)
         session.begin()
-        completed = paced_publish_callback(session, 1024, lambda error: None)
+        completed = publish_callback(session, 1024, lambda error: None, paced=True)
         now_ns = time.monotonic_ns()
         completed(now_ns - 2_000_000, now_ns - 30_000_000, None, None)  # sent 2 ms ago, due 30 ms ago
         session.end()
