@@ -9,7 +9,10 @@ delivered to ``send``'s awaiter or ``send_async``'s callback — exactly once:
    ProducerQueueIsFull (MemoryBufferIsFull for the memory limit).
 2. **batch container**: messages wait for their batch to be sealed — when it holds
    ``batching_max_messages``, or ``batching_max_allowed_size_in_bytes`` of data, or
-   ``batching_max_publish_delay_ms`` after its first message, or on ``flush``/``close``. Sealing
+   ``batching_max_publish_delay_ms`` after its first message, or on ``flush``/``close`` — or
+   at once when taking a message makes the producer hold ``max_pending_messages``: nothing can
+   join the batch until a receipt frees room, so waiting out the delay would only add latency
+   (Pulsar's client waits; under full load that is a whole batch delay per round trip). Sealing
    gives each message its sequence id (the application's, else the next of this producer's) and
    turns the batch into one or more SEND ops (one per key with KeyBased batching; a new op
    where an application-given id does not increase). Without batching each message is an op.
@@ -277,7 +280,11 @@ class Producer:
             if self._send_timeout_s:
                 container.deadlines.append(time.monotonic() + self._send_timeout_s)
             container.size_bytes += size
-            if len(datas) >= container.max_messages or container.size_bytes >= container.max_bytes:
+            if (
+                len(datas) >= container.max_messages
+                or container.size_bytes >= container.max_bytes
+                or self._outstanding == limit
+            ):
                 self._seal()
             elif self._batch_timer is None:
                 self._arm_batch_timer()
@@ -409,7 +416,11 @@ class Producer:
         if self._send_timeout_s:
             container.deadlines.append(time.monotonic() + self._send_timeout_s)
         container.size_bytes += size
-        if len(datas) >= container.max_messages or container.size_bytes >= container.max_bytes:
+        if (
+            len(datas) >= container.max_messages
+            or container.size_bytes >= container.max_bytes
+            or self._outstanding == self._max_pending
+        ):
             self._seal()
         elif self._batch_timer is None:
             self._arm_batch_timer()

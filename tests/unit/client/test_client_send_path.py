@@ -1,7 +1,8 @@
 """Goal: the producer's send path as pure logic, against a fake connection: a batch's messages
 complete once each, in order, with their batch index; a raising callback does not stop the
 others; the entry bytes are protocol.batch's; application ids that do not increase start a
-new entry; flush waits for every pending entry; memory and the pending count return to zero."""
+new entry; a producer that becomes full seals its batch at once; flush waits for every pending
+entry; memory and the pending count return to zero."""
 
 from __future__ import annotations
 
@@ -122,6 +123,24 @@ async def test_application_ids_that_do_not_increase_start_a_new_entry() -> None:
     producer.send_async(b"auto", lambda e, m: None)
     producer._seal()
     assert [(s.sequence_id, s.highest_sequence_id) for s in connection.sent] == [(5, 6), (2, 3), (0, 0)]
+
+
+async def test_a_batch_is_sealed_at_once_when_the_producer_becomes_full() -> None:
+    """Once the producer holds max_pending_messages nothing can join the open batch until a
+    receipt frees room: it goes out at once instead of after the batch delay (1 s here)."""
+    producer, connection = attached_producer(
+        MemoryLimitController(), batching_max_messages=1000, max_pending_messages=10, block_if_queue_full=True
+    )
+    for i in range(15):
+        producer.send_async(b"%d" % i, lambda e, m: None)
+    assert [s.num_messages for s in connection.sent] == [10], "full after the 10th: sealed without the timer"
+    connection.answer()  # room for 10: the 5 waiting are taken and the batch stays open for more
+    assert not connection.sent and producer._outstanding == 5
+    for i in range(4):
+        producer.send_async(b"%d" % i, lambda e, m: None)
+    assert not connection.sent
+    producer.send_async(b"last", lambda e, m: None)
+    assert [s.num_messages for s in connection.sent] == [10] and producer._outstanding == 10
 
 
 async def test_flush_waits_for_every_pending_entry() -> None:
