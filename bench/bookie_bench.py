@@ -38,7 +38,6 @@ import argparse
 import asyncio
 import os
 import signal
-import struct
 import sys
 import tempfile
 import time
@@ -76,6 +75,7 @@ from bench.suite.diskstats import FlushWindow
 from minipulsar.errors import MiniPulsarError, TooManyRequestsError
 from minipulsar.net import Connection, connect
 from minipulsar.net.loop import run
+from minipulsar.protocol.codec import encode_add_entry
 from minipulsar.protocol.commands import AddEntry, AddEntryResponse, Error, ReadEntry
 from minipulsar.protocol.schema import Command
 from tests.support.process import ServerProcess
@@ -95,48 +95,23 @@ DRAIN_TIMEOUT_S = 60.0
 
 
 class AddEntryTemplate:
-    """ADD_ENTRY frames without the codec: one ``struct.pack`` of a fixed-layout msgpack map.
-
-    The map is what :func:`minipulsar.protocol.codec.encode` would send for ``AddEntry``, with
-    every integer as msgpack int64 (``0xd3``) and the payload as bin32 (``0xc6``) placed last,
-    so a frame is ``[head(id, entry_id, lac), payload]``. Any msgpack decoder reads it the
-    same way; the bookie's schema check sees the same types. As ``hop_ceiling.py``'s "cheap"
+    """ADD_ENTRY frames as the broker's bookie client sends them, without an ``AddEntry``:
+    :func:`minipulsar.protocol.codec.encode_add_entry`, one ``struct.pack`` of the fixed
+    layout the bookie's decoder reads with ``struct`` (the payload, last, follows unchanged),
+    so a frame is ``[head(id, entry_id, lac), payload]``. As ``hop_ceiling.py``'s "cheap"
     client, it keeps the bench's own process from being the bottleneck (the codec path
-    costs the client ~1.5 µs per add more; ``--client codec`` uses it).
+    costs the client ~1.5 µs per add more; ``--client codec`` uses it, and its frames take
+    the bookie's msgpack path).
     """
 
-    __slots__ = ("_constants", "_ledger_id", "_payload_bytes", "_struct")
+    __slots__ = ("_ledger_id", "_payload")
 
-    def __init__(self, ledger_id: int, payload_bytes: int) -> None:
-        keys = [
-            b"\xa1t\xa9ADD_ENTRY\xa2id\xd3",
-            b"\xa9ledger_id\xd3",
-            b"\xa8entry_id\xd3",
-            b"\xa3lac\xd3",
-            b"\xa7payload\xc6",
-        ]
-        self._constants = keys
-        self._struct = struct.Struct(">IB" + "".join(f"{len(k)}sq" for k in keys[:4]) + f"{len(keys[4])}sI")
-        self._ledger_id, self._payload_bytes = ledger_id, payload_bytes
+    def __init__(self, ledger_id: int, payload: bytes) -> None:
+        self._ledger_id, self._payload = ledger_id, payload
 
     def head(self, request_id: int, entry_id: int, lac: int) -> bytes:
         """Length prefix and map up to the payload's bytes."""
-        k = self._constants
-        body_bytes = self._struct.size - 4 + self._payload_bytes
-        return self._struct.pack(
-            body_bytes,
-            0x86,
-            k[0],
-            request_id,
-            k[1],
-            self._ledger_id,
-            k[2],
-            entry_id,
-            k[3],
-            lac,
-            k[4],
-            self._payload_bytes,
-        )
+        return encode_add_entry(request_id, self._ledger_id, entry_id, lac, False, b"", b"", self._payload)
 
 
 class AddWriter(Connection):
@@ -158,7 +133,7 @@ class AddWriter(Connection):
     ) -> None:
         super().__init__()
         self.ledger_id, self.payload, self.window = ledger_id, payload, window
-        self._template = AddEntryTemplate(ledger_id, len(payload)) if cheap else None
+        self._template = AddEntryTemplate(ledger_id, payload) if cheap else None
         self.rate_per_s, self.entries_max = rate_per_s, entries_max
         self.histogram = LatencyHistogram()
         self.measuring = False
@@ -804,7 +779,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--client",
         choices=["cheap", "codec"],
         default="cheap",
-        help="cheap: ADD_ENTRY frames from a struct template (as hop_ceiling.py's client); "
+        help="cheap: ADD_ENTRY frames as the broker sends them (encode_add_entry); "
         "codec: AddEntry commands through the codec",
     )
     parser.add_argument("--rate", type=float, default=0, help="adds/s per writer; 0 = as fast as acked (default)")
