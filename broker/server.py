@@ -100,15 +100,15 @@ class ProducerHandle:
     """A producer on this connection; also what the topic's stats list as a publisher."""
 
     __slots__ = (
+        "_drained",
         "address",
         "bytes_in",
         "connected_since",
         "connection",
-        "_drained",
         "messages_in",
-        "sends_in_flight",
         "name",
         "producer_id",
+        "sends_in_flight",
         "topic",
     )
 
@@ -121,7 +121,6 @@ class ProducerHandle:
         self.connected_since = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         self.messages_in = 0
         self.bytes_in = 0
-
 
     def drained(self) -> asyncio.Future[None] | None:
         if self.sends_in_flight == 0:

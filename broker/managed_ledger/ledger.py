@@ -46,8 +46,8 @@ import logging
 import random
 import time
 from collections import deque
-from functools import partial
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from minipulsar import diagnostics

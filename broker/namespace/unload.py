@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.topics.base import Consumer
 from minipulsar.broker.topics.consumer import ConsumerConnection
 from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters

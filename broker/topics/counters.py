@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from minipulsar.broker.managed_ledger.position import Position
+    pass
 
 
 class ProducerConnection(Protocol):
