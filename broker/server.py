@@ -100,25 +100,41 @@ class ProducerHandle:
     """A producer on this connection; also what the topic's stats list as a publisher."""
 
     __slots__ = (
+        "_drained",
         "address",
         "bytes_in",
         "connected_since",
         "connection",
-        "last_added",
         "messages_in",
         "name",
         "producer_id",
+        "sends_in_flight",
         "topic",
     )
 
     def __init__(self, producer_id: int, name: str, topic: Topic, address: str, connection: BrokerConnection) -> None:
         self.producer_id, self.name, self.topic, self.address = producer_id, name, topic, address
         self.connection = connection
-        self.last_added: asyncio.Future[Position] | None = None
-        """The latest SEND's add: adds complete in order, so once it is done every earlier one is."""
+        self.sends_in_flight = 0
+        """SENDs of this producer being written (published, not answered yet)."""
+        self._drained: asyncio.Future[None] | None = None
         self.connected_since = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         self.messages_in = 0
         self.bytes_in = 0
+
+    def drained(self) -> asyncio.Future[None] | None:
+        if self.sends_in_flight == 0:
+            return None
+        if self._drained is None:
+            self._drained = asyncio.get_running_loop().create_future()
+        return self._drained
+
+    def send_answered(self) -> None:
+        self.sends_in_flight -= 1
+        if self.sends_in_flight == 0 and self._drained is not None:
+            if not self._drained.done():
+                self._drained.set_result(None)
+            self._drained = None
 
 
 class ConsumerHandle:
@@ -259,26 +275,38 @@ class BrokerConnection(ServerConnection):
         size = len(command.payload)
         producer.messages_in += command.num_messages
         producer.bytes_in += size
+        producer.sends_in_flight += 1
         self._pending_sends += 1
         if self._pending_sends >= self._max_pending_sends:
             self.throttle(PENDING_SENDS)
         self._publish_buffer.add(size)
-        added = producer.topic.publish(
-            command.payload, command.num_messages, producer.name, command.sequence_id, command.highest_sequence_id
+        producer.topic.publish_then(
+            command.payload,
+            command.num_messages,
+            producer.name,
+            command.sequence_id,
+            command.highest_sequence_id,
+            partial(self._send_completed, producer, command.sequence_id, size),
         )
-        producer.last_added = added
-        added.add_done_callback(partial(self._send_completed, command.producer_id, command.sequence_id, size))
 
-    def _send_completed(self, producer_id: int, sequence_id: int, size: int, added: asyncio.Future[Position]) -> None:
+    def _send_completed(
+        self,
+        producer: ProducerHandle,
+        sequence_id: int,
+        size: int,
+        position: Position | None,
+        error: BaseException | None,
+    ) -> None:
+        producer_id = producer.producer_id
+        producer.send_answered()
         self._pending_sends -= 1
         self._publish_buffer.release(size)
         if self._pending_sends <= self._max_pending_sends // 2:
             self.unthrottle(PENDING_SENDS)
-        error = added.exception() if not added.cancelled() else ServiceNotReadyError("the write was cancelled")
-        if error is None:
-            position = added.result()
+        if position is not None:
             self.send_frame(encode_send_receipt(producer_id, sequence_id, position.ledger_id, position.entry_id))
         elif producer_id not in self._detached_producers:  # else: the client resends it elsewhere
+            error = error or ServiceNotReadyError("the write failed without an error")
             code = code_for_error(error)
             if code not in _FAILING_SEND_CODES and producer_id in self.producers:
                 self._failed_producers.add(producer_id)

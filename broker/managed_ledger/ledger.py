@@ -48,6 +48,7 @@ import logging
 import random
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -105,13 +106,18 @@ MAX_ADD_ATTEMPTS = 3
 """Ledgers an add is tried on before its failure reaches the producer."""
 
 
-class OpAddEntry:
-    __slots__ = ("attempts", "close_when_done", "future", "num_messages", "payload")
+AddEntryCallback = Callable[[Position | None, BaseException | None], None]
+"""Told an add's outcome once: ``(position, None)`` or ``(None, error)``."""
 
-    def __init__(self, payload: bytes, num_messages: int, future: asyncio.Future[Position]) -> None:
+
+class OpAddEntry:
+    __slots__ = ("attempts", "callback", "close_when_done", "num_messages", "payload")
+
+    def __init__(self, payload: bytes, num_messages: int, callback: AddEntryCallback) -> None:
         self.payload = payload
         self.num_messages = num_messages
-        self.future = future
+        self.callback: AddEntryCallback | None = callback
+        """Called once with the outcome, then None."""
         self.close_when_done = False
         """The ledger is full: close it once this add (the last issued on it) completes."""
         self.attempts = 0
@@ -337,7 +343,14 @@ class ManagedLedger:
     def add_entry(self, payload: bytes, num_messages: int = 1) -> asyncio.Future[Position]:
         """Append one entry; the future gives its position once durable (Qa bookies)."""
         future: asyncio.Future[Position] = self._loop.create_future()
-        op = OpAddEntry(payload, num_messages, future)
+        self.add_entry_then(payload, num_messages, partial(_settle, future))
+        return future
+
+    def add_entry_then(self, payload: bytes, num_messages: int, callback: AddEntryCallback) -> None:
+        """:meth:`add_entry` for the hot path (no future): ``callback(position, None)`` once the
+        entry is durable — synchronously, in entry order, from the bookie answer that completes
+        it — or ``callback(None, error)`` on a later loop iteration once it failed."""
+        op = OpAddEntry(payload, num_messages, callback)
         state = self.state
         if state is State.LEDGER_OPENED:
             self._initiate(op)
@@ -347,8 +360,8 @@ class ManagedLedger:
             self._queue(op)
             spawn(self._create_ledger(), name=f"{self.name}: create ledger", logger=log)
         else:
-            future.set_exception(ServiceNotReadyError(f"managed ledger {self.name} is {state.value}"))
-        return future
+            op.callback = None
+            self._loop.call_soon(callback, None, ServiceNotReadyError(f"managed ledger {self.name} is {state.value}"))
 
     def _queue(self, op: OpAddEntry) -> None:
         if self._queued is None:
@@ -385,8 +398,10 @@ class ManagedLedger:
         self.entries_added += 1
         if self._should_cache():
             self._ledger_cache.insert(Entry(position, op.payload, op.num_messages))
-        if not op.future.done():
-            op.future.set_result(position)
+        callback = op.callback
+        if callback is not None:
+            op.callback = None
+            callback(position, None)
         self._wake_waiters()
         if op.close_when_done and handle is self._ledgers.current:
             self._start_closing(handle)
@@ -402,8 +417,7 @@ class ManagedLedger:
         version): the managed ledger is then fenced (:meth:`_creation_failed`)."""
         op.attempts += 1
         if op.attempts >= MAX_ADD_ATTEMPTS or self.state in (State.CLOSED, State.FENCED) or handle is self._abandoned:
-            if not op.future.done():
-                op.future.set_exception(error)
+            self._fail_op(op, error)
             # Everything behind it fails with it (the module docstring says why).
             self._abandoned = handle
             self._fail_queued(error if isinstance(error, MiniPulsarError) else PersistenceError(str(error)))
@@ -423,6 +437,14 @@ class ManagedLedger:
             while waiting and self.state is State.LEDGER_OPENED:
                 self._initiate(waiting.popleft())
 
+    def _fail_op(self, op: OpAddEntry, error: BaseException) -> None:
+        """Tell ``op`` it failed, on a later loop iteration (as a failed future would): the
+        failure never runs the caller's code inside the ledger's own state changes."""
+        callback = op.callback
+        if callback is not None:
+            op.callback = None
+            self._loop.call_soon(callback, None, error)
+
     def _fail_queued(self, error: MiniPulsarError) -> None:
         for waiting in (self._retry, self._queued):
             if not waiting:
@@ -430,8 +452,7 @@ class ManagedLedger:
             ops = list(waiting)
             waiting.clear()
             for op in ops:
-                if not op.future.done():
-                    op.future.set_exception(error)
+                self._fail_op(op, error)
 
     # -- rollover -------------------------------------------------------------------------------
 
@@ -805,3 +826,12 @@ def _now_ms() -> int:
 
 
 __all__ = ["ManagedLedger", "ManagedLedgerConfig", "OpAddEntry", "State"]
+
+
+def _settle(future: asyncio.Future[Position], position: Position | None, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None or position is None:
+        future.set_exception(error or PersistenceError("add failed without an error"))
+    else:
+        future.set_result(position)

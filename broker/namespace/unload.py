@@ -28,7 +28,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.topics.base import Consumer
 from minipulsar.broker.topics.consumer import ConsumerConnection
 from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters
@@ -81,17 +80,18 @@ class DetachedClients:
             consumer_connection.send_close_consumer(consumer_id, assigned_broker_url)
 
 
-def detach_clients(topic: UnloadedTopic) -> tuple[DetachedClients, list[asyncio.Future[Position]]]:
-    """Step 1 and 2 for ``topic``; returns the detached clients and the adds still in flight."""
+def detach_clients(topic: UnloadedTopic) -> tuple[DetachedClients, list[asyncio.Future[None]]]:
+    """Step 1 and 2 for ``topic``; returns the detached clients and, per producer with adds
+    still in flight, a future done once they are."""
     detached = DetachedClients()
-    in_flight: list[asyncio.Future[Position]] = []
+    in_flight: list[asyncio.Future[None]] = []
     for producer in list(topic.counters.producers.values()):
         if not producer.connection.detach_producer(producer.producer_id):
             continue
         detached.producers.append((producer.connection, producer.producer_id))
-        last = producer.last_added
-        if last is not None and not last.done():
-            in_flight.append(last)
+        drained = producer.drained()
+        if drained is not None and not drained.done():
+            in_flight.append(drained)
     for subscription in list(topic.subscriptions.values()):
         for consumer in list(subscription.consumers):
             connection = consumer.connection

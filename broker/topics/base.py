@@ -19,8 +19,10 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+from minipulsar.errors import ServiceNotReadyError
 
 if TYPE_CHECKING:
     from minipulsar.broker.dedup import MessageDeduplication
@@ -32,6 +34,20 @@ if TYPE_CHECKING:
     from minipulsar.broker.topics.counters import TopicCounters
     from minipulsar.broker.topics.rates import RateTable
     from minipulsar.topic_name import TopicName
+
+
+PublishCallback = Callable[["Position | None", BaseException | None], None]
+"""Told a published entry's outcome once: ``(position, None)`` or ``(None, error)``."""
+
+
+def future_to_callback(callback: PublishCallback, future: asyncio.Future[Position]) -> None:
+    """Hand a done publish future's outcome to ``callback`` (a cancelled one as a failure)."""
+    if future.cancelled():
+        callback(None, ServiceNotReadyError("the write was cancelled"))
+    elif (error := future.exception()) is not None:
+        callback(None, error)
+    else:
+        callback(future.result(), None)
 
 
 class Consumer(Protocol):
@@ -234,6 +250,19 @@ class Topic(Protocol):
         highest_sequence_id: int = -1,
     ) -> asyncio.Future[Position]:
         """Take one entry (a batch); the future completes with its position, or fails."""
+        ...
+
+    def publish_then(
+        self,
+        payload: bytes,
+        num_messages: int,
+        producer_name: str | None,
+        sequence_id: int,
+        highest_sequence_id: int,
+        callback: PublishCallback,
+    ) -> None:
+        """:meth:`publish` for the hot path: ``callback(position, None)`` or ``callback(None,
+        error)`` once, in the order the entries are stored, without a future where it can."""
         ...
 
     async def subscribe(

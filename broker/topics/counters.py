@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from minipulsar.broker.managed_ledger.position import Position
+    pass
 
 
 class ProducerConnection(Protocol):
@@ -50,9 +50,9 @@ class Publisher(Protocol):
     @property
     def connection(self) -> ProducerConnection: ...
 
-    @property
-    def last_added(self) -> asyncio.Future[Position] | None:
-        """The latest SEND's add: adds complete in order, so once it is done every earlier one is."""
+    def drained(self) -> asyncio.Future[None] | None:
+        """None when none of this producer's SENDs is being written, else a future done once
+        every one that is has been answered (adds complete in order)."""
         ...
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics import topic_stats
-from minipulsar.broker.topics.base import Consumer
+from minipulsar.broker.topics.base import Consumer, PublishCallback
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.rates import RateTable
 from minipulsar.errors import ConsumerBusyError, InvalidCommandError, MiniPulsarError
@@ -178,6 +178,18 @@ class NonPersistentTopic:
         done = self._loop.create_future()
         done.set_result(NON_PERSISTENT_POSITION)
         return done
+
+    def publish_then(
+        self,
+        payload: bytes,
+        num_messages: int,
+        producer_name: str | None,
+        sequence_id: int,
+        highest_sequence_id: int,
+        callback: PublishCallback,
+    ) -> None:
+        self.publish(payload, num_messages, producer_name, sequence_id, highest_sequence_id)
+        callback(NON_PERSISTENT_POSITION, None)
 
     # -- consuming ------------------------------------------------------------------------------
 

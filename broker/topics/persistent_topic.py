@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import Any
 
 from minipulsar.broker.dedup import MessageDeduplication
@@ -22,7 +23,7 @@ from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.topics import topic_stats
-from minipulsar.broker.topics.base import Consumer
+from minipulsar.broker.topics.base import Consumer, PublishCallback, future_to_callback
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.persistent_subscription import EARLIEST, PersistentSubscription, check_sub_type
@@ -105,6 +106,26 @@ class PersistentTopic:
         if dedup is not None and producer_name and sequence_id >= 0:
             dedup.track(producer_name, sequence_id, highest_sequence_id, added)
         return added
+
+    def publish_then(
+        self,
+        payload: bytes,
+        num_messages: int,
+        producer_name: str | None,
+        sequence_id: int,
+        highest_sequence_id: int,
+        callback: PublishCallback,
+    ) -> None:
+        """:meth:`publish` with a callback: straight from the managed ledger's add when
+        deduplication is off (no future per entry), through :meth:`publish`'s future when on."""
+        if self.deduplication is not None:
+            added = self.publish(payload, num_messages, producer_name, sequence_id, highest_sequence_id)
+            added.add_done_callback(partial(future_to_callback, callback))
+            return
+        counters = self.counters
+        counters.messages_in += num_messages
+        counters.bytes_in += len(payload)
+        self.ledger.add_entry_then(payload, num_messages, callback)
 
     # -- consuming ------------------------------------------------------------------------------
 

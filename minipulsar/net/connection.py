@@ -32,7 +32,7 @@ from minipulsar.errors import (
 )
 from minipulsar.net.rpc import RequestTable, ResponseCallback
 from minipulsar.net.writer import CoalescingWriter
-from minipulsar.protocol.codec import CommandDecoder, encode
+from minipulsar.protocol.codec import CommandDecoder, encode_parts
 from minipulsar.protocol.commands import Error, Ping, Pong
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, PIPELINE_CAPACITY
 from minipulsar.protocol.schema import Command, request_id
@@ -219,7 +219,7 @@ class Connection(asyncio.BufferedProtocol):
         transport, writer = self.transport, self.writer
         if transport is None or writer is None or transport.is_closing() or self._discarding:  # not is_open
             return
-        header, body = encode(command)
+        header, body = encode_parts(command)
         writer.write(header, body)
 
     def send_encoded(self, header: bytes, body: bytes) -> None:

@@ -15,7 +15,7 @@ from typing import Protocol
 import msgpack
 
 from minipulsar.errors import MalformedCommandError
-from minipulsar.protocol.commands import AddEntry, AddEntryResponse, Message, SendReceipt
+from minipulsar.protocol.commands import AddEntry, AddEntryResponse, Message, Send, SendReceipt
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, LENGTH, PIPELINE_CAPACITY, FrameDecoder
 from minipulsar.protocol.schema import Command, decode_command
 
@@ -230,6 +230,69 @@ def encode_add_entry(
         return _pack_length(len(body) + len(payload)) + body
 
 
+# SEND (client -> broker) as a fixed header and the payload apart: the map of ``encode(Send(...))``
+# with the payload last, every integer as int64 and the payload as bin 32, so a producer writes
+# its batch with ``writelines`` uncopied and the broker reads the fields with one ``struct``
+# unpack. Any msgpack reader decodes it to the very Send of :func:`encode`.
+_SEND_KEYS = (
+    b"\x86\xa1t\xa4SEND\xabproducer_id\xd3",
+    b"\xabsequence_id\xd3",
+    b"\xacnum_messages\xd3",
+    b"\xb3highest_sequence_id\xd3",
+    b"\xa7payload\xc6",
+)
+_SEND_HEADER = struct.Struct(">I" + "".join(f"{len(key)}sq" for key in _SEND_KEYS[:4]) + f"{len(_SEND_KEYS[4])}sI")
+_SEND_HEADER_BODY_BYTES = _SEND_HEADER.size - LENGTH.size
+"""The body bytes of a SEND before its payload (more than ``_ADD_ENTRY_MIN_BYTES``, which
+:meth:`CommandDecoder.next_command` tests first)."""
+_unpack_send_header = _SEND_HEADER.unpack_from
+
+
+def encode_send(command: Send) -> tuple[bytes, bytes]:
+    """``(length prefix + header, payload)`` of one SEND frame: write both with one
+    ``writelines``; decodes to ``command`` as :func:`encode`'s frame does."""
+    k0, k1, k2, k3, k4 = _SEND_KEYS
+    payload = command.payload
+    size = len(payload)
+    try:
+        header = _SEND_HEADER.pack(
+            _SEND_HEADER_BODY_BYTES + size,
+            k0,
+            command.producer_id,
+            k1,
+            command.sequence_id,
+            k2,
+            command.num_messages,
+            k3,
+            command.highest_sequence_id,
+            k4,
+            size,
+        )
+    except struct.error:  # a value outside int64 (msgpack also has uint64), or not an int: the general path
+        return encode(command)
+    return header, payload
+
+
+def _decode_send(view: memoryview, start: int, end: int) -> Send | None:
+    """The Send in ``view[start:end]`` if it is in :func:`encode_send`'s layout (else None:
+    msgpack decides): the fields with one ``struct`` unpack, the payload with one copy."""
+    _, k0, producer_id, k1, sequence_id, k2, num_messages, k3, highest, k4, size = _unpack_send_header(
+        view, start - LENGTH.size
+    )
+    payload_start = start + _SEND_HEADER_BODY_BYTES
+    if (k0, k1, k2, k3, k4) != _SEND_KEYS or payload_start + size != end:
+        return None
+    return Send(producer_id, sequence_id, bytes(view[payload_start:end]), num_messages, highest)
+
+
+def encode_parts(command: Command) -> tuple[bytes, bytes]:
+    """``(first, second)``: the frame of ``command`` is ``first + second``, written with one
+    ``writelines`` — a SEND in :func:`encode_send`'s layout, any other command as :func:`encode`."""
+    if command.__class__ is Send:
+        return encode_send(command)
+    return encode(command)
+
+
 # SEND_RECEIPT as a fixed layout: the map ``encode(SendReceipt(...))`` sends (same keys, same
 # order), every integer as msgpack int64. The broker sends one per entry.
 _RECEIPT_KEYS = (
@@ -276,9 +339,10 @@ class CommandDecoder:
 
     Bodies are unpacked straight from the frame decoder's buffer (a memoryview slice): the
     only copy of a payload is the ``bytes`` msgpack makes of it. An ADD_ENTRY_RESPONSE in the
-    fixed layout of :func:`encode_add_entry_response` (what our bookies send) is read with one
-    ``struct`` unpack instead, and an ADD_ENTRY in :func:`encode_add_entry`'s layout (what our
-    brokers send) with two; any other encoding goes through msgpack. Both give the very command
+    fixed layout of :func:`encode_add_entry_response` (what our bookies send) and a SEND in
+    :func:`encode_send`'s (what our producers send) are read with one ``struct`` unpack instead,
+    and an ADD_ENTRY in :func:`encode_add_entry`'s layout (what our brokers send) with two; any
+    other encoding goes through msgpack. Both give the very command
     msgpack would have: the short cut only skips the dict.
     """
 
@@ -312,14 +376,21 @@ class CommandDecoder:
             return None
         start, end = span
         view = frames.view
-        if end - start == _ADD_RESPONSE_BODY_BYTES:  # the size of a fixed-layout ADD_ENTRY_RESPONSE
+        length = end - start
+        if length == _ADD_RESPONSE_BODY_BYTES:  # the size of a fixed-layout ADD_ENTRY_RESPONSE
             _, k0, request_id, k1, ledger_id, k2, entry_id = _unpack_add_response(view, start - LENGTH.size)
             if (k0, k1, k2) == _ADD_RESPONSE_KEYS:  # the very map msgpack would decode: skip msgpack
                 return AddEntryResponse(request_id, ledger_id, entry_id)
-        elif end - start > _ADD_ENTRY_MIN_BYTES and view[start + 4] == 0x41:  # {"t": "A…": maybe ADD_ENTRY
-            add = _decode_add_entry(view, start, end)
-            if add is not None:
-                return add
+        elif length > _ADD_ENTRY_MIN_BYTES:  # shorter than either fixed layout below
+            kind = view[start + 4]  # the first letter of "t": {"t": "S…" / "A…"
+            if kind == 0x53 and length >= _SEND_HEADER_BODY_BYTES:  # maybe SEND
+                send = _decode_send(view, start, end)
+                if send is not None:
+                    return send
+            elif kind == 0x41:  # maybe ADD_ENTRY
+                add = _decode_add_entry(view, start, end)
+                if add is not None:
+                    return add
         try:
             wire = _unpackb(view[start:end], raw=False)
         except MSGPACK_ERRORS as exc:

@@ -132,12 +132,16 @@ class FakePublisher:
 
     producer_id: int
     connection: ProducerConnection
-    last_added: asyncio.Future[Position] | None = None
+    in_flight: asyncio.Future[Any] | None = None
+    """What :meth:`drained` gives: the producer's sends still being written."""
     name: str = "p"
     address: str = "127.0.0.1:40000"
     connected_since: str = "2024-01-01T00:00:00.000+00:00"
     messages_in: int = 0
     bytes_in: int = 0
+
+    def drained(self) -> asyncio.Future[Any] | None:
+        return self.in_flight
 
 
 def make_consumer(

@@ -1,7 +1,7 @@
-"""Frames the hot paths pack by hand (ADD_ENTRY with its payload sent as a separate buffer,
-SEND_RECEIPT) decode to the very command the codec would have sent, at the edges of int64 and
+"""Frames the hot paths pack by hand (ADD_ENTRY and SEND with their payloads sent as separate
+buffers, SEND_RECEIPT) decode to the very command the codec would have sent, at the edges of int64 and
 beyond (the general path); the decoder's short cut for a fixed-layout ADD_ENTRY_RESPONSE gives
-the command msgpack would have."""
+the command msgpack would have, and so do its short cuts for ADD_ENTRY and SEND."""
 
 from __future__ import annotations
 
@@ -11,12 +11,15 @@ from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol.codec import (
     CommandDecoder,
     decode_body,
+    encode,
     encode_add_entry,
     encode_add_entry_response,
     encode_bytes,
+    encode_parts,
+    encode_send,
     encode_send_receipt,
 )
-from minipulsar.protocol.commands import AddEntry, AddEntryResponse, SendReceipt
+from minipulsar.protocol.commands import AddEntry, AddEntryResponse, Ping, Send, SendReceipt
 
 INT64_MAX = (1 << 63) - 1
 EDGES = [0, 1, -1, INT64_MAX, -(1 << 63), 1 << 63, (1 << 64) - 1]
@@ -99,4 +102,47 @@ def test_an_add_entry_whose_payload_length_disagrees_with_its_frame_goes_through
     decoder = CommandDecoder()
     decoder.feed(bytes(frame))
     with pytest.raises(MalformedCommandError):
+        decoder.next_command()
+
+
+@pytest.mark.parametrize("value", EDGES)
+@pytest.mark.parametrize("payload", [b"", b"p", bytes(range(256)) * 4])
+def test_the_decoder_reads_sends_of_either_encoding_alike(value: int, payload: bytes) -> None:
+    expected = Send(producer_id=value, sequence_id=value, payload=payload, num_messages=value, highest_sequence_id=-1)
+    header, body = encode_send(expected)
+    assert decode_body((header + body)[4:]) == expected
+    decoder = CommandDecoder()
+    for frame in (header + body, encode_bytes(expected)):
+        for i in range(len(frame)):  # byte by byte: the short cut only ever sees whole frames
+            decoder.feed(frame[i : i + 1])
+            command = decoder.next_command()
+            assert command is None or (i == len(frame) - 1 and command == expected)
+        decoder.compact()
+
+
+def test_encode_parts_packs_a_send_by_hand_and_anything_else_as_encode() -> None:
+    send = Send(producer_id=1, sequence_id=2, payload=b"data")
+    header, body = encode_parts(send)
+    assert body is send.payload  # the payload goes to the socket uncopied
+    assert decode_body((header + body)[4:]) == send
+    assert encode_parts(Ping()) == encode(Ping())
+
+
+def test_a_send_whose_payload_length_disagrees_with_its_frame_goes_through_msgpack() -> None:
+    header, body = encode_send(Send(producer_id=1, sequence_id=2, payload=b"abc"))
+    frame = bytearray(header + body)
+    frame[len(frame) - 3 - 1] = 4  # the bin32 length (its last byte) says 4 bytes; the frame holds 3
+    decoder = CommandDecoder()
+    decoder.feed(bytes(frame))
+    with pytest.raises(MalformedCommandError):
+        decoder.next_command()
+
+
+def test_a_send_with_other_keys_goes_through_msgpack() -> None:
+    header, body = encode_send(Send(producer_id=1, sequence_id=2, payload=b"abc"))
+    frame = bytearray(header + body)
+    frame[frame.index(b"producer_id")] = ord("P")  # same size, another key: not the fixed layout
+    decoder = CommandDecoder()
+    decoder.feed(bytes(frame))
+    with pytest.raises(MalformedCommandError, match="producer_id"):
         decoder.next_command()
