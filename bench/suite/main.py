@@ -278,14 +278,27 @@ def _plain(profile: Profile) -> dict[str, Any]:
 
 async def run_until_signalled(args: argparse.Namespace) -> int:
     """:func:`run`, cancelled by SIGTERM as by SIGINT (asyncio.Runner's own handler): either
-    way every ``finally`` on the way out runs — servers stopped, their temp dirs removed."""
+    way every ``finally`` on the way out runs — servers stopped, their temp dirs removed.
+
+    A cancellation can be lost on the way (CPython 3.11's ``wait_for`` swallows one that
+    arrives as its inner await completes); a run that returns after a SIGTERM is still an
+    interrupted run, as asyncio.Runner treats a SIGINT."""
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
     assert task is not None
-    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    signalled = []
+
+    def on_sigterm() -> None:
+        signalled.append(signal.SIGTERM)
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
-        return await run(args)
+        code = await run(args)
     finally:
         loop.remove_signal_handler(signal.SIGTERM)
+    if signalled:
+        raise asyncio.CancelledError
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

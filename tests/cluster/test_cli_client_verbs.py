@@ -109,8 +109,9 @@ def test_properties_are_key_value_pairs_repeated_or_comma_separated() -> None:
 
 
 def test_a_message_prints_as_pulsar_client_prints_it() -> None:
-    message = make_message("persistent://public/default/t", 1, 2, data=b"hello")
-    message._key, message._properties = "k1", {"a": "1", "b": "2"}
+    message = make_message(
+        "persistent://public/default/t", 1, 2, data=b"hello", key="k1", properties={"a": "1", "b": "2"}
+    )
     assert format_message(message) == "----- got message -----\nkey:[k1], properties:[a=1, b=2], content:hello"
     assert format_message(message, hide_content=True) == "----- got message -----\nkey:[k1], properties:[a=1, b=2]"
     assert format_message(message, hex_dump=True).endswith(

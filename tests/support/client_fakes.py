@@ -11,13 +11,22 @@ from minipulsar.client.message import Message
 from minipulsar.client.message_id import MessageId
 
 
-def make_message(topic: str, ledger_id: int, entry_id: int, batch_index: int = -1, data: bytes = b"") -> Message:
+def make_message(
+    topic: str,
+    ledger_id: int,
+    entry_id: int,
+    batch_index: int = -1,
+    data: bytes = b"",
+    *,
+    key: str | None = None,
+    properties: dict[str, str] | None = None,
+) -> Message:
     return Message(
         data or f"{ledger_id}:{entry_id}:{batch_index}".encode(),
         MessageId(-1, ledger_id, entry_id, batch_index),
         topic,
-        properties=None,
-        partition_key=None,
+        properties=properties,
+        partition_key=key,
         publish_timestamp=0,
         event_timestamp=0,
         redelivery_count=0,
