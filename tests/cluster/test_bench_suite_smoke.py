@@ -116,6 +116,10 @@ def test_peers_rows_are_measured_alike_with_a_consumer_beside_each_producer(tmp_
         assert 0 < row["end_to_end_latency"]["count"] <= row["received"], "perf consume's end-to-end latency"
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_run_leaves_no_process_and_no_directory(tmp_path: Path, signum: int) -> None:
     """Goal: SIGINT or SIGTERM in the middle of a measured run stops every server the bench
@@ -140,6 +144,9 @@ def test_an_interrupted_run_leaves_no_process_and_no_directory(tmp_path: Path, s
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # a shell's background job (CI started with `&`) hands its children SIGINT ignored, and
+        # Python then keeps ignoring it: give the bench the default disposition a terminal has
+        preexec_fn=_default_sigint,  # noqa: PLW1509 -- one signal() call between fork and exec, no lock taken
     )
     try:
         assert bench.stderr is not None
