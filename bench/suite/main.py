@@ -277,27 +277,25 @@ def _plain(profile: Profile) -> dict[str, Any]:
 
 
 async def run_until_signalled(args: argparse.Namespace) -> int:
-    """:func:`run`, cancelled by SIGTERM as by SIGINT: either way every ``finally`` on the way
-    out runs — servers stopped, their temp dirs removed.
+    """:func:`run`, cancelled by SIGTERM as by SIGINT (asyncio.Runner's own handler): either
+    way every ``finally`` on the way out runs — servers stopped, their temp dirs removed.
 
-    SIGTERM gets a plain ``signal.signal`` handler, as asyncio.Runner gives SIGINT (not the
-    loop's ``add_signal_handler``: under the full suite a SIGTERM handled that way was seen to
-    leave a run going to its end). A cancellation can also be lost on the way (CPython 3.11's
-    ``wait_for`` swallows one that arrives as its inner await completes): a run that returns
-    after a SIGTERM is still an interrupted run."""
+    A cancellation can be lost on the way (CPython 3.11's ``wait_for`` swallows one that
+    arrives as its inner await completes); a run that returns after a SIGTERM is still an
+    interrupted run, as asyncio.Runner treats a SIGINT."""
     loop, task = asyncio.get_running_loop(), asyncio.current_task()
     assert task is not None
-    signalled: list[int] = []
+    signalled = []
 
-    def on_sigterm(signum: int, _frame: object) -> None:
-        signalled.append(signum)
-        loop.call_soon_threadsafe(task.cancel)
+    def on_sigterm() -> None:
+        signalled.append(signal.SIGTERM)
+        task.cancel()
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         code = await run(args)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        loop.remove_signal_handler(signal.SIGTERM)
     if signalled:
         raise asyncio.CancelledError
     return code
