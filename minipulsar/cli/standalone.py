@@ -60,6 +60,7 @@ from minipulsar.cli.supervisor import (
 )
 from minipulsar.config import parse_config_text
 from minipulsar.errors import ConfigError
+from minipulsar.metadata.zk_url import LEDGERS_ROOT, parse_zookeeper_url
 
 log = logging.getLogger("minipulsar.standalone")
 
@@ -469,15 +470,14 @@ def bookie_metadata_url(url: str) -> str:
 
     Pulsar's ``zk:h1:p1,h2:p2/chroot`` (or ``zk://``) is BookKeeper's
     ``zk+hierarchical://h1:p1;h2:p2/chroot/ledgers``: the same servers and chroot, with the
-    ledgers root BookKeeper names in the path (both forms open the same store; docs/design.md §4.1).
+    ledgers root BookKeeper names in the path (both open the same store: ``minipulsar.metadata.zk_url``).
     Any other URL is given as it is.
     """
     if not url.startswith("zk:"):
         return url
-    rest = url.removeprefix("zk:").removeprefix("//")
-    servers, _, chroot = rest.partition("/")
-    chroot = f"/{chroot.strip('/')}" if chroot.strip("/") else ""
-    return f"zk+hierarchical://{servers.replace(',', ';')}{chroot}/ledgers"
+    parsed = parse_zookeeper_url(url)
+    servers = ";".join(f"{host}:{port}" for host, port in parsed.servers)
+    return f"zk+hierarchical://{servers}{parsed.chroot}{LEDGERS_ROOT}"
 
 
 def bookie_args(plan: StandalonePlan, slot: BookieSlot, metadata_url: str, opts: ChildOptions) -> list[str]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minipulsar.errors import ConfigError
+from minipulsar.metadata.zk_url import parse_zookeeper_url
 
 log = logging.getLogger("minipulsar.standalone")
 
@@ -312,22 +313,19 @@ def make_plan(
     return plan
 
 
-EXTERNAL_SCHEMES = ("zk:", "metastore://")
-"""URL prefixes a metadata store shared by separate processes has (``zk:`` covers Pulsar's
-``zk://`` too); ``memory://`` is one process's own store."""
-
-
 def check_external_metadata_url(url: str) -> None:
-    """Refuse, before anything starts, a URL the children could not share.
+    """Refuse, before anything starts, a URL the children could not share or would not parse.
 
-    The children parse the URL themselves (their errors name what is wrong with its hosts or
-    ports); here only the scheme is checked: ``memory://`` would give every child a store of its
-    own, and another scheme is better refused by the command line than by the first child.
+    ``memory://`` would give every child a store of its own. A ZooKeeper URL is parsed here as
+    its children will parse it; a ``metastore://`` one only by its scheme (its children name
+    what is wrong with its host or port).
 
     Raises:
-        ConfigError: not a ZooKeeper or metastore URL.
+        ConfigError: not a ZooKeeper URL (Pulsar's ``zk:`` form) that parses, nor a metastore URL.
     """
-    if not url.startswith(EXTERNAL_SCHEMES) or url in EXTERNAL_SCHEMES:
+    if url.startswith("zk:"):
+        parse_zookeeper_url(url)  # InvalidZooKeeperUrl is a ConfigError naming the fault
+    elif not url.startswith("metastore://") or url == "metastore://":
         raise ConfigError(
             f"--metadata-url {url!r}: expected zk:host:port[,host:port][/chroot] (ZooKeeper) or "
             "metastore://host:port (a metastore started on its own)"

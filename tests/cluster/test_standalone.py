@@ -34,6 +34,7 @@ from minipulsar.metadata import open_metadata_store
 from tests.support.cli import run_cli
 from tests.support.process import ServerProcess, started, wait_for
 from tests.support.servers import metastore_process
+from tests.support.zookeeper import ZooKeeperEnsemble, skip_unless_zookeeper
 
 GONE_TIMEOUT_S = 20.0
 
@@ -420,12 +421,22 @@ async def test_produce_then_consume_ten_messages_with_the_cli_verbs(standalone: 
 # --metadata-url: the cluster on a metadata store it did not start.
 
 
-@pytest_asyncio.fixture(params=["metastore"])
+@pytest_asyncio.fixture(params=["metastore", "zookeeper"])
 async def external_metadata_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
-    """The URL of a metadata store running on its own: a metastore process."""
-    metastore = metastore_process(tmp_path / "external")
-    async with started(metastore):
-        yield metastore.url
+    """The URL of a metadata store running on its own: a metastore process, or a ZooKeeper server
+    (Pulsar's URL with a chroot, so the bookies' URL carries one too)."""
+    if request.param == "metastore":
+        metastore = metastore_process(tmp_path / "external")
+        async with started(metastore):
+            yield metastore.url
+        return
+    skip_unless_zookeeper()
+    zookeeper = ZooKeeperEnsemble(tmp_path / "zookeeper", nodes=1)
+    try:
+        await asyncio.to_thread(zookeeper.start)
+        yield f"{zookeeper.url}/standalone"
+    finally:
+        await asyncio.to_thread(zookeeper.stop)
 
 
 async def test_metadata_url_puts_the_cluster_on_an_external_store_and_starts_no_metastore(

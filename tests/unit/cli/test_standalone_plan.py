@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -173,9 +174,17 @@ def test_plan_with_an_external_store_runs_no_metastore_and_binds_no_metastore_po
     assert make_plan(data_dir=tmp_path, bookie_count=1).runs_metastore
 
 
-@pytest.mark.parametrize("url", ["memory://shared", "http://127.0.0.1:2181", "127.0.0.1:2181", "zk:", "metastore://"])
+@pytest.mark.parametrize(
+    "url", ["memory://shared", "http://127.0.0.1:2181", "127.0.0.1:2181", "metastore://", "zk+null://h:2181/ledgers"]
+)
 def test_a_metadata_url_separate_processes_cannot_share_is_refused(tmp_path: Path, url: str) -> None:
     with pytest.raises(ConfigError, match=r"--metadata-url .*expected zk:host:port"):
+        make_plan(data_dir=tmp_path, bookie_count=1, metadata_url=url)
+
+
+@pytest.mark.parametrize("url", ["zk:", "zk:h:port", "zk:h:2181//x"])
+def test_a_zookeeper_url_that_does_not_parse_is_refused_before_anything_starts(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(repr(url))):
         make_plan(data_dir=tmp_path, bookie_count=1, metadata_url=url)
 
 
@@ -214,6 +223,7 @@ def test_state_keeps_the_metadata_url_and_a_file_without_it_means_the_own_metast
         ("zk:h1:2181,h2:2182,h3:2183", "zk+hierarchical://h1:2181;h2:2182;h3:2183/ledgers"),
         ("zk://h1:2181,h2:2181/pulsar/one/", "zk+hierarchical://h1:2181;h2:2181/pulsar/one/ledgers"),
         ("zk:h1:2181/", "zk+hierarchical://h1:2181/ledgers"),
+        ("zk:h1", "zk+hierarchical://h1:2181/ledgers"),
         ("metastore://127.0.0.1:6680", "metastore://127.0.0.1:6680"),
     ],
 )
