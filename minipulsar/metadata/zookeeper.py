@@ -333,7 +333,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         while True:
             await self._wait_connected(deadline, args[0])
             try:
-                return await asyncio.wait_for(self._bridge(call(*args)), max(deadline - time.monotonic(), 0.001))
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                    return await self._bridge(call(*args))
             except TimeoutError as error:
                 raise RequestTimeoutError(
                     f"ZooKeeper {self.url}: {args[0]} not answered within {self.operation_timeout_s}s"
