@@ -159,3 +159,15 @@ async def test_listeners_run_on_the_stores_loop_not_on_kazoos_threads(
     await store.put("/threads/key", b"again")
     await wait_for(lambda: len(threads) > 0, 5)
     assert threads == {threading.get_ident()}
+
+
+async def test_a_watch_added_before_start_is_registered_by_start(zookeeper: ZooKeeperEnsemble) -> None:
+    store = ZooKeeperMetadataStore(parse_zookeeper_url(zookeeper.url))
+    seen: list[Notification] = []
+    store.watch("/early", seen.append)
+    await store.start()
+    try:
+        await store.put("/early/key", b"")
+        await wait_for(lambda: Notification("/early/key", NotificationType.CREATED) in seen, 5, message=f"{seen}")
+    finally:
+        await store.close()
