@@ -199,7 +199,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         for prefix in {prefix for prefix, _ in self._watches}:  # watches added before the start
             self._add_watch(prefix)
         if self.chroot:
-            await self._create_parents(self.chroot + "/")
+            await self._create_path(self.chroot)
 
     # -- MetadataStore --------------------------------------------------------------------------
 
@@ -319,11 +319,12 @@ class ZooKeeperMetadataStore(MetadataStore):
             except kz.NoChildrenForEphemeralsError as error:
                 raise InvalidCommandError(f"{path}: an ephemeral key cannot have children") from error
             except kz.NoNodeError:
-                await self._create_parents(full)
+                await self._create_path(parent_of(full))
 
-    async def _create_parents(self, full: str) -> None:
-        """Create every missing ancestor of ``full`` (a chrooted path) as an empty persistent znode."""
-        parts = full.strip("/").split("/")[:-1]
+    async def _create_path(self, full: str) -> None:
+        """Create ``full`` (a chrooted path) and its ancestors where missing, as empty
+        persistent znodes."""
+        parts = full.strip("/").split("/") if full != "/" else []
         for depth in range(1, len(parts) + 1):
             try:
                 await self._request(self._client.create_async, "/" + "/".join(parts[:depth]), b"", harmless=True)

@@ -19,6 +19,7 @@ async def test_both_url_forms_share_one_chroot(zookeeper: ZooKeeperEnsemble) -> 
     bookkeeper = await open_metadata_store(f"zk+hierarchical://{servers.replace(',', ';')}/cluster-a/ledgers")
     whole = await open_metadata_store(zookeeper.url)
     try:
+        assert (await whole.get("/cluster-a")).value == b""  # the first store created its chroot
         seen: list[Notification] = []
         pulsar.watch("/ledgers", seen.append)
         await pulsar.get("/ledgers")
