@@ -271,3 +271,11 @@ def test_both_files_run_the_same_bookies_and_broker_but_for_the_metadata_url() -
         assert ours == theirs, name
         for key in ("volumes", "ports", "healthcheck", "build", "image", "stop_grace_period"):
             assert service.get(key) == default[name].get(key), (name, key)
+
+
+def test_both_builders_leave_the_venv_data_and_caches_out_of_the_context() -> None:
+    """BuildKit reads docker/Dockerfile.dockerignore; the legacy builder (docker-compose v1) only
+    the context's .dockerignore, which must be the same file."""
+    ignored = (ROOT / "docker" / "Dockerfile.dockerignore").read_text().split()
+    assert {".venv", "data", ".mypy_cache"} <= set(ignored)
+    assert (ROOT / ".dockerignore").resolve() == (ROOT / "docker" / "Dockerfile.dockerignore").resolve()
