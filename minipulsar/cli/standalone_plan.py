@@ -20,7 +20,7 @@ Brokers keep nothing on disk, so they need no saved identity: broker i listens o
 ``--broker-port`` + i and ``--web-port`` + i (or any free ports when those are 0).
 
 Metadata: the launcher's own metastore (``metadata_url`` None), or an external store named by
-``--metadata-url`` (ZooKeeper's ``zk:host:port[,host:port][/chroot]``, or ``metastore://host:port``),
+``--metadata-url`` (a ZooKeeper ensemble, ``zk:host:port[,host:port][/chroot]``, or ``metastore://host:port``),
 which every bookie and broker is given and no metastore child is started for. Invariant: one
 data dir belongs to one metadata store. Its bookies hold ledgers whose metadata (ensembles, last
 entry, the topics naming them) lives in that store: started on another store, a bookie's garbage
