@@ -138,8 +138,20 @@ class ComposeProject:
         assert result.returncode == 0, f"compose up failed:\n{result.stderr[-3000:]}"
 
     def minipulsar(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """``minipulsar ARGS`` in a one-off container of the broker's service, in the project's network."""
-        return self.compose("run", "--rm", "--no-deps", "-T", "broker", *args)
+        """``minipulsar ARGS`` in the broker's container, in the project's network (not in a
+        container of its own: a new container may take the address of one just killed, which
+        would then refuse connections instead of swallowing them)."""
+        return self.compose("exec", "-T", "broker", "minipulsar", *args)
+
+    def zookeeper_mode(self, service: str) -> str | None:
+        """What ``srvr`` says of ZooKeeper node ``service``: ``leader``, ``follower``, ``standalone``,
+        or None when it does not serve."""
+        probe = "exec 3<>/dev/tcp/127.0.0.1/2181 && printf srvr >&3 && cat <&3"
+        result = self.compose("exec", "-T", service, "bash", "-c", probe, timeout_s=60)
+        modes = [
+            line.removeprefix("Mode: ").strip() for line in result.stdout.splitlines() if line.startswith("Mode: ")
+        ]
+        return modes[0] if modes else None
 
     def logs(self, service: str | None = None) -> list[str]:
         """Every line the services logged, without compose's ``name |`` prefix."""
