@@ -26,7 +26,7 @@ TOPIC = "persistent://public/default/zk-failover"
 MESSAGES, WINDOW, KILL_AFTER = 1500, 50, 500
 
 
-async def registrations(url: str) -> tuple[list[str], list[str]]:
+async def bookie_and_broker_registrations(url: str) -> tuple[list[str], list[str]]:
     store = await open_metadata_store(url)
     try:
         bookies = [name for name in await store.children("/ledgers/available") if name != "readonly"]
@@ -38,7 +38,7 @@ async def registrations(url: str) -> tuple[list[str], list[str]]:
 async def test_killing_the_zookeeper_leader_loses_nothing_and_keeps_registrations(cluster: ProcessCluster) -> None:
     assert cluster.zookeeper is not None
     ensemble, url = cluster.zookeeper, cluster.zookeeper.url
-    before = await registrations(url)
+    before = await bookie_and_broker_registrations(url)
     assert before == (sorted(b.address for b in cluster.bookies), [cluster.broker_id()])
     received: set[bytes] = set()
     acked: set[bytes] = set()
@@ -83,4 +83,4 @@ async def test_killing_the_zookeeper_leader_loses_nothing_and_keeps_registration
     assert len(sent) >= MESSAGES - WINDOW, f"only {len(sent)} of {MESSAGES} sends were acknowledged"
     assert delivered_after_ack == []
     print(f"acknowledgements that failed during the failover: {len(failed_acks)} {failed_acks[:1]}")
-    assert await registrations(url) == before
+    assert await bookie_and_broker_registrations(url) == before
