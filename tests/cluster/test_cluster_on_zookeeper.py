@@ -10,28 +10,18 @@ the topic back from the earliest. Read the bookies' registrations and the audito
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest_asyncio
 
 from minipulsar import Client
 from minipulsar.bookkeeper.replication.auditor_elector import who_is_auditor
 from minipulsar.bookkeeper.replication.paths import ELECTION_PATH
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import ProcessCluster, make_cluster
+from tests.support.cluster import ProcessCluster
 from tests.support.consume import consume_all
+from tests.support.fixtures import cluster_fixture
 from tests.support.process import wait_for
-from tests.support.zookeeper import ZooKeeperEnsemble, zookeeper_fixture
 
-zookeeper = zookeeper_fixture()
+cluster = cluster_fixture(bookies=2, zookeeper_nodes=1)
 TOPIC = "persistent://public/default/on-zookeeper"
-
-
-@pytest_asyncio.fixture
-async def zk_cluster(tmp_path: Path, zookeeper: ZooKeeperEnsemble) -> AsyncIterator[ProcessCluster]:
-    async with make_cluster(tmp_path, bookies=2, zookeeper=zookeeper) as cluster:
-        yield cluster
 
 
 async def send(service_url: str, first: int, count: int) -> None:
@@ -62,18 +52,17 @@ async def one_auditor_of_two_votes(url: str, cluster: ProcessCluster) -> bool:
         await store.close()
 
 
-async def test_produce_and_consume_across_a_bookie_and_a_broker_restart(
-    zk_cluster: ProcessCluster, zookeeper: ZooKeeperEnsemble
-) -> None:
-    assert zk_cluster.metastore is None
-    assert await all_registered(zookeeper.url, zk_cluster)
-    await wait_for(lambda: one_auditor_of_two_votes(zookeeper.url, zk_cluster), 10, message="no auditor election")
-    await send(zk_cluster.service_url, 0, 400)
-    await zk_cluster.restart_bookie(0)
-    await wait_for(lambda: all_registered(zookeeper.url, zk_cluster), 10, message="the bookie did not register again")
-    await wait_for(lambda: one_auditor_of_two_votes(zookeeper.url, zk_cluster), 10, message="no auditor election")
-    await send(zk_cluster.service_url, 400, 300)
-    await zk_cluster.restart_broker()
-    await send(zk_cluster.service_url, 700, 300)
-    got = await consume_all(zk_cluster.service_url, TOPIC, 1000)
+async def test_produce_and_consume_across_a_bookie_and_a_broker_restart(cluster: ProcessCluster) -> None:
+    assert cluster.metastore is None and cluster.zookeeper is not None
+    url = cluster.zookeeper.url
+    assert await all_registered(url, cluster)
+    await wait_for(lambda: one_auditor_of_two_votes(url, cluster), 10, message="no auditor election")
+    await send(cluster.service_url, 0, 400)
+    await cluster.restart_bookie(0)
+    await wait_for(lambda: all_registered(url, cluster), 10, message="the bookie did not register again")
+    await wait_for(lambda: one_auditor_of_two_votes(url, cluster), 10, message="no auditor election")
+    await send(cluster.service_url, 400, 300)
+    await cluster.restart_broker()
+    await send(cluster.service_url, 700, 300)
+    got = await consume_all(cluster.service_url, TOPIC, 1000)
     assert got == [f"m-{i}".encode() for i in range(1000)]

@@ -2,7 +2,8 @@
 
 - ``make_cluster(..., zookeeper=zk)`` runs it on a ZooKeeper ensemble
   (:class:`tests.support.zookeeper.ZooKeeperEnsemble`, started and stopped by its owner)
-  instead of a metastore: brokers get Pulsar's ``zk:h:p,…`` URL, bookies BookKeeper's
+  instead of a metastore, ``make_cluster(..., zookeeper_nodes=3)`` on one of its own:
+  brokers get Pulsar's ``zk:h:p,…`` URL, bookies BookKeeper's
   ``zk+hierarchical://h:p;…/ledgers``, so both forms run.
 
 - Each server is a separate ``minipulsar`` process on 127.0.0.1 with port 0, its own dirs under
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from tests.support.process import ServerProcess
 from tests.support.servers import bookie_process, metastore_process, set_flags
-from tests.support.zookeeper import ZooKeeperEnsemble
+from tests.support.zookeeper import ZooKeeperEnsemble, skip_unless_zookeeper
 
 CLUSTER_BOOKIE_DEFAULTS: Mapping[str, object] = {"zkTimeout": 2000}
 """A cluster bookie's settings unless ``bookie_settings`` say otherwise (the benchmarks run
@@ -230,6 +231,7 @@ async def make_cluster(
     ledger_root: Path | None = None,
     bookie_env: Mapping[int, dict[str, str]] | None = None,
     zookeeper: ZooKeeperEnsemble | None = None,
+    zookeeper_nodes: int = 0,
 ) -> AsyncIterator[ProcessCluster]:
     """A started cluster under ``root``, stopped when the context exits.
 
@@ -237,7 +239,30 @@ async def make_cluster(
         bookies, brokers: how many of each (brokers may be 0: a metastore and bookies only).
         broker_settings, bookie_settings, journal_root, ledger_root, bookie_env, zookeeper: see
             :class:`ProcessCluster`.
+        zookeeper_nodes: without ``zookeeper``, run on an ensemble of this many nodes started
+            (under ``root/zookeeper``) and stopped with the cluster; the test is skipped, with
+            the reason, where ZooKeeper cannot run.
     """
+    if zookeeper is None and zookeeper_nodes:
+        skip_unless_zookeeper()
+        ensemble = ZooKeeperEnsemble(root / "zookeeper", zookeeper_nodes)
+        await asyncio.to_thread(ensemble.start)
+        try:
+            async with make_cluster(
+                root,
+                bookies=bookies,
+                brokers=brokers,
+                broker_settings=broker_settings,
+                bookie_settings=bookie_settings,
+                journal_root=journal_root,
+                ledger_root=ledger_root,
+                bookie_env=bookie_env,
+                zookeeper=ensemble,
+            ) as cluster:
+                yield cluster
+        finally:
+            await asyncio.to_thread(ensemble.stop)
+        return
     cluster = ProcessCluster(
         root,
         bookies,
