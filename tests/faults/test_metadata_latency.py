@@ -166,7 +166,7 @@ async def test_metadata_latency_costs_time_not_data(tmp_path: Path, delay_ms: in
     print(
         f"\nmetadata delay {delay_ms} ms one-way: lookups of new topics "
         f"{', '.join(f'{s * 1000:.0f}' for s in lookup_s)} ms "
-        f"({metadata_calls(before, after_lookups) / LOOKUPS:.1f} metadata calls each); "
+        f"({metadata_calls(before, after_lookups) / LOOKUPS:.1f} metadata calls per lookup, background ones included); "
         f"consumer created in {consumer_s * 1000:.0f} ms, "
         f"producer in {producer_s * 1000:.0f} ms; {len(acked)}/{MESSAGES} sends acked, "
         f"p50 {percentile(send_s, 0.5) * 1000:.1f} ms, p99 {percentile(send_s, 0.99) * 1000:.1f} ms; "
