@@ -11,6 +11,10 @@ The wrapper is transparent to callers:
 - ``watch`` wraps each listener to count notifications; a notification heard by several
   listeners is counted once (backends hand one object to every matching listener in a row);
 - session events are counted by one listener of its own, registered when wrapping;
+- a method the interface implements on top of the primitives (``delete_recursive``, and
+  any added later) runs the backend's own version when the backend overrides it (a native
+  implementation, e.g. ZooKeeper's sequential znodes), timed as :data:`DERIVED_TYPES` says;
+  otherwise the interface's version runs on the wrapper, so each primitive call is counted;
 - any other attribute (``session_id``, ``suspend_keepalive``, ``expire_session``, ``url``)
   is the backend's, and :attr:`backend` is the backend itself (for ``isinstance``).
 
@@ -20,6 +24,8 @@ per call: about 1.4 µs per ``get`` on the memory store (1.3 µs bare, 2.7 µs w
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -39,6 +45,22 @@ T = TypeVar("T")
 
 _perf_counter = time.perf_counter
 
+DERIVED_TYPES = {"create_sequential": "put", "delete_recursive": "del"}
+"""The ``type`` label of a derived method a backend implements natively (one timed call)."""
+
+
+def _derived_methods() -> list[str]:
+    """Public coroutine methods :class:`MetadataStore` implements itself (not the primitives)."""
+    primitives = {"get", "put", "delete", "children", "exists"}
+    return [
+        name
+        for name, member in vars(MetadataStore).items()
+        if not name.startswith("_")
+        and name not in primitives
+        and inspect.iscoroutinefunction(member)
+        and not getattr(member, "__isabstractmethod__", False)
+    ]
+
 
 class InstrumentedMetadataStore(MetadataStore):
     """A :class:`MetadataStore` that times and counts the calls of the one it wraps."""
@@ -50,6 +72,9 @@ class InstrumentedMetadataStore(MetadataStore):
         self._ok, self._failed = stats.ok, stats.failed
         self._last_notification: Notification | None = None
         backend.add_session_listener(self._session_event)
+        for name in _DERIVED:
+            if getattr(type(backend), name) is not getattr(MetadataStore, name):  # the backend's own
+                setattr(self, name, functools.partial(self._forward, name))
 
     @property
     def backend(self) -> MetadataStore:
@@ -112,5 +137,13 @@ class InstrumentedMetadataStore(MetadataStore):
         self._ok[op].observe((_perf_counter() - start) * 1000)
         return result
 
+    async def _forward(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        call = getattr(self._backend, name)(*args, **kwargs)
+        op = DERIVED_TYPES.get(name)
+        return await (call if op is None else self._timed(op, call))
+
     def _session_event(self, event: SessionEvent) -> None:
         self.stats.session_events[event].inc()
+
+
+_DERIVED = _derived_methods()

@@ -99,3 +99,28 @@ async def test_open_metadata_store_instruments_every_store_as_metadata_store() -
     await store.get("/x")
     assert ops("metadata-store", "get") == before + 1
     await store.close()
+
+
+class NativeRecursiveDelete(MemoryMetadataStore):
+    """A backend with its own delete_recursive (as ZooKeeper's could be)."""
+
+    called: list[str]
+
+    async def delete_recursive(self, path: str) -> None:
+        self.called = [*getattr(self, "called", []), path]
+        await super().delete_recursive(path)
+
+
+async def test_a_backends_own_derived_method_runs_and_is_timed_once(name: str) -> None:
+    backend = NativeRecursiveDelete()
+    store = InstrumentedMetadataStore(backend, name)
+    await store.put("/t/a/b", b"")
+    await store.delete_recursive("/t")
+    assert backend.called[0] == "/t" and await store.get("/t") is None
+    assert ops(name, "del") == 1  # the backend's one call, not its inner deletes
+    plain = InstrumentedMetadataStore(MemoryMetadataStore(), f"{name}-plain")
+    await plain.put("/t/a/b", b"")
+    await plain.delete_recursive("/t")
+    assert ops(f"{name}-plain", "del") == 3  # the interface's version: each delete counted
+    for each in (store, plain):
+        await each.close()
