@@ -37,6 +37,7 @@ from minipulsar.cli.common import setup_logging
 from minipulsar.cli.standalone_plan import (
     DEFAULT_BOOKIE_HTTP_PORT,
     DEFAULT_BROKER_PORT,
+    DEFAULT_METASTORE_HTTP_PORT,
     DEFAULT_METASTORE_PORT,
     DEFAULT_WEB_PORT,
     BookieSlot,
@@ -93,6 +94,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--web-port", type=int, default=DEFAULT_WEB_PORT, help="broker admin/metrics HTTP port")
     p.add_argument("--metastore-port", type=int, default=DEFAULT_METASTORE_PORT)
     p.add_argument(
+        "--metastore-http-port",
+        type=int,
+        default=DEFAULT_METASTORE_HTTP_PORT,
+        help="the metastore's /metrics port (metricsProvider.httpPort; default: %(default)s; 0 = any free port)",
+    )
+    p.add_argument(
         "--bookie-port",
         type=int,
         default=None,
@@ -144,6 +151,7 @@ async def run_standalone(args: argparse.Namespace) -> int:
             bind_address=args.bind_address,
             advertised_address=args.advertised_address,
             metastore_port=args.metastore_port,
+            metastore_http_port=args.metastore_http_port,
             broker_port=args.broker_port,
             web_port=args.web_port,
             bookie_port=args.bookie_port,
@@ -413,6 +421,8 @@ def metastore_args(plan: StandalonePlan, opts: ChildOptions) -> list[str]:
     return [
         "--port",
         str(plan.metastore_port),
+        "--http-port",
+        str(plan.metastore_http_port),
         "--data-dir",
         str(plan.metastore_dir),
         "--bind-address",

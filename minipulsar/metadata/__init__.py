@@ -5,12 +5,16 @@
 - ``memory://<name>``: in-process (:mod:`.memory`); stores opened with the same name in one
   process share one tree, each with its own session;
 - ``metastore://host:port``: the built-in ``minipulsar metastore`` server (:mod:`.client`).
+
+Whichever it is, the store comes wrapped in an :class:`~.instrumented.InstrumentedMetadataStore`,
+which exports the metadata layer's metrics (:mod:`.stats`).
 """
 
 from __future__ import annotations
 
 from minipulsar.errors import ConfigError
 from minipulsar.metadata.client import DEFAULT_PORT, MetastoreClient
+from minipulsar.metadata.instrumented import InstrumentedMetadataStore
 from minipulsar.metadata.memory import MemoryMetadataStore, shared_tree
 from minipulsar.metadata.store import (
     NOT_EXISTS,
@@ -31,6 +35,7 @@ from minipulsar.net.client import parse_address
 __all__ = [
     "NOT_EXISTS",
     "GetResult",
+    "InstrumentedMetadataStore",
     "Listener",
     "MemoryMetadataStore",
     "MetadataStore",
@@ -53,7 +58,16 @@ class UnsupportedMetadataUrl(ConfigError, ValueError):
 
 
 async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> MetadataStore:
-    """A started store for ``url``, with a session of ``session_timeout_ms``.
+    """A started store for ``url``, with a session of ``session_timeout_ms``, measured by an
+    :class:`InstrumentedMetadataStore` (its ``backend`` is the store :func:`_open_backend` opened).
+
+    Raises: as :func:`_open_backend`.
+    """
+    return InstrumentedMetadataStore(await _open_backend(url, session_timeout_ms=session_timeout_ms))
+
+
+async def _open_backend(url: str, *, session_timeout_ms: int) -> MetadataStore:
+    """A started backend for ``url``, with a session of ``session_timeout_ms``.
 
     Raises:
         ConfigError: ``url`` is not ``memory://<name>`` or ``metastore://host:port`` (a

@@ -131,7 +131,7 @@ def test_child_command_lines_parse_with_the_real_cli(tmp_path: Path) -> None:
     opts, url = ChildOptions(log_level="DEBUG"), "metastore://127.0.0.1:6680"
     parser = build_parser()
     metastore = parser.parse_args(["metastore", *metastore_args(plan, opts)])
-    assert metastore.port == 6680 and Path(metastore.data_dir) == plan.metastore_dir
+    assert metastore.port == 6680 and metastore.http_port == 7000 and Path(metastore.data_dir) == plan.metastore_dir
     bookie = parser.parse_args(["bookie", *bookie_args(plan, plan.bookies[1], url, opts)])
     assert bookie.port == 4001 and bookie.metadata_url == url and bookie.log_level == "DEBUG"
     assert bookie.journal_dir == [str(plan.bookies[1].journal_dir)]
