@@ -32,7 +32,7 @@ SETTINGS = {"brokerDeduplicationEnabled": True, "metadataStoreSessionTimeoutMill
 
 
 @dataclass
-class Send:
+class PhasedSend:
     phase: str
     data: bytes
     acked_by: str | None = None
@@ -47,10 +47,10 @@ class ProducerView:
 
     name: str
     producer: object = None
-    sends: list[Send] = field(default_factory=list)
+    sends: list[PhasedSend] = field(default_factory=list)
 
-    def send(self, phase: str, number: int) -> Send:
-        send = Send(phase, f"{self.name}-{number}".encode())
+    def send(self, phase: str, number: int) -> PhasedSend:
+        send = PhasedSend(phase, f"{self.name}-{number}".encode())
         self.sends.append(send)
 
         def done(error: BaseException | None, message_id: object) -> None:
@@ -70,7 +70,7 @@ class ProducerView:
     def table(self, names: dict[str, str]) -> str:
         """One row per run of sends with the same phase, acknowledging broker, ledger and error."""
         rows = [f"{self.name}'s view: phase, messages, acked by, ledger:entries / error"]
-        runs: list[list[Send]] = []
+        runs: list[list[PhasedSend]] = []
         for send in self.sends:
             key = (send.phase, send.acked_by, send.ledger_id, send.error)
             if runs and (runs[-1][0].phase, runs[-1][0].acked_by, runs[-1][0].ledger_id, runs[-1][0].error) == key:
@@ -93,12 +93,12 @@ async def test_a_broker_stopped_past_its_session_timeout_acknowledges_nothing_af
     async with make_cluster(tmp_path, bookies=3, brokers=2, broker_settings=SETTINGS) as cluster:
         store = await open_metadata_store(cluster.metadata_url)
         try:
-            await _run(cluster, store)
+            await _stop_owner_past_its_session(cluster, store)
         finally:
             await store.close()
 
 
-async def _run(cluster, store) -> None:  # type: ignore[no-untyped-def]
+async def _stop_owner_past_its_session(cluster, store) -> None:  # type: ignore[no-untyped-def]
     first = cluster.brokers[0]
     async with Client(f"pulsar://{first.address}", operation_timeout_seconds=60) as client1:
         consumer = await client1.subscribe(TOPIC, "check", initial_position=InitialPosition.Earliest)
