@@ -4,7 +4,10 @@
 
 - ``memory://<name>``: in-process (:mod:`.memory`); stores opened with the same name in one
   process share one tree, each with its own session;
-- ``metastore://host:port``: the built-in ``minipulsar metastore`` server (:mod:`.client`).
+- ``metastore://host:port``: the built-in ``minipulsar metastore`` server (:mod:`.client`);
+- ``zk:host:port[,host:port...][/chroot]`` (Pulsar's ``metadataStoreUrl``, also ``zk://``) or
+  ``zk+hierarchical://host:port[;host:port...]/ledgers`` (BookKeeper's ``metadataServiceUri``):
+  a ZooKeeper ensemble (:mod:`.zookeeper`, URLs in :mod:`.zk_url`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from minipulsar.metadata.store import (
     parent_of,
     validate_path,
 )
+from minipulsar.metadata.zk_url import is_zookeeper_url, parse_zookeeper_url
 from minipulsar.net.client import parse_address
 
 __all__ = [
@@ -56,10 +60,16 @@ async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> 
     """A started store for ``url``, with a session of ``session_timeout_ms``.
 
     Raises:
-        ConfigError: ``url`` is not ``memory://<name>`` or ``metastore://host:port`` (a
-            ``ValueError`` too).
-        ConnectionClosedError, RequestTimeoutError: the metastore server is unreachable.
+        ConfigError: ``url`` is not ``memory://<name>``, ``metastore://host:port`` or a
+            ZooKeeper URL (a ``ValueError`` too).
+        ConnectionClosedError, RequestTimeoutError: the metastore server or ZooKeeper is unreachable.
     """
+    if is_zookeeper_url(url):
+        from minipulsar.metadata.zookeeper import ZooKeeperMetadataStore  # kazoo only where it is used
+
+        store = ZooKeeperMetadataStore(parse_zookeeper_url(url), session_timeout_ms=session_timeout_ms)
+        await store.start()
+        return store
     scheme, separator, rest = url.partition("://")
     if separator and scheme == "memory":
         return MemoryMetadataStore(shared_tree(rest), session_timeout_ms=session_timeout_ms)
@@ -69,5 +79,6 @@ async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> 
         await client.start()
         return client
     raise UnsupportedMetadataUrl(
-        f"unsupported metadata store URL {url!r}: expected memory://<name> or metastore://host:port"
+        f"unsupported metadata store URL {url!r}: expected memory://<name>, metastore://host:port, "
+        "zk:host:port[,host:port][/chroot] or zk+hierarchical://host:port[;host:port]/ledgers"
     )

@@ -125,6 +125,32 @@ class MetadataStore(ABC):
     async def exists(self, path: str) -> bool:
         return await self.get(path) is not None
 
+    async def create_sequential(self, prefix: str, value: bytes, *, ephemeral: bool = False) -> str:
+        """Create ``prefix`` + a 10-digit sequence number no other key under the same parent got
+        (ZooKeeper's sequential znodes), and return that path.
+
+        This default emulates them: the parent's value is the next number, taken by
+        compare-and-set. Backends with native sequential nodes override it.
+        """
+        validate_path(prefix)
+        from minipulsar.errors import AlreadyExistsError, BadVersionError, NotFoundError
+
+        parent = parent_of(prefix)
+        while True:
+            current = await self.get(parent)
+            try:
+                if current is None or not current.value:
+                    sequence = 0
+                    await self.put(parent, b"1", NOT_EXISTS if current is None else current.version)
+                else:
+                    sequence = int(current.value)
+                    await self.put(parent, str(sequence + 1).encode(), current.version)
+            except (AlreadyExistsError, BadVersionError, NotFoundError):
+                continue
+            path = f"{prefix}{sequence:010d}"
+            await self.put(path, value, NOT_EXISTS, ephemeral=ephemeral)
+            return path
+
     @abstractmethod
     def watch(self, path: str, listener: Listener) -> None:
         """Call ``listener`` for every change at or below ``path`` (on the store's loop)."""

@@ -2,8 +2,9 @@
 AutoRecovery process votes with an ephemeral key ``auditorelection/V_{seq}``; the lowest
 sequence number is the auditor.
 
-ZooKeeper's sequential nodes are emulated: the election node's value is the next sequence
-number, taken by compare-and-set, so two votes never share one.
+A vote is a sequential key (:meth:`MetadataStore.create_sequential`: ZooKeeper's sequential
+znode; on the other backends the election node's value is the next sequence number, taken by
+compare-and-set), so two votes never share a number.
 
 Invariants:
 
@@ -22,9 +23,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from minipulsar.bookkeeper.replication import metrics
-from minipulsar.bookkeeper.replication.paths import ELECTION_PATH, parse_vote, vote_name
-from minipulsar.errors import AlreadyExistsError, BadVersionError, MiniPulsarError, NotFoundError
-from minipulsar.metadata.store import NOT_EXISTS, MetadataStore, Notification, SessionEvent
+from minipulsar.bookkeeper.replication.paths import ELECTION_PATH, VOTE_PREFIX, parse_vote
+from minipulsar.errors import MiniPulsarError
+from minipulsar.metadata.store import MetadataStore, Notification, SessionEvent
 from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
@@ -33,22 +34,6 @@ RETRY_S = 1.0
 VOTE_DELETE_TIMEOUT_S = 2.0
 """How long a stop waits to withdraw its vote (a store that does not answer: the vote goes
 with the session instead, and the stop is not held up)."""
-
-
-async def next_sequence(store: MetadataStore) -> int:
-    """A sequence number no other vote got (CAS on the election node's value)."""
-    while True:
-        current = await store.get(ELECTION_PATH)
-        try:
-            if current is None or not current.value:
-                expected = NOT_EXISTS if current is None else current.version
-                await store.put(ELECTION_PATH, b"1", expected)
-                return 0
-            sequence = int(current.value)
-            await store.put(ELECTION_PATH, str(sequence + 1).encode(), current.version)
-            return sequence
-        except (AlreadyExistsError, BadVersionError, NotFoundError):
-            continue
 
 
 async def votes(store: MetadataStore) -> list[tuple[int, str]]:
@@ -143,10 +128,9 @@ class AuditorElector:
 
     async def _vote(self) -> None:
         metrics.ELECTION_ATTEMPTS.inc()
-        name = vote_name(await next_sequence(self._store))
         body = json.dumps({"bookieId": self._my_id}).encode()
-        await self._store.put(f"{ELECTION_PATH}/{name}", body, NOT_EXISTS, ephemeral=True)
-        self._my_vote = name
+        path = await self._store.create_sequential(f"{ELECTION_PATH}/{VOTE_PREFIX}", body, ephemeral=True)
+        self._my_vote = path.rsplit("/", 1)[1]
 
     async def _step_down(self) -> None:
         if self.is_auditor:
