@@ -34,6 +34,9 @@ The mapping (Pulsar's ``ZKMetadataStore`` does the same):
   a conditional put or a delete whose outcome is unknown raises ``ConnectionClosedError``;
 - ``create_sequential`` is ZooKeeper's sequential znode;
 - ``close()`` closes the session: its ephemeral znodes go at once.
+
+kazoo pings after a third of the session timeout less a random 10–400 ms, but never sooner
+than that random wait: a session shorter than about half a second can expire while idle.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from typing import Any, TypeVar
 from kazoo import exceptions as kz  # type: ignore[import-untyped]
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
 from kazoo.protocol.connection import ConnectionHandler  # type: ignore[import-untyped]
-from kazoo.protocol.serialization import Watch, int_struct, write_string  # type: ignore[import-untyped]
+from kazoo.protocol.serialization import Connect, Watch, int_struct, write_string  # type: ignore[import-untyped]
 from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
 from kazoo.retry import KazooRetry  # type: ignore[import-untyped]
 
@@ -122,10 +125,13 @@ class _StoreConnection(ConnectionHandler):  # type: ignore[misc]
     pings_suspended = False
     negotiated_timeout_ms = 0
 
-    def _connect(self, host: str, hostip: str, port: int) -> tuple[float, float]:
-        read_timeout_ms, connect_timeout_ms = super()._connect(host, hostip, port)
-        self.negotiated_timeout_ms = int(read_timeout_ms * 3 / 2)  # kazoo reads for 2/3 of it
-        return read_timeout_ms, connect_timeout_ms
+    def _invoke(self, timeout: float, request: Any, xid: int | None = None) -> Any:
+        """kazoo's synchronous exchange (the handshake): keeps the negotiated session timeout,
+        which kazoo does not expose, before it reports the session connected."""
+        result = super()._invoke(timeout, request, xid)
+        if isinstance(request, Connect) and result[0].time_out > 0:
+            self.negotiated_timeout_ms = int(result[0].time_out)
+        return result
 
     def _read_watch_event(self, buffer: bytes, offset: int) -> None:
         watch, _ = Watch.deserialize(buffer, offset)
@@ -190,8 +196,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._session_opened()
         self._started = True
         self._connected.set()
+        for prefix in {prefix for prefix, _ in self._watches}:  # watches added before the start
+            self._add_watch(prefix)
         if self.chroot:
-            await self._create_parents(self.chroot + "/")
+            await self._create_path(self.chroot)
 
     # -- MetadataStore --------------------------------------------------------------------------
 
@@ -311,11 +319,12 @@ class ZooKeeperMetadataStore(MetadataStore):
             except kz.NoChildrenForEphemeralsError as error:
                 raise InvalidCommandError(f"{path}: an ephemeral key cannot have children") from error
             except kz.NoNodeError:
-                await self._create_parents(full)
+                await self._create_path(parent_of(full))
 
-    async def _create_parents(self, full: str) -> None:
-        """Create every missing ancestor of ``full`` (a chrooted path) as an empty persistent znode."""
-        parts = full.strip("/").split("/")[:-1]
+    async def _create_path(self, full: str) -> None:
+        """Create ``full`` (a chrooted path) and its ancestors where missing, as empty
+        persistent znodes."""
+        parts = full.strip("/").split("/") if full != "/" else []
         for depth in range(1, len(parts) + 1):
             try:
                 await self._request(self._client.create_async, "/" + "/".join(parts[:depth]), b"", harmless=True)
@@ -333,7 +342,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         while True:
             await self._wait_connected(deadline, args[0])
             try:
-                return await asyncio.wait_for(self._bridge(call(*args)), max(deadline - time.monotonic(), 0.001))
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                    return await self._bridge(call(*args))
             except TimeoutError as error:
                 raise RequestTimeoutError(
                     f"ZooKeeper {self.url}: {args[0]} not answered within {self.operation_timeout_s}s"

@@ -10,6 +10,7 @@ their ports and data while a store is in use."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
@@ -135,3 +136,38 @@ async def test_killing_the_ensemble_leader_keeps_the_session_its_keys_and_watche
     await owner.put("/failover/later", b"")
     await wait_for(lambda: Notification("/failover/later", NotificationType.CREATED) in seen, 10, message=f"{seen}")
     assert SessionEvent.SESSION_LOST not in events + watcher_events
+
+
+async def test_session_timeouts_are_clamped_to_the_server_bounds(
+    zookeeper: ZooKeeperEnsemble, start_store: StartStore
+) -> None:
+    short, _ = await start_store(zookeeper, session_timeout_ms=10)
+    long, _ = await start_store(zookeeper, session_timeout_ms=10**9)
+    assert (short.session_timeout_ms, long.session_timeout_ms) == (200, 60_000)  # the fixture's bounds
+
+
+async def test_listeners_run_on_the_stores_loop_not_on_kazoos_threads(
+    zookeeper: ZooKeeperEnsemble, start_store: StartStore
+) -> None:
+    store, _ = await start_store(zookeeper, session_timeout_ms=LONG_SESSION_MS)
+    threads: set[int] = set()
+    store.watch("/threads", lambda _: threads.add(threading.get_ident()))
+    store.add_session_listener(lambda _: threads.add(threading.get_ident()))
+    await store.put("/threads/key", b"")
+    await asyncio.to_thread(zookeeper.kill, 0)
+    await asyncio.to_thread(zookeeper.restart, 0)
+    await store.put("/threads/key", b"again")
+    await wait_for(lambda: len(threads) > 0, 5)
+    assert threads == {threading.get_ident()}
+
+
+async def test_a_watch_added_before_start_is_registered_by_start(zookeeper: ZooKeeperEnsemble) -> None:
+    store = ZooKeeperMetadataStore(parse_zookeeper_url(zookeeper.url))
+    seen: list[Notification] = []
+    store.watch("/early", seen.append)
+    await store.start()
+    try:
+        await store.put("/early/key", b"")
+        await wait_for(lambda: Notification("/early/key", NotificationType.CREATED) in seen, 5, message=f"{seen}")
+    finally:
+        await store.close()

@@ -1,5 +1,11 @@
 """A real multi-process cluster for tests: one metastore, N bookies, M brokers (default 1 each).
 
+- ``make_cluster(..., zookeeper=zk)`` runs it on a ZooKeeper ensemble
+  (:class:`tests.support.zookeeper.ZooKeeperEnsemble`, started and stopped by its owner)
+  instead of a metastore, ``make_cluster(..., zookeeper_nodes=3)`` on one of its own:
+  brokers get Pulsar's ``zk:h:p,…`` URL, bookies BookKeeper's
+  ``zk+hierarchical://h:p;…/ledgers``, so both forms run.
+
 - Each server is a separate ``minipulsar`` process on 127.0.0.1 with port 0, its own dirs under
   the test's tmp dir, and a log file under ``<root>/logs``.
 - :func:`make_cluster` stops every process (TERM, then KILL) when its context exits, whatever
@@ -19,6 +25,7 @@ from pathlib import Path
 
 from tests.support.process import ServerProcess
 from tests.support.servers import bookie_process, metastore_process, set_flags
+from tests.support.zookeeper import ZooKeeperEnsemble, skip_unless_zookeeper
 
 CLUSTER_BOOKIE_DEFAULTS: Mapping[str, object] = {"zkTimeout": 2000}
 """A cluster bookie's settings unless ``bookie_settings`` say otherwise (the benchmarks run
@@ -44,6 +51,8 @@ class ProcessCluster:
     """Where bookie ``i`` keeps its ledgers (``<ledger_root>/bookie-<i>/ledgers``); None: under ``root``."""
     bookie_env: dict[int, dict[str, str]] = field(default_factory=dict)
     """Extra environment of bookie ``i``'s process (e.g. :class:`tests.support.disk_faults.EioShim`'s)."""
+    zookeeper: ZooKeeperEnsemble | None = None
+    """The metadata store when set, in place of :attr:`metastore` (which stays None)."""
 
     @property
     def broker(self) -> ServerProcess | None:
@@ -70,6 +79,8 @@ class ProcessCluster:
 
     @property
     def metadata_url(self) -> str:
+        if self.zookeeper is not None:
+            return self.zookeeper.url
         assert self.metastore is not None
         return f"metastore://{self.metastore.address}"
 
@@ -77,7 +88,8 @@ class ProcessCluster:
         return 1 if self.bookie_count == 1 else 2
 
     def _make(self) -> None:
-        self.metastore = metastore_process(self.root)
+        if self.zookeeper is None:
+            self.metastore = metastore_process(self.root)
 
     def bookie_dirs(self, index: int) -> tuple[Path, Path]:
         """Bookie ``index``'s journal dir and ledger dir."""
@@ -86,7 +98,10 @@ class ProcessCluster:
 
     def metadata_url_of(self, name: str) -> str:
         """The metadata URL process ``name`` (``bookie-0``, ``broker-1``) is given: the
-        metastore's own, unless a subclass puts something (a proxy) in between."""
+        metastore's own (on ZooKeeper, BookKeeper's form for bookies), unless a subclass puts
+        something (a proxy) in between."""
+        if self.zookeeper is not None and name.startswith("bookie"):
+            return f"zk+hierarchical://{self.zookeeper.connect_string.replace(',', ';')}/ledgers"
         return self.metadata_url
 
     def settings_of(self, name: str) -> dict[str, object]:
@@ -135,8 +150,8 @@ class ProcessCluster:
 
     async def start(self) -> None:
         self._make()
-        assert self.metastore is not None
-        await asyncio.to_thread(self.metastore.start)
+        if self.metastore is not None:
+            await asyncio.to_thread(self.metastore.start)
         for index in range(self.bookie_count):
             bookie = self._bookie(index)
             self.bookies.append(bookie)
@@ -215,13 +230,39 @@ async def make_cluster(
     journal_root: Path | None = None,
     ledger_root: Path | None = None,
     bookie_env: Mapping[int, dict[str, str]] | None = None,
+    zookeeper: ZooKeeperEnsemble | None = None,
+    zookeeper_nodes: int = 0,
 ) -> AsyncIterator[ProcessCluster]:
     """A started cluster under ``root``, stopped when the context exits.
 
     Args:
         bookies, brokers: how many of each (brokers may be 0: a metastore and bookies only).
-        broker_settings, bookie_settings, journal_root, ledger_root, bookie_env: see :class:`ProcessCluster`.
+        broker_settings, bookie_settings, journal_root, ledger_root, bookie_env, zookeeper: see
+            :class:`ProcessCluster`.
+        zookeeper_nodes: without ``zookeeper``, run on an ensemble of this many nodes started
+            (under ``root/zookeeper``) and stopped with the cluster; the test is skipped, with
+            the reason, where ZooKeeper cannot run.
     """
+    if zookeeper is None and zookeeper_nodes:
+        skip_unless_zookeeper()
+        ensemble = ZooKeeperEnsemble(root / "zookeeper", zookeeper_nodes)
+        await asyncio.to_thread(ensemble.start)
+        try:
+            async with make_cluster(
+                root,
+                bookies=bookies,
+                brokers=brokers,
+                broker_settings=broker_settings,
+                bookie_settings=bookie_settings,
+                journal_root=journal_root,
+                ledger_root=ledger_root,
+                bookie_env=bookie_env,
+                zookeeper=ensemble,
+            ) as cluster:
+                yield cluster
+        finally:
+            await asyncio.to_thread(ensemble.stop)
+        return
     cluster = ProcessCluster(
         root,
         bookies,
@@ -231,6 +272,7 @@ async def make_cluster(
         journal_root=journal_root,
         ledger_root=ledger_root,
         bookie_env=dict(bookie_env or {}),
+        zookeeper=zookeeper,
     )
     try:
         await cluster.start()

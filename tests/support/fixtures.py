@@ -7,6 +7,7 @@
 
       cluster = cluster_fixture(brokers=3, broker_settings={"loadBalancerEnabled": True})
       cluster = cluster_fixture(per_module=True)   # its tests run on the module's event loop
+      cluster = cluster_fixture(bookies=2, zookeeper_nodes=3)   # on a ZooKeeper ensemble, no metastore
       client = client_fixture(loop_scope="module")
       bookie = bookie_fixture(settings={"numReadWorkerThreads": 2})   # beside its own metastore
 
@@ -39,6 +40,8 @@ class ClusterSettings(TypedDict, total=False):
     brokers: int
     broker_settings: Mapping[str, object]
     bookie_settings: Mapping[str, object]
+    zookeeper_nodes: int
+    """On a ZooKeeper ensemble of this many nodes instead of a metastore (``cluster.zookeeper``)."""
 
 
 def cluster_fixture(*, per_module: bool = False, **settings: Unpack[ClusterSettings]) -> Any:
