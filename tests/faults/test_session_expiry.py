@@ -3,7 +3,8 @@ broker and, once SIGCONTed, acknowledges no further send for them (docs/design.m
 session rules and the fencing argument): every acknowledged message is stored once, in order
 per producer, and the woken broker drops the bundle on its own.
 
-Method: 3 bookies (2/2/2), 2 brokers with deduplication and a 2 s session timeout. Producer
+Method: on the metastore and on a one-node ZooKeeper, 3 bookies (2/2/2), 2 brokers with
+deduplication and a 2 s session timeout. Producer
 P1 and a consumer connect to the broker A that owns topic T; P1 sends with receipts. A is
 SIGSTOPped; once its registration has gone with its session, a new client's producer P2 looks
 T up through broker B, which takes the bundle (opening the managed ledger fences A's ledger),
@@ -18,6 +19,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.broker.loadbalance.reporter import BROKERS_PATH
@@ -89,8 +92,14 @@ def dropped_bundles(broker: ServerProcess) -> bool:
     return "metadata session lost: dropping" in broker.log_path.read_text(errors="replace")
 
 
-async def test_a_broker_stopped_past_its_session_timeout_acknowledges_nothing_after_it_wakes(tmp_path: Path) -> None:
-    async with make_cluster(tmp_path, bookies=3, brokers=2, broker_settings=SETTINGS) as cluster:
+@pytest.mark.parametrize("backend", ["metastore", "zookeeper"])
+async def test_a_broker_stopped_past_its_session_timeout_acknowledges_nothing_after_it_wakes(
+    tmp_path: Path, backend: str
+) -> None:
+    zookeeper_nodes = 1 if backend == "zookeeper" else 0
+    async with make_cluster(
+        tmp_path, bookies=3, brokers=2, broker_settings=SETTINGS, zookeeper_nodes=zookeeper_nodes
+    ) as cluster:
         store = await open_metadata_store(cluster.metadata_url)
         try:
             await _stop_owner_past_its_session(cluster, store)
