@@ -16,6 +16,7 @@ end."""
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,8 @@ SETTINGS = {"brokerDeduplicationEnabled": True, "metadataStoreSessionTimeoutMill
 BEFORE_KILL, AFTER_ELECTION = 100, 100
 """Receipts per topic before the kill, and after the new leader serves."""
 PACE_S = 0.005
+SESSION_LOST = re.compile(r"session \S+ lost|metadata session lost")
+"""What the ZooKeeper store and the namespace service log when a session expired."""
 
 
 @dataclass
@@ -113,6 +116,9 @@ async def _kill_the_leader_under_load(cluster, ensemble: ZooKeeperEnsemble, stor
             await _load_through_a_leader_kill(ensemble, client, runs, killed)
             assert sorted(set(await store.children(AVAILABLE_PATH)) - {"readonly"}) == bookie_ids
             assert sorted(await store.children(BROKERS_PATH)) == broker_ids
+            for process in (*cluster.bookies, *cluster.brokers):  # the same sessions, no bundle dropped
+                log = process.log_path.read_text(errors="replace")
+                assert SESSION_LOST.search(log) is None, f"{process.log_path.name}: a session was lost"
             for run in runs:
                 print(
                     f"{run.topic}: {len(run.acked)} acked, {len(run.failed)} failed, "
