@@ -17,6 +17,7 @@ from minipulsar.bookkeeper.bookie_client import BookieClient
 from minipulsar.bookkeeper.client import BookKeeper, BookKeeperSettings
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, ledger_path
 from minipulsar.bookkeeper.replication.autorecovery_main import AutoRecoveryMain
+from minipulsar.bookkeeper.replication.replication_worker import ReplicationWorker
 from minipulsar.bookkeeper.replication.settings import AutoRecoverySettings
 from minipulsar.metadata import open_metadata_store
 from minipulsar.metadata.store import NOT_EXISTS
@@ -133,3 +134,31 @@ async def test_a_bookie_lost_while_the_auditor_was_disconnected_is_audited_on_re
         await recovery.bk.close()
         await store.close()
         await other.close()
+
+
+class CountingWorker(ReplicationWorker):
+    """A worker that only counts its rounds (each finds nothing to do)."""
+
+    rounds = 0
+
+    async def run_once(self) -> bool:
+        self.rounds += 1
+        return False
+
+
+async def test_the_replication_worker_looks_at_the_marks_after_a_reconnection() -> None:
+    """Goal: a mark made while the worker's store was disconnected (its notification lost) is
+    looked at when the store reconnects, not at the next poll (an hour here)."""
+    url = memory_store_url()
+    store = await open_metadata_store(url)
+    recovery = AutoRecoveryMain(store, "test", AutoRecoverySettings(worker_poll_interval_s=3600))
+    worker = CountingWorker(recovery.bk, store, recovery.urm, recovery.settings)
+    try:
+        worker.start()
+        await wait_for(lambda: worker.rounds == 1, 5, message="the worker never ran")
+        store.disconnect()
+        store.reconnect()
+        await wait_for(lambda: worker.rounds == 2, 5, message="the worker slept through the reconnection")
+    finally:
+        await worker.stop()
+        await store.close()
