@@ -12,7 +12,9 @@ Bundles are computed from namespace policies cached per namespace and dropped on
 under ``/admin/policies`` (a watch), and when the metadata session reconnects. A watch on
 ``/namespace`` catches this broker's ownership key vanishing while it still serves the bundle
 (taken away by another broker that judged it dead): the bundle is dropped at once, as on a
-lost session. A namespace a topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
+lost session; after a reconnection every owned key is read again (a deletion notified meanwhile
+was lost). A lost session drops every bundle inside the event callback (docs/design.md §4.1).
+A namespace a topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
 bundles (its tenant too) — a minipulsar convenience; Pulsar refuses such topics.
 
 Invariants:
