@@ -38,11 +38,7 @@ class BookieConfig:
     metadata_url: str = setting(
         "metadataServiceUri",
         "metastore://127.0.0.1:6680",
-        doc=(
-            "Where bookies register and ledgers' metadata lives: metastore://host:port, "
-            "zk+hierarchical://host:port[;host:port]/ledgers or zk:host:port[,host:port][/chroot] "
-            "(ZooKeeper), or memory://name."
-        ),
+        doc="Where bookies register: metastore://h:p, zk+hierarchical://h:p[;h:p]/ledgers, zk:h:p[/chroot].",
         upstream="BookKeeper's bk_server.conf: zk+hierarchical://localhost:2181/ledgers (ZooKeeper).",
     )
     session_timeout_ms: int = setting(

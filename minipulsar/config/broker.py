@@ -36,7 +36,7 @@ class BrokerConfig:
     metadata_url: str = setting(
         "metadataStoreUrl",
         "metastore://127.0.0.1:6680",
-        doc="The metadata store: metastore://host:port, zk:host:port[,host:port][/chroot] (ZooKeeper) or memory://name.",
+        doc="The metadata store: metastore://host:port, zk:host:port[,host:port][/chroot] or memory://name.",
         upstream="Pulsar's default: none (a ZooKeeper, etcd, Oxia or RocksDB URL is required).",
     )
     cluster_name: str = setting(
