@@ -46,6 +46,7 @@ from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 from minipulsar.errors import BadVersionError, InvalidCommandError, MiniPulsarError, NotFoundError
+from minipulsar.metadata.cas import put_resolving
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 from minipulsar.supervision import spawn
 
@@ -305,7 +306,7 @@ class ManagedCursor:
         self._note_left_out(left_out)
         self._last_write_s = time.monotonic()
         try:
-            stat = await self._store.put(self.path, data, self._version)
+            stat = await put_resolving(self._store, self.path, data, self._version)
         except MiniPulsarError as error:
             self._writing = False
             metrics.CURSOR_PERSIST_ERRORS.inc()

@@ -71,6 +71,7 @@ from minipulsar.errors import (
     PersistenceError,
     ServiceNotReadyError,
 )
+from minipulsar.metadata.cas import put_resolving
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 from minipulsar.supervision import spawn
 
@@ -606,7 +607,7 @@ class ManagedLedger:
         every change made before it started."""
         async with self._info_lock:
             info = ManagedLedgerInfo(self._ledgers.infos, self._properties)
-            stat = await self._store.put(self.path, info.to_bytes(), self._info_version)
+            stat = await put_resolving(self._store, self.path, info.to_bytes(), self._info_version)
             self._info_version = stat.version
 
     def _info_write_failed(self, error: MiniPulsarError) -> None:
@@ -659,7 +660,7 @@ class ManagedLedger:
             kept = [info for info in self._ledgers.infos if info.ledger_id not in doomed_ids]
             try:
                 stored = ManagedLedgerInfo(kept, self._properties).to_bytes()
-                self._info_version = (await self._store.put(self.path, stored, self._info_version)).version
+                self._info_version = (await put_resolving(self._store, self.path, stored, self._info_version)).version
             except MiniPulsarError as error:
                 self._info_write_failed(error)
                 return []

@@ -14,6 +14,7 @@ from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata.memory import MemoryMetadataStore
 from tests.support.broker_fakes import closed_ledger
 from tests.support.process import wait_for
@@ -139,3 +140,32 @@ async def test_reads_come_from_the_cache_and_count_tailing_hits(max_bytes) -> No
     assert len(entries) == (4 if max_bytes is None else 2)
     assert cursor.cache_hits_tailing == len(entries) and cursor.cache_misses == 0
     assert ledger.cache_hits == len(entries) and ledger.cache.hits == len(entries)
+
+
+class LosesAnswers(MemoryMetadataStore):
+    """The next ``cut`` writes are applied, then reported cut off by a dropped connection."""
+
+    cut = 0
+
+    async def put(self, path, value, expected_version=None, *, ephemeral=False):
+        stat = await super().put(path, value, expected_version, ephemeral=ephemeral)
+        if self.cut > 0:
+            self.cut -= 1
+            raise ConnectionClosedError(f"connection lost before the write to {path} was answered")
+        return stat
+
+
+async def test_a_mark_delete_write_whose_answer_was_lost_does_not_wedge_the_cursor() -> None:
+    """Goal: a lost connection without expiry keeps serving: the cursor's compare-and-set that
+    was applied but never answered is recognised as its own (read back), and the acks after it
+    persist. (It retried at the old version, got BadVersion from its own write and every later
+    durable ack failed: a consumer with ack receipts stalled after a ZooKeeper leader kill.)"""
+    store = LosesAnswers()
+    ledger = closed_ledger(100, store=store)
+    cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    store.cut = 1
+    await cursor.acknowledge([Position(10, 0)])
+    for entry_id in range(1, 5):
+        await cursor.acknowledge([Position(10, entry_id)])
+    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 4
+    await store.close()
