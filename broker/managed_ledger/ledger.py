@@ -157,6 +157,10 @@ class LedgerCursor(Protocol):
         """Persist what is pending (durable cursors)."""
         ...
 
+    async def close(self) -> None:
+        """Persist what is pending and leave the managed ledger (a durable cursor's clean close)."""
+        ...
+
     def skip_trimmed(self, first: Position) -> None:
         """Move a non-durable cursor past ledgers trimmed away, to ``first``."""
         ...
@@ -307,9 +311,11 @@ class ManagedLedger:
         self.state = to
 
     async def close(self) -> None:
-        """Stop writing; persist the durable cursors' pending changes; free the cache."""
+        """Stop writing; close the durable cursors (their clean close stores each position in its
+        key), or only flush them when fenced (another broker owns the topic); free the cache."""
         if self.state is State.CLOSED:
             return
+        fenced = self.state is State.FENCED
         self._transition(State.CLOSED)
         self._cancel_roll_check()
         if self._trim_task is not None:
@@ -318,7 +324,8 @@ class ManagedLedger:
         if self._owns_timers:
             await self._timers.close()
         self._fail_queued(ServiceNotReadyError(f"managed ledger {self.name} is closed"))
-        await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable), return_exceptions=True)
+        durable = [cursor for cursor in self._cursors if cursor.durable]
+        await asyncio.gather(*(c.flush() if fenced else c.close() for c in durable), return_exceptions=True)
         current = self._ledgers.current
         if current is not None:
             self._ledgers.close_current()
@@ -695,6 +702,11 @@ class ManagedLedger:
         return positions
 
     # -- cursors --------------------------------------------------------------------------------
+
+    @property
+    def bookkeeper(self) -> LedgerClient:
+        """The BookKeeper client the cursors create their cursor ledgers with."""
+        return self._bk
 
     @property
     def cursors(self) -> list[LedgerCursor]:

@@ -37,6 +37,7 @@ from minipulsar.protocol.commands import Message
 from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
 from minipulsar.topic_name import TopicName
+from tests.support.memory_bookies import MemoryBookies
 
 L = 7
 """The one ledger of :class:`FakeLedger`."""
@@ -310,13 +311,16 @@ KEEP_FOREVER = {"retention_time_minutes": -1, "retention_size_mb": -1}
 """No trimming: there are no bookies to delete ledgers from."""
 
 
-def closed_ledger(*entries_per_ledger: int, store: MetadataStore | None = None, **config: Any) -> ManagedLedger:
+def closed_ledger(
+    *entries_per_ledger: int, store: MetadataStore | None = None, bookies: MemoryBookies | None = None, **config: Any
+) -> ManagedLedger:
     """A real managed ledger whose ledgers 10, 11, … are closed with the given entry counts, kept
-    forever unless ``config`` says otherwise (no bookies: nothing is added or read from them)."""
+    forever unless ``config`` says otherwise (no bookies: nothing is added or read from them;
+    durable cursors write their cursor ledgers to ``bookies``, default in memory)."""
     ledger = ManagedLedger(
         "t/ns/persistent/x",
         store=store if store is not None else MemoryMetadataStore(),
-        bookkeeper=NoBookies(),
+        bookkeeper=bookies if bookies is not None else MemoryBookies(),
         cache=EntryCache(0),
         config=ManagedLedgerConfig(**{**KEEP_FOREVER, **config}),
     )
