@@ -261,6 +261,13 @@ class ManagedCursor:
             self._changed(previous)
         await self._settle(wait_durable)
 
+    async def mark_delete_with_properties(self, position: Position, properties: dict[str, int]) -> None:
+        """Pulsar's ``markDelete(position, properties)``: acknowledge up to ``position`` and
+        replace the properties persisted with it; returns once durable."""
+        self.properties = dict(properties)
+        self._changes += 1
+        await self.acknowledge_cumulative(position, wait_durable=True)
+
     def _advance_mark_delete(self) -> None:
         acked = self.individually_deleted
         following = self.ledger.next_position(self.mark_delete)

@@ -332,6 +332,12 @@ class BrokerConfig:
         doc="Entries between snapshots of a topic's deduplication state.",
         min_value=1,
     )
+    deduplication_snapshot_interval_s: int = setting(
+        "brokerDeduplicationSnapshotIntervalSeconds",
+        120,
+        doc="Seconds between snapshots of a changed deduplication state (0 = none by time).",
+        min_value=0,
+    )
     deduplication_max_producers: int = setting(
         "brokerDeduplicationMaxNumberOfProducers",
         10_000,

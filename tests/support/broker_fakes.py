@@ -169,11 +169,38 @@ def sent_to(consumer: ServerConsumer) -> list[Position]:
 
 
 class FakeLedger:
-    """One ledger (:data:`L`) of entries in memory; :meth:`add` completes at once and wakes readers."""
+    """One ledger (:data:`L`) of entries in memory; :meth:`add` completes at once and wakes readers.
+    Enough of a managed ledger for a durable ManagedCursor on it (deduplication's), whose cursor
+    ledger goes to :attr:`bookkeeper` (in memory)."""
+
+    name = "public/default/persistent/t"
+    path = "/managed-ledgers/public/default/persistent/t"
+    config = ManagedLedgerConfig()
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self._waiters: list[asyncio.Future[None]] = []
+        self.bookkeeper = MemoryBookies()
+        self.cursors: list[Any] = []
+
+    def add_cursor(self, cursor: Any) -> None:
+        self.cursors.append(cursor)
+
+    def remove_cursor(self, cursor: Any) -> None:
+        if cursor in self.cursors:
+            self.cursors.remove(cursor)
+
+    def contains(self, position: Position) -> bool:
+        return position.ledger_id == L and 0 <= position.entry_id < len(self.entries)
+
+    def normalize(self, position: Position) -> Position:
+        return position
+
+    def mark_delete_moved(self, previous: Position, current: Position) -> None:
+        pass
+
+    def trim_soon(self) -> None:
+        pass
 
     def add(self, count: int = 1, key: str | None = None) -> Position:
         """An entry of ``count`` messages with ``key``."""
