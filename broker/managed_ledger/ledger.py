@@ -138,7 +138,8 @@ class LedgerCursor(Protocol):
 
     @property
     def durable(self) -> bool:
-        """Persisted in the metadata store: its mark-delete position holds data back from trimming."""
+        """Persisted (its cursor ledger, named by its metadata key): its mark-delete position holds
+        data back from trimming."""
         ...
 
     @property

@@ -7,12 +7,18 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from minipulsar.broker.dedup import DEDUP_CURSOR, DUPLICATE, MessageDeduplication
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.managed_ledger.position_info import CursorPosition, decode_position_info
-from minipulsar.errors import PersistenceError
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.persistent_topic import PersistentTopic
+from minipulsar.errors import InvalidCommandError, PersistenceError
 from minipulsar.metadata import MemoryMetadataStore
-from tests.support.broker_fakes import FakeLedger
+from minipulsar.topic_name import TopicName
+from tests.support.broker_fakes import FakeLedger, closed_ledger, make_consumer
 from tests.support.process import wait_for
 
 
@@ -133,4 +139,16 @@ async def test_disabling_deduplication_deletes_its_cursor_and_cursor_ledger() ->
     ledger.cursors.clear()  # the broker restarted with brokerDeduplicationEnabled=false
     await MessageDeduplication.forget(ledger, store)
     assert await store.get(key) is None and not ledger.bookkeeper.ledgers
+    await store.close()
+
+
+async def test_the_dedup_cursor_is_no_subscription_and_its_name_is_refused() -> None:
+    store = MemoryMetadataStore()
+    ledger = closed_ledger(3, store=store)
+    await ManagedCursor.open(ledger, DEDUP_CURSOR, store, start_at_earliest=False)
+    await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    topic = await PersistentTopic.load(TopicName.parse("persistent://t/ns/x"), ledger, store, DispatchSettings())
+    assert list(topic.subscriptions) == ["sub"]
+    with pytest.raises(InvalidCommandError):
+        await topic.subscribe(make_consumer(1), DEDUP_CURSOR, "Exclusive", True)
     await store.close()
