@@ -60,3 +60,32 @@ async def test_a_killed_broker_s_successor_recovers_the_acks_from_the_cursor_led
             assert switched["cursorsLedgerId"] not in (-1, key["cursorsLedgerId"]), "the new owner's own ledger"
             assert switched["markDeleteEntryId"] == 60, "the key holds the position as of the switch"
             assert not await ledger_exists(cluster, key["cursorsLedgerId"]), "the recovered ledger is deleted"
+
+
+async def test_acks_the_bookies_refuse_go_to_the_metadata_key_and_survive_a_broker_kill(tmp_path: Path) -> None:
+    """Goal: with a bookie of the cursor ledger's ensemble dead and none to replace it, an ack
+    still gets its receipt — its position is written into the key (cursorsLedgerId -1, Pulsar's
+    fallback) — and a restarted broker resumes after it."""
+    async with make_cluster(tmp_path, bookies=2) as cluster:  # ensemble = write = ack quorum = 2
+        async with Client(cluster.service_url) as client:
+            consumer = await client.subscribe(TOPIC, "sub", initial_position=InitialPosition.Earliest)
+            producer = await client.create_producer(TOPIC, batching_enabled=False)
+            for i in range(20):
+                await producer.send(b"m-%d" % i)
+            received = [await consumer.receive(timeout_millis=10_000) for _ in range(20)]
+            for message in received[:10]:
+                await consumer.acknowledge(message)
+            await cluster.kill_bookie(1)
+            for message in received[10:15]:
+                await consumer.acknowledge(message)  # a receipt: durable somewhere
+            _, key = await cursor_key(cluster)
+            assert key["cursorsLedgerId"] == -1 and key["markDeleteEntryId"] == received[14].message_id().entry_id()
+
+        await cluster.kill_broker(0)
+        await cluster.start_bookie(1)
+        await cluster.start_broker(0)
+
+        async with Client(cluster.service_url) as client:
+            consumer = await client.subscribe(TOPIC, "sub", initial_position=InitialPosition.Earliest)
+            rest = [(await consumer.receive(timeout_millis=10_000)).data() for _ in range(5)]
+            assert rest == [b"m-%d" % i for i in range(15, 20)]
