@@ -54,13 +54,23 @@ from minipulsar.broker.managed_ledger.position_info import (
     encode_position_info,
 )
 from minipulsar.clock import MONOTONIC, Clock
-from minipulsar.errors import MiniPulsarError, NoSuchLedgerError, NotFoundError, ServiceNotReadyError
+from minipulsar.errors import (
+    ConnectionClosedError,
+    MiniPulsarError,
+    NoSuchLedgerError,
+    NotFoundError,
+    RequestTimeoutError,
+    ServiceNotReadyError,
+)
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 
 if TYPE_CHECKING:
     from minipulsar.bookkeeper.ledger_handle import LedgerHandle
 
 log = logging.getLogger(__name__)
+
+UNKNOWN_OUTCOME = (ConnectionClosedError, RequestTimeoutError)
+"""A metadata write failing so may have been applied (§4.1): read back before deciding."""
 
 
 class CursorLedgerState(enum.Enum):
@@ -213,6 +223,8 @@ class CursorLedger:
         metrics.CURSOR_PERSIST_LEDGER_SUCCEED.inc()
         try:
             await self._put_key(position, handle.ledger_id)
+        except UNKNOWN_OUTCOME:  # the key may name it: keep it (an orphan at worst)
+            raise
         except MiniPulsarError:
             await self._discard(handle.ledger_id)  # the key never named it
             raise
@@ -230,13 +242,22 @@ class CursorLedger:
         await self._delete_unnamed(None)
 
     async def _put_key(self, position: CursorPosition, ledger_id: int) -> None:
+        """Compare-and-set the key. A put whose outcome is unknown (the connection dropped) is
+        settled by reading the key back: our bytes there mean it was applied (§4.1)."""
+        data = encode_cursor_info(position, ledger_id)
         try:
-            stat = await self._store.put(self.path, encode_cursor_info(position, ledger_id), self._version)
+            try:
+                version = (await self._store.put(self.path, data, self._version)).version
+            except UNKNOWN_OUTCOME:
+                stored = await self._store.get(self.path)
+                if stored is None or stored.value != data:
+                    raise
+                version = stored.version
         except MiniPulsarError:
             metrics.CURSOR_PERSIST_ERRORS.inc()
             raise
         metrics.CURSOR_PERSIST_SUCCEED.inc()
-        self._version = stat.version
+        self._version = version
 
     async def _delete_unnamed(self, previous: LedgerHandle | None) -> None:
         """Delete the ledgers the key no longer names: ``previous`` and the stale one."""

@@ -18,7 +18,7 @@ from minipulsar.broker.managed_ledger.position_info import (
     decode_position_info,
     encode_position_info,
 )
-from minipulsar.errors import LedgerFencedError, PersistenceError
+from minipulsar.errors import ConnectionClosedError, LedgerFencedError, PersistenceError
 from minipulsar.metadata.memory import MemoryMetadataStore
 from tests.support.broker_fakes import closed_ledger
 from tests.support.clock import ManualClock
@@ -199,3 +199,36 @@ async def test_unsubscribing_deletes_the_key_then_the_cursor_ledger() -> None:
     await cursor.delete()
     assert await store.get(cursor.path) is None and not bookies.ledgers
     assert cursor.persistence.state is CursorLedgerState.DELETED
+
+
+class DroppingStore(MemoryMetadataStore):
+    """Its next put fails with ConnectionClosedError — after applying it when ``applied``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop: bool | None = None
+
+    async def put(self, path, value, expected_version=None, *, ephemeral=False):
+        applied, self.drop = self.drop, None
+        if applied is False:
+            raise ConnectionClosedError("dropped before the put arrived")
+        stat = await super().put(path, value, expected_version, ephemeral=ephemeral)
+        if applied:
+            raise ConnectionClosedError("dropped before the answer arrived")
+        return stat
+
+
+async def test_a_key_write_of_unknown_outcome_is_settled_by_reading_the_key_back() -> None:
+    env = CursorEnv(cursor_max_entries_per_ledger=1)
+    env.store = DroppingStore()
+    persistence = env.cursor_ledger()
+    env.store.drop = True  # applied, answer lost
+    await persistence.persist(at(0))
+    first = persistence.ledger_id
+    assert (await env.key())["cursorsLedgerId"] == first
+    env.store.drop = False  # never applied
+    with pytest.raises(ConnectionClosedError):
+        await persistence.persist(at(1))  # a rollover whose key write did not happen
+    assert persistence.ledger_id == first and len(env.bookies.ledgers) == 2, "the new ledger is kept: unknown"
+    await persistence.persist(at(2))
+    assert (await env.key())["cursorsLedgerId"] == persistence.ledger_id != first
