@@ -39,6 +39,7 @@ from minipulsar.protocol.commands import Message
 from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
 from minipulsar.topic_name import TopicName
+from tests.support.memory_bookies import MemoryBookies
 
 L = 7
 """The one ledger of :class:`FakeLedger`."""
@@ -175,11 +176,38 @@ def sent_to(consumer: ServerConsumer) -> list[Position]:
 
 
 class FakeLedger:
-    """One ledger (:data:`L`) of entries in memory; :meth:`add` completes at once and wakes readers."""
+    """One ledger (:data:`L`) of entries in memory; :meth:`add` completes at once and wakes readers.
+    Enough of a managed ledger for a durable ManagedCursor on it (deduplication's), whose cursor
+    ledger goes to :attr:`bookkeeper` (in memory)."""
+
+    name = "public/default/persistent/t"
+    path = "/managed-ledgers/public/default/persistent/t"
+    config = ManagedLedgerConfig()
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self._waiters: list[asyncio.Future[None]] = []
+        self.bookkeeper = MemoryBookies()
+        self.cursors: list[Any] = []
+
+    def add_cursor(self, cursor: Any) -> None:
+        self.cursors.append(cursor)
+
+    def remove_cursor(self, cursor: Any) -> None:
+        if cursor in self.cursors:
+            self.cursors.remove(cursor)
+
+    def contains(self, position: Position) -> bool:
+        return position.ledger_id == L and 0 <= position.entry_id < len(self.entries)
+
+    def normalize(self, position: Position) -> Position:
+        return position
+
+    def mark_delete_moved(self, previous: Position, current: Position) -> None:
+        pass
+
+    def trim_soon(self) -> None:
+        pass
 
     def add(self, count: int = 1, key: str | None = None) -> Position:
         """An entry of ``count`` messages with ``key``."""
@@ -317,13 +345,16 @@ KEEP_FOREVER = {"retention_time_minutes": -1, "retention_size_mb": -1}
 """No trimming: there are no bookies to delete ledgers from."""
 
 
-def closed_ledger(*entries_per_ledger: int, store: MetadataStore | None = None, **config: Any) -> ManagedLedger:
+def closed_ledger(
+    *entries_per_ledger: int, store: MetadataStore | None = None, bookies: MemoryBookies | None = None, **config: Any
+) -> ManagedLedger:
     """A real managed ledger whose ledgers 10, 11, … are closed with the given entry counts, kept
-    forever unless ``config`` says otherwise (no bookies: nothing is added or read from them)."""
+    forever unless ``config`` says otherwise (no bookies: nothing is added or read from them;
+    durable cursors write their cursor ledgers to ``bookies``, default in memory)."""
     ledger = ManagedLedger(
         "t/ns/persistent/x",
         store=store if store is not None else MemoryMetadataStore(),
-        bookkeeper=NoBookies(),
+        bookkeeper=bookies if bookies is not None else MemoryBookies(),
         cache=EntryCache(0),
         config=ManagedLedgerConfig(**{**KEEP_FOREVER, **config}),
     )
