@@ -157,7 +157,9 @@ def bench_dirs(
 
 
 def metastore_process(data_dir: Path, logs: Path) -> ServerProcess:
-    return ServerProcess("metastore", ["--port", "0", "--data-dir", str(data_dir)], logs / "metastore.log")
+    return ServerProcess(
+        "metastore", ["--port", "0", "--http-port", "0", "--data-dir", str(data_dir)], logs / "metastore.log"
+    )
 
 
 def bookie_process(

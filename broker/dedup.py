@@ -17,13 +17,26 @@ message) is judged by its first id, as Pulsar does:
 
 A failed add resets ``pushed`` to ``persisted`` for its producer, so a resend is accepted.
 
-The marks survive a restart: every ``brokerDeduplicationEntriesInterval`` persisted entries
-(and when the topic closes) ``persisted`` is written with the position it is valid at to
-``/deduplication/{tenant}/{ns}/{domain}/{topic}`` — not under the managed ledger's path,
-whose children are cursors. On load the snapshot is read and the entries after its position
-are replayed (each entry names its producer and its messages' sequence ids). A topic seen
-for the first time gets an empty snapshot at its current end, so a crash before the first
-interval still replays everything written under deduplication.
+The marks survive a restart as Pulsar keeps them (``MessageDeduplication.takeSnapshot``): every
+``brokerDeduplicationEntriesInterval`` persisted entries, every
+``brokerDeduplicationSnapshotIntervalSeconds`` when an entry was persisted since the last
+snapshot (the broker's timer), and when the topic closes, the
+durable cursor ``pulsar.dedup`` is mark-deleted at the position ``persisted`` is valid at, with
+``persisted`` as the mark-delete's properties (producer name → sequence id) — one entry of its
+cursor ledger on the bookies, no metadata write. On load the cursor's position and properties
+are read back and the entries after it replayed (each entry names its producer and its
+messages' sequence ids). A topic seen for the first time gets the cursor at its current end,
+so a crash before the first interval still replays everything written under deduplication.
+A snapshot of an older broker at ``/deduplication/{tenant}/{ns}/{domain}/{topic}`` is read
+instead while it exists, and deleted once the cursor holds its state.
+
+The cursor is no subscription (absent from the topic's subscriptions and their stats, the name
+refused to SUBSCRIBE; internal stats list it among the cursors, as Pulsar's do). Its
+mark-delete holds back trimming of at most the ledger holding the last snapshot's position —
+never more than ``brokerDeduplicationEntriesInterval`` entries nor
+``brokerDeduplicationSnapshotIntervalSeconds`` behind the persisted tail, and the tail itself
+once the topic closed. With deduplication disabled the broker deletes the cursor (and its
+ledger) when it loads the topic, so it holds nothing.
 
 ``brokerDeduplicationMaxNumberOfProducers`` bounds the maps: past it, the producer name
 used least recently is forgotten (Pulsar forgets inactive producers after a timeout).
@@ -34,7 +47,8 @@ Invariants:
 - a message is written at most once while its original is stored or in flight (unless its
   producer was forgotten past ``brokerDeduplicationMaxNumberOfProducers``), and answered as a
   stored duplicate only when an earlier write of it is durable;
-- at most one snapshot write is in flight.
+- at most one snapshot write is in flight;
+- the ``pulsar.dedup`` cursor exists only while deduplication is enabled on the topic.
 """
 
 from __future__ import annotations
@@ -45,8 +59,10 @@ import logging
 from collections import OrderedDict, deque
 from functools import partial
 
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
+from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
+from minipulsar.errors import MiniPulsarError, NotFoundError, ServiceNotReadyError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.protocol.batch import decode_batch
 from minipulsar.supervision import spawn
@@ -54,6 +70,9 @@ from minipulsar.supervision import spawn
 log = logging.getLogger(__name__)
 
 ROOT = "/deduplication"
+"""Where an older broker kept the snapshot (read once, then deleted)."""
+DEDUP_CURSOR = "pulsar.dedup"
+"""Pulsar's ``MessageDeduplication.DEDUPLICATION_CURSOR_NAME``: the cursor holding the snapshot."""
 DUPLICATE = Position(-1, -1)
 """The receipt position of a message that was already stored (as Pulsar: ledger/entry -1)."""
 REPLAY_BATCH_ENTRIES = 100
@@ -82,29 +101,50 @@ class MessageDeduplication:
         self._last_persisted = Position(-1, -1)
         self._entries_since_snapshot = 0
         self._snapshotting = False
+        self._cursor: ManagedCursor | None = None
 
     # -- recovery -------------------------------------------------------------------------------
 
-    async def recover(self, ledger) -> None:
+    async def recover(self, ledger: ManagedLedger) -> None:
         """Load the snapshot and replay the entries written after it (see the module docstring)."""
-        stored = await self._store.get(self.path)
-        if stored is None:
-            self._last_persisted = ledger.last_confirmed
-            await self.take_snapshot()
-            return
-        raw = json.loads(stored.value)
-        self._last_persisted = Position(raw["ledgerId"], raw["entryId"])
-        for name, sequence_id in raw.get("producers", {}).items():
+        cursor = self._cursor = await ManagedCursor.open(ledger, DEDUP_CURSOR, self._store, start_at_earliest=False)
+        legacy = await self._store.get(self.path)
+        if legacy is not None:
+            raw = json.loads(legacy.value)
+            self._last_persisted = Position(raw["ledgerId"], raw["entryId"])
+            producers = raw.get("producers", {})
+        else:
+            self._last_persisted, producers = cursor.mark_delete, cursor.properties
+        for name, sequence_id in producers.items():
             self._set_persisted(name, sequence_id)
         replayed = await self._replay(ledger, self._last_persisted)
         log.info(
             "%s: deduplication state of %d producers recovered (%d entries replayed)",
-            self.path,
+            cursor.path,
             len(self.persisted),
             replayed,
         )
+        if legacy is not None:  # the cursor holds it from now on (a failure fails the load: retried)
+            self._entries_since_snapshot = 0
+            await cursor.mark_delete_with_properties(self._last_persisted, dict(self.persisted))
+            try:
+                await self._store.delete(self.path, legacy.version)
+            except NotFoundError:
+                pass
 
-    async def _replay(self, ledger, after: Position) -> int:
+    @staticmethod
+    async def forget(ledger: ManagedLedger, store: MetadataStore) -> None:
+        """Deduplication is disabled: a ``pulsar.dedup`` cursor left from when it was enabled
+        goes (with its cursor ledger), so it holds nothing back from trimming."""
+        if not await store.exists(f"{ledger.path}/{DEDUP_CURSOR}"):
+            return
+        cursor = await ManagedCursor.open(ledger, DEDUP_CURSOR, store, start_at_earliest=False)
+        try:
+            await cursor.delete()
+        except NotFoundError:
+            pass
+
+    async def _replay(self, ledger: ManagedLedger, after: Position) -> int:
         position, last, replayed = ledger.next_position(after), ledger.last_confirmed, 0
         while position <= last:
             entries = await ledger.read_entries(position, REPLAY_BATCH_ENTRIES)
@@ -204,19 +244,21 @@ class MessageDeduplication:
 
     # -- snapshots ------------------------------------------------------------------------------
 
+    async def snapshot_if_changed(self) -> None:
+        """The timed snapshot (``brokerDeduplicationSnapshotIntervalSeconds``): only when an
+        entry was persisted since the last one."""
+        if self._entries_since_snapshot > 0:
+            await self.take_snapshot()
+
     async def take_snapshot(self) -> None:
-        """Write ``persisted`` and the position it holds for; at most one write at a time."""
-        if self._snapshotting:
+        """Mark-delete the ``pulsar.dedup`` cursor at the position ``persisted`` holds for, with
+        ``persisted`` as its properties; at most one write at a time."""
+        if self._snapshotting or self._cursor is None:
             return
         self._snapshotting = True
         try:
             self._entries_since_snapshot = 0
-            position = self._last_persisted
-            data = json.dumps(
-                {"ledgerId": position.ledger_id, "entryId": position.entry_id, "producers": dict(self.persisted)},
-                separators=(",", ":"),
-            ).encode()
-            await self._store.put(self.path, data)
+            await self._cursor.mark_delete_with_properties(self._last_persisted, dict(self.persisted))
         except MiniPulsarError as error:  # the next interval tries again; replay covers the gap
             log.warning("%s: deduplication snapshot failed: %s", self.path, error)
         finally:

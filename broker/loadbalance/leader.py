@@ -4,7 +4,8 @@ Every broker tries to create the key (create-only, ephemeral) with Pulsar's ``Le
 JSON ``{"brokerId": "host:webport", "serviceUrl": "http://host:webport"}``; the one that
 succeeds leads until its metadata session ends. The others watch the key and try again when it
 is deleted. A broker whose session is lost stops leading at once (its key is gone, or will be);
-after a new session it runs for election again.
+after a new session it runs for election again. After a reconnection it runs a round too: the
+leader key's deletion may have been notified while it was disconnected.
 
 Invariant: ``is_leader`` is True only while this broker's create succeeded and no session loss
 or deletion was seen since. ``leader_changes`` counts the changes of leader this broker saw
@@ -83,8 +84,8 @@ class LeaderElection:
             return
         if event is SessionEvent.SESSION_LOST:
             self._set_leader(False, None)
-        elif event is SessionEvent.SESSION_REESTABLISHED:
-            self.elect_soon()
+        elif event in (SessionEvent.SESSION_REESTABLISHED, SessionEvent.RECONNECTED):
+            self.elect_soon()  # reconnected: the leader's key may have gone unnoticed meanwhile
 
     def elect_soon(self) -> None:
         """Run one election round (at most one at a time; a request meanwhile runs another)."""

@@ -4,8 +4,9 @@ Every broker:
 
 - publishes its load report (:class:`~broker.loadbalance.reporter.LoadReporter`);
 - keeps a :class:`~broker.loadbalance.load_data.LoadData` of every broker's report, refreshed
-  when anything changes under ``/loadbalance/brokers`` (each refresh folds one sample of every
-  reported bundle into its history, as Pulsar's ``updateAll`` does);
+  when anything changes under ``/loadbalance/brokers`` and after every reconnection of the
+  metadata session (changes notified meanwhile were lost); each refresh folds one sample of
+  every reported bundle into its history, as Pulsar's ``updateAll`` does;
 - runs for leader (:class:`~broker.loadbalance.leader.LeaderElection`).
 
 The leader also:
@@ -59,7 +60,7 @@ from minipulsar.broker.namespace.bundles import NamespaceBundles
 from minipulsar.broker.namespace.remote import RemoteAdmin
 from minipulsar.clock import MONOTONIC, Clock
 from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
-from minipulsar.metadata import MetadataStore, Notification
+from minipulsar.metadata import MetadataStore, Notification, SessionEvent
 from minipulsar.supervision import Periodic, spawn
 
 log = logging.getLogger(__name__)
@@ -133,6 +134,7 @@ class LoadManager:
     async def start(self) -> None:
         await self.reporter.start()
         self._store.watch(BROKERS_PATH, self._brokers_changed)
+        self._store.add_session_listener(self._session_event)
         await self.refresh()
         self._collector = LoadBalancerCollector(self, self._cluster_name, self._expose_bundles_metrics)
         if self.settings.enabled:
@@ -179,7 +181,11 @@ class LoadManager:
 
     # -- the view of the cluster ----------------------------------------------------------------
 
-    def _brokers_changed(self, notification: Notification) -> None:
+    def _session_event(self, event: SessionEvent) -> None:
+        if event in (SessionEvent.RECONNECTED, SessionEvent.SESSION_REESTABLISHED):
+            self._brokers_changed(None)  # notifications may have been lost while disconnected
+
+    def _brokers_changed(self, notification: Notification | None) -> None:
         if self._closed:
             return
         if self._refreshing is not None and not self._refreshing.done():

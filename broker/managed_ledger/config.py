@@ -42,6 +42,13 @@ class ManagedLedgerConfig:
     mark_delete_rate_limit: float = 1.0
     """managedLedgerDefaultMarkDeleteRateLimit: cursor writes per second not awaited by an
     ack receipt (0 = no limit); see cursor.py."""
+    cursor_max_entries_per_ledger: int = 50_000
+    """managedLedgerCursorMaxEntriesPerLedger: positions per cursor ledger before it rolls over."""
+    cursor_rollover_time_s: float = 14_400.0
+    """managedLedgerCursorRolloverTimeInSeconds: a cursor ledger's age at which the next write rolls over."""
+    max_unacked_ranges_to_persist_in_metadata_store: int = 1000
+    """managedLedgerMaxUnackedRangesToPersistInMetadataStore: at a clean close, more ranges than
+    this stay in the cursor ledger instead of the metadata key."""
     cursor_backlogged_threshold: int = 1000
     """managedLedgerCursorBackloggedThreshold: a cursor further behind the tail is not active
     for the entry cache."""
@@ -64,6 +71,9 @@ class ManagedLedgerConfig:
             retention_check_interval_s=config.retention_check_interval_s,
             max_unacked_ranges_to_persist=config.max_unacked_ranges_to_persist,
             mark_delete_rate_limit=config.mark_delete_rate_limit,
+            cursor_max_entries_per_ledger=config.cursor_max_entries_per_ledger,
+            cursor_rollover_time_s=config.cursor_rollover_time_s,
+            max_unacked_ranges_to_persist_in_metadata_store=config.max_unacked_ranges_to_persist_in_metadata_store,
             cursor_backlogged_threshold=config.cursor_backlogged_threshold,
             cache_evict_by_mark_delete=config.cache_eviction_by_mark_deleted_position,
         )

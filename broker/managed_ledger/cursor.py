@@ -8,9 +8,11 @@
   stays at or before ``mark_delete``), and a rewind puts it back at the first unacknowledged
   entry.
 
-A durable cursor persists ``mark_delete`` and the first ``managedLedgerMaxUnackedRangesToPersist``
-ranges to the metadata store (cursor_info.py). Writes coalesce — at most one in flight per
-cursor, carrying every change made before it started — and are spaced out to
+A durable cursor persists ``mark_delete``, the first ``managedLedgerMaxUnackedRangesToPersist``
+ranges and its ``properties`` as one entry of its cursor ledger on the bookies
+(cursor_ledger.py: the metadata key only names that ledger, so an ack costs no metadata
+write). Writes coalesce — at most one in flight per cursor, carrying every change made before
+it started — and are spaced out to
 ``managedLedgerDefaultMarkDeleteRateLimit`` per second, except that a caller waiting for
 durability (an ack that asked for a receipt, a reset, a close) is never held back by the
 rate: its change goes out with the next write, at once. Delaying it would hold a consumer's
@@ -41,9 +43,10 @@ import time
 from collections.abc import Iterable
 
 from minipulsar.broker.managed_ledger import metrics
-from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
+from minipulsar.broker.managed_ledger.cursor_ledger import CursorLedger
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.position_info import CursorPosition
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 from minipulsar.errors import BadVersionError, InvalidCommandError, MiniPulsarError, NotFoundError
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
@@ -64,11 +67,20 @@ class ManagedCursor:
         mark_delete: Position,
         individually_deleted: Iterable[Position] | PositionRangeSet = (),
         version: int = NOT_EXISTS,
+        *,
+        persistence: CursorLedger | None = None,
+        properties: dict[str, int] | None = None,
     ) -> None:
         self.ledger = ledger
         self.name = name
         self._store = store
         self.path = f"{ledger.path}/{name}"
+        if persistence is None and store is not None:
+            persistence = CursorLedger(ledger.name, name, self.path, store, ledger.bookkeeper, ledger.config, version)
+        self.persistence = persistence
+        """Where the position goes (None: a non-durable cursor)."""
+        self.properties: dict[str, int] = dict(properties or {})
+        """Pulsar's mark-delete ``properties``: persisted with every position."""
         self.mark_delete = mark_delete
         self.individually_deleted = (
             individually_deleted
@@ -77,7 +89,6 @@ class ManagedCursor:
         )
         self.read_position = ledger.next_position(mark_delete)
         self.active = store is None
-        self._version = version
         self._read_epoch = 0
         """Bumped by seek/rewind/reset: a read that started before one is dropped."""
         self._changes = 0
@@ -110,10 +121,19 @@ class ManagedCursor:
         if not name or "/" in name:
             raise InvalidCommandError(f"invalid subscription name {name!r}")
         if store is not None:
-            stored = await store.get(f"{ledger.path}/{name}")
-            if stored is not None:
-                mark_delete, acked = decode_cursor_info(stored.value)
-                return cls(ledger, name, store, mark_delete, acked, stored.version)
+            path = f"{ledger.path}/{name}"
+            recovered = await CursorLedger.recover(ledger.name, name, path, store, ledger.bookkeeper, ledger.config)
+            if recovered is not None:
+                persistence, position = recovered
+                return cls(
+                    ledger,
+                    name,
+                    store,
+                    position.mark_delete,
+                    position.acked(),
+                    persistence=persistence,
+                    properties=position.properties,
+                )
         start = ledger.first_position if start_at_earliest else ledger.last_confirmed
         cursor = cls(ledger, name, store, start)
         if store is not None:
@@ -241,6 +261,13 @@ class ManagedCursor:
             self._changed(previous)
         await self._settle(wait_durable)
 
+    async def mark_delete_with_properties(self, position: Position, properties: dict[str, int]) -> None:
+        """Pulsar's ``markDelete(position, properties)``: acknowledge up to ``position`` and
+        replace the properties persisted with it; returns once durable."""
+        self.properties = dict(properties)
+        self._changes += 1
+        await self.acknowledge_cumulative(position, wait_durable=True)
+
     def _advance_mark_delete(self) -> None:
         acked = self.individually_deleted
         following = self.ledger.next_position(self.mark_delete)
@@ -296,27 +323,27 @@ class ManagedCursor:
             self._write_timer.cancel()
             self._write_timer = None
 
-    async def _write(self) -> None:
-        assert self._store is not None
-        target = self._changes
-        data, left_out = encode_cursor_info(
-            self.mark_delete, self.individually_deleted, self.ledger.config.max_unacked_ranges_to_persist
-        )
+    def _position(self) -> CursorPosition:
+        max_ranges = self.ledger.config.max_unacked_ranges_to_persist
+        position, left_out = CursorPosition.of(self.mark_delete, self.individually_deleted, max_ranges, self.properties)
         self._note_left_out(left_out)
+        return position
+
+    async def _write(self) -> None:
+        assert self.persistence is not None
+        target = self._changes
+        position = self._position()
         self._last_write_s = time.monotonic()
         try:
-            stat = await self._store.put(self.path, data, self._version)
+            await self.persistence.persist(position)
         except MiniPulsarError as error:
             self._writing = False
-            metrics.CURSOR_PERSIST_ERRORS.inc()
             log.warning("cursor %s: persisting the mark-delete position failed: %s", self.path, error)
             self._resolve_waiters(self._changes, error)
             if not self._closed and not isinstance(error, (BadVersionError, NotFoundError)):
                 self._write_timer = asyncio.get_running_loop().call_later(WRITE_RETRY_S, self._write_timer_fired)
             return
         self._writing = False
-        metrics.CURSOR_PERSIST_SUCCEED.inc()
-        self._version = stat.version
         self._persisted = target
         self._resolve_waiters(target, None)
         if self._persisted < self._changes:
@@ -351,7 +378,8 @@ class ManagedCursor:
     # -- lifecycle ------------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Write what is pending (durable) and leave the managed ledger's cursors."""
+        """Write what is pending (durable), store the position in the key (a clean close: see
+        cursor_ledger.py) and leave the managed ledger's cursors."""
         if self._closed:
             return
         try:
@@ -361,17 +389,19 @@ class ManagedCursor:
         self._closed = True
         self._cancel_write_timer()
         self.ledger.remove_cursor(self)
+        if self.persistence is not None:
+            try:
+                await self.persistence.close(self._position())
+            except MiniPulsarError as error:  # the cursor ledger still holds the last position written
+                log.warning("cursor %s: closing the cursor ledger failed: %s", self.path, error)
 
     async def delete(self) -> None:
         """Forget the cursor (unsubscribe): it no longer holds data back from trimming."""
         self._closed = True
         self._cancel_write_timer()
         self.ledger.remove_cursor(self)
-        if self._store is not None:
-            try:
-                await self._store.delete(self.path)
-            except NotFoundError:
-                pass
+        if self.persistence is not None:
+            await self.persistence.delete()
             self.ledger.trim_soon()
 
 

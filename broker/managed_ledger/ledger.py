@@ -71,6 +71,7 @@ from minipulsar.errors import (
     PersistenceError,
     ServiceNotReadyError,
 )
+from minipulsar.metadata.cas import put_resolving
 from minipulsar.metadata.store import NOT_EXISTS, MetadataStore
 from minipulsar.supervision import spawn
 
@@ -138,7 +139,8 @@ class LedgerCursor(Protocol):
 
     @property
     def durable(self) -> bool:
-        """Persisted in the metadata store: its mark-delete position holds data back from trimming."""
+        """Persisted (its cursor ledger, named by its metadata key): its mark-delete position holds
+        data back from trimming."""
         ...
 
     @property
@@ -155,6 +157,10 @@ class LedgerCursor(Protocol):
 
     async def flush(self) -> None:
         """Persist what is pending (durable cursors)."""
+        ...
+
+    async def close(self) -> None:
+        """Persist what is pending and leave the managed ledger (a durable cursor's clean close)."""
         ...
 
     def skip_trimmed(self, first: Position) -> None:
@@ -307,9 +313,11 @@ class ManagedLedger:
         self.state = to
 
     async def close(self) -> None:
-        """Stop writing; persist the durable cursors' pending changes; free the cache."""
+        """Stop writing; close the durable cursors (their clean close stores each position in its
+        key), or only flush them when fenced (another broker owns the topic); free the cache."""
         if self.state is State.CLOSED:
             return
+        fenced = self.state is State.FENCED
         self._transition(State.CLOSED)
         self._cancel_roll_check()
         if self._trim_task is not None:
@@ -318,7 +326,8 @@ class ManagedLedger:
         if self._owns_timers:
             await self._timers.close()
         self._fail_queued(ServiceNotReadyError(f"managed ledger {self.name} is closed"))
-        await asyncio.gather(*(cursor.flush() for cursor in self._cursors if cursor.durable), return_exceptions=True)
+        durable = [cursor for cursor in self._cursors if cursor.durable]
+        await asyncio.gather(*(c.flush() if fenced else c.close() for c in durable), return_exceptions=True)
         current = self._ledgers.current
         if current is not None:
             self._ledgers.close_current()
@@ -606,7 +615,7 @@ class ManagedLedger:
         every change made before it started."""
         async with self._info_lock:
             info = ManagedLedgerInfo(self._ledgers.infos, self._properties)
-            stat = await self._store.put(self.path, info.to_bytes(), self._info_version)
+            stat = await put_resolving(self._store, self.path, info.to_bytes(), self._info_version)
             self._info_version = stat.version
 
     def _info_write_failed(self, error: MiniPulsarError) -> None:
@@ -659,7 +668,7 @@ class ManagedLedger:
             kept = [info for info in self._ledgers.infos if info.ledger_id not in doomed_ids]
             try:
                 stored = ManagedLedgerInfo(kept, self._properties).to_bytes()
-                self._info_version = (await self._store.put(self.path, stored, self._info_version)).version
+                self._info_version = (await put_resolving(self._store, self.path, stored, self._info_version)).version
             except MiniPulsarError as error:
                 self._info_write_failed(error)
                 return []
@@ -695,6 +704,11 @@ class ManagedLedger:
         return positions
 
     # -- cursors --------------------------------------------------------------------------------
+
+    @property
+    def bookkeeper(self) -> LedgerClient:
+        """The BookKeeper client the cursors create their cursor ledgers with."""
+        return self._bk
 
     @property
     def cursors(self) -> list[LedgerCursor]:

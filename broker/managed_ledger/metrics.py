@@ -16,11 +16,19 @@ CURSOR_RANGES_OVER_LIMIT = Gauge(
     "Cursor position writes that persisted only the first managedLedgerMaxUnackedRangesToPersist "
     "individually-acknowledged ranges; the others stay in memory and are redelivered after a crash (counter)",
 )
+CURSOR_PERSIST_LEDGER_SUCCEED = Gauge(
+    "pulsar_ml_cursor_persistLedgerSucceed", "Cursor positions appended to a cursor ledger (counter)"
+)
+CURSOR_PERSIST_LEDGER_ERRORS = Gauge(
+    "pulsar_ml_cursor_persistLedgerErrors",
+    "Cursor ledger creations or appends the bookies refused; the position went to the metadata store (counter)",
+)
 CURSOR_PERSIST_SUCCEED = Gauge(
-    "pulsar_ml_cursor_persistZookeeperSucceed", "Cursor positions written to the metadata store (counter)"
+    "pulsar_ml_cursor_persistZookeeperSucceed",
+    "Cursor keys written to the metadata store: a switch to a new cursor ledger, a clean close, a fallback (counter)",
 )
 CURSOR_PERSIST_ERRORS = Gauge(
-    "pulsar_ml_cursor_persistZookeeperErrors", "Cursor position writes to the metadata store that failed (counter)"
+    "pulsar_ml_cursor_persistZookeeperErrors", "Cursor key writes to the metadata store that failed (counter)"
 )
 LEDGERS_ROLLED = Gauge("pulsar_ml_ledgers_rolled", "Ledgers closed by rollover or a write failure (counter)")
 LEDGERS_TRIMMED = Gauge(

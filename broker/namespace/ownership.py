@@ -7,7 +7,8 @@ its session expires.
 
 This broker's own bundles are kept in :class:`OwnershipCache` too. Invariants:
 
-- a bundle is in ``owned`` only while this broker holds its key (created it in this session);
+- a bundle is in ``owned`` only while this broker holds its key (created it in this session:
+  a create answered after a session loss that began before it is not an ownership);
 - ``ACTIVE`` → topics may load and serve; ``UNLOADING`` → the key says disabled, nothing new attaches;
 - a key naming this broker's URLs that is not in ``owned`` belongs to an earlier session of a
   broker on the same address (restarted before its old session expired); that process is gone,
@@ -22,7 +23,7 @@ import logging
 from dataclasses import dataclass
 
 from minipulsar.broker.namespace.bundles import NamespaceBundle
-from minipulsar.errors import AlreadyExistsError, BadVersionError, NotFoundError
+from minipulsar.errors import AlreadyExistsError, BadVersionError, NotFoundError, ServiceNotReadyError
 from minipulsar.metadata import MetadataStore
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class OwnershipCache:
         self.me = me
         self.owned: dict[str, OwnedBundle] = {}
         """Bundle name → what this broker owns (see the module invariants)."""
+        self._sessions_lost = 0
+        """Bumped by :meth:`forget_all`: a create answered after a session loss it started before
+        made a key of the lost session (gone, or about to go), never an ownership."""
 
     async def owner(self, bundle: NamespaceBundle) -> tuple[OwnerData, int] | None:
         """The current owner and the key's version, or None when the bundle is unowned."""
@@ -104,9 +108,12 @@ class OwnershipCache:
         """Create the ownership key; returns ``self.me`` when this broker now owns ``bundle``, else
         the data of the broker that does (a race lost to it, or a key this broker did not see)."""
         path = ownership_path(bundle)
+        sessions_lost = self._sessions_lost
         for _ in range(3):
             try:
                 stat = await self._store.put(path, self.me.to_json(), -1, ephemeral=True)
+                if self._sessions_lost != sessions_lost:
+                    raise ServiceNotReadyError(f"{bundle}: the metadata session was lost while acquiring it")
             except AlreadyExistsError:
                 current = await self.owner(bundle)
                 if current is None:
@@ -156,6 +163,7 @@ class OwnershipCache:
         """The metadata session ended: every key went with it. Returns what was owned."""
         lost = list(self.owned.values())
         self.owned.clear()
+        self._sessions_lost += 1
         return lost
 
     def owning(self, namespace: str, hash_value: int) -> OwnedBundle | None:

@@ -12,7 +12,9 @@ Bundles are computed from namespace policies cached per namespace and dropped on
 under ``/admin/policies`` (a watch), and when the metadata session reconnects. A watch on
 ``/namespace`` catches this broker's ownership key vanishing while it still serves the bundle
 (taken away by another broker that judged it dead): the bundle is dropped at once, as on a
-lost session. A namespace a topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
+lost session; after a reconnection every owned key is read again (a deletion notified meanwhile
+was lost). A lost session drops every bundle inside the event callback (docs/design.md §4.1).
+A namespace a topic names that has no policies yet is created with ``defaultNumberOfNamespaceBundles``
 bundles (its tenant too) — a minipulsar convenience; Pulsar refuses such topics.
 
 Invariants:
@@ -49,7 +51,8 @@ from minipulsar.broker.namespace.ownership import (
 from minipulsar.broker.namespace.policies import DEFAULT_NAMESPACE, POLICIES_ROOT, PolicyStore
 from minipulsar.broker.namespace.remote import RemoteAdmin
 from minipulsar.broker.namespace.settings import NamespaceSettings
-from minipulsar.broker.namespace.unload import DetachedClients, close_topics
+from minipulsar.broker.namespace.unload import DetachedClients, close_topics, detach_clients
+from minipulsar.broker.topics.base import Topic
 from minipulsar.broker.topics.registry import LoadedTopics
 from minipulsar.clock import MONOTONIC, Clock
 from minipulsar.errors import (
@@ -61,6 +64,7 @@ from minipulsar.errors import (
     NotOwnerError,
     ServerError,
     ServiceNotReadyError,
+    SessionExpiredError,
     error_for_code,
 )
 from minipulsar.metadata import MetadataStore, Notification, NotificationType, SessionEvent
@@ -73,6 +77,10 @@ SHUTDOWN_UNLOAD_TIMEOUT_S = 10.0
 """A clean shutdown unloads for at most this long (or namespaceBundleUnloadingTimeoutMs if shorter),
 then drops what is left locally: the ownership keys go with the session anyway, and the
 supervisor (15 s) or the test harness (10 s) would kill the process soon after."""
+
+DROP_DRAIN_TIMEOUT_S = 1.0
+"""How long a bundle dropped without an unload (session lost, key deleted, shutdown leftovers)
+waits for the sends already persisting before its topics close."""
 
 OwnershipListener = Callable[[str, str], None]
 """``listener(event, bundle_name)`` with event ``"owned"`` or ``"unloaded"``."""
@@ -188,16 +196,25 @@ class NamespaceService:
         del self.ownership.owned[owned.bundle.name]
         bundle = owned.bundle
         loading = self._topics.take_topics(lambda name: bundle.contains_topic(str(name), name.namespace_name))
-        (await close_topics(loading, 1.0)).notify()
+        (await close_topics(loading, DROP_DRAIN_TIMEOUT_S)).notify()
         self._emit("unloaded", bundle.name)
 
     def _session_event(self, event: SessionEvent) -> None:
+        """The session rules (docs/design.md §4.1): a lost session drops every bundle here and
+        now, in this callback, before the loop runs anything else (a SEND read meanwhile finds
+        its producer detached); a lost connection changes nothing served; after a reconnection
+        whatever watches fed is re-read — the policies cache, and this broker's ownership keys (a
+        deletion notified while disconnected was lost)."""
         self._store_connected = event in (SessionEvent.RECONNECTED, SessionEvent.SESSION_REESTABLISHED)
         if event in (SessionEvent.RECONNECTED, SessionEvent.SESSION_REESTABLISHED):
             for namespace in list(self._cache):  # notifications may have been missed meanwhile
                 self._invalidate(namespace)
+        if event is SessionEvent.RECONNECTED and not self.closing:
+            for owned in list(self.ownership.owned.values()):
+                if owned.state is BundleState.ACTIVE:
+                    spawn(self._drop(owned, "its ownership key is gone"), name=f"check {owned.bundle}", logger=log)
         if event is SessionEvent.SESSION_LOST and not self.closing:
-            spawn(self._ownership_lost(), name="ownership lost", logger=log)
+            self._stop_serving_all("metadata session lost")
 
     # -- lookup and ownership -------------------------------------------------------------------
 
@@ -213,7 +230,8 @@ class NamespaceService:
         try:
             result = await self._decision.find(topic, authoritative)
         except MiniPulsarError as error:
-            if not isinstance(error, ServerError) and error.retriable:  # metadata store unreachable, timeout
+            if isinstance(error, SessionExpiredError) or (not isinstance(error, ServerError) and error.retriable):
+                # the metadata store unreachable, a timeout, or the session lost and not yet replaced
                 result = LookupResult.failed(ErrorCode.SERVICE_NOT_READY, f"lookup of {topic} failed: {error}")
             else:
                 result = LookupResult.failed_by(error)
@@ -372,10 +390,41 @@ class NamespaceService:
         winner = await self.acquire(bundle)
         return winner is not None and winner.same_broker(self.ownership.me)
 
-    async def _ownership_lost(self) -> None:
-        """The metadata session expired: every ownership key is gone, so stop serving everything now
-        (another broker may take the bundles); clients reconnect through lookup."""
-        await self._drop_all("metadata session lost")
+    def _stop_serving_all(self, why: str) -> None:
+        """The metadata session expired: every ownership key is gone (another broker may take the
+        bundles now), so stop serving at once, without an await: forget the bundles (lookups and
+        new producers or consumers here then go through a fresh acquire) and detach every loaded
+        topic's producers and consumers (their later SENDs are dropped, their clients resend
+        them to the next owner); closing the topics and telling the clients follow in a task.
+        What was already handed to the bookies may still be acknowledged: the next owner fences
+        those ledgers when it opens the topic, so no add here succeeds after that."""
+        lost = self.ownership.forget_all()
+        if not lost:
+            return
+        log.warning("%s: dropping %d bundles", why, len(lost))
+        loading = self._topics.take_topics(lambda name: True)
+        early = DetachedClients()
+        in_flight: list[asyncio.Future[None]] = []
+        for future in loading:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                detached, persisting = detach_clients(future.result())
+                early.extend(detached)
+                in_flight += persisting
+        spawn(self._close_dropped(lost, loading, early, in_flight), name="close dropped topics", logger=log)
+
+    async def _close_dropped(
+        self,
+        lost: list[OwnedBundle],
+        loading: list[asyncio.Future[Topic]],
+        early: DetachedClients,
+        in_flight: list[asyncio.Future[None]],
+    ) -> None:
+        if in_flight:  # their receipts still go out (or they fail: the next owner fenced them)
+            await asyncio.wait(in_flight, timeout=DROP_DRAIN_TIMEOUT_S)
+        early.extend(await close_topics(loading, DROP_DRAIN_TIMEOUT_S))
+        early.notify()
+        for owned in lost:
+            self._emit("unloaded", owned.bundle.name)
 
     async def _drop_all(self, why: str) -> None:
         """Stop serving every bundle without touching the metadata store (its keys are gone, or
@@ -385,7 +434,7 @@ class NamespaceService:
             return
         log.warning("%s: dropping %d bundles", why, len(lost))
         loading = self._topics.take_topics(lambda name: True)
-        detached = await close_topics(loading, 1.0)
+        detached = await close_topics(loading, DROP_DRAIN_TIMEOUT_S)
         detached.notify()
         for owned in lost:
             self._emit("unloaded", owned.bundle.name)

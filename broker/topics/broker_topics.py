@@ -44,6 +44,7 @@ from minipulsar.clock import MONOTONIC, Clock
 from minipulsar.config import BrokerConfig
 from minipulsar.errors import InvalidCommandError, MiniPulsarError, NotOwnerError, ServiceNotReadyError
 from minipulsar.metadata import MetadataStore
+from minipulsar.supervision import Periodic
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,8 @@ class TopicSettings:
     """brokerDeduplicationEntriesInterval: persisted entries between snapshots."""
     deduplication_max_producers: int = 10_000
     """brokerDeduplicationMaxNumberOfProducers."""
+    deduplication_snapshot_interval_s: float = 120.0
+    """brokerDeduplicationSnapshotIntervalSeconds (0: none by time)."""
     auto_create_partitioned: bool = False
     """allowAutoTopicCreationType=partitioned: a topic asked for before it exists is created partitioned."""
     default_num_partitions: int = 1
@@ -98,6 +101,7 @@ class TopicSettings:
             deduplication_enabled=config.deduplication_enabled,
             deduplication_entries_interval=config.deduplication_entries_interval,
             deduplication_max_producers=config.deduplication_max_producers,
+            deduplication_snapshot_interval_s=config.deduplication_snapshot_interval_s,
             auto_create_partitioned=config.allow_auto_topic_creation_type == "partitioned",
             default_num_partitions=config.default_num_partitions,
         )
@@ -141,6 +145,11 @@ class BrokerTopics:
         self.ledger_timers = LedgerTimers(settings.managed_ledger.retention_check_interval_s)
         self._heap = heap
         """The timed work of every managed ledger loaded here."""
+        self._dedup_snapshots = Periodic(
+            "deduplication snapshots", settings.deduplication_snapshot_interval_s, self._snapshot_dedup, logger=log
+        )
+        """Pulsar's checkMessageDeduplicationInfo: a changed deduplication state is snapshot at
+        least this often, so the pulsar.dedup cursor holds back trimming for a bounded time."""
 
     # -- loaded topics --------------------------------------------------------------------------
 
@@ -228,12 +237,24 @@ class BrokerTopics:
                     settings.deduplication_max_producers,
                 )
                 await topic.deduplication.recover(ledger)
+                if settings.deduplication_snapshot_interval_s > 0 and not self._dedup_snapshots.running:
+                    self._dedup_snapshots.start()
+            else:
+                await MessageDeduplication.forget(ledger, self._store)
         except MiniPulsarError as error:
             log.warning("cannot load topic %s: %s", name, error)
             await ledger.close()
             raise ServiceNotReadyError(f"topic {name} is not available: {error}") from error
         log.info("loaded topic %s (%d ledgers, %d subscriptions)", name, len(ledger.ledgers), len(topic.subscriptions))
         return topic
+
+    async def _snapshot_dedup(self) -> None:
+        deduplicating = [
+            topic.deduplication
+            for topic in self.loaded_topics()
+            if isinstance(topic, PersistentTopic) and topic.deduplication is not None
+        ]
+        await asyncio.gather(*(dedup.snapshot_if_changed() for dedup in deduplicating))
 
     # -- questions by name ----------------------------------------------------------------------
 
@@ -278,6 +299,7 @@ class BrokerTopics:
             await topic.close()
         for loading in self._topics.take_all():
             loading.cancel()
+        await self._dedup_snapshots.stop()
         await self.ledger_timers.close()
         if self._heap is not None:
             self._heap.close()

@@ -18,7 +18,7 @@ import logging
 from functools import partial
 from typing import Any
 
-from minipulsar.broker.dedup import MessageDeduplication
+from minipulsar.broker.dedup import DEDUP_CURSOR, MessageDeduplication
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Position
@@ -28,7 +28,7 @@ from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.persistent_subscription import EARLIEST, PersistentSubscription, check_sub_type
 from minipulsar.broker.topics.rates import RateTable
-from minipulsar.errors import ConsumerBusyError, MiniPulsarError
+from minipulsar.errors import ConsumerBusyError, InvalidCommandError, MiniPulsarError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.supervision import spawn
 from minipulsar.topic_name import TopicName
@@ -74,6 +74,8 @@ class PersistentTopic:
         first consumer that attaches)."""
         topic = cls(name, ledger, store, dispatch)
         for cursor_name in await store.children(ledger.path):
+            if cursor_name == DEDUP_CURSOR:  # deduplication's, not a subscription (Pulsar hides it too)
+                continue
             cursor = await ManagedCursor.open(ledger, cursor_name, store, start_at_earliest=False)
             topic.subscriptions[cursor_name] = PersistentSubscription(cursor, "Exclusive", topic.dispatch_settings)
         return topic
@@ -183,6 +185,8 @@ class PersistentTopic:
         durable: bool = True,
         start_position: Position | None = None,
     ) -> PersistentSubscription:
+        if name == DEDUP_CURSOR:
+            raise InvalidCommandError(f"subscription name {name!r} is reserved for deduplication")
         if durable:
             cursor = await ManagedCursor.open(self.ledger, name, self._store, start_at_earliest)
         else:

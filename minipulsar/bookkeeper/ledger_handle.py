@@ -61,6 +61,7 @@ from minipulsar.errors import (
     PersistenceError,
     UnauthorizedAccessError,
 )
+from minipulsar.metadata.cas import put_resolving
 from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
@@ -357,7 +358,8 @@ class LedgerHandle:
             segments.append((start, tuple(ensemble)))
         changed = replace(metadata, ensembles=tuple(segments))
         try:
-            stat = await self._ctx.store.put(ledger_path(self.ledger_id), changed.to_bytes(), metadata.version)
+            path = ledger_path(self.ledger_id)
+            stat = await put_resolving(self._ctx.store, path, changed.to_bytes(), metadata.version)
         except BadVersionError:
             raise LedgerFencedError(
                 f"ledger {self.ledger_id}: metadata changed by another client during an "
@@ -430,7 +432,8 @@ class LedgerHandle:
         if self.metadata.state is not LedgerState.OPEN:
             return
         closed = self.metadata.closed(self.last_add_confirmed, self.length)
-        stat = await self._ctx.store.put(ledger_path(self.ledger_id), closed.to_bytes(), self.metadata.version)
+        path = ledger_path(self.ledger_id)
+        stat = await put_resolving(self._ctx.store, path, closed.to_bytes(), self.metadata.version)
         self.metadata = replace(closed, version=stat.version)
 
     # -- reading --------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from minipulsar.cli.common import setup_logging
 from minipulsar.cli.standalone_plan import (
     DEFAULT_BOOKIE_HTTP_PORT,
     DEFAULT_BROKER_PORT,
+    DEFAULT_METASTORE_HTTP_PORT,
     DEFAULT_METASTORE_PORT,
     DEFAULT_WEB_PORT,
     BookieSlot,
@@ -106,6 +107,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--metastore-port", type=int, default=None, help=f"(default: {DEFAULT_METASTORE_PORT}; not with --metadata-url)"
     )
     p.add_argument(
+        "--metastore-http-port",
+        type=int,
+        default=None,
+        help=f"the metastore's /metrics port (metricsProvider.httpPort; default: {DEFAULT_METASTORE_HTTP_PORT}; "
+        "0 = any free port; not with --metadata-url)",
+    )
+    p.add_argument(
         "--bookie-port",
         type=int,
         default=None,
@@ -160,6 +168,9 @@ async def run_standalone(args: argparse.Namespace) -> int:
             bind_address=args.bind_address,
             advertised_address=args.advertised_address,
             metastore_port=DEFAULT_METASTORE_PORT if args.metastore_port is None else args.metastore_port,
+            metastore_http_port=DEFAULT_METASTORE_HTTP_PORT
+            if args.metastore_http_port is None
+            else args.metastore_http_port,
             broker_port=args.broker_port,
             web_port=args.web_port,
             bookie_port=args.bookie_port,
@@ -197,11 +208,16 @@ def _check_metastore_flags(args: argparse.Namespace) -> None:
         return
     given = [
         flag
-        for flag, value in (("--metastore-port", args.metastore_port), ("--metastore-config", args.metastore_config))
+        for flag, value in (
+            ("--metastore-port", args.metastore_port),
+            ("--metastore-http-port", args.metastore_http_port),
+            ("--metastore-config", args.metastore_config),
+        )
         if value is not None
     ]
     if given:
-        raise ConfigError(f"{' and '.join(given)} configure the metastore, which --metadata-url replaces")
+        verb = "configure" if len(given) > 1 else "configures"
+        raise ConfigError(f"{' and '.join(given)} {verb} the metastore, which --metadata-url replaces")
 
 
 def _child_options(args: argparse.Namespace) -> ChildOptions:
@@ -457,6 +473,8 @@ def metastore_args(plan: StandalonePlan, opts: ChildOptions) -> list[str]:
     return [
         "--port",
         str(plan.metastore_port),
+        "--http-port",
+        str(plan.metastore_http_port),
         "--data-dir",
         str(plan.metastore_dir),
         "--bind-address",

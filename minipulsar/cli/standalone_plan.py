@@ -49,6 +49,7 @@ STATE_FORMAT = 1
 DEFAULT_BROKER_PORT = 6650  # Pulsar brokerServicePort
 DEFAULT_WEB_PORT = 8080  # Pulsar webServicePort
 DEFAULT_METASTORE_PORT = 6680  # docs/design.md §1
+DEFAULT_METASTORE_HTTP_PORT = 7000  # ZooKeeper metricsProvider.httpPort
 DEFAULT_BOOKIE_PORT = 3181  # BookKeeper bookiePort
 DEFAULT_BOOKIE_HTTP_PORT = 8000  # BookKeeper httpServerPort
 
@@ -182,6 +183,8 @@ class StandalonePlan:
     web_port: int
     bookies: tuple[BookieSlot, ...]
     broker_count: int = 1
+    metastore_http_port: int = DEFAULT_METASTORE_HTTP_PORT
+    """The metastore's /metrics port (0: any free port)."""
     metadata_url: str | None = None
     """The external metadata store every bookie and broker uses; None: start a metastore child."""
 
@@ -221,7 +224,8 @@ class StandalonePlan:
 
     def fixed_ports(self) -> list[tuple[str, int]]:
         """(owner, port) for every non-zero port the children will bind."""
-        owners = [("metastore", self.metastore_port)] if self.runs_metastore else []
+        metastore = [("metastore", self.metastore_port), ("metastore http", self.metastore_http_port)]
+        owners = metastore if self.runs_metastore else []
         for broker in self.brokers:
             owners += [(broker.name, broker.port), (f"{broker.name} web service", broker.web_port)]
         for b in self.bookies:
@@ -269,6 +273,7 @@ def make_plan(
     bind_address: str = "127.0.0.1",
     advertised_address: str | None = None,
     metastore_port: int = DEFAULT_METASTORE_PORT,
+    metastore_http_port: int = DEFAULT_METASTORE_HTTP_PORT,
     broker_port: int = DEFAULT_BROKER_PORT,
     web_port: int = DEFAULT_WEB_PORT,
     bookie_port: int | None = None,
@@ -307,7 +312,16 @@ def make_plan(
         for i in range(bookie_count)
     )
     plan = StandalonePlan(
-        data_dir, bind_address, advertised, metastore_port, broker_port, web_port, bookies, broker_count, metadata_url
+        data_dir,
+        bind_address,
+        advertised,
+        metastore_port,
+        broker_port,
+        web_port,
+        bookies,
+        broker_count,
+        metastore_http_port=metastore_http_port,
+        metadata_url=metadata_url,
     )
     _check_ports(plan.fixed_ports())
     return plan

@@ -261,6 +261,26 @@ class BrokerConfig:
         min_value=0,
     )
     """Acks still wait for durability (see cursor.py)."""
+    cursor_max_entries_per_ledger: int = setting(
+        "managedLedgerCursorMaxEntriesPerLedger",
+        50_000,
+        doc="Positions a cursor appends to its cursor ledger before it rolls over to a new one.",
+        min_value=1,
+    )
+    cursor_rollover_time_s: int = setting(
+        "managedLedgerCursorRolloverTimeInSeconds",
+        14_400,
+        doc="Age (s) of a cursor ledger after which the cursor's next position write rolls over to a new one.",
+        min_value=0,
+    )
+    max_unacked_ranges_to_persist_in_metadata_store: int = setting(
+        "managedLedgerMaxUnackedRangesToPersistInMetadataStore",
+        1_000,
+        doc="At a clean close, a cursor with more acknowledged ranges keeps its position in its cursor ledger.",
+        min_value=0,
+    )
+    """At most that many: the position goes into the metadata key and the cursor ledger is deleted
+    (broker/managed_ledger/cursor_ledger.py)."""
     cursor_backlogged_threshold: int = setting(
         "managedLedgerCursorBackloggedThreshold",
         1000,
@@ -311,6 +331,12 @@ class BrokerConfig:
         1000,
         doc="Entries between snapshots of a topic's deduplication state.",
         min_value=1,
+    )
+    deduplication_snapshot_interval_s: int = setting(
+        "brokerDeduplicationSnapshotIntervalSeconds",
+        120,
+        doc="Seconds between snapshots of a changed deduplication state (0 = none by time).",
+        min_value=0,
     )
     deduplication_max_producers: int = setting(
         "brokerDeduplicationMaxNumberOfProducers",

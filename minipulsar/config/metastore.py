@@ -25,6 +25,14 @@ class MetastoreConfig:
         min_value=0,
         max_value=65535,
     )
+    http_port: int = setting(
+        "metricsProvider.httpPort",
+        7000,
+        doc="Port of the HTTP server for /metrics, with ZooKeeper's metric names; 0 picks a free one.",
+        upstream="ZooKeeper's default (its Prometheus metrics provider); Pulsar's zookeeper.conf: 8000.",
+        min_value=0,
+        max_value=65535,
+    )
     data_dir: str = setting(
         "dataDir",
         "data/metastore",

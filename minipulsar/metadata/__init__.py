@@ -8,12 +8,16 @@
 - ``zk:host:port[,host:port...][/chroot]`` (Pulsar's ``metadataStoreUrl``, also ``zk://``) or
   ``zk+hierarchical://host:port[;host:port...]/ledgers`` (BookKeeper's ``metadataServiceUri``):
   a ZooKeeper ensemble (:mod:`.zookeeper`, URLs in :mod:`.zk_url`).
+
+Whichever it is, the store comes wrapped in an :class:`~.instrumented.InstrumentedMetadataStore`,
+which exports the metadata layer's metrics (:mod:`.stats`).
 """
 
 from __future__ import annotations
 
 from minipulsar.errors import ConfigError
 from minipulsar.metadata.client import DEFAULT_PORT, MetastoreClient
+from minipulsar.metadata.instrumented import InstrumentedMetadataStore
 from minipulsar.metadata.memory import MemoryMetadataStore, shared_tree
 from minipulsar.metadata.store import (
     NOT_EXISTS,
@@ -35,6 +39,7 @@ from minipulsar.net.client import parse_address
 __all__ = [
     "NOT_EXISTS",
     "GetResult",
+    "InstrumentedMetadataStore",
     "Listener",
     "MemoryMetadataStore",
     "MetadataStore",
@@ -57,7 +62,16 @@ class UnsupportedMetadataUrl(ConfigError, ValueError):
 
 
 async def open_metadata_store(url: str, *, session_timeout_ms: int = 30_000) -> MetadataStore:
-    """A started store for ``url``, with a session of ``session_timeout_ms``.
+    """A started store for ``url``, with a session of ``session_timeout_ms``, measured by an
+    :class:`InstrumentedMetadataStore` (its ``backend`` is the store :func:`_open_backend` opened).
+
+    Raises: as :func:`_open_backend`.
+    """
+    return InstrumentedMetadataStore(await _open_backend(url, session_timeout_ms=session_timeout_ms))
+
+
+async def _open_backend(url: str, *, session_timeout_ms: int) -> MetadataStore:
+    """A started backend for ``url``, with a session of ``session_timeout_ms``.
 
     Raises:
         ConfigError: ``url`` is not ``memory://<name>``, ``metastore://host:port`` or a

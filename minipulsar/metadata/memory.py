@@ -14,6 +14,15 @@ when *its* session ends, and the other store's watches see it. Ending a session 
 
 Either way the store then reports ``SESSION_LOST``, opens a new session and reports
 ``SESSION_REESTABLISHED`` (its owner re-creates its ephemeral keys, as Pulsar does).
+
+Losing the connection on purpose, as a network client does:
+:meth:`MemoryMetadataStore.disconnect` reports ``CONNECTION_LOST``; until
+:meth:`MemoryMetadataStore.reconnect` every request fails with ``ConnectionClosedError``,
+every notification meant for this store is lost, and the session is not renewed (it expires
+after its timeout: ``SESSION_LOST`` is reported while still disconnected). ``reconnect``
+reports ``RECONNECTED`` when the session survived, else opens a new one and reports
+``SESSION_REESTABLISHED`` — the events and the lost notifications a watcher of a real store
+must cope with.
 """
 
 from __future__ import annotations
@@ -99,6 +108,9 @@ class MemoryMetadataStore(MetadataStore):
         self._session_listeners: list[SessionListener] = []
         self._keepalive_suspended = False
         self._closed = False
+        self._disconnected = False
+        self._session_pending = False
+        """The session expired while disconnected: a new one is opened on :meth:`reconnect`."""
         self.session_id = self.shared.tree.create_session(session_timeout_ms, _monotonic_ms())
         self.shared.stores.add(self)
         self._tick_s = min(max(session_timeout_ms / 3000, TICK_S_MIN), TICK_S_MAX)
@@ -158,19 +170,42 @@ class MemoryMetadataStore(MetadataStore):
 
     def expire_session(self) -> None:
         """Expire the session now (its ephemeral keys go; SESSION_LOST, then a new session)."""
-        self._check_open()
+        if self._closed:
+            raise ConnectionClosedError("the metadata store is closed")
         self.shared.publish(self.shared.tree.close_session(self.session_id))
         self._session_ended()
+
+    def disconnect(self) -> None:
+        """Lose the connection (see the module docstring): CONNECTION_LOST now."""
+        if not self._closed and not self._disconnected:
+            self._disconnected = True
+            self._emit(SessionEvent.CONNECTION_LOST)
+
+    def reconnect(self) -> None:
+        """Connect again: RECONNECTED, or SESSION_REESTABLISHED when the session expired meanwhile."""
+        if self._closed or not self._disconnected:
+            return
+        self._disconnected = False
+        session_id = self.session_id
+        self.shared.expire_due(_monotonic_ms())  # past its deadline: it ends now, a new one opens
+        if self._session_pending:
+            self._session_pending = False
+            self._open_new_session()
+        elif self.session_id == session_id:
+            self.shared.tree.keepalive(self.session_id, _monotonic_ms())
+            self._emit(SessionEvent.RECONNECTED)
 
     # -- internals ------------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
             raise ConnectionClosedError("the metadata store is closed")
+        if self._disconnected:
+            raise ConnectionClosedError("not connected to the metadata store")
 
     def _tick(self) -> None:
         now_ms = _monotonic_ms()
-        if not self._keepalive_suspended:
+        if not self._keepalive_suspended and not self._disconnected:
             try:
                 self.shared.tree.keepalive(self.session_id, now_ms)
             except SessionExpiredError:
@@ -179,8 +214,14 @@ class MemoryMetadataStore(MetadataStore):
         self._ticker = self._loop.call_later(self._tick_s, self._tick)
 
     def _session_ended(self) -> None:
-        """Our session is gone: report it, open a new one, report that."""
+        """Our session is gone: report it, open a new one (once connected), report that."""
         self._emit(SessionEvent.SESSION_LOST)
+        if self._disconnected:
+            self._session_pending = True
+        else:
+            self._open_new_session()
+
+    def _open_new_session(self) -> None:
         self.session_id = self.shared.tree.create_session(self.session_timeout_ms, _monotonic_ms())
         self._keepalive_suspended = False
         self._emit(SessionEvent.SESSION_REESTABLISHED)
@@ -188,6 +229,8 @@ class MemoryMetadataStore(MetadataStore):
     def _deliver(self, notifications: list[Notification]) -> None:
         if self._loop.is_closed():  # a store its test never closed: forget it
             self.shared.stores.discard(self)
+            return
+        if self._disconnected:  # lost, as a network client's are: its owner re-reads on reconnect
             return
         for notification in notifications:
             for prefix, listener in self._watches:

@@ -29,6 +29,7 @@ from minipulsar.config import MetastoreConfig
 from minipulsar.errors import InvalidCommandError, MiniPulsarError, PersistenceError, TooManyRequestsError
 from minipulsar.metadata import recovery
 from minipulsar.metadata.durable import DurableTree
+from minipulsar.metadata.server_stats import RequestStats
 from minipulsar.metadata.store import Notification, is_under
 from minipulsar.metadata.tree import check_path
 from minipulsar.net.server import Listener, ServerConnection, handles
@@ -76,6 +77,8 @@ class MetastoreServer:
         self.listener = Listener(lambda: MetastoreConnection(self))
         self.failed: asyncio.Future[BaseException] | None = None
         """Completes with the error if the WAL fails: the process must stop."""
+        self.requests = RequestStats()
+        """Answered requests and their latency (:mod:`.server_stats` exports them)."""
         self._lock_fd = -1
         self._ticker: asyncio.TimerHandle | None = None
         tick_ms = config.min_session_timeout_ms / 4
@@ -237,21 +240,23 @@ class MetastoreConnection(ServerConnection):
 
     def _answer(self, command: Command, produce: Callable[[], Command]) -> None:
         """Run ``produce``; send its response (or typed error) once prior changes are durable."""
+        started = time.perf_counter()
         outcome: Command | MiniPulsarError
         try:
             outcome = produce()
         except MiniPulsarError as error:
             outcome = error
         assert self.server.state is not None
-        self.server.state.when_durable(lambda failure: self._reply(command, failure or outcome))
+        self.server.state.when_durable(lambda failure: self._reply(command, failure or outcome, started))
 
-    def _reply(self, command: Command, outcome: Command | BaseException) -> None:
+    def _reply(self, command: Command, outcome: Command | BaseException, started: float) -> None:
         if isinstance(outcome, BaseException):
             if not isinstance(outcome, MiniPulsarError):
                 outcome = PersistenceError(f"the metastore WAL failed: {outcome}")
             self.reply_error(command, outcome)
         else:
             self.send(outcome)
+        self.server.requests.answered(command.TYPE, started)
 
     @handles(MdGet)
     def _get(self, command: MdGet) -> None:

@@ -163,6 +163,11 @@ class MetadataStore(ABC):
     async def close(self) -> None:
         """End the session (its ephemeral keys go) and release resources."""
 
+    @property
+    def backend(self) -> MetadataStore:
+        """The store that does the work: this one, or the one a wrapper wraps."""
+        return self
+
     async def delete_recursive(self, path: str) -> None:
         for child in await self.children(path):
             await self.delete_recursive(f"{path.rstrip('/')}/{child}")

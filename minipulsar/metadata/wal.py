@@ -26,6 +26,7 @@ import os
 import queue
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -137,6 +138,11 @@ class LogWriter:
         """Group commits (fsyncs, when ``sync``) so far."""
         self.records = 0
         self.snapshots = 0
+        """Snapshots written, the one :meth:`open` writes included."""
+        self.fsync_ms_total = 0.0
+        """Time in the group commits' ``fdatasync`` (ZooKeeper's ``fsynctime``), written by the thread."""
+        self.snapshot_ms_total = 0.0
+        """Time writing snapshots and starting their logs (ZooKeeper's ``snapshottime``)."""
 
     # -- loop side (never blocks) -----------------------------------------------------------------
 
@@ -214,14 +220,18 @@ class LogWriter:
             return
         _write_all(self._fd, b"".join(records) if len(records) > 1 else records[0])
         if self.sync:
+            started = time.perf_counter()
             sync_data(self._fd)
+            self.fsync_ms_total += (time.perf_counter() - started) * 1000
         self.groups += 1
         self.records += len(records)
         self._post(self._on_synced, last_txid)
 
     def _checkpoint(self, txid: int, snapshot_data: bytes) -> None:
+        started = time.perf_counter()
         snapshot.write(self.data_dir, txid, snapshot_data)
         self._start_log(txid + 1)
+        self.snapshot_ms_total += (time.perf_counter() - started) * 1000
         self.snapshots += 1
         self._delete_older(txid)
 

@@ -21,6 +21,7 @@ from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.ledger import MAX_ADD_ATTEMPTS, ManagedLedger
 from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.position_info import decode_position_info
 from minipulsar.errors import MiniPulsarError
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.protocol.batch import BatchMessage, decode_batch, encode_batch
@@ -228,8 +229,10 @@ async def test_individual_acks_persist_as_ranges_within_the_bound(env: Env) -> N
         positions = [await ledger.add_entry(batch_entry(i)) for i in range(20)]
         await cursor.acknowledge([p for i, p in enumerate(positions) if i % 4 in (1, 2)])  # 5 ranges of 2
         assert cursor.non_contiguous_deleted_ranges == 5 and cursor.unpersisted_ranges == 1
-        stored = json.loads((await env.store.get(cursor.path)).value)["individualDeletedMessages"]
-        assert len(stored) == 4 and all(len(item) == 4 for item in stored)
+        assert cursor.persistence is not None
+        handle = await env.bookkeeper.open_ledger(cursor.persistence.ledger_id, recovery=True)  # the LAC: all
+        [(_, entry)] = await handle.read(handle.last_entry_id, handle.last_entry_id)
+        assert len(decode_position_info(entry).ranges) == 4, "the cursor ledger's last entry holds the first 4"
     async with opened(env, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
         redelivered = [decode_batch(e.payload).messages[0].sequence_id for e in await read_to_end(cursor)]
@@ -256,6 +259,90 @@ async def test_reset_by_position_and_by_publish_time(env: Env) -> None:
     async with opened(env, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
         assert cursor.mark_delete == Position(positions[2].ledger_id, positions[2].entry_id - 1)
+
+
+# -- cursor ledgers -------------------------------------------------------------------------------
+
+
+async def key_of(env: Env, cursor: ManagedCursor) -> tuple[int, dict]:
+    stored = await env.store.get(cursor.path)
+    assert stored is not None
+    return stored.version, json.loads(stored.value)
+
+
+async def test_acks_go_to_the_cursor_ledger_on_the_bookies_with_no_metadata_write(env: Env) -> None:
+    """Goal: an ack that waits for durability costs one bookie write and no metadata write;
+    the key names the cursor ledger, whose ledger metadata names the managed ledger and cursor."""
+    async with opened(env, **KEEP_FOREVER) as ledger:
+        cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
+        positions = [await ledger.add_entry(batch_entry(i)) for i in range(30)]
+        version, key = await key_of(env, cursor)
+        assert cursor.persistence is not None and key["cursorsLedgerId"] == cursor.persistence.ledger_id
+        custom = (await env.bookkeeper.read_metadata(cursor.persistence.ledger_id)).custom
+        assert custom == {"pulsar/managed-ledger": TOPIC, "pulsar/cursor": "sub"}
+        for position in positions:
+            await cursor.acknowledge([position])
+        assert (await key_of(env, cursor))[0] == version, "30 durable acks, no metadata write"
+
+
+async def test_cursor_ledgers_roll_over_by_entries_and_by_age(env: Env) -> None:
+    """Goal: managedLedgerCursorMaxEntriesPerLedger and managedLedgerCursorRolloverTimeInSeconds
+    switch the cursor to a new ledger (key by compare-and-set), and the old one is deleted."""
+    async with opened(env, cursor_max_entries_per_ledger=5, cursor_rollover_time_s=0, **KEEP_FOREVER) as ledger:
+        cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
+        assert cursor.persistence is not None
+        first = cursor.persistence.ledger_id
+        for i in range(6):
+            await cursor.acknowledge([await ledger.add_entry(batch_entry(i))])
+        second = cursor.persistence.ledger_id
+        assert second != first and (await key_of(env, cursor))[1]["cursorsLedgerId"] == second
+        assert not await env.ledger_exists(first), "the old cursor ledger is deleted after the switch"
+    async with opened(env, cursor_rollover_time_s=1, **KEEP_FOREVER) as ledger:
+        cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
+        assert cursor.mark_delete.entry_id == 5 and cursor.persistence is not None
+        await cursor.acknowledge([await ledger.add_entry(batch_entry(6))])
+        third = cursor.persistence.ledger_id
+
+        async def acked_into_a_new_ledger() -> bool:
+            await cursor.acknowledge([await ledger.add_entry(batch_entry(7))])
+            return cursor.persistence is not None and cursor.persistence.ledger_id != third
+
+        await wait_for(acked_into_a_new_ledger, timeout_s=10, interval_s=0.2, message="no rollover by age")
+        assert not await env.ledger_exists(third)
+
+
+async def test_a_new_owner_recovers_the_last_entry_and_fences_the_old_owner(env: Env, metastore) -> None:
+    """Goal: a broker that died without closing (as after SIGKILL) left its position only in its
+    cursor ledger; the next owner opens that ledger with recovery, takes its last entry, and
+    the old owner's next write to it is refused by the bookies."""
+    old = await env.open_ledger(**KEEP_FOREVER)
+    cursor = await ManagedCursor.open(old, "sub", env.store, start_at_earliest=True)
+    positions = [await old.add_entry(batch_entry(i)) for i in range(10)]
+    await cursor.acknowledge([positions[4], positions[7]])
+    await cursor.acknowledge_cumulative(positions[2])
+    assert cursor.persistence is not None and cursor.persistence._handle is not None
+    old_handle = cursor.persistence._handle
+    assert (await key_of(env, cursor))[1]["markDeleteEntryId"] == -1, "the key holds the creation's position"
+    store = await open_metadata_store(metastore.url, session_timeout_ms=2000)
+    bookkeeper = BookKeeper(store, BookKeeperSettings(timeout_s=10.0))
+    await bookkeeper.start()
+    try:
+        new = ManagedLedger(TOPIC, store, bookkeeper, env.cache, ManagedLedgerConfig(**KEEP_FOREVER))
+        await new.open()
+        recovered = await ManagedCursor.open(new, "sub", store, start_at_earliest=True)
+        assert recovered.mark_delete == positions[2]
+        assert recovered.is_acked(positions[4]) and recovered.is_acked(positions[7])
+        assert not recovered.is_acked(positions[3])
+        with pytest.raises(MiniPulsarError):
+            await old_handle.add(b"late")
+        await recovered.acknowledge([positions[3]])
+        await new.close()
+        await old.close()  # its clean close loses the compare-and-set to the new owner's
+        assert (await key_of(env, cursor))[1]["markDeleteEntryId"] == positions[4].entry_id
+    finally:
+        await old.close()
+        await bookkeeper.close()
+        await store.close()
 
 
 # -- entry cache ----------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ ANY_PORTS = [
     "0",
     "--metastore-port",
     "0",
+    "--metastore-http-port",
+    "0",
     "--bookie-port",
     "0",
     "--bookie-http-port",

@@ -40,6 +40,8 @@ async def test_readme_python_example_runs(tmp_path: Path) -> None:
             "0",
             "--metastore-port",
             "0",
+            "--metastore-http-port",
+            "0",
             "--bookie-port",
             "0",
             "--bookie-http-port",

@@ -207,6 +207,8 @@ ANY_PORTS = [
     "0",
     "--metastore-port",
     "0",
+    "--metastore-http-port",
+    "0",
     "--bookie-port",
     "0",
     "--bookie-http-port",
@@ -214,10 +216,12 @@ ANY_PORTS = [
 ]
 
 
-def without_flag(argv: list[str], flag: str) -> list[str]:
-    """``argv`` without ``flag`` and its value."""
-    at = argv.index(flag)
-    return argv[:at] + argv[at + 2 :]
+def without_flags(argv: list[str], *flags: str) -> list[str]:
+    """``argv`` without each of ``flags`` and its value."""
+    for flag in flags:
+        at = argv.index(flag)
+        argv = argv[:at] + argv[at + 2 :]
+    return argv
 
 
 class Standalone:
@@ -229,8 +233,8 @@ class Standalone:
         self.child_pids: list[int] = []
 
     async def start(self, *extra: str, metastore: bool = True) -> ServerProcess:
-        """``metastore=False``: no metastore port (``extra`` names an external store)."""
-        ports = ANY_PORTS if metastore else without_flag(ANY_PORTS, "--metastore-port")
+        """``metastore=False``: no metastore ports (``extra`` names an external store)."""
+        ports = ANY_PORTS if metastore else without_flags(ANY_PORTS, "--metastore-port", "--metastore-http-port")
         launcher = ServerProcess(
             "standalone",
             ["--data-dir", str(self.data_dir), "--bookies", "1", *ports, *extra],

@@ -109,6 +109,12 @@ async def test_stats_internal_stats_and_metrics_carry_pulsars_names(cluster: Pro
         "pulsar_broker_rate_out",
     ):
         assert sample_value(text, name, {"cluster": "standalone"}, exact=True) is not None, name
+    # The metadata layer (minipulsar/metadata/stats.py), on the broker and the bookie alike.
+    for process in (cluster.broker, cluster.bookies[0]):
+        process_text = text if process is cluster.broker else await asyncio.to_thread(metrics_text, process)
+        puts = {"name": "metadata-store", "type": "put", "status": "success"}
+        assert sample_value(process_text, "pulsar_metadata_store_ops_latency_ms_count", puts) > 0, process.role
+        assert sample_value(process_text, "pulsar_metadata_store_put_bytes_total", {"name": "metadata-store"}) > 0
 
 
 async def send_until_cancelled(producer) -> None:

@@ -1,8 +1,10 @@
 """Goal: the ownership keys and the lookup decision (docs/design.md §4.3) — any broker's answer
 agrees on one owner, racing brokers end with exactly one, the leader's placement is followed
 (authoritative redirects), non-leaders forward to the leader, an unloading bundle fails
-retriably, a broker with a stale view of a split never owns the parent, and a dead session's
-bundles move.
+retriably, a broker with a stale view of a split never owns the parent, a dead session's
+bundles move, and the session rules (docs/design.md §4.1): a lost session stops serving at once
+and only a fresh lookup re-acquires; a lost connection keeps serving; an ownership key deleted
+while disconnected is noticed on reconnection.
 
 Method: several NamespaceServices in one process, each on its own in-process metadata store
 (its own session) over one shared tree, with a fake broker around each (no topics loaded) and a
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest_asyncio
 
@@ -22,11 +24,13 @@ from minipulsar.broker.namespace.liveness import LivenessProbe
 from minipulsar.broker.namespace.ownership import OwnerData, ownership_path
 from minipulsar.broker.namespace.service import NamespaceService
 from minipulsar.broker.namespace.settings import NamespaceSettings
-from minipulsar.errors import ErrorCode
-from minipulsar.metadata import MemoryMetadataStore
+from minipulsar.broker.topics.registry import LoadedTopics
+from minipulsar.errors import ErrorCode, NotOwnerError, SessionExpiredError
+from minipulsar.metadata import MemoryMetadataStore, SessionEvent
 from minipulsar.metadata.memory import SharedTree
+from minipulsar.metadata.store import Stat
 from minipulsar.topic_name import TopicName
-from tests.support.broker_fakes import NoTopics
+from tests.support.broker_fakes import FakeConnection, LoadedTopic, NoTopics, UnloadingTopic
 from tests.support.net import unused_port
 from tests.support.process import wait_for
 
@@ -36,12 +40,16 @@ TOPIC = TopicName.parse("persistent://public/default/orders")
 class FakeBroker:
     """A NamespaceService with what a broker gives it: a store, an identity, no topics loaded."""
 
-    def __init__(self, tree: SharedTree, index: int) -> None:
+    def __init__(self, tree: SharedTree, index: int, topics: LoadedTopics | None = None) -> None:
         self.store = MemoryMetadataStore(tree)
         self.identity = BrokerIdentity.of("127.0.0.1", 6650 + index, 8080 + index)
         self.liveness = ScriptedLiveness()
         self.ns = NamespaceService(
-            self.store, self.identity, NoTopics(), NamespaceSettings(default_bundle_count=4), liveness=self.liveness
+            self.store,
+            self.identity,
+            topics or NoTopics(),
+            NamespaceSettings(default_bundle_count=4),
+            liveness=self.liveness,
         )
 
     service_url = property(lambda self: self.identity.service_url)
@@ -248,3 +256,147 @@ async def test_a_broker_whose_ownership_key_is_deleted_stops_serving_the_bundle(
     await wait_for(lambda: bundle.name not in a.ns.ownership.owned, 5, message="a still serves the bundle")
     assert events == [("unloaded", bundle.name)]
     assert (await b.ns.lookup(TOPIC)).broker_url == b.service_url
+
+
+async def test_a_lost_session_stops_serving_at_once_and_only_a_fresh_lookup_reacquires() -> None:
+    """Goal: when a's session expires it stops serving within the SESSION_LOST callback itself —
+    no bundle owned, its topic's producer and consumer detached, the topic refused — before the
+    loop runs anything else; the topic closes and the clients hear CLOSE_* after; b takes the
+    bundle on a lookup, and a serves it again only after a fresh lookup finds it unowned.
+    Method: a listener registered after the namespace service's runs right after it and
+    records what it sees."""
+    log: list[str] = []
+    connection = FakeConnection(log)
+    done = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    tree = SharedTree()
+    topics = LoadedTopic(UnloadingTopic(log, connection, done, name=str(TOPIC)))
+    a, b = await FakeBroker(tree, 0, topics).start(), await FakeBroker(tree, 1).start()
+    try:
+        assert (await a.ns.lookup(TOPIC)).broker_url == a.service_url
+        seen_at_once: list[object] = []
+
+        def right_after(event: SessionEvent) -> None:
+            if event is SessionEvent.SESSION_LOST:
+                try:
+                    a.ns.check_serving(TOPIC)
+                    refused = False
+                except NotOwnerError:
+                    refused = True
+                seen_at_once.extend([a.ns.owned_bundles(), list(log), refused])
+
+        a.store.add_session_listener(right_after)
+        a.store.expire_session()
+        await wait_for(lambda: "CLOSE_CONSUMER 7 None" in log, 5, message="the clients were never told")
+        assert seen_at_once == [[], ["detach producer 1", "detach consumer 7"], True]
+        assert log.index("topic closed") < log.index("CLOSE_PRODUCER 1 None")
+        assert (await b.ns.lookup(TOPIC)).broker_url == b.service_url
+        assert (await a.ns.lookup(TOPIC)).broker_url == b.service_url  # a redirect: b owns it now
+        await b.ns.close()
+        await b.store.close()
+        assert (await a.ns.lookup(TOPIC)).broker_url == a.service_url  # a fresh lookup re-acquires
+    finally:
+        for broker in (a, b):
+            await broker.ns.close()
+            await broker.store.close()
+
+
+async def test_a_lost_connection_without_expiry_keeps_serving(brokers: list[FakeBroker]) -> None:
+    """Goal: CONNECTION_LOST and RECONNECTED within the session timeout drop nothing: the
+    bundle stays owned and served throughout, and the key stays a's."""
+    a, b, _ = brokers
+    await a.ns.lookup(TOPIC)
+    bundle = await a.ns.bundle_of(TOPIC)
+    events: list[SessionEvent] = []
+    a.store.add_session_listener(events.append)
+    a.store.disconnect()
+    await wait_for(lambda: events == [SessionEvent.CONNECTION_LOST], 5)
+    a.ns.check_serving(TOPIC)
+    a.store.reconnect()
+    await wait_for(lambda: events[-1:] == [SessionEvent.RECONNECTED], 5)
+    assert (await a.ns.lookup(TOPIC)).broker_url == a.service_url
+    a.ns.check_serving(TOPIC)
+    assert [o.name for o in a.ns.owned_bundles()] == [bundle.name]
+    assert (await b.ns.lookup(TOPIC)).broker_url == a.service_url
+
+
+async def test_an_ownership_key_deleted_while_disconnected_is_noticed_on_reconnection(
+    brokers: list[FakeBroker],
+) -> None:
+    """Goal: the deletion notification a missed while disconnected is not lost to it: on
+    RECONNECTED it re-reads its ownership keys and stops serving the bundle whose key is gone."""
+    a, b, _ = brokers
+    await a.ns.lookup(TOPIC)
+    bundle = await a.ns.bundle_of(TOPIC)
+    a.store.disconnect()
+    await b.store.delete(ownership_path(bundle))  # another broker judged a dead and took it away
+    a.store.reconnect()
+    await wait_for(lambda: bundle.name not in a.ns.ownership.owned, 5, message="a still serves the bundle")
+    assert (await b.ns.lookup(TOPIC)).broker_url == b.service_url
+
+
+class ExpiredSessionStore(MemoryMetadataStore):
+    """A store between SESSION_LOST and SESSION_REESTABLISHED: ephemeral creates are refused."""
+
+    async def put(
+        self, path: str, value: bytes, expected_version: int | None = None, *, ephemeral: bool = False
+    ) -> Stat:
+        if ephemeral:
+            raise SessionExpiredError(f"session {self.session_id:#x} expired")
+        return await super().put(path, value, expected_version, ephemeral=ephemeral)
+
+
+async def test_a_lookup_while_the_session_is_being_replaced_fails_retriably() -> None:
+    """Goal: between SESSION_LOST and SESSION_REESTABLISHED the ownership create is refused with
+    SessionExpired; the lookup answers ServiceNotReady (the client retries), not that error."""
+    tree = SharedTree()
+    broker = FakeBroker(tree, 0)
+    await broker.store.close()
+    broker.store = ExpiredSessionStore(tree)
+    broker.ns = NamespaceService(
+        broker.store, broker.identity, NoTopics(), NamespaceSettings(default_bundle_count=4), liveness=broker.liveness
+    )
+    await broker.ns.start()
+    try:
+        answer = await broker.ns.lookup(TOPIC)
+        assert (answer.kind, answer.error) == ("failed", ErrorCode.SERVICE_NOT_READY)
+    finally:
+        await broker.ns.close()
+        await broker.store.close()
+
+
+class LosesSessionDuringCreate(MemoryMetadataStore):
+    """The session is lost after the server applied an ownership create, before its answer is
+    read (``on_create`` runs then)."""
+
+    on_create: Callable[[], None] = staticmethod(lambda: None)
+
+    async def put(
+        self, path: str, value: bytes, expected_version: int | None = None, *, ephemeral: bool = False
+    ) -> Stat:
+        stat = await super().put(path, value, expected_version, ephemeral=ephemeral)
+        if ephemeral:
+            self.on_create()
+        return stat
+
+
+async def test_a_create_answered_after_the_session_was_lost_is_not_an_ownership() -> None:
+    """Goal: an ownership create whose answer is read after the session loss was handled made a
+    key of the dead session: the broker does not count the bundle as owned, and the lookup
+    fails retriably."""
+    tree = SharedTree()
+    broker = FakeBroker(tree, 0)
+    await broker.store.close()
+    store = broker.store = LosesSessionDuringCreate(tree)
+    broker.ns = NamespaceService(
+        store, broker.identity, NoTopics(), NamespaceSettings(default_bundle_count=4), liveness=broker.liveness
+    )
+    await broker.ns.start()
+    try:
+        store.on_create = broker.ns.ownership.forget_all  # what SESSION_LOST does, in between
+        answer = await broker.ns.lookup(TOPIC)
+        assert (answer.kind, answer.error) == ("failed", ErrorCode.SERVICE_NOT_READY)
+        assert broker.ns.owned_bundles() == []
+    finally:
+        await broker.ns.close()
+        await store.close()

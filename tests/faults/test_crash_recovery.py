@@ -21,6 +21,8 @@ STANDALONE_ARGS = [
     "0",
     "--metastore-port",
     "0",
+    "--metastore-http-port",
+    "0",
     "--bookie-port",
     "0",
     "--bookie-http-port",

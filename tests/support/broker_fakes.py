@@ -6,7 +6,8 @@
   subscription's dispatcher, deduplication's replay and the cursor protocol;
 - :func:`closed_ledger`: a real ManagedLedger over closed ledgers, without bookies (:class:`NoBookies`);
 - :func:`make_consumer` (and :func:`sent_to` it), :class:`FakePublisher`, :func:`batch_payload`,
-  :class:`NoTopics`.
+  :class:`NoTopics`; :class:`UnloadingTopic` (a topic as an unload sees it) and
+  :class:`LoadedTopic` (a broker with that one topic loaded).
 
 Invariants: each fake implements the broker protocol it stands in for as declared (no
 ``type: ignore``), and records calls instead of timing, so tests assert on what happened.
@@ -30,6 +31,7 @@ from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 from minipulsar.broker.topics.base import Topic
 from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters
+from minipulsar.broker.topics.non_persistent_topic import NonPersistentSubscription
 from minipulsar.metadata import MemoryMetadataStore, MetadataStore
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.protocol.codec import decode_body
@@ -37,6 +39,7 @@ from minipulsar.protocol.commands import Message
 from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
 from minipulsar.topic_name import TopicName
+from tests.support.memory_bookies import MemoryBookies
 
 L = 7
 """The one ledger of :class:`FakeLedger`."""
@@ -110,14 +113,19 @@ class FakeConnection:
     # -- unload ----------------------------------------------------------------------------------
 
     def detach_producer(self, producer_id: int) -> bool:
+        """True the first time only, as the broker's connection answers (the producer is off it)."""
         self.log.append(f"detach producer {producer_id}")
         if self.on_detach_producer is not None:
             self.on_detach_producer(producer_id)
-        return producer_id in self.attached_producers
+        attached = producer_id in self.attached_producers
+        self.attached_producers.discard(producer_id)
+        return attached
 
     def detach_consumer(self, consumer_id: int) -> bool:
         self.log.append(f"detach consumer {consumer_id}")
-        return consumer_id in self.attached_consumers
+        attached = consumer_id in self.attached_consumers
+        self.attached_consumers.discard(consumer_id)
+        return attached
 
     def send_close_producer(self, producer_id: int, assigned_broker_url: str | None = None) -> None:
         self.log.append(f"CLOSE_PRODUCER {producer_id} {assigned_broker_url}")
@@ -168,11 +176,38 @@ def sent_to(consumer: ServerConsumer) -> list[Position]:
 
 
 class FakeLedger:
-    """One ledger (:data:`L`) of entries in memory; :meth:`add` completes at once and wakes readers."""
+    """One ledger (:data:`L`) of entries in memory; :meth:`add` completes at once and wakes readers.
+    Enough of a managed ledger for a durable ManagedCursor on it (deduplication's), whose cursor
+    ledger goes to :attr:`bookkeeper` (in memory)."""
+
+    name = "public/default/persistent/t"
+    path = "/managed-ledgers/public/default/persistent/t"
+    config = ManagedLedgerConfig()
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self._waiters: list[asyncio.Future[None]] = []
+        self.bookkeeper = MemoryBookies()
+        self.cursors: list[Any] = []
+
+    def add_cursor(self, cursor: Any) -> None:
+        self.cursors.append(cursor)
+
+    def remove_cursor(self, cursor: Any) -> None:
+        if cursor in self.cursors:
+            self.cursors.remove(cursor)
+
+    def contains(self, position: Position) -> bool:
+        return position.ledger_id == L and 0 <= position.entry_id < len(self.entries)
+
+    def normalize(self, position: Position) -> Position:
+        return position
+
+    def mark_delete_moved(self, previous: Position, current: Position) -> None:
+        pass
+
+    def trim_soon(self) -> None:
+        pass
 
     def add(self, count: int = 1, key: str | None = None) -> Position:
         """An entry of ``count`` messages with ``key``."""
@@ -310,13 +345,16 @@ KEEP_FOREVER = {"retention_time_minutes": -1, "retention_size_mb": -1}
 """No trimming: there are no bookies to delete ledgers from."""
 
 
-def closed_ledger(*entries_per_ledger: int, store: MetadataStore | None = None, **config: Any) -> ManagedLedger:
+def closed_ledger(
+    *entries_per_ledger: int, store: MetadataStore | None = None, bookies: MemoryBookies | None = None, **config: Any
+) -> ManagedLedger:
     """A real managed ledger whose ledgers 10, 11, … are closed with the given entry counts, kept
-    forever unless ``config`` says otherwise (no bookies: nothing is added or read from them)."""
+    forever unless ``config`` says otherwise (no bookies: nothing is added or read from them;
+    durable cursors write their cursor ledgers to ``bookies``, default in memory)."""
     ledger = ManagedLedger(
         "t/ns/persistent/x",
         store=store if store is not None else MemoryMetadataStore(),
-        bookkeeper=NoBookies(),
+        bookkeeper=bookies if bookies is not None else MemoryBookies(),
         cache=EntryCache(0),
         config=ManagedLedgerConfig(**{**KEEP_FOREVER, **config}),
     )
@@ -335,3 +373,48 @@ class NoTopics:
 
     def take_topics(self, belongs: Callable[[TopicName], bool]) -> list[asyncio.Future[Topic]]:
         return []
+
+
+class UnloadingTopic:
+    """What an unload reads of a topic: producer 1 (its last send ``in_flight``) and consumer 7 on
+    ``connection``; its close is logged."""
+
+    def __init__(
+        self,
+        log: list[str],
+        connection: FakeConnection,
+        in_flight: asyncio.Future[Any],
+        name: str = "persistent://t/ns/x",
+    ) -> None:
+        self.name, self.log = TopicName.parse(name), log
+        connection.attached_producers.add(1)
+        connection.attached_consumers.add(7)
+        self.counters = TopicCounters(producers={(1, 1): FakePublisher(1, connection, in_flight)})
+        subscription = NonPersistentSubscription("sub", "Shared")
+        subscription.add_consumer(ServerConsumer(7, "c", connection, "sub", self.counters), "Shared")
+        self.subscriptions = {"sub": subscription}
+
+    async def close(self) -> None:
+        self.log.append("topic closed")
+
+
+class LoadedTopic:
+    """:class:`~minipulsar.broker.topics.registry.LoadedTopics` of a broker with one topic loaded
+    (an :class:`UnloadingTopic`, say) until an unload takes it."""
+
+    def __init__(self, topic: Any) -> None:
+        self.future: asyncio.Future[Any] | None = asyncio.get_running_loop().create_future()
+        self.future.set_result(topic)
+        self.name: TopicName = topic.name
+
+    def loaded_topics(self) -> list[Topic]:
+        return [] if self.future is None else [self.future.result()]
+
+    def loaded_topic(self, name: TopicName) -> Topic | None:
+        return self.future.result() if self.future is not None and name == self.name else None
+
+    def take_topics(self, belongs: Callable[[TopicName], bool]) -> list[asyncio.Future[Topic]]:
+        if self.future is None or not belongs(self.name):
+            return []
+        taken, self.future = self.future, None
+        return [taken]

@@ -40,8 +40,16 @@ def metastore_process(
     name: str = "metastore",
     data_dir: Path | None = None,
 ) -> ServerProcess:
-    """A metastore keeping its data in ``data_dir`` (default ``root/<name>``)."""
-    args = ["--port", str(port), "--data-dir", str(data_dir or root / name), *set_flags(settings or {})]
+    """A metastore keeping its data in ``data_dir`` (default ``root/<name>``), /metrics on any free port."""
+    args = [
+        "--port",
+        str(port),
+        "--http-port",
+        "0",
+        "--data-dir",
+        str(data_dir or root / name),
+        *set_flags(settings or {}),
+    ]
     return ServerProcess("metastore", args, root / "logs" / f"{name}.log")
 
 

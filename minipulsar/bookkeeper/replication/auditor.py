@@ -1,7 +1,8 @@
 """The Auditor (BookKeeper's ``Auditor``): run by the elected process only. It finds ledgers
 that have fragments on lost bookies and marks them under-replicated for the workers.
 
-- **Bookie audit** (on every change of ``/ledgers/available``, at start, and every
+- **Bookie audit** (on every change of ``/ledgers/available``, at start, after every
+  reconnection of the metadata session (changes notified meanwhile were lost), and every
   ``auditorPeriodicBookieCheckInterval``): a bookie named by some ledger's ensembles and not
   registered (writable or read-only) is lost; once it has been lost for
   ``lostBookieRecoveryDelay`` seconds, every ledger with a fragment on it is marked.
@@ -30,7 +31,7 @@ from minipulsar.bookkeeper.replication.ledger_checker import LedgerChecker
 from minipulsar.bookkeeper.replication.settings import AutoRecoverySettings
 from minipulsar.bookkeeper.replication.underreplication_manager import LedgerUnderreplicationManager
 from minipulsar.errors import MiniPulsarError
-from minipulsar.metadata.store import MetadataStore, Notification
+from minipulsar.metadata.store import MetadataStore, Notification, SessionEvent
 from minipulsar.supervision import Periodic, spawn
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ class Auditor:
             self._watching = True  # a store keeps its watches: one registration per auditor
             self._store.watch(AVAILABLE_PATH, self._bookies_changed)
             self._urm.watch(self._underreplication_changed)
+            self._store.add_session_listener(self._session_event)
         self._audit_wanted.set()
         self._task = spawn(self._run(), name="Auditor", logger=log)
         for name, interval_s, action in (
@@ -101,6 +103,10 @@ class Auditor:
     def _bookies_changed(self, _: Notification) -> None:
         if self._task is not None:
             self._audit_wanted.set()
+
+    def _session_event(self, event: SessionEvent) -> None:
+        if event in (SessionEvent.RECONNECTED, SessionEvent.SESSION_REESTABLISHED) and self._task is not None:
+            self._audit_wanted.set()  # registrations notified while disconnected were lost
 
     def _underreplication_changed(self, notification: Notification) -> None:
         if self._task is not None and notification.path.endswith("/disable"):

@@ -51,7 +51,7 @@ from minipulsar.bookkeeper.replication.underreplication_manager import (
     UnderreplicatedLedger,
 )
 from minipulsar.errors import BadVersionError, MiniPulsarError, NoSuchLedgerError
-from minipulsar.metadata.store import MetadataStore, Notification
+from minipulsar.metadata.store import MetadataStore, Notification, SessionEvent
 from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)
@@ -98,6 +98,7 @@ class ReplicationWorker:
     def start(self) -> None:
         assert self._task is None, "the worker is started once"
         self._urm.watch(self._changed)
+        self._store.add_session_listener(self._session_event)
         self._task = spawn(self._run(), name="ReplicationWorker", logger=log)
 
     async def stop(self) -> None:
@@ -108,6 +109,10 @@ class ReplicationWorker:
 
     def _changed(self, _: Notification) -> None:
         self._wake.set()
+
+    def _session_event(self, event: SessionEvent) -> None:
+        if event in (SessionEvent.RECONNECTED, SessionEvent.SESSION_REESTABLISHED):
+            self._wake.set()  # marks notified while disconnected were lost: look now, not at the next poll
 
     async def _run(self) -> None:
         while True:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-__all__ = ["FaultProxy"]
+__all__ = ["FaultProxy", "abort_writer"]
 
 CHUNK_BYTES = 256 * 1024
 
@@ -36,12 +36,12 @@ class FaultProxy:
     def cut(self) -> None:
         self.is_cut = True
         for writer in list(self._writers):
-            _abort(writer)
+            abort_writer(writer)
 
     def heal(self) -> None:
         self.is_cut = False
         for writer in list(self._held):
-            _abort(writer)
+            abort_writer(writer)
         self._held.clear()
 
     async def close(self) -> None:
@@ -63,11 +63,11 @@ class FaultProxy:
         try:
             target_reader, target_writer = await asyncio.open_connection(*self.target)
         except OSError:
-            _abort(writer)
+            abort_writer(writer)
             return
         if self.is_cut:  # cut while connecting
-            _abort(writer)
-            _abort(target_writer)
+            abort_writer(writer)
+            abort_writer(target_writer)
             return
         self._writers.update((writer, target_writer))
         task = asyncio.current_task()
@@ -78,8 +78,8 @@ class FaultProxy:
         finally:
             self._relays.discard(task)
             self._writers.difference_update((writer, target_writer))
-            _abort(writer)
-            _abort(target_writer)
+            abort_writer(writer)
+            abort_writer(target_writer)
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -91,10 +91,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         if writer.can_write_eof():
             writer.write_eof()
     except (ConnectionError, OSError):
-        _abort(writer)
+        abort_writer(writer)
 
 
-def _abort(writer: asyncio.StreamWriter) -> None:
+def abort_writer(writer: asyncio.StreamWriter) -> None:
     transport = writer.transport
     if not transport.is_closing():
         transport.abort()

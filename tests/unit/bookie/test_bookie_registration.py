@@ -63,3 +63,43 @@ async def test_unregistering_never_deletes_another_instances_key() -> None:
     finally:
         await live.unregister()
         await store.close()
+
+
+async def test_a_bookie_re_registers_under_its_new_session() -> None:
+    """Goal: after SESSION_LOST the key (gone with the session) is created again, as an
+    ephemeral key of the store's new session."""
+    store = HookedStore(session_timeout_ms=10_000)
+    registration = BookieRegistration(store, "b1:3181", {"instanceId": "x"}, 10_000)
+    path = registration_path("b1:3181", False)
+    try:
+        await registration.register()
+        old_session = store.session_id
+        store.expire_session()
+
+        def owned_by_new_session() -> bool:
+            node = store.shared.tree.get(path)
+            return node is not None and store.session_id != old_session and node.owner == store.session_id
+
+        await wait_for(owned_by_new_session, 5, message="not registered under the new session")
+    finally:
+        await registration.unregister()
+        await store.close()
+
+
+async def test_a_key_deleted_while_disconnected_is_recreated_on_reconnection() -> None:
+    """Goal: the deletion notified while the bookie was disconnected is lost, but RECONNECTED
+    makes it check, and the key is there again."""
+    store = HookedStore(session_timeout_ms=10_000)
+    other = MemoryMetadataStore(store.shared)
+    registration = BookieRegistration(store, "b1:3181", {"instanceId": "x"}, 10_000)
+    path = registration_path("b1:3181", False)
+    try:
+        await registration.register()
+        store.disconnect()
+        await other.delete(path)  # an operator's mistake, or a stale-key cleanup gone wrong
+        store.reconnect()
+        await wait_for(lambda: other.get(path), 5, message="the registration was not re-created")
+    finally:
+        await registration.unregister()
+        await store.close()
+        await other.close()

@@ -43,8 +43,9 @@ async def test_locks_are_exclusive_and_go_with_the_session() -> None:
     await one.mark_ledger_underreplicated(1, ["b"])
     assert (await one.acquire_next()) is not None
     assert (await two.acquire_next()) is None
-    assert isinstance(first, MemoryMetadataStore)
-    first.expire_session()
+    backend = first.backend
+    assert isinstance(backend, MemoryMetadataStore)
+    backend.expire_session()
     await wait_for(lambda: two.acquire(1), timeout_s=5, message="the lock went with the session")
     await first.close()
     await second.close()
@@ -87,8 +88,9 @@ async def test_one_auditor_at_a_time_and_reelection_when_its_session_dies() -> N
     assert await who_is_auditor(stores[0]) == first
     index = int(first.rsplit("-", 1)[1])
     store = stores[index]
-    assert isinstance(store, MemoryMetadataStore)
-    store.expire_session()
+    backend = store.backend
+    assert isinstance(backend, MemoryMetadataStore)
+    backend.expire_session()
 
     await wait_for(lambda: len(running) == 1 and first not in running, timeout_s=5, message="re-elected")
     assert await who_is_auditor(stores[0]) in running

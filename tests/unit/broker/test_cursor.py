@@ -8,6 +8,7 @@ from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, encode_cursor_info
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.position_info import CursorPosition
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 from tests.support.broker_fakes import closed_ledger
 
@@ -70,10 +71,11 @@ async def test_read_skips_acknowledged_entries_and_rewind_returns_to_the_first_u
 
 def test_ack_holes_persist_as_ranges() -> None:
     holes = {Position(1, 1), Position(1, 2), Position(1, 3), Position(1, 7), Position(2, 0)}
-    data, left_out = encode_cursor_info(Position(1, 0), PositionRangeSet(holes), 1000)
+    position, left_out = CursorPosition.of(Position(1, 0), PositionRangeSet(holes), 1000)
+    data = encode_cursor_info(position)
     assert json.loads(data)["individualDeletedMessages"] == [[1, 1, 1, 3], [1, 7, 1, 7], [2, 0, 2, 0]]
-    mark_delete, decoded = decode_cursor_info(data)
-    assert left_out == 0 and mark_delete == Position(1, 0) and set(decoded.positions()) == holes
+    decoded = decode_cursor_info(data).position
+    assert left_out == 0 and decoded.mark_delete == Position(1, 0) and set(decoded.acked().positions()) == holes
 
 
 def test_entry_cache_evicts_oldest_beyond_its_size() -> None:

@@ -102,3 +102,23 @@ async def test_a_stale_key_with_our_own_id_is_taken_over(tree: SharedTree) -> No
         await election.close()
         await store.close()
         await old.close()
+
+
+async def test_a_leader_key_deleted_while_disconnected_is_contested_on_reconnection(tree: SharedTree) -> None:
+    """Goal: b misses the deletion of the leader's key while disconnected; on RECONNECTED it runs
+    a round anyway and leads (without it, nothing would ever make it try again)."""
+    s1, e1 = await broker(tree, "a:1")
+    s2 = MemoryMetadataStore(tree, session_timeout_ms=30_000)  # no expiry while disconnected
+    e2 = LeaderElection(s2, "b:1", "http://b:1")
+    await e2.start()
+    try:
+        assert e1.is_leader and not e2.is_leader
+        s2.disconnect()
+        await e1.close()
+        await s1.close()
+        assert tree.tree.get(LEADER_PATH) is None
+        s2.reconnect()
+        await wait_for(lambda: e2.is_leader, timeout_s=5, message="b never ran again after reconnecting")
+    finally:
+        await e2.close()
+        await s2.close()

@@ -4,6 +4,7 @@ in-process metadata store."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -14,8 +15,11 @@ from minipulsar.broker.managed_ledger import metrics
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.managed_ledger.position_info import CursorPosition, decode_position_info
+from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata.memory import MemoryMetadataStore
 from tests.support.broker_fakes import closed_ledger
+from tests.support.memory_bookies import MemoryBookies
 from tests.support.process import wait_for
 
 
@@ -75,33 +79,41 @@ async def test_non_durable_cursor_skips_trimmed_ledgers() -> None:
     assert not reader.individually_deleted and reader.backlog_entries == 5
 
 
+def persisted(bookies: MemoryBookies, cursor: ManagedCursor) -> CursorPosition:
+    """The cursor's newest position as its cursor ledger holds it."""
+    assert cursor.persistence is not None
+    return decode_position_info(bookies.last_entry(cursor.persistence.ledger_id))
+
+
 async def test_acks_waiting_for_durability_are_written_at_once_despite_the_rate_limit() -> None:
-    store = CountingStore()
-    ledger = closed_ledger(100, store=store, mark_delete_rate_limit=0.2)  # one write per 5 s
+    store, bookies = CountingStore(), MemoryBookies()
+    ledger = closed_ledger(100, store=store, bookies=bookies, mark_delete_rate_limit=0.2)  # one write per 5 s
     cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
     started_s = time.monotonic()
     for entry_id in range(5):
         await cursor.acknowledge([Position(10, entry_id)])
     assert time.monotonic() - started_s < 1.0
-    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 4
+    assert persisted(bookies, cursor).mark_delete == Position(10, 4)
+    assert len(store.put_times_s) == 1, "the creation names the cursor ledger; acks write no metadata"
 
 
 async def test_acks_not_waited_for_are_coalesced_and_spaced_by_the_rate_limit() -> None:
-    store = CountingStore()
-    ledger = closed_ledger(100, store=store, mark_delete_rate_limit=4.0)
+    store, bookies = CountingStore(), MemoryBookies()
+    ledger = closed_ledger(100, store=store, bookies=bookies, mark_delete_rate_limit=4.0)
     cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
     for entry_id in range(50):
         await cursor.acknowledge([Position(10, entry_id)], wait_durable=False)
     await wait_for(lambda: cursor._persisted == cursor._changes, timeout_s=5, interval_s=0.01)
-    writes = store.put_times_s[1:]  # after the creation write
+    times = bookies.add_times_s
+    writes = times[1:]  # after the creation write
     assert 1 <= len(writes) <= 3, f"50 acks, {len(writes)} writes"
-    assert all(b - a >= 0.24 for a, b in zip(store.put_times_s, store.put_times_s[1:])), "4 writes/s at most"
-    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 49
+    assert all(b - a >= 0.24 for a, b in itertools.pairwise(times)), "4 writes/s at most"
+    assert persisted(bookies, cursor).mark_delete == Position(10, 49)
 
 
 async def test_ranges_beyond_the_bound_stay_in_memory_with_a_warning_and_a_count(caplog) -> None:
-    store = MemoryMetadataStore()
-    ledger = closed_ledger(100, store=store, max_unacked_ranges_to_persist=3)
+    store, bookies = MemoryMetadataStore(), MemoryBookies()
+    ledger = closed_ledger(100, store=store, bookies=bookies, max_unacked_ranges_to_persist=3)
     cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
     before = metrics.CURSOR_RANGES_OVER_LIMIT._value.get()
     with caplog.at_level(logging.WARNING, logger="minipulsar.broker.managed_ledger.cursor"):
@@ -110,21 +122,24 @@ async def test_ranges_beyond_the_bound_stay_in_memory_with_a_warning_and_a_count
     assert cursor.non_contiguous_deleted_ranges == 10 and cursor.unpersisted_ranges == 7
     assert len([r for r in caplog.records if "managedLedgerMaxUnackedRangesToPersist" in r.message]) == 1
     assert metrics.CURSOR_RANGES_OVER_LIMIT._value.get() - before == cursor.ranges_over_limit == 7
-    stored = json.loads((await store.get(cursor.path)).value)["individualDeletedMessages"]
-    assert stored == [[10, 1, 10, 1], [10, 3, 10, 3], [10, 5, 10, 5]]
+    stored = persisted(bookies, cursor).ranges
+    assert stored == tuple((Position(10, e), Position(10, e)) for e in (1, 3, 5))
     reopened = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
     assert reopened.is_acked(Position(10, 5)) and not reopened.is_acked(Position(10, 7)), (
         "the ranges not persisted are delivered again after a restart"
     )
 
 
-async def test_closing_a_cursor_writes_its_pending_changes() -> None:
-    store = MemoryMetadataStore()
-    ledger = closed_ledger(10, store=store, mark_delete_rate_limit=0.01)
+async def test_closing_a_cursor_writes_its_pending_changes_into_the_key_and_deletes_its_ledger() -> None:
+    store, bookies = MemoryMetadataStore(), MemoryBookies()
+    ledger = closed_ledger(10, store=store, bookies=bookies, mark_delete_rate_limit=0.01)
     cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    cursor_ledger = bookies.created[0]
     await cursor.acknowledge_cumulative(Position(10, 6), wait_durable=False)
     await cursor.close()
-    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 6
+    stored = json.loads((await store.get(cursor.path)).value)
+    assert stored["markDeleteEntryId"] == 6 and stored["cursorsLedgerId"] == -1
+    assert bookies.deleted == [cursor_ledger] and not bookies.ledgers
     assert cursor not in ledger.cursors
 
 
@@ -139,3 +154,34 @@ async def test_reads_come_from_the_cache_and_count_tailing_hits(max_bytes) -> No
     assert len(entries) == (4 if max_bytes is None else 2)
     assert cursor.cache_hits_tailing == len(entries) and cursor.cache_misses == 0
     assert ledger.cache_hits == len(entries) and ledger.cache.hits == len(entries)
+
+
+class LosesAnswers(MemoryMetadataStore):
+    """The next ``cut`` writes are applied, then reported cut off by a dropped connection."""
+
+    cut = 0
+
+    async def put(self, path, value, expected_version=None, *, ephemeral=False):
+        stat = await super().put(path, value, expected_version, ephemeral=ephemeral)
+        if self.cut > 0:
+            self.cut -= 1
+            raise ConnectionClosedError(f"connection lost before the write to {path} was answered")
+        return stat
+
+
+async def test_a_cursor_key_write_whose_answer_was_lost_does_not_wedge_the_cursor() -> None:
+    """Goal: a lost connection without expiry keeps serving: the cursor's compare-and-set of its
+    key that was applied but never answered is recognised as its own (read back), so the key
+    writes after it (here the clean close) succeed. (Retrying at the old version got BadVersion
+    from its own write and every later key write failed: a consumer with ack receipts stalled
+    after a ZooKeeper leader kill.)"""
+    store, bookies = LosesAnswers(), MemoryBookies()
+    ledger = closed_ledger(100, store=store, bookies=bookies)
+    store.cut = 1  # the key write that names the first cursor ledger
+    cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    for entry_id in range(5):
+        await cursor.acknowledge([Position(10, entry_id)])
+    assert persisted(bookies, cursor).mark_delete == Position(10, 4)
+    await cursor.close()
+    assert json.loads((await store.get(cursor.path)).value)["markDeleteEntryId"] == 4
+    await store.close()

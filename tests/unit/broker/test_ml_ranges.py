@@ -7,6 +7,7 @@ import random
 
 from minipulsar.broker.managed_ledger.cursor_info import decode_cursor_info, decode_mark_delete, encode_cursor_info
 from minipulsar.broker.managed_ledger.position import Position
+from minipulsar.broker.managed_ledger.position_info import CursorPosition
 from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
 
 
@@ -61,25 +62,35 @@ def test_remove_up_to_cuts_the_range_it_falls_in() -> None:
 
 def test_cursor_info_stores_ranges_as_four_numbers_and_round_trips() -> None:
     acked = PositionRangeSet([P(1, 1), P(1, 2), P(1, 3), P(1, 7), P(2, 0)])
-    data, left_out = encode_cursor_info(P(1, 0), acked, max_ranges=100)
+    position, left_out = CursorPosition.of(P(1, 0), acked, max_ranges=100)
+    data = encode_cursor_info(position)
     assert left_out == 0
     assert json.loads(data)["individualDeletedMessages"] == [[1, 1, 1, 3], [1, 7, 1, 7], [2, 0, 2, 0]]
-    mark_delete, decoded = decode_cursor_info(data)
-    assert mark_delete == P(1, 0) == decode_mark_delete(data)
-    assert list(decoded.ranges()) == list(acked.ranges())
+    info = decode_cursor_info(data)
+    assert info.cursors_ledger_id == -1 and info.position == position
+    assert info.position.mark_delete == P(1, 0) == decode_mark_delete(data)
+    assert list(info.position.acked().ranges()) == list(acked.ranges())
 
 
 def test_cursor_info_keeps_the_first_ranges_within_the_bound_and_says_how_many_it_left_out() -> None:
     acked = PositionRangeSet(P(5, 2 * i) for i in range(10))
-    data, left_out = encode_cursor_info(P(5, -1), acked, max_ranges=4)
+    position, left_out = CursorPosition.of(P(5, -1), acked, max_ranges=4)
     assert left_out == 6
-    _, decoded = decode_cursor_info(data)
-    assert list(decoded.positions()) == [P(5, 0), P(5, 2), P(5, 4), P(5, 6)]
+    decoded = decode_cursor_info(encode_cursor_info(position)).position
+    assert list(decoded.acked().positions()) == [P(5, 0), P(5, 2), P(5, 4), P(5, 6)]
 
 
 def test_cursor_info_reads_the_legacy_triples() -> None:
     data = json.dumps(
         {"markDeleteLedgerId": 3, "markDeleteEntryId": 1, "individualDeletedMessages": [[3, 3, 5]]}
     ).encode()
-    mark_delete, decoded = decode_cursor_info(data)
-    assert mark_delete == P(3, 1) and list(decoded.positions()) == [P(3, 3), P(3, 4), P(3, 5)]
+    info = decode_cursor_info(data)
+    assert info.cursors_ledger_id == -1, "a key written before cursor ledgers holds the position itself"
+    assert info.position.mark_delete == P(3, 1)
+    assert list(info.position.acked().positions()) == [P(3, 3), P(3, 4), P(3, 5)]
+
+
+def test_a_key_naming_a_cursor_ledger_leaves_the_ranges_out() -> None:
+    position = CursorPosition(P(4, 2), ((P(4, 5), P(4, 6)),), {"seq": 9})
+    info = decode_cursor_info(encode_cursor_info(position, cursors_ledger_id=77))
+    assert info.cursors_ledger_id == 77 and info.position == CursorPosition(P(4, 2), (), {"seq": 9})

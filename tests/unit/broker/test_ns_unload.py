@@ -11,28 +11,7 @@ import asyncio
 
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.namespace.unload import close_topics
-from minipulsar.broker.topics.consumer import ServerConsumer
-from minipulsar.broker.topics.counters import TopicCounters
-from minipulsar.broker.topics.non_persistent_topic import NonPersistentSubscription
-from minipulsar.topic_name import TopicName
-from tests.support.broker_fakes import FakeConnection, FakePublisher
-
-
-class UnloadingTopic:
-    """What an unload reads of a topic: producer 1 (its last send ``in_flight``) and consumer 7 on
-    ``connection``; its close is logged."""
-
-    def __init__(self, log: list[str], connection: FakeConnection, in_flight: asyncio.Future[Position]) -> None:
-        self.name, self.log = TopicName.parse("persistent://t/ns/x"), log
-        connection.attached_producers.add(1)
-        connection.attached_consumers.add(7)
-        self.counters = TopicCounters(producers={(1, 1): FakePublisher(1, connection, in_flight)})
-        subscription = NonPersistentSubscription("sub", "Shared")
-        subscription.add_consumer(ServerConsumer(7, "c", connection, "sub", self.counters), "Shared")
-        self.subscriptions = {"sub": subscription}
-
-    async def close(self) -> None:
-        self.log.append("topic closed")
+from tests.support.broker_fakes import FakeConnection, UnloadingTopic
 
 
 async def test_the_topic_closes_after_the_persisting_sends_and_clients_hear_last() -> None:

@@ -7,12 +7,28 @@ from __future__ import annotations
 import asyncio
 import json
 
-from minipulsar.broker.dedup import DUPLICATE, MessageDeduplication
+import pytest
+
+from minipulsar.broker.dedup import DEDUP_CURSOR, DUPLICATE, MessageDeduplication
+from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.position import Position
-from minipulsar.errors import PersistenceError
+from minipulsar.broker.managed_ledger.position_info import CursorPosition, decode_position_info
+from minipulsar.broker.topics.dispatch_settings import DispatchSettings
+from minipulsar.broker.topics.persistent_topic import PersistentTopic
+from minipulsar.errors import InvalidCommandError, PersistenceError
 from minipulsar.metadata import MemoryMetadataStore
-from tests.support.broker_fakes import FakeLedger
+from minipulsar.topic_name import TopicName
+from tests.support.broker_fakes import FakeLedger, closed_ledger, make_consumer
 from tests.support.process import wait_for
+
+
+def last_snapshot(ledger: FakeLedger) -> CursorPosition | None:
+    """The newest position of the ``pulsar.dedup`` cursor's ledger (the snapshot), if any."""
+    cursor = next(c for c in ledger.cursors if c.name == DEDUP_CURSOR)
+    ledger_id = cursor.persistence.ledger_id
+    if ledger_id < 0:
+        return None
+    return decode_position_info(ledger.bookkeeper.last_entry(ledger_id))
 
 
 def dedup(store: MemoryMetadataStore, interval: int = 1000, max_producers: int = 100) -> MessageDeduplication:
@@ -62,11 +78,15 @@ async def test_state_survives_a_restart_from_snapshot_and_replay() -> None:
         added.set_result(ledger.add_batch("p", [sequence_id]))
         await asyncio.sleep(0)
 
-    async def snapshot_taken() -> bool:
-        stored = await store.get(state.path)
-        return stored is not None and json.loads(stored.value)["entryId"] >= 3
+    def snapshot_taken() -> bool:
+        snapshot = last_snapshot(ledger)
+        if snapshot is None or snapshot.mark_delete.entry_id < 3:
+            return False
+        assert snapshot.properties == {"p": snapshot.mark_delete.entry_id}, "valid as of its position"
+        return True
 
     await wait_for(snapshot_taken, timeout_s=5, message="no snapshot after 2 × brokerDeduplicationEntriesInterval")
+    assert await store.get(state.path) is None, "the snapshot is the pulsar.dedup cursor's, on the bookies"
     ledger.add_batch("q", [10, 11, 12])  # written, then the broker crashed before any snapshot
     restarted = dedup(store, interval=2)
     await restarted.recover(ledger)
@@ -89,4 +109,46 @@ async def test_the_producer_map_is_bounded() -> None:
         added.set_result(ledger.add_batch(name, [0]))
     await asyncio.sleep(0)
     assert list(state.pushed) == ["b", "c"], "the least recently used name is forgotten"
+    await store.close()
+
+
+async def test_an_older_broker_s_snapshot_is_read_once_then_kept_by_the_cursor() -> None:
+    store, ledger = MemoryMetadataStore(), FakeLedger()
+    for sequence_id in range(3):
+        ledger.add_batch("p", [sequence_id])
+    legacy = json.dumps({"ledgerId": 7, "entryId": 1, "producers": {"p": 1, "old": 9}}).encode()
+    await store.put("/deduplication/public/default/persistent/t", legacy)
+    state = dedup(store)
+    await state.recover(ledger)
+    assert state.persisted == {"p": 2, "old": 9}, "the snapshot, then the entry after it replayed"
+    assert await store.get(state.path) is None, "read once"
+    snapshot = last_snapshot(ledger)
+    assert snapshot is not None and snapshot.mark_delete == Position(7, 2) and snapshot.properties == {"p": 2, "old": 9}
+    ledger.cursors.clear()  # a broker restart
+    restarted = dedup(store)
+    await restarted.recover(ledger)
+    assert restarted.persisted == {"p": 2, "old": 9}
+    await store.close()
+
+
+async def test_disabling_deduplication_deletes_its_cursor_and_cursor_ledger() -> None:
+    store, ledger = MemoryMetadataStore(), FakeLedger()
+    await dedup(store).recover(ledger)
+    key = f"{ledger.path}/{DEDUP_CURSOR}"
+    assert await store.get(key) is not None and ledger.bookkeeper.ledgers
+    ledger.cursors.clear()  # the broker restarted with brokerDeduplicationEnabled=false
+    await MessageDeduplication.forget(ledger, store)
+    assert await store.get(key) is None and not ledger.bookkeeper.ledgers
+    await store.close()
+
+
+async def test_the_dedup_cursor_is_no_subscription_and_its_name_is_refused() -> None:
+    store = MemoryMetadataStore()
+    ledger = closed_ledger(3, store=store)
+    await ManagedCursor.open(ledger, DEDUP_CURSOR, store, start_at_earliest=False)
+    await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
+    topic = await PersistentTopic.load(TopicName.parse("persistent://t/ns/x"), ledger, store, DispatchSettings())
+    assert list(topic.subscriptions) == ["sub"]
+    with pytest.raises(InvalidCommandError):
+        await topic.subscribe(make_consumer(1), DEDUP_CURSOR, "Exclusive", True)
     await store.close()

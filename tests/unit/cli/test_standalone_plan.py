@@ -139,7 +139,7 @@ def test_child_command_lines_parse_with_the_real_cli(tmp_path: Path) -> None:
     opts, url = ChildOptions(log_level="DEBUG"), "metastore://127.0.0.1:6680"
     parser = build_parser()
     metastore = parser.parse_args(["metastore", *metastore_args(plan, opts)])
-    assert metastore.port == 6680 and Path(metastore.data_dir) == plan.metastore_dir
+    assert metastore.port == 6680 and metastore.http_port == 7000 and Path(metastore.data_dir) == plan.metastore_dir
     bookie = parser.parse_args(["bookie", *bookie_args(plan, plan.bookies[1], url, opts)])
     assert bookie.port == 4001 and bookie.metadata_url == url and bookie.log_level == "DEBUG"
     assert bookie.journal_dir == [str(plan.bookies[1].journal_dir)]
@@ -170,7 +170,7 @@ ZK_URL = "zk:127.0.0.1:2181"
 def test_plan_with_an_external_store_runs_no_metastore_and_binds_no_metastore_port(tmp_path: Path) -> None:
     plan = make_plan(data_dir=tmp_path, bookie_count=1, metadata_url=ZK_URL)
     assert not plan.runs_metastore and plan.metadata_url == ZK_URL
-    assert "metastore" not in dict(plan.fixed_ports())
+    assert not [owner for owner, _ in plan.fixed_ports() if owner.startswith("metastore")]
     assert make_plan(data_dir=tmp_path, bookie_count=1).runs_metastore
 
 
@@ -242,6 +242,8 @@ def test_metastore_flags_with_an_external_store_are_refused() -> None:
         _check_metastore_flags(
             parse(["standalone", "--metadata-url", ZK_URL, "--metastore-port", "0", "--metastore-config", "m.conf"])
         )
+    with pytest.raises(ConfigError, match=r"^--metastore-http-port configures the metastore"):
+        _check_metastore_flags(parse(["standalone", "--metadata-url", ZK_URL, "--metastore-http-port", "0"]))
 
 
 def test_banner_names_the_external_store(tmp_path: Path) -> None:

@@ -107,3 +107,52 @@ async def test_a_wal_failure_reaches_every_waiter_and_refuses_later_changes(tmp_
 def test_keepalive_of_an_unknown_session_is_refused() -> None:
     with pytest.raises(SessionExpiredError):
         KeyTree().keepalive(12345, now_ms=0)
+
+
+async def test_a_lost_connection_loses_notifications_and_a_short_one_keeps_the_session() -> None:
+    """Goal: ``disconnect``/``reconnect`` behave as a network client's connection loss: events
+    CONNECTION_LOST then RECONNECTED, requests refused meanwhile, notifications of that time
+    lost (not delivered late), the session and its ephemeral keys kept."""
+    shared = SharedTree()
+    owner, writer = MemoryMetadataStore(shared), MemoryMetadataStore(shared)
+    events: list[SessionEvent] = []
+    owner.add_session_listener(events.append)
+    seen: list[Notification] = []
+    owner.watch("/w", seen.append)
+    await owner.put("/mine", b"", ephemeral=True)
+    owner.disconnect()
+    with pytest.raises(ConnectionClosedError):
+        await owner.get("/w")
+    await writer.put("/w/missed", b"x")
+    owner.reconnect()
+    await wait_for(lambda: len(events) == 2, 2)
+    assert events == [SessionEvent.CONNECTION_LOST, SessionEvent.RECONNECTED]
+    await writer.put("/w/seen", b"x")
+    await wait_for(lambda: Notification("/w/seen", NotificationType.CREATED) in seen, 2)
+    assert all(n.path != "/w/missed" for n in seen)
+    assert await writer.exists("/mine")
+    await owner.close()
+    await writer.close()
+
+
+async def test_a_session_that_expires_while_disconnected_is_replaced_on_reconnect() -> None:
+    """Goal: disconnected past its timeout, a store reports SESSION_LOST while still
+    disconnected (its ephemeral keys are gone for everyone) and SESSION_REESTABLISHED only once
+    it reconnects, with a new session."""
+    shared = SharedTree()
+    owner, watcher = MemoryMetadataStore(shared, session_timeout_ms=150), MemoryMetadataStore(shared)
+    events: list[SessionEvent] = []
+    owner.add_session_listener(events.append)
+    await owner.put("/gone", b"", ephemeral=True)
+    old_session = owner.session_id
+    owner.disconnect()
+    await wait_for(lambda: key_absent(watcher, "/gone"), 2)
+    await wait_for(lambda: SessionEvent.SESSION_LOST in events, 2)
+    assert events == [SessionEvent.CONNECTION_LOST, SessionEvent.SESSION_LOST]
+    owner.reconnect()
+    await wait_for(lambda: len(events) == 3, 2)
+    assert events[-1] is SessionEvent.SESSION_REESTABLISHED
+    assert owner.session_id != old_session
+    assert (await owner.put("/gone", b"", ephemeral=True)).ephemeral
+    await owner.close()
+    await watcher.close()
