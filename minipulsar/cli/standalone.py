@@ -1,8 +1,11 @@
 """``minipulsar standalone``: a metastore, N bookies and M brokers (default 1) as supervised child processes.
 
 Start order is the dependency order — metastore, bookie-0 .. bookie-N-1, then the brokers — and each
-child starts only once the previous one printed READY. When the brokers are ready the launcher
-prints the service and admin URLs, two example commands, and its own machine-readable line(s)::
+child starts only once the previous one printed READY. With ``--metadata-url`` no metastore is
+started: every bookie and broker uses that store (ZooKeeper, or a metastore run on its own), the
+bookies in BookKeeper's spelling of it (:func:`bookie_metadata_url`). When the brokers are ready
+the launcher prints the service and admin URLs, two example commands, and its own
+machine-readable line(s)::
 
     READY broker-<i> <host:port> http=<host:port>          (one per broker, only with --brokers > 1)
     READY standalone <first broker's host:port> http=<host:port>
@@ -58,6 +61,7 @@ from minipulsar.cli.supervisor import (
 )
 from minipulsar.config import parse_config_text
 from minipulsar.errors import ConfigError
+from minipulsar.metadata.zk_url import LEDGERS_ROOT, parse_zookeeper_url
 
 log = logging.getLogger("minipulsar.standalone")
 
@@ -92,12 +96,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--broker-port", type=int, default=DEFAULT_BROKER_PORT, help="client (binary protocol) port; 0 = any free port"
     )
     p.add_argument("--web-port", type=int, default=DEFAULT_WEB_PORT, help="broker admin/metrics HTTP port")
-    p.add_argument("--metastore-port", type=int, default=DEFAULT_METASTORE_PORT)
+    p.add_argument(
+        "--metadata-url",
+        metavar="URL",
+        help="use this metadata store instead of starting a metastore: zk:host:port[,host:port][/chroot] "
+        "(ZooKeeper; bookies get zk+hierarchical://host:port[;host:port][/chroot]/ledgers) or "
+        "metastore://host:port",
+    )
+    p.add_argument(
+        "--metastore-port", type=int, default=None, help=f"(default: {DEFAULT_METASTORE_PORT}; not with --metadata-url)"
+    )
     p.add_argument(
         "--metastore-http-port",
         type=int,
-        default=DEFAULT_METASTORE_HTTP_PORT,
-        help="the metastore's /metrics port (metricsProvider.httpPort; default: %(default)s; 0 = any free port)",
+        default=None,
+        help=f"the metastore's /metrics port (metricsProvider.httpPort; default: {DEFAULT_METASTORE_HTTP_PORT}; "
+        "0 = any free port; not with --metadata-url)",
     )
     p.add_argument(
         "--bookie-port",
@@ -114,7 +128,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="host in bookie ids and broker URLs (default: the bind address, or 127.0.0.1 for 0.0.0.0)",
     )
-    p.add_argument("--metastore-config", metavar="FILE", help="metastore.conf passed to the metastore")
+    p.add_argument(
+        "--metastore-config", metavar="FILE", help="metastore.conf passed to the metastore (not with --metadata-url)"
+    )
     p.add_argument("--bookie-config", metavar="FILE", help="bookkeeper.conf passed to every bookie")
     p.add_argument("--broker-config", metavar="FILE", help="broker.conf passed to the broker")
     p.add_argument(
@@ -142,6 +158,7 @@ async def run_standalone(args: argparse.Namespace) -> int:
         log.error("standalone cannot start: %s", exc)
         return 2
     try:
+        _check_metastore_flags(args)
         state = await asyncio.to_thread(load_state, data_dir / "standalone.json")
         plan = make_plan(
             data_dir=data_dir,
@@ -150,14 +167,17 @@ async def run_standalone(args: argparse.Namespace) -> int:
             ledger_root=args.ledger_root,
             bind_address=args.bind_address,
             advertised_address=args.advertised_address,
-            metastore_port=args.metastore_port,
-            metastore_http_port=args.metastore_http_port,
+            metastore_port=DEFAULT_METASTORE_PORT if args.metastore_port is None else args.metastore_port,
+            metastore_http_port=DEFAULT_METASTORE_HTTP_PORT
+            if args.metastore_http_port is None
+            else args.metastore_http_port,
             broker_port=args.broker_port,
             web_port=args.web_port,
             bookie_port=args.bookie_port,
             bookie_http_port=args.bookie_http_port,
             state=state,
             broker_count=args.brokers,
+            metadata_url=args.metadata_url,
         )
         options = await asyncio.to_thread(_child_options, args)
         await asyncio.to_thread(_prepare, plan)
@@ -180,6 +200,24 @@ class ChildOptions:
     """Keys the broker.conf sets itself: the launcher does not override those."""
     log_level: str | None = None
     ready_timeout_s: float = READY_TIMEOUT_S
+
+
+def _check_metastore_flags(args: argparse.Namespace) -> None:
+    """The metastore's own flags mean nothing when none is started: refuse them rather than ignore them."""
+    if args.metadata_url is None:
+        return
+    given = [
+        flag
+        for flag, value in (
+            ("--metastore-port", args.metastore_port),
+            ("--metastore-http-port", args.metastore_http_port),
+            ("--metastore-config", args.metastore_config),
+        )
+        if value is not None
+    ]
+    if given:
+        verb = "configure" if len(given) > 1 else "configures"
+        raise ConfigError(f"{' and '.join(given)} {verb} the metastore, which --metadata-url replaces")
 
 
 def _child_options(args: argparse.Namespace) -> ChildOptions:
@@ -214,7 +252,8 @@ def _lock_data_dir(data_dir: Path) -> IO[bytes]:
 
 def _prepare(plan: StandalonePlan) -> None:
     """Create the directories and check every fixed port is free (runs in a thread)."""
-    for path in (plan.log_dir, plan.metastore_dir, *(d for b in plan.bookies for d in (b.journal_dir, b.ledger_dir))):
+    metastore_dirs = [plan.metastore_dir] if plan.runs_metastore else []
+    for path in (plan.log_dir, *metastore_dirs, *(d for b in plan.bookies for d in (b.journal_dir, b.ledger_dir))):
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -304,20 +343,30 @@ class Launcher:
     def _on_signal(self, sig: signal.Signals) -> None:
         now = time.monotonic()
         if not self._stop.is_set():
-            log.info("received %s: stopping brokers, bookies, metastore (Ctrl-C again to kill them)", sig.name)
+            log.info("received %s: stopping %s (Ctrl-C again to kill them)", sig.name, self._stop_order())
             self._stop.set()
             self._stop_requested_at = now
         elif sig == signal.SIGINT and now - self._stop_requested_at > _SECOND_SIGINT_AFTER_S:
             log.warning("received SIGINT again: killing every child")
             self.supervisor.kill_all()
 
+    def _stop_order(self) -> str:
+        return "brokers, bookies, metastore" if self.plan.runs_metastore else "brokers, bookies"
+
     async def _start_all(self) -> list[ReadyLine]:
-        """Metastore, bookies, brokers, each after the previous is READY; returns the brokers' lines."""
+        """Metastore (unless external), bookies, brokers, each after the previous is READY; returns
+        the brokers' lines."""
         plan, opts = self.plan, self.options
-        metastore = await self._start("metastore", "metastore", metastore_args(plan, opts))
-        metadata_url = f"metastore://{_connect_host(metastore.host)}:{metastore.port}"
+        if plan.metadata_url is None:
+            metastore = await self._start("metastore", "metastore", metastore_args(plan, opts))
+            metadata_url = f"metastore://{_connect_host(metastore.host)}:{metastore.port}"
+        else:
+            metadata_url = plan.metadata_url
+            log.info("metadata store: %s (no metastore started)", metadata_url)
         for slot in plan.bookies:
-            ready = await self._start(slot.name, "bookie", bookie_args(plan, slot, metadata_url, opts))
+            ready = await self._start(
+                slot.name, "bookie", bookie_args(plan, slot, bookie_metadata_url(metadata_url), opts)
+            )
             await self._remember_bookie(slot, ready)
         return [
             await self._start(slot.name, "broker", broker_args(plan, metadata_url, opts, slot)) for slot in plan.brokers
@@ -338,10 +387,12 @@ class Launcher:
         if (
             self.state.bookie_ports.get(slot.name) == ready.port
             and self.state.advertised_address == self.plan.advertised_address
+            and self.state.metadata_url == self.plan.metadata_url
         ):
             return
         self.state.bookie_ports[slot.name] = ready.port
         self.state.advertised_address = self.plan.advertised_address
+        self.state.metadata_url = self.plan.metadata_url
         await asyncio.to_thread(save_state, self.plan.state_path, self.state)
 
     def _announce(self, brokers: list[ReadyLine]) -> None:
@@ -369,9 +420,10 @@ def banner(plan: StandalonePlan, service_url: str, web_url: str | None, other_br
     )
     q = plan.quorum
     brokers = "broker" if plan.broker_count == 1 else f"{plan.broker_count} brokers"
+    metadata = "metastore" if plan.metadata_url is None else f"metadata on {plan.metadata_url}"
     lines = [
         "",
-        f"minipulsar standalone is running: metastore, {len(plan.bookies)} "
+        f"minipulsar standalone is running: {metadata}, {len(plan.bookies)} "
         f"bookie{'s' if len(plan.bookies) > 1 else ''} (ensemble/write/ack {q.ensemble_size}/"
         f"{q.write_quorum}/{q.ack_quorum}), {brokers}",
         f"  service URL: {service_url}",
@@ -429,6 +481,21 @@ def metastore_args(plan: StandalonePlan, opts: ChildOptions) -> list[str]:
         plan.bind_address,
         *_common_flags(opts.metastore_config, opts),
     ]
+
+
+def bookie_metadata_url(url: str) -> str:
+    """The URL a bookie is given for the brokers' ``url``: BookKeeper's ``metadataServiceUri``.
+
+    Pulsar's ``zk:h1:p1,h2:p2/chroot`` (or ``zk://``) is BookKeeper's
+    ``zk+hierarchical://h1:p1;h2:p2/chroot/ledgers``: the same servers and chroot, with the
+    ledgers root BookKeeper names in the path (both open the same store: ``minipulsar.metadata.zk_url``).
+    Any other URL is given as it is.
+    """
+    if not url.startswith("zk:"):
+        return url
+    parsed = parse_zookeeper_url(url)
+    servers = ";".join(f"{host}:{port}" for host, port in parsed.servers)
+    return f"zk+hierarchical://{servers}{parsed.chroot}{LEDGERS_ROOT}"
 
 
 def bookie_args(plan: StandalonePlan, slot: BookieSlot, metadata_url: str, opts: ChildOptions) -> list[str]:

@@ -3,11 +3,11 @@
 ::
 
     DATA_DIR/
-      standalone.json      bookie identities chosen on earlier runs (see below)
+      standalone.json      bookie identities chosen on earlier runs, and the metadata store (see below)
       standalone.lock      held (flock) by the running launcher
       logs/<name>.log      each child's stderr: metastore.log, bookie-0.log, ..., broker.log
                            (broker-0.log, broker-1.log, ... with --brokers N > 1)
-      metastore/           the metastore's WAL and snapshots
+      metastore/           the metastore's WAL and snapshots (not with --metadata-url)
     JOURNAL_ROOT/bookie-<i>/   default DATA_DIR/journal; put it on the fast (fsync) disk
     LEDGER_ROOT/bookie-<i>/    default DATA_DIR/ledgers; put it on the big disk
 
@@ -18,6 +18,16 @@ reused later; only an explicit non-zero ``--bookie-port`` (or ``--advertised-add
 
 Brokers keep nothing on disk, so they need no saved identity: broker i listens on
 ``--broker-port`` + i and ``--web-port`` + i (or any free ports when those are 0).
+
+Metadata: the launcher's own metastore (``metadata_url`` None), or an external store named by
+``--metadata-url`` (a ZooKeeper ensemble, ``zk:host:port[,host:port][/chroot]``, or ``metastore://host:port``),
+which every bookie and broker is given and no metastore child is started for. Invariant: one
+data dir belongs to one metadata store. Its bookies hold ledgers whose metadata (ensembles, last
+entry, the topics naming them) lives in that store: started on another store, a bookie's garbage
+collector deletes every ledger that store does not list (bookie/storage/gc.py), and the ledger
+ids the other store allocates collide with the ones it held. So the store is recorded in
+standalone.json with the bookie ports, and a later run asking for another one is refused
+(:func:`make_plan`).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minipulsar.errors import ConfigError
+from minipulsar.metadata.zk_url import parse_zookeeper_url
 
 log = logging.getLogger("minipulsar.standalone")
 
@@ -66,11 +77,14 @@ def quorum_for(bookie_count: int) -> Quorum:
 
 @dataclass(slots=True)
 class StandaloneState:
-    """What standalone.json remembers between runs: the bookies' identities."""
+    """What standalone.json remembers between runs: the bookies' identities and their metadata store."""
 
     advertised_address: str | None = None
     bookie_ports: dict[str, int] = field(default_factory=dict)
     """Bookie name (``bookie-0``) → the port it registered with."""
+    metadata_url: str | None = None
+    """``--metadata-url`` of the run that registered the bookies; None: the launcher's own
+    metastore (also what a file written before the key existed means)."""
 
     def to_json(self) -> str:
         return (
@@ -79,6 +93,7 @@ class StandaloneState:
                     "format": STATE_FORMAT,
                     "advertised_address": self.advertised_address,
                     "bookie_ports": self.bookie_ports,
+                    "metadata_url": self.metadata_url,
                 },
                 indent=2,
                 sort_keys=True,
@@ -96,6 +111,7 @@ class StandaloneState:
                 raw.get("format") == STATE_FORMAT
                 and isinstance(ports, dict)
                 and all(isinstance(p, int) and 0 < p < 65536 for p in ports.values())
+                and isinstance(raw.get("metadata_url"), str | None)
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             ok = False
@@ -105,7 +121,7 @@ class StandaloneState:
                 "fix or remove it (bookies will then pick new ports, and ledgers written "
                 "under the old bookie ids become unreadable)"
             )
-        return cls(raw.get("advertised_address"), {str(k): int(v) for k, v in ports.items()})
+        return cls(raw.get("advertised_address"), {str(k): int(v) for k, v in ports.items()}, raw.get("metadata_url"))
 
 
 def load_state(path: Path) -> StandaloneState:
@@ -169,6 +185,8 @@ class StandalonePlan:
     broker_count: int = 1
     metastore_http_port: int = DEFAULT_METASTORE_HTTP_PORT
     """The metastore's /metrics port (0: any free port)."""
+    metadata_url: str | None = None
+    """The external metadata store every bookie and broker uses; None: start a metastore child."""
 
     @property
     def brokers(self) -> tuple[BrokerSlot, ...]:
@@ -200,9 +218,14 @@ class StandalonePlan:
     def quorum(self) -> Quorum:
         return quorum_for(len(self.bookies))
 
+    @property
+    def runs_metastore(self) -> bool:
+        return self.metadata_url is None
+
     def fixed_ports(self) -> list[tuple[str, int]]:
         """(owner, port) for every non-zero port the children will bind."""
-        owners = [("metastore", self.metastore_port), ("metastore http", self.metastore_http_port)]
+        metastore = [("metastore", self.metastore_port), ("metastore http", self.metastore_http_port)]
+        owners = metastore if self.runs_metastore else []
         for broker in self.brokers:
             owners += [(broker.name, broker.port), (f"{broker.name} web service", broker.web_port)]
         for b in self.bookies:
@@ -257,17 +280,23 @@ def make_plan(
     bookie_http_port: int = DEFAULT_BOOKIE_HTTP_PORT,
     state: StandaloneState | None = None,
     broker_count: int = 1,
+    metadata_url: str | None = None,
 ) -> StandalonePlan:
     """Resolve the command line against the saved state.
 
     Raises:
-        ConfigError: no bookies or brokers, a port out of range, or one port given to two servers.
+        ConfigError: no bookies or brokers, a port out of range, one port given to two servers,
+            a metadata URL no separate process can share, or another metadata store than the
+            one this data dir's bookies were registered in.
     """
     if bookie_count < 1:
         raise ConfigError(f"--bookies must be at least 1, got {bookie_count}")
     if broker_count < 1:
         raise ConfigError(f"--brokers must be at least 1, got {broker_count}")
     state = state or StandaloneState()
+    if metadata_url is not None:
+        check_external_metadata_url(metadata_url)
+    _check_same_metadata_store(metadata_url, state, data_dir)
     advertised = _advertised_address(advertised_address, bind_address, state)
     ports = bookie_ports(bookie_count, bookie_port, state.bookie_ports)
     journal_root = journal_root or data_dir / "journal"
@@ -292,9 +321,44 @@ def make_plan(
         bookies,
         broker_count,
         metastore_http_port=metastore_http_port,
+        metadata_url=metadata_url,
     )
     _check_ports(plan.fixed_ports())
     return plan
+
+
+def check_external_metadata_url(url: str) -> None:
+    """Refuse, before anything starts, a URL the children could not share or would not parse.
+
+    ``memory://`` would give every child a store of its own. A ZooKeeper URL is parsed here as
+    its children will parse it; a ``metastore://`` one only by its scheme (its children name
+    what is wrong with its host or port).
+
+    Raises:
+        ConfigError: not a ZooKeeper URL (Pulsar's ``zk:`` form) that parses, nor a metastore URL.
+    """
+    if url.startswith("zk:"):
+        parse_zookeeper_url(url)  # InvalidZooKeeperUrl is a ConfigError naming the fault
+    elif not url.startswith("metastore://") or url == "metastore://":
+        raise ConfigError(
+            f"--metadata-url {url!r}: expected zk:host:port[,host:port][/chroot] (ZooKeeper) or "
+            "metastore://host:port (a metastore started on its own)"
+        )
+
+
+def _check_same_metadata_store(url: str | None, state: StandaloneState, data_dir: Path) -> None:
+    if not state.bookie_ports or state.metadata_url == url:
+        return
+    raise ConfigError(
+        f"{data_dir} holds bookies registered in {_store_name(state.metadata_url)}, and this run asks "
+        f"for {_store_name(url)}: their ledgers' metadata is in the first store, and on the second "
+        f"their garbage collector would delete every ledger it does not list. Use another --data-dir, "
+        f"or the same store (if it only moved, set metadata_url in {data_dir / 'standalone.json'})"
+    )
+
+
+def _store_name(url: str | None) -> str:
+    return f"--metadata-url {url}" if url else "the standalone's own metastore"
 
 
 def _advertised_address(explicit: str | None, bind_address: str, state: StandaloneState) -> str:

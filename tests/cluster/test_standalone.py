@@ -28,8 +28,13 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from minipulsar.cli.standalone import bookie_metadata_url
 from minipulsar.cli.supervisor import Child, ChildFailedError, Supervisor
-from tests.support.process import ServerProcess, wait_for
+from minipulsar.metadata import open_metadata_store
+from tests.support.cli import run_cli
+from tests.support.process import ServerProcess, started, wait_for
+from tests.support.servers import metastore_process
+from tests.support.zookeeper import ZooKeeperEnsemble, skip_unless_zookeeper
 
 GONE_TIMEOUT_S = 20.0
 
@@ -211,6 +216,14 @@ ANY_PORTS = [
 ]
 
 
+def without_flags(argv: list[str], *flags: str) -> list[str]:
+    """``argv`` without each of ``flags`` and its value."""
+    for flag in flags:
+        at = argv.index(flag)
+        argv = argv[:at] + argv[at + 2 :]
+    return argv
+
+
 class Standalone:
     """Launchers started by one test; children found by pid and killed if anything is left."""
 
@@ -219,10 +232,12 @@ class Standalone:
         self.launchers: list[ServerProcess] = []
         self.child_pids: list[int] = []
 
-    async def start(self, *extra: str) -> ServerProcess:
+    async def start(self, *extra: str, metastore: bool = True) -> ServerProcess:
+        """``metastore=False``: no metastore ports (``extra`` names an external store)."""
+        ports = ANY_PORTS if metastore else without_flags(ANY_PORTS, "--metastore-port", "--metastore-http-port")
         launcher = ServerProcess(
             "standalone",
-            ["--data-dir", str(self.data_dir), "--bookies", "1", *ANY_PORTS, *extra],
+            ["--data-dir", str(self.data_dir), "--bookies", "1", *ports, *extra],
             self.tmp_path / f"launcher-{len(self.launchers)}.log",
         )
         self.launchers.append(launcher)
@@ -404,3 +419,65 @@ async def test_produce_then_consume_ten_messages_with_the_cli_verbs(standalone: 
     consumed = await verb("consume", "my-topic", "-s", "sub", "-n", "10")
     assert consumed.returncode == 0, consumed.stderr
     assert consumed.stdout.count("hello") == 10, consumed.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# --metadata-url: the cluster on a metadata store it did not start.
+
+
+@pytest_asyncio.fixture(params=["metastore", "zookeeper"])
+async def external_metadata_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """The URL of a metadata store running on its own: a metastore process, or a ZooKeeper server
+    (Pulsar's URL with a chroot, so the bookies' URL carries one too)."""
+    if request.param == "metastore":
+        metastore = metastore_process(tmp_path / "external")
+        async with started(metastore):
+            yield metastore.url
+        return
+    skip_unless_zookeeper()
+    zookeeper = ZooKeeperEnsemble(tmp_path / "zookeeper", nodes=1)
+    try:
+        await asyncio.to_thread(zookeeper.start)
+        yield f"{zookeeper.url}/standalone"
+    finally:
+        await asyncio.to_thread(zookeeper.stop)
+
+
+async def test_metadata_url_puts_the_cluster_on_an_external_store_and_starts_no_metastore(
+    standalone: Standalone, external_metadata_url: str
+) -> None:
+    """Goal: with --metadata-url the launcher starts bookies and a broker only, registered in that
+    store, serving a produce/consume round trip; the data dir is then bound to that store.
+    Method: start the store on its own, the launcher on it; read the registrations from the store;
+    stop the launcher (the store keeps running) and ask for its own metastore on the same data dir."""
+    launcher = await standalone.start("--metadata-url", external_metadata_url, metastore=False)
+    children = {
+        command_line(pid).split(" -m minipulsar ")[1].split()[0]: command_line(pid)
+        for pid in children_of(launcher.proc.pid)
+    }
+    assert sorted(children) == ["bookie", "broker"]
+    assert f"--metadata-url {bookie_metadata_url(external_metadata_url)} " in children["bookie"]
+    assert f"--metadata-url {external_metadata_url} " in children["broker"]
+    assert not (standalone.data_dir / "metastore").exists()
+
+    service_url = ("--service-url", f"pulsar://{launcher.address}")
+    produced = await asyncio.to_thread(run_cli, "produce", "ext-topic", "-m", "hello", "-n", "10", *service_url)
+    assert produced.returncode == 0, produced.stderr
+    consumed = await asyncio.to_thread(run_cli, "consume", "ext-topic", "-s", "sub", "-n", "10", *service_url)
+    assert consumed.returncode == 0, consumed.stderr
+    assert consumed.stdout.count("hello") == 10, consumed.stdout
+
+    bookie_id = f"127.0.0.1:{standalone.saved_bookie_ports()['bookie-0']}"
+    store = await open_metadata_store(external_metadata_url)
+    try:
+        assert bookie_id in await store.children("/ledgers/available")
+        assert len(await store.children("/loadbalance/brokers")) == 1
+    finally:
+        await store.close()
+    saved = json.loads((standalone.data_dir / "standalone.json").read_text())
+    assert saved["metadata_url"] == external_metadata_url
+
+    assert await asyncio.to_thread(launcher.stop, 60) == 0
+    own_metastore = await asyncio.to_thread(run_cli, "standalone", "--data-dir", str(standalone.data_dir), *ANY_PORTS)
+    assert own_metastore.returncode == 2
+    assert f"holds bookies registered in --metadata-url {external_metadata_url}" in own_metastore.stderr

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from minipulsar.cli.standalone import ChildOptions, bookie_args, broker_args, metastore_args
+from minipulsar.cli.standalone import (
+    ChildOptions,
+    banner,
+    bookie_args,
+    bookie_metadata_url,
+    broker_args,
+    metastore_args,
+)
 from minipulsar.cli.standalone_plan import (
     Quorum,
     StandaloneState,
@@ -151,3 +159,93 @@ def test_a_broker_conf_key_left_empty_does_not_keep_the_launchers_quorum_out(tmp
     conf.write_text("managedLedgerDefaultEnsembleSize=3\nmanagedLedgerDefaultAckQuorum=\n")
     args = build_parser().parse_args(["standalone", "--broker-config", str(conf)])
     assert _child_options(args).broker_config_keys == {"managedLedgerDefaultEnsembleSize"}
+
+
+# ---------------------------------------------------------------------------------------------
+# --metadata-url: an external metadata store instead of the metastore child.
+
+ZK_URL = "zk:127.0.0.1:2181"
+
+
+def test_plan_with_an_external_store_runs_no_metastore_and_binds_no_metastore_port(tmp_path: Path) -> None:
+    plan = make_plan(data_dir=tmp_path, bookie_count=1, metadata_url=ZK_URL)
+    assert not plan.runs_metastore and plan.metadata_url == ZK_URL
+    assert not [owner for owner, _ in plan.fixed_ports() if owner.startswith("metastore")]
+    assert make_plan(data_dir=tmp_path, bookie_count=1).runs_metastore
+
+
+@pytest.mark.parametrize(
+    "url", ["memory://shared", "http://127.0.0.1:2181", "127.0.0.1:2181", "metastore://", "zk+null://h:2181/ledgers"]
+)
+def test_a_metadata_url_separate_processes_cannot_share_is_refused(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError, match=r"--metadata-url .*expected zk:host:port"):
+        make_plan(data_dir=tmp_path, bookie_count=1, metadata_url=url)
+
+
+@pytest.mark.parametrize("url", ["zk:", "zk:h:port", "zk:h:2181//x"])
+def test_a_zookeeper_url_that_does_not_parse_is_refused_before_anything_starts(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(repr(url))):
+        make_plan(data_dir=tmp_path, bookie_count=1, metadata_url=url)
+
+
+@pytest.mark.parametrize(
+    "saved, asked",
+    [(None, ZK_URL), (ZK_URL, None), (ZK_URL, "zk:127.0.0.1:2181/other"), ("metastore://h:6680", ZK_URL)],
+)
+def test_a_data_dir_whose_bookies_registered_in_another_store_is_refused(
+    tmp_path: Path, saved: str | None, asked: str | None
+) -> None:
+    """Goal: bookies started on another store than their ledgers' would garbage-collect them."""
+    state = StandaloneState("127.0.0.1", {"bookie-0": 3181}, saved)
+    with pytest.raises(ConfigError, match=r"holds bookies registered in .*standalone\.json"):
+        make_plan(data_dir=tmp_path, bookie_count=1, state=state, metadata_url=asked)
+
+
+def test_the_same_store_again_or_a_fresh_data_dir_is_accepted(tmp_path: Path) -> None:
+    state = StandaloneState("127.0.0.1", {"bookie-0": 3181}, ZK_URL)
+    assert make_plan(data_dir=tmp_path, bookie_count=1, state=state, metadata_url=ZK_URL).metadata_url == ZK_URL
+    fresh = StandaloneState("127.0.0.1", {}, None)
+    assert make_plan(data_dir=tmp_path, bookie_count=1, state=fresh, metadata_url=ZK_URL).metadata_url == ZK_URL
+
+
+def test_state_keeps_the_metadata_url_and_a_file_without_it_means_the_own_metastore(tmp_path: Path) -> None:
+    path = tmp_path / "standalone.json"
+    save_state(path, StandaloneState("127.0.0.1", {"bookie-0": 41234}, ZK_URL))
+    assert load_state(path).metadata_url == ZK_URL
+    path.write_text('{"format": 1, "advertised_address": "127.0.0.1", "bookie_ports": {"bookie-0": 41234}}')
+    assert load_state(path) == StandaloneState("127.0.0.1", {"bookie-0": 41234}, None)
+
+
+@pytest.mark.parametrize(
+    "url, bookie_url",
+    [
+        ("zk:127.0.0.1:2181", "zk+hierarchical://127.0.0.1:2181/ledgers"),
+        ("zk:h1:2181,h2:2182,h3:2183", "zk+hierarchical://h1:2181;h2:2182;h3:2183/ledgers"),
+        ("zk://h1:2181,h2:2181/pulsar/one/", "zk+hierarchical://h1:2181;h2:2181/pulsar/one/ledgers"),
+        ("zk:h1:2181/", "zk+hierarchical://h1:2181/ledgers"),
+        ("zk:h1", "zk+hierarchical://h1:2181/ledgers"),
+        ("metastore://127.0.0.1:6680", "metastore://127.0.0.1:6680"),
+    ],
+)
+def test_bookies_get_bookkeepers_spelling_of_a_zookeeper_url(url: str, bookie_url: str) -> None:
+    assert bookie_metadata_url(url) == bookie_url
+
+
+def test_metastore_flags_with_an_external_store_are_refused() -> None:
+    from minipulsar.cli.main import build_parser
+    from minipulsar.cli.standalone import _check_metastore_flags
+
+    parse = build_parser().parse_args
+    _check_metastore_flags(parse(["standalone", "--metadata-url", ZK_URL]))
+    _check_metastore_flags(parse(["standalone", "--metastore-port", "7000"]))
+    with pytest.raises(ConfigError, match=r"--metastore-port and --metastore-config configure the metastore"):
+        _check_metastore_flags(
+            parse(["standalone", "--metadata-url", ZK_URL, "--metastore-port", "0", "--metastore-config", "m.conf"])
+        )
+    with pytest.raises(ConfigError, match=r"^--metastore-http-port configures the metastore"):
+        _check_metastore_flags(parse(["standalone", "--metadata-url", ZK_URL, "--metastore-http-port", "0"]))
+
+
+def test_banner_names_the_external_store(tmp_path: Path) -> None:
+    plan = make_plan(data_dir=tmp_path, bookie_count=1, metadata_url=ZK_URL)
+    assert f"running: metadata on {ZK_URL}, 1 bookie" in banner(plan, "pulsar://127.0.0.1:6650", None)
