@@ -50,6 +50,7 @@ from typing import Any, TypeVar
 
 from kazoo import exceptions as kz  # type: ignore[import-untyped]
 from kazoo.client import KazooClient  # type: ignore[import-untyped]
+from kazoo.handlers.threading import SequentialThreadingHandler  # type: ignore[import-untyped]
 from kazoo.protocol.connection import ConnectionHandler  # type: ignore[import-untyped]
 from kazoo.protocol.serialization import Connect, Watch, int_struct, write_string  # type: ignore[import-untyped]
 from kazoo.protocol.states import KazooState  # type: ignore[import-untyped]
@@ -144,6 +145,23 @@ class _StoreConnection(ConnectionHandler):  # type: ignore[misc]
             super()._send_ping(connect_timeout)
 
 
+class _ConnectTimeoutHandler(SequentialThreadingHandler):  # type: ignore[misc]
+    """kazoo's threading handler with a TCP connect that gives up after ``connect_timeout_s``.
+
+    kazoo connects with a timeout of the whole session; a server whose address swallows SYNs
+    (a dead host or container, not a refused port) then holds one attempt until the session
+    has expired, though the other servers of the ensemble serve. ZooKeeper's Java client gives
+    each attempt the session timeout divided by the number of servers, and so does this one."""
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        super().__init__()
+        self.connect_timeout_s = connect_timeout_s
+
+    def create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["timeout"] = min(kwargs.get("timeout") or self.connect_timeout_s, self.connect_timeout_s)
+        return super().create_connection(*args, **kwargs)
+
+
 class ZooKeeperMetadataStore(MetadataStore):
     """:class:`MetadataStore` on a ZooKeeper ensemble (see the module docstring)."""
 
@@ -162,7 +180,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         self.session_id: int | None = None
         retry = KazooRetry(max_tries=-1, delay=RECONNECT_DELAY_S, max_delay=RECONNECT_DELAY_S_MAX)
         self._client = KazooClient(
-            hosts=url.connect_string, timeout=session_timeout_ms / 1000, connection_retry=retry, logger=_kazoo_log
+            hosts=url.connect_string,
+            timeout=session_timeout_ms / 1000,
+            connection_retry=retry,
+            handler=_ConnectTimeoutHandler(session_timeout_ms / 1000 / len(url.servers)),
+            logger=_kazoo_log,
         )
         self._connection = _StoreConnection(self._client, self._client._conn_retry.copy(), logger=_kazoo_log)
         self._client._connection = self._connection
