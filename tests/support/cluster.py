@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from tests.support.process import ServerProcess
 from tests.support.servers import bookie_process, metastore_process, set_flags
@@ -219,6 +220,23 @@ class ProcessCluster:
         return "\n".join(p.log_tail() for p in self.processes())
 
 
+C = TypeVar("C", bound=ProcessCluster)
+
+
+@contextlib.asynccontextmanager
+async def cluster_running(cluster: C) -> AsyncIterator[C]:
+    """``cluster`` started, and stopped when the context exits whatever happened inside; every
+    process's log tail is printed when start-up or the body fails."""
+    try:
+        await cluster.start()
+        yield cluster
+    except BaseException:
+        print(cluster.log_tails())
+        raise
+    finally:
+        await cluster.stop()
+
+
 @contextlib.asynccontextmanager
 async def make_cluster(
     root: Path,
@@ -274,11 +292,5 @@ async def make_cluster(
         bookie_env=dict(bookie_env or {}),
         zookeeper=zookeeper,
     )
-    try:
-        await cluster.start()
+    async with cluster_running(cluster):
         yield cluster
-    except BaseException:
-        print(cluster.log_tails())
-        raise
-    finally:
-        await cluster.stop()

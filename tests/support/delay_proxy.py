@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.cluster import ProcessCluster
+from tests.support.cluster import ProcessCluster, cluster_running
 from tests.support.jepsen.proxy import abort_writer
 
 __all__ = ["DelayProxy", "MetadataDelayCluster", "delayed_metadata_cluster"]
@@ -160,11 +160,5 @@ async def delayed_metadata_cluster(
         broker_count=brokers,
         bookie_settings=dict(bookie_settings or {}),
     )
-    try:
-        await cluster.start()
+    async with cluster_running(cluster):
         yield cluster
-    except BaseException:
-        print(cluster.log_tails())
-        raise
-    finally:
-        await cluster.stop()

@@ -40,6 +40,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.apt import apt_install
+
 JAVA = "/usr/bin/java"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 """Its manifest's Class-Path names its dependencies; logging needs a binding beside it."""
@@ -66,24 +68,13 @@ def _installed() -> bool:
     return os.access(JAVA, os.X_OK) and ZOOKEEPER_JAR.exists() and all(jar.exists() for jar in LOGGING_JARS)
 
 
-def _install() -> None:
-    """apt-get install zookeeper (after apt-get update if the first try fails)."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "zookeeper"]
-    for commands in ([install], [["apt-get", "update"], install]):
-        for command in commands:
-            subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=900)
-        if _installed():
-            return
-
-
 def zookeeper_unavailable_reason() -> str | None:
     """Why no ZooKeeper server can run here, or None (Debian's ``zookeeper`` is installed with
     apt-get first when it is missing and we are root)."""
     if _installed():
         return None
     if os.geteuid() == 0 and shutil.which("apt-get"):
-        _install()
+        apt_install(["zookeeper"], _installed, recommends=False)
         if _installed():
             return None
         return f"ZooKeeper: `apt-get install zookeeper` did not provide {ZOOKEEPER_JAR} and {JAVA}"

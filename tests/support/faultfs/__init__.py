@@ -43,6 +43,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.support.apt import apt_install
 from tests.support.faultfs import damage
 
 __all__ = ["FaultFs", "damage", "mount", "skip_unless_available", "unavailable_reason"]
@@ -65,17 +66,6 @@ def _libfuse_present() -> bool:
     return ctypes.util.find_library("fuse") is not None
 
 
-def _install_libfuse() -> None:
-    """apt-get install fuse libfuse2 (after apt-get update if the first try fails)."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "fuse", "libfuse2"]
-    for commands in ([install], [["apt-get", "update"], install]):
-        for command in commands:
-            subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
-        if _libfuse_present():
-            return
-
-
 def unavailable_reason() -> str | None:
     """Why faultfs cannot run on this machine, or None when it can (libfuse2 is installed
     with apt-get first when it is missing and we are root)."""
@@ -85,8 +75,8 @@ def unavailable_reason() -> str | None:
         return "faultfs needs root (to mount FUSE file systems)"
     if not os.path.exists("/dev/fuse"):
         return "faultfs needs /dev/fuse"
-    if not _libfuse_present() and shutil.which("apt-get"):
-        _install_libfuse()
+    if not _libfuse_present():
+        apt_install(["fuse", "libfuse2"], _libfuse_present)
     if not _libfuse_present() or shutil.which("fusermount") is None:
         return "faultfs needs libfuse2 and fusermount (apt-get install fuse libfuse2 failed)"
     try:

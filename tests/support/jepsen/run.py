@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.support.cluster import cluster_running
 from tests.support.jepsen.checker import VIOLATION_KINDS, CheckReport, check
 from tests.support.jepsen.cluster import JepsenCluster
 from tests.support.jepsen.disks import loop_disks_missing
@@ -92,14 +93,8 @@ async def jepsen_cluster(
         bookie_settings=dict(BOOKIE_SETTINGS),
         disk_bookies=profile.disk_bookies if with_disks else (),
     )
-    try:
-        await cluster.start()
+    async with cluster_running(cluster):
         yield cluster
-    except BaseException:
-        print(cluster.log_tails())
-        raise
-    finally:
-        await cluster.stop()
 
 
 async def run_once(
