@@ -113,6 +113,12 @@ class ManagedCursor:
     def durable(self) -> bool:
         return self._store is not None
 
+    def fence(self) -> None:
+        """Its managed ledger is fenced: the position goes to the cursor ledger alone, never
+        to the metadata key (:meth:`CursorLedger.fence`)."""
+        if self.persistence is not None:
+            self.persistence.fence()
+
     @classmethod
     async def open(
         cls, ledger: ManagedLedger, name: str, store: MetadataStore | None, start_at_earliest: bool
@@ -136,9 +142,8 @@ class ManagedCursor:
                 )
         start = ledger.first_position if start_at_earliest else ledger.last_confirmed
         cursor = cls(ledger, name, store, start)
-        if store is not None:
-            cursor._changes += 1
-            await cursor.flush()
+        if cursor.persistence is not None:
+            await cursor.persistence.initialize(cursor._position())
         return cursor
 
     @classmethod

@@ -7,8 +7,9 @@ through the managed ledger's BookKeeper client with the managed ledger's quorums
 ``/managed-ledgers/{topic}/{cursor}`` (cursor_info.py) holds only ``cursorsLedgerId``, so an
 ack costs a bookie write and no metadata write. States, as Pulsar's:
 
-- ``NO_LEDGER``: nothing writable — a new cursor, a recovered one (the previous owner's ledger
-  is read-only now), or after a write the bookies refused. The next persist **switches**: it
+- ``NO_LEDGER``: nothing writable — a new cursor (its first position is in the key alone,
+  :meth:`initialize`), a recovered one (the previous owner's ledger is read-only now), or after
+  a write the bookies refused. The next persist **switches**: it
   creates a ledger, appends the position as its first entry, stores the key naming it by
   compare-and-set (with the mark-delete position, an older bound for anyone reading the key
   alone), and only then deletes the previous ledger;
@@ -56,6 +57,7 @@ from minipulsar.broker.managed_ledger.position_info import (
 from minipulsar.clock import MONOTONIC, Clock
 from minipulsar.errors import (
     ConnectionClosedError,
+    LedgerFencedError,
     MiniPulsarError,
     NoSuchLedgerError,
     NotFoundError,
@@ -112,6 +114,8 @@ class CursorLedger:
         self._lock = asyncio.Lock()
         self._clock = clock
         self.ledger_switches = 0
+        self._fenced = False
+        """Set by :meth:`fence`: the key is the next owner's now."""
 
     @property
     def ledger_id(self) -> int:
@@ -162,7 +166,21 @@ class CursorLedger:
         )
         return persistence, position
 
+    def fence(self) -> None:
+        """Another broker owns the topic (or may, any moment): never write the key again. Appends
+        to the open ledger go on until the next owner's recovery fences it; a persist that would
+        need the key (a switch, a fallback, a clean close) fails instead."""
+        self._fenced = True
+
     # -- persisting -----------------------------------------------------------------------------
+
+    async def initialize(self, position: CursorPosition) -> None:
+        """A new cursor: its first position in the key, create-only, and no ledger yet (Pulsar's
+        ``initialize``). Creating a subscription then costs one metadata write and no bookie —
+        a bookie that hangs (still registered, never answering) cannot hold it for an add
+        timeout; the first persisted change creates the ledger."""
+        async with self._lock:
+            await self._put_key(position, NO_LEDGER)
 
     async def persist(self, position: CursorPosition) -> None:
         """Make ``position`` durable: an entry of the cursor ledger, else the key (see above)."""
@@ -170,7 +188,9 @@ class CursorLedger:
             if self.state in (CursorLedgerState.CLOSED, CursorLedgerState.DELETED):
                 raise ServiceNotReadyError(f"cursor {self.path} is {self.state.value}")
             handle = self._handle
-            if handle is not None and not self._should_roll():
+            if self._fenced and handle is None:
+                raise LedgerFencedError(f"cursor {self.path}: fenced, and no cursor ledger of its own to append to")
+            if handle is not None and (self._fenced or not self._should_roll()):
                 await self._append_or_fall_back(handle, position)
             elif await self._switch(position):
                 pass
@@ -244,7 +264,13 @@ class CursorLedger:
 
     async def _put_key(self, position: CursorPosition, ledger_id: int) -> None:
         """Compare-and-set the key. A put whose outcome is unknown (the connection dropped) is
-        settled by reading the key back (:func:`~minipulsar.metadata.cas.put_resolving`, §4.1)."""
+        settled by reading the key back (:func:`~minipulsar.metadata.cas.put_resolving`, §4.1).
+
+        Raises:
+            LedgerFencedError: the cursor is fenced (:meth:`fence`); nothing was written.
+        """
+        if self._fenced:
+            raise LedgerFencedError(f"cursor {self.path}: fenced, its key is the next owner's")
         data = encode_cursor_info(position, ledger_id)
         try:
             version = (await put_resolving(self._store, self.path, data, self._version)).version

@@ -146,6 +146,10 @@ class LedgerCursor(Protocol):
     @property
     def mark_delete(self) -> Position: ...
 
+    def fence(self) -> None:
+        """The managed ledger is fenced: write no more to the metadata store."""
+        ...
+
     @property
     def read_position(self) -> Position: ...
 
@@ -340,12 +344,20 @@ class ManagedLedger:
         self._ledger_cache.clear()
         self._wake_waiters()
 
-    def _fence(self, error: MiniPulsarError) -> None:
+    def fence(self, error: MiniPulsarError) -> None:
+        """Another broker owns the topic now (a compare-and-set lost, or this broker's metadata
+        session expired with its ownership): queued adds fail with ``error``, and neither the
+        managed ledger nor its cursors write the metadata store again — a write there would
+        overwrite the next owner's keys. The cursors' ledgers still take appends until the next
+        owner's recovery fences them (what it reads from them is then as new as possible)."""
         log.warning("%s: fenced (another broker owns the topic now?): %s", self.name, error)
         if self.state not in (State.FENCED, State.CLOSED):
             self._transition(State.FENCED)
         self._cancel_roll_check()
         self._fail_queued(error)
+        for cursor in self._cursors:
+            if cursor.durable:
+                cursor.fence()
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -597,7 +609,7 @@ class ManagedLedger:
         log.warning("%s: cannot create a ledger: %s", self.name, error)
         self._creation_error = error
         if isinstance(error, BadVersionError):
-            self._fence(error)
+            self.fence(error)
             return
         if self.state is State.CREATING_LEDGER:
             self._transition(State.CLOSED_LEDGER)
@@ -620,7 +632,7 @@ class ManagedLedger:
 
     def _info_write_failed(self, error: MiniPulsarError) -> None:
         if isinstance(error, BadVersionError):
-            self._fence(error)
+            self.fence(error)
         else:
             log.warning("%s: writing the ledger list failed: %s", self.name, error)
 

@@ -59,6 +59,7 @@ from minipulsar.errors import (
     BadVersionError,
     ErrorCode,
     InvalidCommandError,
+    LedgerFencedError,
     MiniPulsarError,
     NotFoundError,
     NotOwnerError,
@@ -393,9 +394,11 @@ class NamespaceService:
     def _stop_serving_all(self, why: str) -> None:
         """The metadata session expired: every ownership key is gone (another broker may take the
         bundles now), so stop serving at once, without an await: forget the bundles (lookups and
-        new producers or consumers here then go through a fresh acquire) and detach every loaded
-        topic's producers and consumers (their later SENDs are dropped, their clients resend
-        them to the next owner); closing the topics and telling the clients follow in a task.
+        new producers or consumers here then go through a fresh acquire), fence every loaded
+        topic (its managed ledger and cursors write the metadata store no more: a cursor's clean
+        close would overwrite the key the next owner has read) and detach its producers and
+        consumers (their later SENDs are dropped, their clients resend them to the next owner);
+        closing the topics and telling the clients follow in a task.
         What was already handed to the bookies may still be acknowledged: the next owner fences
         those ledgers when it opens the topic, so no add here succeeds after that."""
         lost = self.ownership.forget_all()
@@ -405,12 +408,14 @@ class NamespaceService:
         loading = self._topics.take_topics(lambda name: True)
         early = DetachedClients()
         in_flight: list[asyncio.Future[None]] = []
+        fenced = LedgerFencedError(f"{why}: this broker no longer owns the topic")
         for future in loading:
             if future.done() and not future.cancelled() and future.exception() is None:
+                future.result().fence(fenced)
                 detached, persisting = detach_clients(future.result())
                 early.extend(detached)
                 in_flight += persisting
-        spawn(self._close_dropped(lost, loading, early, in_flight), name="close dropped topics", logger=log)
+        spawn(self._close_dropped(lost, loading, early, in_flight, fenced), name="close dropped topics", logger=log)
 
     async def _close_dropped(
         self,
@@ -418,10 +423,11 @@ class NamespaceService:
         loading: list[asyncio.Future[Topic]],
         early: DetachedClients,
         in_flight: list[asyncio.Future[None]],
+        fenced: LedgerFencedError,
     ) -> None:
         if in_flight:  # their receipts still go out (or they fail: the next owner fenced them)
             await asyncio.wait(in_flight, timeout=DROP_DRAIN_TIMEOUT_S)
-        early.extend(await close_topics(loading, DROP_DRAIN_TIMEOUT_S))
+        early.extend(await close_topics(loading, DROP_DRAIN_TIMEOUT_S, fence=fenced))
         early.notify()
         for owned in lost:
             self._emit("unloaded", owned.bundle.name)

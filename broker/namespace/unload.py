@@ -56,6 +56,10 @@ class UnloadedTopic(Protocol):
     @property
     def subscriptions(self) -> Mapping[str, HasConsumers]: ...
 
+    def fence(self, error: MiniPulsarError) -> None:
+        """Write nothing more to the metadata store (the ownership is lost)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -119,12 +123,18 @@ async def close_topic(topic: UnloadedTopic, drain_timeout_s: float) -> DetachedC
     return detached
 
 
-async def close_topics(loading: Sequence[asyncio.Future[T]], drain_timeout_s: float) -> DetachedClients:
+async def close_topics(
+    loading: Sequence[asyncio.Future[T]], drain_timeout_s: float, fence: MiniPulsarError | None = None
+) -> DetachedClients:
     """Close every topic of ``loading`` (futures from the broker's topic map, already removed from
-    it); topics still loading are awaited first. Runs the topics concurrently."""
+    it); topics still loading are awaited first. Runs the topics concurrently. With ``fence``
+    (the ownership is lost) each topic is fenced first: it closes without a metadata write."""
     if loading:
         await asyncio.wait(loading)
     topics = [f.result() for f in loading if not f.cancelled() and f.exception() is None]
+    if fence is not None:
+        for topic in topics:
+            topic.fence(fence)
     results = await asyncio.gather(*(close_topic(t, drain_timeout_s) for t in topics), return_exceptions=True)
     detached = DetachedClients()
     for topic, result in zip(topics, results):

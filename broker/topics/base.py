@@ -22,7 +22,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from minipulsar.errors import ServiceNotReadyError
+from minipulsar.errors import MiniPulsarError, ServiceNotReadyError
 
 if TYPE_CHECKING:
     from minipulsar.broker.dedup import MessageDeduplication
@@ -279,6 +279,11 @@ class Topic(Protocol):
         ...
 
     async def unsubscribe(self, subscription_name: str, consumer: Consumer) -> None: ...
+
+    def fence(self, error: MiniPulsarError) -> None:
+        """This broker lost the topic (its metadata session expired): write nothing more to the
+        metadata store; adds queued or issued later fail with ``error``."""
+        ...
 
     async def close(self) -> None: ...
 

@@ -233,6 +233,9 @@ class NonPersistentTopic:
 
     # -- lifecycle and stats --------------------------------------------------------------------
 
+    def fence(self, error: MiniPulsarError) -> None:
+        """Nothing stored, nothing to fence."""
+
     async def close(self) -> None:
         for subscription in self.subscriptions.values():
             await subscription.close()

@@ -221,6 +221,9 @@ class PersistentTopic:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
+    def fence(self, error: MiniPulsarError) -> None:
+        self.ledger.fence(error)
+
     async def close(self) -> None:
         if self.deduplication is not None:
             await self.deduplication.take_snapshot()

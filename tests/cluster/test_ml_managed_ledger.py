@@ -276,13 +276,14 @@ async def test_acks_go_to_the_cursor_ledger_on_the_bookies_with_no_metadata_writ
     async with opened(env, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
         positions = [await ledger.add_entry(batch_entry(i)) for i in range(30)]
+        await cursor.acknowledge([positions[0]])  # the first persisted change creates the cursor ledger
         version, key = await key_of(env, cursor)
         assert cursor.persistence is not None and key["cursorsLedgerId"] == cursor.persistence.ledger_id
         custom = (await env.bookkeeper.read_metadata(cursor.persistence.ledger_id)).custom
         assert custom == {"pulsar/managed-ledger": TOPIC, "pulsar/cursor": "sub"}
-        for position in positions:
+        for position in positions[1:]:
             await cursor.acknowledge([position])
-        assert (await key_of(env, cursor))[0] == version, "30 durable acks, no metadata write"
+        assert (await key_of(env, cursor))[0] == version, "29 durable acks, no metadata write"
 
 
 async def test_cursor_ledgers_roll_over_by_entries_and_by_age(env: Env) -> None:
@@ -291,8 +292,9 @@ async def test_cursor_ledgers_roll_over_by_entries_and_by_age(env: Env) -> None:
     async with opened(env, cursor_max_entries_per_ledger=5, cursor_rollover_time_s=0, **KEEP_FOREVER) as ledger:
         cursor = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=True)
         assert cursor.persistence is not None
+        await cursor.acknowledge([await ledger.add_entry(batch_entry(0))])  # creates the first cursor ledger
         first = cursor.persistence.ledger_id
-        for i in range(6):
+        for i in range(1, 6):
             await cursor.acknowledge([await ledger.add_entry(batch_entry(i))])
         second = cursor.persistence.ledger_id
         assert second != first and (await key_of(env, cursor))[1]["cursorsLedgerId"] == second

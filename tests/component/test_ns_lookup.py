@@ -260,9 +260,10 @@ async def test_a_broker_whose_ownership_key_is_deleted_stops_serving_the_bundle(
 
 async def test_a_lost_session_stops_serving_at_once_and_only_a_fresh_lookup_reacquires() -> None:
     """Goal: when a's session expires it stops serving within the SESSION_LOST callback itself —
-    no bundle owned, its topic's producer and consumer detached, the topic refused — before the
-    loop runs anything else; the topic closes and the clients hear CLOSE_* after; b takes the
-    bundle on a lookup, and a serves it again only after a fresh lookup finds it unowned.
+    no bundle owned, its topic fenced (no more metadata writes) and its producer and consumer
+    detached, the topic refused — before the loop runs anything else; the topic closes and the
+    clients hear CLOSE_* after; b takes the bundle on a lookup, and a serves it again only
+    after a fresh lookup finds it unowned.
     Method: a listener registered after the namespace service's runs right after it and
     records what it sees."""
     log: list[str] = []
@@ -288,7 +289,7 @@ async def test_a_lost_session_stops_serving_at_once_and_only_a_fresh_lookup_reac
         a.store.add_session_listener(right_after)
         a.store.expire_session()
         await wait_for(lambda: "CLOSE_CONSUMER 7 None" in log, 5, message="the clients were never told")
-        assert seen_at_once == [[], ["detach producer 1", "detach consumer 7"], True]
+        assert seen_at_once == [[], ["topic fenced", "detach producer 1", "detach consumer 7"], True]
         assert log.index("topic closed") < log.index("CLOSE_PRODUCER 1 None")
         assert (await b.ns.lookup(TOPIC)).broker_url == b.service_url
         assert (await a.ns.lookup(TOPIC)).broker_url == b.service_url  # a redirect: b owns it now

@@ -205,7 +205,7 @@ async def test_an_entry_too_big_to_be_read_back_is_refused_not_acknowledged(book
 async def test_a_bookie_that_cannot_start_says_why_in_one_line_and_exits_2(tmp_path: Path, damage: str) -> None:
     """Goal: an unknown metadataServiceUri scheme or a damaged index.db ends the start with
     exit code 2 and one clear line (they ended it with a traceback and exit code 1)."""
-    url = "zk://127.0.0.1:2181" if damage == "metadata-url" else "memory://robustness"
+    url = "etcd://127.0.0.1:2379" if damage == "metadata-url" else "memory://robustness"
     if damage == "index-db":
         (tmp_path / "ledgers" / "current").mkdir(parents=True)
         (tmp_path / "ledgers" / "current" / "index.db").write_bytes(b"not a database, " * 512)

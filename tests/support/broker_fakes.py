@@ -32,6 +32,7 @@ from minipulsar.broker.topics.base import Topic
 from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.counters import ProducerConnection, TopicCounters
 from minipulsar.broker.topics.non_persistent_topic import NonPersistentSubscription
+from minipulsar.errors import MiniPulsarError
 from minipulsar.metadata import MemoryMetadataStore, MetadataStore
 from minipulsar.protocol.batch import BatchMessage, encode_batch
 from minipulsar.protocol.codec import decode_body
@@ -393,6 +394,9 @@ class UnloadingTopic:
         subscription = NonPersistentSubscription("sub", "Shared")
         subscription.add_consumer(ServerConsumer(7, "c", connection, "sub", self.counters), "Shared")
         self.subscriptions = {"sub": subscription}
+
+    def fence(self, error: MiniPulsarError) -> None:
+        self.log.append("topic fenced")
 
     async def close(self) -> None:
         self.log.append("topic closed")

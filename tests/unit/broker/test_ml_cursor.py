@@ -16,7 +16,7 @@ from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.info import LedgerInfo
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.position_info import CursorPosition, decode_position_info
-from minipulsar.errors import ConnectionClosedError
+from minipulsar.errors import ConnectionClosedError, LedgerFencedError
 from minipulsar.metadata.memory import MemoryMetadataStore
 from tests.support.broker_fakes import closed_ledger
 from tests.support.memory_bookies import MemoryBookies
@@ -94,7 +94,7 @@ async def test_acks_waiting_for_durability_are_written_at_once_despite_the_rate_
         await cursor.acknowledge([Position(10, entry_id)])
     assert time.monotonic() - started_s < 1.0
     assert persisted(bookies, cursor).mark_delete == Position(10, 4)
-    assert len(store.put_times_s) == 1, "the creation names the cursor ledger; acks write no metadata"
+    assert len(store.put_times_s) == 2, "the creation's position, the first ack's cursor ledger; then none"
 
 
 async def test_acks_not_waited_for_are_coalesced_and_spaced_by_the_rate_limit() -> None:
@@ -104,8 +104,7 @@ async def test_acks_not_waited_for_are_coalesced_and_spaced_by_the_rate_limit() 
     for entry_id in range(50):
         await cursor.acknowledge([Position(10, entry_id)], wait_durable=False)
     await wait_for(lambda: cursor._persisted == cursor._changes, timeout_s=5, interval_s=0.01)
-    times = bookies.add_times_s
-    writes = times[1:]  # after the creation write
+    times = writes = bookies.add_times_s  # the creation wrote the key alone
     assert 1 <= len(writes) <= 3, f"50 acks, {len(writes)} writes"
     assert all(b - a >= 0.24 for a, b in itertools.pairwise(times)), "4 writes/s at most"
     assert persisted(bookies, cursor).mark_delete == Position(10, 49)
@@ -134,13 +133,39 @@ async def test_closing_a_cursor_writes_its_pending_changes_into_the_key_and_dele
     store, bookies = MemoryMetadataStore(), MemoryBookies()
     ledger = closed_ledger(10, store=store, bookies=bookies, mark_delete_rate_limit=0.01)
     cursor = await ManagedCursor.open(ledger, "sub", store, start_at_earliest=True)
-    cursor_ledger = bookies.created[0]
-    await cursor.acknowledge_cumulative(Position(10, 6), wait_durable=False)
+    await cursor.acknowledge_cumulative(Position(10, 2))  # the first persisted change: a cursor ledger
+    [cursor_ledger] = bookies.created
+    await cursor.acknowledge_cumulative(Position(10, 6), wait_durable=False)  # held back by the rate
     await cursor.close()
     stored = json.loads((await store.get(cursor.path)).value)
     assert stored["markDeleteEntryId"] == 6 and stored["cursorsLedgerId"] == -1
     assert bookies.deleted == [cursor_ledger] and not bookies.ledgers
     assert cursor not in ledger.cursors
+
+
+async def test_a_fenced_cursor_never_writes_the_key_the_next_owner_read() -> None:
+    """Goal: a broker that lost a topic (its session expired) and wakes cannot overwrite the
+    cursor key the next owner recovered from — not by a fallback, not by its clean close — so
+    the next owner's compare-and-set still holds (the CI failure: BadVersion on its first ack)."""
+    store, bookies = MemoryMetadataStore(), MemoryBookies()
+    old_ledger = closed_ledger(10, store=store, bookies=bookies)
+    old = await ManagedCursor.open(old_ledger, "sub", store, start_at_earliest=True)
+    await old.acknowledge_cumulative(Position(10, 2))
+    old_ledger.fence(LedgerFencedError("metadata session lost"))
+
+    new_ledger = closed_ledger(10, store=store, bookies=bookies)
+    new = await ManagedCursor.open(new_ledger, "sub", store, start_at_earliest=True)  # fences old's ledger
+    assert new.mark_delete == Position(10, 2)
+    key_version = (await store.get(old.path)).version
+
+    with pytest.raises(LedgerFencedError):
+        await old.acknowledge_cumulative(Position(10, 5))  # the bookies refuse; no fallback to the key
+    await old_ledger.close()
+    assert (await store.get(old.path)).version == key_version, "the fenced cursor wrote the key"
+
+    await new.acknowledge_cumulative(Position(10, 3))
+    reopened = await ManagedCursor.open(closed_ledger(10, store=store, bookies=bookies), "sub", store, True)
+    assert reopened.mark_delete == Position(10, 3)
 
 
 @pytest.mark.parametrize("max_bytes", [None, 250])

@@ -133,7 +133,9 @@ async def test_an_older_broker_s_snapshot_is_read_once_then_kept_by_the_cursor()
 
 async def test_disabling_deduplication_deletes_its_cursor_and_cursor_ledger() -> None:
     store, ledger = MemoryMetadataStore(), FakeLedger()
-    await dedup(store).recover(ledger)
+    state = dedup(store)
+    await state.recover(ledger)
+    await state.take_snapshot()  # the first persisted change creates the cursor ledger
     key = f"{ledger.path}/{DEDUP_CURSOR}"
     assert await store.get(key) is not None and ledger.bookkeeper.ledgers
     ledger.cursors.clear()  # the broker restarted with brokerDeduplicationEnabled=false
