@@ -135,8 +135,16 @@ class BookieClient:
         if pending is None:
             pending = asyncio.ensure_future(self._open(bookie))
             self._connecting[bookie] = pending
-            pending.add_done_callback(lambda _: self._connecting.pop(bookie, None))
+            pending.add_done_callback(lambda done: self._connect_done(bookie, done))
         return await asyncio.shield(pending)
+
+    def _connect_done(self, bookie: str, done: asyncio.Future[PerChannelBookieClient]) -> None:
+        """Forget the attempt. Its failure was logged by :meth:`_open` and raised to every
+        waiter; a connect whose waiters were all cancelled (shielded, it runs on) has nobody
+        to raise it to, so it is retrieved here rather than reported as never retrieved."""
+        self._connecting.pop(bookie, None)
+        if not done.cancelled():
+            done.exception()
 
     async def _open(self, bookie: str) -> PerChannelBookieClient:
         host, port = parse_address(bookie, 3181)

@@ -10,7 +10,6 @@ their ports and data while a store is in use."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -21,6 +20,7 @@ from minipulsar.errors import ConnectionClosedError
 from minipulsar.metadata import Notification, NotificationType, SessionEvent, Stat
 from minipulsar.metadata.zk_url import parse_zookeeper_url
 from minipulsar.metadata.zookeeper import ZooKeeperMetadataStore
+from tests.support.net import black_hole
 from tests.support.process import wait_for
 from tests.support.zookeeper import ZooKeeperEnsemble, zookeeper_fixture
 
@@ -174,24 +174,13 @@ async def test_a_watch_added_before_start_is_registered_by_start(zookeeper: ZooK
         await store.close()
 
 
-def black_hole() -> tuple[socket.socket, list[socket.socket], tuple[str, int]]:
-    """A listening socket on 127.0.0.1 whose accept queue is full: a connect to it gets no
-    answer (its SYN is dropped), as to a dead host or container — unlike a refused port."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    address = listener.getsockname()
-    return listener, [socket.create_connection(address, timeout=5)], address
-
-
 async def test_a_server_that_swallows_connects_costs_an_attempt_its_share_of_the_session(
     zookeeper: ZooKeeperEnsemble,
 ) -> None:
     """kazoo would wait the whole session timeout for such a connect (the session could expire
     on one dead server of a live ensemble); the store gives each server session ÷ servers, as
     ZooKeeper's Java client does."""
-    listener, held, (host, port) = black_hole()
-    try:
+    with black_hole() as (host, port):
         url = f"zk:{host}:{port},{zookeeper.url.removeprefix('zk:')}"
         store = ZooKeeperMetadataStore(parse_zookeeper_url(url), session_timeout_ms=60_000)
         handler = store._client.handler
@@ -206,6 +195,3 @@ async def test_a_server_that_swallows_connects_costs_an_attempt_its_share_of_the
             return None
 
         assert isinstance(await asyncio.wait_for(asyncio.to_thread(attempt), 10), OSError)
-    finally:
-        for sock in (listener, *held):
-            sock.close()

@@ -1,11 +1,14 @@
 """Test peers for the connection layer: a scripted server, a recording client (a raw socket
-is :class:`tests.support.raw_client.RawPeer`), and a port nothing listens on."""
+is :class:`tests.support.raw_client.RawPeer`), a port nothing listens on and one that swallows
+connects."""
 
 from __future__ import annotations
 
 import asyncio
 import random
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from minipulsar.errors import ServerError, error_for_code
@@ -128,3 +131,15 @@ def unused_port() -> int:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+@contextmanager
+def black_hole() -> Iterator[tuple[str, int]]:
+    """A listening socket on 127.0.0.1 whose accept queue is full: a connect to it gets no
+    answer (its SYN is dropped), as to a dead host or container — unlike a refused port."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        address: tuple[str, int] = listener.getsockname()
+        with socket.create_connection(address, timeout=5):  # fills the queue
+            yield address
