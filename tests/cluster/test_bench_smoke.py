@@ -8,14 +8,12 @@ of the figures. No timing assertions: the figures depend on the machine.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench_run import ROOT, bench_result, run_bench
+
 BENCH = ROOT / "bench" / "bookie_bench.py"
 HOP_CEILING = ROOT.parent / "shared" / "tools" / "hop_ceiling.py"
 ISSUE_KEYS = (
@@ -30,36 +28,17 @@ ISSUE_KEYS = (
 TINY = ["--secs", "0.3", "--warmup", "0.1", "--progress-interval", "0.1", "--window", "20"]
 
 
-def run_bench(tmp_path: Path, *args: str) -> dict:
+def run_bookie_bench(tmp_path: Path, *args: str) -> dict:
     result_path = tmp_path / "result.json"
-    completed = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH),
-            *TINY,
-            "--journal-dir",
-            str(tmp_path / "journal"),
-            "--ledger-dir",
-            str(tmp_path / "ledgers"),
-            "--json",
-            str(result_path),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    result = json.loads(result_path.read_text())
-    assert json.loads(completed.stdout.strip().splitlines()[-1]) == result, "stdout must end with the JSON line"
+    dirs = ["--journal-dir", str(tmp_path / "journal"), "--ledger-dir", str(tmp_path / "ledgers")]
+    completed = run_bench(str(BENCH), *TINY, *dirs, "--json", str(result_path), *args)
+    result = bench_result(completed, result_path)
     assert "adds/s" in completed.stderr, "progress lines go to stderr"
     return result
 
 
 def test_throughput_mode_writes_every_figure_and_ratio(tmp_path: Path) -> None:
-    result = run_bench(tmp_path, "--disk-file-mb", "4", "--disk-group-bytes", "65536")
+    result = run_bookie_bench(tmp_path, "--disk-file-mb", "4", "--disk-group-bytes", "65536")
     assert all(key in result for key in ISSUE_KEYS)
     assert {(run["entry_bytes"], run["sync"]) for run in result["runs"]} == {
         (1024, True),
@@ -106,7 +85,7 @@ def assert_device_wrote_what_was_acked(run: dict) -> None:
 
 
 def test_catch_up_reader_mode_reports_add_p99_with_and_without_the_reader(tmp_path: Path) -> None:
-    result = run_bench(
+    result = run_bookie_bench(
         tmp_path, "--catch-up-reader", "--reader-entries", "300", "--read-batch", "25", "--read-window", "2"
     )
     assert result["mode"] == "catch-up-reader"

@@ -21,33 +21,15 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench_run import ROOT, run_bench
+
 TINY = ["--bookies", "1", "--duration", "0.6", "--warmup", "0.2", "--probe-secs", "0.1", "--interval", "0.3"]
 
 
 def run_suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            *TINY,
-            "--out",
-            str(tmp_path / "results"),
-            "--journal-dir",
-            str(tmp_path / "journal"),
-            "--ledger-dir",
-            str(tmp_path / "ledgers"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    return completed
+    results = ["--out", str(tmp_path / "results")]
+    dirs = ["--journal-dir", str(tmp_path / "journal"), "--ledger-dir", str(tmp_path / "ledgers")]
+    return run_bench("-m", "bench", *TINY, *results, *dirs, *args)
 
 
 def test_one_scenario_writes_json_markdown_and_chart_and_into_adds_to_the_same_run(tmp_path: Path) -> None:

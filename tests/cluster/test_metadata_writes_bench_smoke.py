@@ -5,29 +5,18 @@ a timing: the window holds hundreds of acks and at most a load report and a ledg
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench_run import ROOT, bench_result, run_bench
+
 BENCH = ROOT / "bench" / "metadata_writes.py"
 
 
 def test_metadata_writes_bench_counts_the_writes_of_its_window(tmp_path: Path) -> None:
     result_path = tmp_path / "metadata.json"
     args = ["--secs", "2", "--warmup", "2", "--rate", "300", "--dedup", "--json", str(result_path)]
-    completed = subprocess.run(
-        [sys.executable, str(BENCH), *args],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    result = json.loads(result_path.read_text())
-    assert json.loads(completed.stdout.strip().splitlines()[-1]) == result, "stdout ends with the JSON line"
+    completed = run_bench(str(BENCH), *args)
+    result = bench_result(completed, result_path)
     assert "md writes/s" in completed.stdout, "the table"
     assert result["errors"] == 0 and result["consumed_msgs_per_s"] > 0
     window = result["ops_in_window"]

@@ -4,28 +4,17 @@ off, the client's CPU per message) in the table and the JSON. No timing assertio
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.bench_run import ROOT, bench_result, run_bench
+
 BENCH = ROOT / "bench" / "client_bench.py"
 
 
 def test_client_bench_reports_both_modes_and_the_clients_cpu_per_message(tmp_path: Path) -> None:
     result_path = tmp_path / "client.json"
-    completed = subprocess.run(
-        [sys.executable, str(BENCH), "--messages", "300", "--warmup-messages", "20", "--json", str(result_path)],
-        capture_output=True,
-        text=True,
-        timeout=100,
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    result = json.loads(result_path.read_text())
-    assert json.loads(completed.stdout.strip().splitlines()[-1]) == result, "stdout ends with the JSON line"
+    completed = run_bench(str(BENCH), "--messages", "300", "--warmup-messages", "20", "--json", str(result_path))
+    result = bench_result(completed, result_path)
     assert "client µs/msg" in completed.stdout, "the table"
     for mode in ("on", "off"):
         assert result[f"msgs_per_s_batching_{mode}"] > 0
