@@ -350,8 +350,8 @@ class ManagedLedger:
         managed ledger nor its cursors write the metadata store again — a write there would
         overwrite the next owner's keys. The cursors' ledgers still take appends until the next
         owner's recovery fences them (what it reads from them is then as new as possible)."""
-        log.warning("%s: fenced (another broker owns the topic now?): %s", self.name, error)
         if self.state not in (State.FENCED, State.CLOSED):
+            log.warning("%s: fenced (another broker owns the topic now?): %s", self.name, error)
             self._transition(State.FENCED)
         self._cancel_roll_check()
         self._fail_queued(error)
