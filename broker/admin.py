@@ -3,7 +3,9 @@
 - ``GET  /admin/v2/{domain}/{tenant}/{ns}/{topic}/stats`` and ``…/internalStats``;
 - ``PUT  …/partitions`` (body: the count) creates a partitioned topic, ``POST`` raises its
   count, ``GET`` reads it (``{"partitions": 0}`` when not partitioned), ``DELETE`` removes it;
-- ``GET  /admin/v2/brokers/health``.
+- ``GET  /admin/v2/brokers/health``: ``ok`` while the broker serves (started, registered, its
+  load manager running, not stopping), else 503: a readiness probe (the compose files' health
+  check). Lighter than Pulsar's, which also round-trips a message through a heartbeat topic.
 
 A topic served by another broker answers ``307`` to that broker's same URL (as Pulsar does);
 tenants, namespaces, bundles and lookup live in :mod:`broker.admin_namespaces`.
@@ -36,8 +38,11 @@ from minipulsar.topic_name import TopicName
 TOPIC = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
 
 
-def admin_routes(topics: TopicRegistry, lookup: TopicLookup, partitions: PartitionedTopics) -> list[web.RouteDef]:
-    handlers = _Handlers(topics, lookup, partitions)
+def admin_routes(
+    topics: TopicRegistry, lookup: TopicLookup, partitions: PartitionedTopics, serving: Callable[[], bool]
+) -> list[web.RouteDef]:
+    """``serving``: whether the broker serves now (the health check's answer)."""
+    handlers = _Handlers(topics, lookup, partitions, serving)
     return [
         web.get(f"{TOPIC}/stats", handlers.stats),
         web.get(f"{TOPIC}/internalStats", handlers.internal_stats),
@@ -75,10 +80,13 @@ async def _partition_count(request: web.Request) -> int:
 
 
 class _Handlers:
-    def __init__(self, topics: TopicRegistry, lookup: TopicLookup, partitions: PartitionedTopics) -> None:
+    def __init__(
+        self, topics: TopicRegistry, lookup: TopicLookup, partitions: PartitionedTopics, serving: Callable[[], bool]
+    ) -> None:
         self._topics = topics
         self._lookup = lookup
         self._partitions = partitions
+        self._serving = serving
 
     async def _loaded(self, name: TopicName, authoritative: bool = False) -> Topic | None:
         """The topic if it exists: loaded here, or a persistent one loaded now (as Pulsar does).
@@ -150,4 +158,6 @@ class _Handlers:
         return web.Response(status=204)
 
     async def health(self, request: web.Request) -> web.Response:
+        if not self._serving():
+            return _error(503, "the broker is not serving")
         return web.Response(text="ok")

@@ -79,6 +79,9 @@ class BrokerService:
         """The bound client port, once started."""
         self.http_port = 0
         """The bound HTTP port, once started."""
+        self.serving = False
+        """Started to the end (registered, load manager running) and not closing: what
+        ``/admin/v2/brokers/health`` answers."""
         self._cache = EntryCache.from_config(config)
         self._publish_buffer = PublishBuffer.from_megabytes(config.max_message_publish_buffer_size_mb)
         self._throttling = ConnectionThrottling()
@@ -114,6 +117,7 @@ class BrokerService:
         await self._web.serve(self._routes(store, built))
         await built.registration.start()
         await built.load_manager.start()
+        self.serving = True
 
     def _build(self, store: MetadataStore, bookkeeper: BookKeeper, identity: BrokerIdentity) -> _Components:
         config = self.config
@@ -164,11 +168,12 @@ class BrokerService:
 
     def _routes(self, store: MetadataStore, built: _Components) -> list[web.RouteDef]:
         return [
-            *admin_routes(built.topics, built.namespaces, built.topics.partitioned_topics),
+            *admin_routes(built.topics, built.namespaces, built.topics.partitioned_topics, lambda: self.serving),
             *namespace_routes(built.namespaces, built.identity, self.config.cluster_name, store),
         ]
 
     async def close(self) -> None:
+        self.serving = False
         built = self._components
         if built is not None:
             built.topics.stop_loading()

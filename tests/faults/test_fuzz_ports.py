@@ -81,7 +81,9 @@ BOOKIE_COMMANDS = served(BookieServerConnection, cmd.AddEntry)
 BROKER_COMMANDS = served(BrokerConnection)
 _none = cast(Any, None)
 BOOKIE_ROUTES = route_paths(BookieHttpApi(_none).routes())
-BROKER_ROUTES = route_paths([*admin_routes(_none, _none, _none), *namespace_routes(_none, _none, "standalone", _none)])
+BROKER_ROUTES = route_paths(
+    [*admin_routes(_none, _none, _none, _none), *namespace_routes(_none, _none, "standalone", _none)]
+)
 
 METASTORE_VALUES = {"path": ["/", "/fuzz", "/fuzz/a", "/fuzz-health", "/fuzz/"], "session_id": [1, 2, 3]}
 BOOKIE_VALUES = {

@@ -7,10 +7,13 @@ host's network, as a machine whose Docker bridge has no route out needs. A
 :class:`ComposeProject` runs one file under a project name of its own, with every disk
 variable pointed into the test's temp dir, and is always taken down (``down -v``).
 
-One change to the file: the broker publishes no port. The files publish the well-known 6650 and
-8080 on the host, which a test must not take; clients run in the project's network instead
-(:meth:`ComposeProject.minipulsar`, with ``BROKER_ADVERTISED_ADDRESS=broker`` so that lookups
-answer with an address reachable there). tests/unit/test_compose.py checks the published ports.
+One change to the file: the brokers' ports. The files publish the well-known 6650/8080 and
+6651/8081 on every interface of the host, which a test must not take; the project's copy moves
+each broker to free ports (:func:`publish_on_free_ports`: what the broker listens on, what it
+advertises, its health check, and what broker-network publishes, now on 127.0.0.1 only), so
+that clients on the host reach both brokers as a user's would, at the ``localhost`` addresses
+the brokers advertise and their lookups answer with. tests/unit/test_compose.py checks the
+file's own ports.
 """
 
 from __future__ import annotations
@@ -18,8 +21,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -46,6 +49,48 @@ BUILD_TIMEOUT_S = 900.0
 COMMAND_TIMEOUT_S = 300.0
 _LOG_PREFIX = re.compile(r"^\S+\s+\|\s?")
 """``docker compose logs``'s ``service_1  | `` before each line."""
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports nothing listens on at 127.0.0.1 now (all held open at once, so
+    distinct; a race with another process taking one before Docker does is possible, and loud)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _flag_value(command: list[str], flag: str) -> int:
+    return int(command[command.index(flag) + 1])
+
+
+def publish_on_free_ports(services: dict[str, dict]) -> dict[str, tuple[int, int]]:
+    """Move every broker service of a compose document to free ports, in place; returns broker
+    service → (client port, web port). A broker's container ports are its host ports (it
+    advertises them), so its flags, its health check and the published ports change together."""
+    brokers = {name: s for name, s in services.items() if [str(a) for a in s.get("command", [])][:1] == ["broker"]}
+    fresh = iter(free_ports(2 * len(brokers)))
+    moved: dict[int, int] = {}
+    ports: dict[str, tuple[int, int]] = {}
+    for name, service in brokers.items():
+        command = [str(arg) for arg in service["command"]]
+        old_port, old_http_port = _flag_value(command, "--port"), _flag_value(command, "--http-port")
+        ports[name] = port, http_port = next(fresh), next(fresh)
+        command[command.index("--port") + 1], command[command.index("--http-port") + 1] = str(port), str(http_port)
+        service["command"] = command
+        moved |= {old_port: port, old_http_port: http_port}
+        probe = [str(part).replace(f":{old_http_port}/", f":{http_port}/") for part in service["healthcheck"]["test"]]
+        service["healthcheck"]["test"] = probe
+    for service in services.values():
+        if "ports" in service and not service.get("profiles"):  # a profile's are not brought up
+            targets = [int(str(spec).rsplit(":", 1)[1]) for spec in service["ports"]]
+            assert set(targets) <= set(moved), f"a published port that is no broker's: {service['ports']}"
+            service["ports"] = [f"127.0.0.1:{moved[port]}:{moved[port]}" for port in targets]
+    return ports
 
 
 def _docker(
@@ -106,7 +151,8 @@ class ComposeProject:
         self.root, self.name = root, f"minipulsar-test-{uuid.uuid4().hex[:8]}"
         document = yaml.safe_load(COMPOSE_FILES[variant].read_text())
         self.services: dict[str, dict] = document["services"]
-        self.services["broker"].pop("ports")
+        self.broker_ports = publish_on_free_ports(self.services)
+        """Broker service → (client port, web port), on the host and in its container alike."""
         self.file = root / "compose.yml"
         self.file.write_text(yaml.safe_dump(document))
         self.env = {
@@ -116,9 +162,26 @@ class ComposeProject:
                 disk: str(root / disk.lower())
                 for disk in ("JOURNAL_DISK", "LEDGER_DISK", "METASTORE_DISK", "ZOOKEEPER_DISK")
             },
-            "BROKER_ADVERTISED_ADDRESS": "broker",
         }
+        self.env.pop("BROKER_ADVERTISED_ADDRESS", None)  # the file's default: localhost
         self._compose = [*command, "-p", self.name, "-f", str(self.file), "--project-directory", str(ROOT)]
+
+    @property
+    def brokers(self) -> list[str]:
+        """The broker services, in the file's order."""
+        return list(self.broker_ports)
+
+    def service_url(self, broker: str) -> str:
+        """``pulsar://localhost:port``: the broker's client port from the host, as it advertises it."""
+        return f"pulsar://localhost:{self.broker_ports[broker][0]}"
+
+    def web_url(self, broker: str) -> str:
+        """``http://localhost:port``: the broker's admin, HTTP lookup and /metrics from the host."""
+        return f"http://localhost:{self.broker_ports[broker][1]}"
+
+    def broker_id(self, broker: str) -> str:
+        """The broker's id in the cluster (``host:webport``, advertised)."""
+        return f"localhost:{self.broker_ports[broker][1]}"
 
     def bookie_metadata_urls(self) -> set[str]:
         """The ``--metadata-url`` of every bookie service."""
@@ -138,10 +201,11 @@ class ComposeProject:
         assert result.returncode == 0, f"compose up failed:\n{result.stderr[-3000:]}"
 
     def minipulsar(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """``minipulsar ARGS`` in the broker's container, in the project's network (not in a
-        container of its own: a new container may take the address of one just killed, which
-        would then refuse connections instead of swallowing them)."""
-        return self.compose("exec", "-T", "broker", "minipulsar", *args)
+        """``minipulsar ARGS`` in the first broker's container, for what only the project's
+        network reaches (the metadata store). In a running container rather than one of its own:
+        a new container may take the address of one just killed, which would then refuse
+        connections instead of swallowing them."""
+        return self.compose("exec", "-T", self.brokers[0], "minipulsar", *args)
 
     def zookeeper_mode(self, service: str) -> str | None:
         """What ``srvr`` says of ZooKeeper node ``service``: ``leader``, ``follower``, ``standalone``,
@@ -157,15 +221,6 @@ class ComposeProject:
         """Every line the services logged, without compose's ``name |`` prefix."""
         result = self.compose("logs", "--no-color", *([service] if service else []))
         return [_LOG_PREFIX.sub("", line, count=1) for line in result.stdout.splitlines()]
-
-    def wait_logged(self, service: str, text: str, timeout_s: float = 120.0) -> None:
-        """Until ``service`` logged ``text`` (polled with a deadline: the servers print READY)."""
-        deadline = time.monotonic() + timeout_s
-        while not any(text in line for line in self.logs(service)):
-            assert time.monotonic() < deadline, f"{service} did not log {text!r} within {timeout_s:g}s:\n" + "\n".join(
-                self.logs(service)[-30:]
-            )
-            time.sleep(0.5)
 
     def error_lines(self) -> list[str]:
         """The ERROR lines a project logger wrote in any container."""

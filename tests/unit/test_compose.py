@@ -1,8 +1,11 @@
 """The compose files, checked without Docker: docker-compose.yml (on the metastore) and
 docker-compose.zookeeper.yml (on a ZooKeeper ensemble). In both, every minipulsar command is a
 valid ``minipulsar`` invocation, and addresses, volumes, ports and health checks agree with the
-flags the servers are started with; the ZooKeeper nodes form one ensemble the URLs name, and
-the two files run the same bookies and broker but for their metadata URL."""
+flags the servers are started with; the two brokers share broker-network's network namespace,
+which publishes each one's ports; the ZooKeeper nodes form one ensemble the URLs name, and the
+two files run the same bookies and brokers but for their metadata URL. docker-compose.yml's
+``monitoring`` profile adds Prometheus and Grafana, whose configuration files are in the
+repository and whose scrape targets are the servers' /metrics ports."""
 
 from __future__ import annotations
 
@@ -24,6 +27,18 @@ ZOOKEEPER_CONTEXT = "docker/zookeeper"
 ZOOKEEPER_CLIENT_PORT = 2181
 ZOOKEEPER_DATA_DIR = "/data"
 """``dataDir`` in docker/zookeeper/entrypoint.sh's zoo.cfg."""
+BROKER_NETWORK = "broker-network"
+"""The service holding the brokers' network namespace and publishing their ports."""
+MONITORING_MOUNTS = {
+    "prometheus": {"./docker/prometheus/prometheus.yml": "/etc/prometheus/prometheus.yml:ro"},
+    "grafana": {
+        "./docker/grafana/provisioning": "/etc/grafana/provisioning:ro",
+        "./docker/grafana/dashboards": "/var/lib/grafana/dashboards:ro",
+    },
+}
+"""The monitoring profile's services → their mounts (host path in the repository → container path)."""
+SCRAPE_JOBS = {"broker": "broker", "bookie": "bookie", "metastore": "metastore"}
+"""Prometheus job name → the role of the servers it scrapes."""
 
 _VARIABLE = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
 _SERVER_LINE = re.compile(r"^server\.(\d+)=([\w.-]+):(\d+):(\d+);(\d+)$")
@@ -60,7 +75,13 @@ def volumes(service: dict) -> dict[str, str]:
 
 
 def is_minipulsar(service: dict) -> bool:
-    return service.get("build", {}).get("dockerfile") == MINIPULSAR_DOCKERFILE
+    """A minipulsar server: the image, running a minipulsar command."""
+    return service.get("build", {}).get("dockerfile") == MINIPULSAR_DOCKERFILE and "command" in service
+
+
+def default_profile(services: dict[str, dict]) -> dict[str, dict]:
+    """The services ``docker compose up`` starts (those of no profile)."""
+    return {name: s for name, s in services.items() if not s.get("profiles")}
 
 
 def zookeeper_nodes(services: dict[str, dict]) -> dict[str, dict]:
@@ -102,25 +123,33 @@ def url_servers(url: str) -> set[tuple[str, int]]:
     return {(parts.hostname, parts.port)}
 
 
-def test_cluster_is_its_metadata_store_three_bookies_and_a_broker(
+def test_cluster_is_its_metadata_store_three_bookies_and_two_brokers(
     variant: str, services: dict[str, dict], parsed: dict[str, argparse.Namespace]
 ) -> None:
     metastores, nodes = by_role(parsed, "metastore"), zookeeper_nodes(services)
     assert (len(metastores), len(nodes)) == ((1, 0) if variant == "metastore" else (0, 3))
     assert len(by_role(parsed, "bookie")) == 3
-    assert len(by_role(parsed, "broker")) == 1
-    assert len(services) == len(parsed) + len(nodes) == (5 if variant == "metastore" else 7)
+    assert sorted(by_role(parsed, "broker")) == ["broker-1", "broker-2"]
+    assert len(default_profile(services)) == len(parsed) + len(nodes) + 1 == (7 if variant == "metastore" else 9)
 
 
 def test_every_service_runs_the_image_with_a_minipulsar_command_or_is_a_zookeeper_node(
     services: dict[str, dict],
 ) -> None:
-    for name, service in services.items():
+    for name, service in default_profile(services).items():
         if is_minipulsar(service):
             assert isinstance(service["command"], list), f"{name}: use the exec form (a list)"
-        else:
+        elif name != BROKER_NETWORK:
             assert name in zookeeper_nodes(services), f"{name}: neither minipulsar nor a ZooKeeper node"
             assert "command" not in service, f"{name}: the image's entrypoint starts ZooKeeper"
+
+
+def test_broker_network_only_holds_a_network_namespace(services: dict[str, dict]) -> None:
+    """Goal: the namespace's holder never exits nor restarts on its own (the brokers would lose
+    their network), and stops at once on SIGTERM (init: sleep as PID 1 would ignore it)."""
+    holder = services[BROKER_NETWORK]
+    assert holder["entrypoint"] == ["sleep", "infinity"] and holder["init"] is True
+    assert "network_mode" not in holder
 
 
 def test_metadata_urls_name_every_metadata_service_and_no_other(
@@ -149,6 +178,14 @@ def test_servers_listen_on_every_interface_of_their_container(parsed: dict[str, 
 def test_bookies_advertise_their_own_service_name(parsed: dict[str, argparse.Namespace]) -> None:
     for name, args in by_role(parsed, "bookie").items():
         assert args.advertised_address == name
+
+
+def test_brokers_advertise_localhost_unless_told_otherwise(services: dict[str, dict]) -> None:
+    for name, service in services.items():
+        if is_minipulsar(service) and service["command"][0] == "broker":
+            assert parse_command(name, service).advertised_address == "localhost"
+            told = parse_command(name, service, {"BROKER_ADVERTISED_ADDRESS": "pulsar.example.com"})
+            assert told.advertised_address == "pulsar.example.com"
 
 
 def test_bookie_volumes_come_from_the_disk_variables_one_dir_per_bookie(
@@ -180,39 +217,65 @@ def test_metadata_is_kept_in_a_volume(services: dict[str, dict], parsed: dict[st
         assert volumes(node)[ZOOKEEPER_DATA_DIR] == f"${{ZOOKEEPER_DISK:-./data/zookeeper-disk}}/{name}"
 
 
-def test_broker_publishes_its_client_and_web_ports(
+def published(service: dict) -> set[tuple[int, int]]:
+    """(host port, container port) of every port the service publishes."""
+    pairs = (str(spec).rsplit(":", 2)[-2:] for spec in service.get("ports", []))
+    return {(int(host), int(container)) for host, container in pairs}
+
+
+def test_brokers_share_broker_networks_namespace_which_publishes_each_ones_ports(
     services: dict[str, dict], parsed: dict[str, argparse.Namespace]
 ) -> None:
-    [(name, args)] = by_role(parsed, "broker").items()
-    published = {tuple(int(p) for p in str(spec).split(":")) for spec in services[name]["ports"]}
-    assert published == {(args.port, args.port), (args.http_port, args.http_port)}
-    assert (args.port, args.http_port) == (6650, 8080)
+    """Goal: the host reaches each broker at the ports it advertises (lookups redirect there),
+    and the brokers reach each other at the same addresses (one network namespace)."""
+    brokers = by_role(parsed, "broker")
+    for name in brokers:
+        assert services[name]["network_mode"] == f"service:{BROKER_NETWORK}", name
+        assert "ports" not in services[name], f"{name}: publish on {BROKER_NETWORK}"
+    expected = {(port, port) for args in brokers.values() for port in (args.port, args.http_port)}
+    assert published(services[BROKER_NETWORK]) == expected
+    assert len(expected) == 2 * len(brokers)  # no two brokers on one port of the namespace
+    assert {name: (args.port, args.http_port) for name, args in brokers.items()} == {
+        "broker-1": (6650, 8080),
+        "broker-2": (6651, 8081),
+    }
+
+
+def test_broker_network_answers_to_every_brokers_name(
+    services: dict[str, dict], parsed: dict[str, argparse.Namespace]
+) -> None:
+    """Goal: in the project's network, ``broker-N:<its web port>`` reaches broker N (Prometheus)."""
+    aliases = services[BROKER_NETWORK]["networks"]["default"]["aliases"]
+    assert sorted(aliases) == sorted(by_role(parsed, "broker"))
 
 
 def test_broker_quorum_fits_the_bookies(parsed: dict[str, argparse.Namespace]) -> None:
-    [broker] = by_role(parsed, "broker").values()
-    keys = overrides(broker)
-    ensemble, write, ack = (
-        int(keys[k])
-        for k in (
-            "managedLedgerDefaultEnsembleSize",
-            "managedLedgerDefaultWriteQuorum",
-            "managedLedgerDefaultAckQuorum",
+    for broker in by_role(parsed, "broker").values():
+        keys = overrides(broker)
+        ensemble, write, ack = (
+            int(keys[k])
+            for k in (
+                "managedLedgerDefaultEnsembleSize",
+                "managedLedgerDefaultWriteQuorum",
+                "managedLedgerDefaultAckQuorum",
+            )
         )
-    )
-    assert len(by_role(parsed, "bookie")) >= ensemble >= write >= ack >= 1
+        assert len(by_role(parsed, "bookie")) >= ensemble >= write >= ack >= 1
 
 
-def test_bookies_wait_for_the_metadata_and_the_broker_for_it_and_every_bookie(
+def test_bookies_wait_for_the_metadata_and_the_brokers_for_it_and_every_bookie(
     services: dict[str, dict], parsed: dict[str, argparse.Namespace]
 ) -> None:
     stores = set(metadata_services(services, parsed))
     for name in by_role(parsed, "bookie"):
-        assert set(services[name]["depends_on"]) == stores, name
-    [name] = by_role(parsed, "broker")
-    assert set(services[name]["depends_on"]) == set(by_role(parsed, "bookie")) | stores
-    for needs in (services[name]["depends_on"] for name in by_role(parsed, "bookie") | by_role(parsed, "broker")):
-        assert {need["condition"] for need in needs.values()} == {"service_healthy"}
+        needs = services[name]["depends_on"]
+        assert set(needs) == stores, name
+        assert {need["condition"] for need in needs.values()} == {"service_healthy"}, name
+    for name in by_role(parsed, "broker"):
+        needs = dict(services[name]["depends_on"])
+        assert needs.pop(BROKER_NETWORK) == {"condition": "service_started"}  # it has nothing to check
+        assert set(needs) == set(by_role(parsed, "bookie")) | stores, name
+        assert {need["condition"] for need in needs.values()} == {"service_healthy"}, name
 
 
 def test_dockerfile_copies_every_package_it_installs() -> None:
@@ -222,13 +285,20 @@ def test_dockerfile_copies_every_package_it_installs() -> None:
     assert 'ENTRYPOINT ["minipulsar"]' in dockerfile
 
 
+READINESS_PATHS = {"bookie": "/api/v1/bookie/is_ready", "broker": "/admin/v2/brokers/health"}
+"""The HTTP readiness endpoint each role's health check reads: 200 only while it serves."""
+
+
 def test_healthchecks_probe_the_ports_the_servers_listen_on(
     services: dict[str, dict], parsed: dict[str, argparse.Namespace]
 ) -> None:
-    for name, args in {**by_role(parsed, "metastore"), **by_role(parsed, "bookie")}.items():
+    for name, args in by_role(parsed, "metastore").items():
         probe = " ".join(services[name]["healthcheck"]["test"])
-        port = args.port if args.command == "metastore" else args.http_port
-        assert re.search(rf"127\.0\.0\.1'?[:,] ?{port}\b", probe), (name, probe)
+        assert re.search(rf"127\.0\.0\.1'?, ?{args.port}\b", probe), (name, probe)
+    for role, path in READINESS_PATHS.items():
+        for name, args in by_role(parsed, role).items():
+            probe = " ".join(services[name]["healthcheck"]["test"])
+            assert f"urlopen('http://127.0.0.1:{args.http_port}{path}'" in probe, (name, probe)
     for name, node in zookeeper_nodes(services).items():
         probe = " ".join(node["healthcheck"]["test"])
         # srvr names a serving mode only in a quorum; ruok answers imok without one.
@@ -260,16 +330,17 @@ def test_zookeeper_image_reads_every_variable_the_compose_file_sets() -> None:
             assert re.search(rf"\${{{variable}\b", entrypoint), f"{name}: entrypoint.sh never reads {variable}"
 
 
-def test_both_files_run_the_same_bookies_and_broker_but_for_the_metadata_url() -> None:
+def test_both_files_run_the_same_bookies_and_brokers_but_for_the_metadata_url() -> None:
     """Goal: the ZooKeeper variant does not drift from the default cluster."""
     default, zookeeper = load_services("metastore"), load_services("zookeeper")
+    assert zookeeper[BROKER_NETWORK] == default[BROKER_NETWORK]
     for name, service in zookeeper.items():
         if not is_minipulsar(service):
             continue
         theirs, ours = vars(parse_command(name, default[name])), vars(parse_command(name, service))
         theirs.pop("metadata_url"), ours.pop("metadata_url")
         assert ours == theirs, name
-        for key in ("volumes", "ports", "healthcheck", "build", "image", "stop_grace_period"):
+        for key in ("volumes", "ports", "healthcheck", "build", "image", "stop_grace_period", "network_mode"):
             assert service.get(key) == default[name].get(key), (name, key)
 
 
@@ -279,3 +350,56 @@ def test_both_builders_leave_the_venv_data_and_caches_out_of_the_context() -> No
     ignored = (ROOT / "docker" / "Dockerfile.dockerignore").read_text().split()
     assert {".venv", "data", ".mypy_cache"} <= set(ignored)
     assert (ROOT / ".dockerignore").resolve() == (ROOT / "docker" / "Dockerfile.dockerignore").resolve()
+
+
+# ---------------------------------------------------------------------------------------------
+# docker-compose.yml's monitoring profile.
+
+
+def test_monitoring_profile_adds_prometheus_and_grafana_on_pinned_images() -> None:
+    services = load_services("metastore")
+    profiled = {name for name, s in services.items() if s.get("profiles")}
+    assert profiled == set(MONITORING_MOUNTS)
+    for name in MONITORING_MOUNTS:
+        assert services[name]["profiles"] == ["monitoring"], name
+        _, tag = services[name]["image"].rsplit(":", 1)
+        assert re.fullmatch(r"v?\d+\.\d+\.\d+", tag), f"{name}: pin a release, not {tag!r}"
+    assert published(services["prometheus"]) == {(9090, 9090)}
+    assert published(services["grafana"]) == {(3000, 3000)}
+
+
+def test_monitoring_mounts_are_files_of_the_repository_read_only() -> None:
+    services = load_services("metastore")
+    for name, mounts in MONITORING_MOUNTS.items():
+        assert dict(str(v).split(":", 1) for v in services[name]["volumes"]) == mounts, name
+        for source in mounts:
+            assert (ROOT / source).exists(), f"{name} mounts {source}, which is not in the repository"
+
+
+def test_grafana_lets_anonymous_viewers_in_and_takes_its_admin_password_from_the_environment() -> None:
+    environment = load_services("metastore")["grafana"]["environment"]
+    assert environment["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert environment["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    password = environment["GF_SECURITY_ADMIN_PASSWORD"]
+    assert interpolate(password, {"GRAFANA_ADMIN_PASSWORD": "s3cret"}) == "s3cret"
+    assert interpolate(password, {}) != ""
+
+
+def scrape_targets(config: dict) -> dict[str, set[str]]:
+    """Prometheus job name → its static targets (``host:port``)."""
+    return {
+        job["job_name"]: {target for static in job.get("static_configs", []) for target in static["targets"]}
+        for job in config["scrape_configs"]
+    }
+
+
+def test_prometheus_scrapes_every_servers_metrics_port_by_its_name_in_the_network() -> None:
+    """Goal: docker/prometheus/prometheus.yml and the compose file agree (the brokers by
+    broker-network's aliases)."""
+    parsed = {name: parse_command(name, s) for name, s in load_services("metastore").items() if is_minipulsar(s)}
+    config = yaml.safe_load((ROOT / "docker" / "prometheus" / "prometheus.yml").read_text())
+    expected = {
+        job: {f"{name}:{args.http_port}" for name, args in by_role(parsed, role).items()}
+        for job, role in SCRAPE_JOBS.items()
+    }
+    assert scrape_targets(config) == expected
