@@ -12,6 +12,9 @@ rotates its summary's collection the same way. So the quantiles 0.0, 0.5, 0.95, 
 0.9999 and 1.0 are those of the last complete interval, NaN when it had no sample (what
 Pulsar prints then); ``_count`` and ``_sum`` count every sample since start.
 
+Cost: one ``record_value`` per receipt (pure Python, ~0.8 µs here), on the loop, spread over
+the sends — never a batch of them at once, which would stall every publish in flight.
+
 Invariants:
 
 - written by the event loop only; a scrape reads the reported window, which only a rollover
