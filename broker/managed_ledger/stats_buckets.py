@@ -12,7 +12,7 @@ totals since start (Pulsar's semantics; a cumulative histogram is exported besid
 Invariants:
 
 - ``sum(buckets) == count`` after every refresh;
-- written by one thread (the event loop): ``add_value`` is a bisect and three additions.
+- written by one thread (the event loop): ``add_value`` is a bisect and two additions.
 """
 
 from __future__ import annotations
