@@ -13,7 +13,8 @@
   (writable or read-only, and why); :mod:`bookie.bookie_status`: the operator's read-only
   choice as persisted across restarts (``BOOKIE_STATUS``);
 - around them: :mod:`bookie.registration` under ``/ledgers/available``, :mod:`bookie.http_api`,
-  :mod:`bookie.disk_monitor`, :mod:`bookie.load`, :mod:`bookie.read_pool`, :mod:`bookie.cookie`.
+  :mod:`bookie.disk_monitor`, :mod:`bookie.load`, :mod:`bookie.read_pool`, :mod:`bookie.read_permits`,
+  :mod:`bookie.cookie`.
 
 Only :mod:`minipulsar.cli.bookie` imports this package.
 """

@@ -56,6 +56,7 @@ from minipulsar.bookie.dir_lock import DirectoryLocks
 from minipulsar.bookie.disk_monitor import LedgerDirsMonitor
 from minipulsar.bookie.http_api import FORCE_READ_ONLY, READ_ONLY_BY_HAND, BookieHttpApi
 from minipulsar.bookie.load import BookieLoad
+from minipulsar.bookie.read_permits import ReadPermits
 from minipulsar.bookie.read_pool import ReadThreadPool
 from minipulsar.bookie.registration import DEFAULT_RACK, BookieRegistration
 from minipulsar.bookie.server_connection import BookieServerConnection
@@ -96,6 +97,7 @@ class BookieServer:
         self.config = config
         disk_model.install(config.simulated_disk_model)  # bench only; None (the default): no model
         self.read_pool = ReadThreadPool(config.num_read_worker_threads, config.max_pending_read_requests_per_thread)
+        self.read_permits = ReadPermits(config.max_reads_in_progress_limit)
         self.bookie = BookieImpl(config, read_executor=self.read_pool)
         self.state = BookieStateManager(self._read_only_changed)
         self.bookie.journals.on_failed(self._journal_failed)
@@ -128,7 +130,9 @@ class BookieServer:
         return f"{self.host}:{self.port}"
 
     def _new_connection(self) -> BookieServerConnection:
-        return BookieServerConnection(self.bookie, self.bookie_id, state=self.state, load=self.load)
+        return BookieServerConnection(
+            self.bookie, self.bookie_id, state=self.state, load=self.load, read_permits=self.read_permits
+        )
 
     async def start(self) -> None:
         """Start, in the order of the module docstring.

@@ -19,6 +19,9 @@ any more), and tells its listener when no dir is writable any more, or one is ag
 bookie then turns read-only, or writable: :mod:`bookie.state_manager`; with
 ``readOnlyModeEnabled=false`` the owner shuts the bookie down).
 
+Each dir's last reading is also its ``bookie_ledger_dir_<path>_usage`` gauge
+(:func:`bookie.metrics.ledger_dir_usage_name`; :meth:`LedgerDirsMonitor.used_fractions`).
+
 Tests drive a real process through ``minipulsarDiskUsageOverrideFile`` (TEST ONLY): when set
 and readable, that file's number is every dir's used fraction; free bytes are derived from it
 and the filesystem's real size, so load reports stay consistent.
@@ -33,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from minipulsar.bookie import metrics
 from minipulsar.bookie.storage.ledger_dirs_manager import LedgerDirsManager
 from minipulsar.config import BookieConfig
 
@@ -144,6 +148,13 @@ class LedgerDirsMonitor:
         """The last reading, one per ledger dir not failed (empty before the first check)."""
         self._task: asyncio.Task[None] | None = None
         self._check_now: asyncio.Task[None] | None = None
+        metrics.DISK_MONITORS.add(self)
+
+    def used_fractions(self) -> dict[Path, float]:
+        """Every ledger dir's used fraction at the last check, in config order: 0.0 before
+        the first check and for a dir that failed (no longer read)."""
+        read = {usage.directory: usage.used_fraction for usage in self.usages}
+        return {directory: read.get(directory, 0.0) for directory in self.dirs}
 
     @property
     def full_dirs(self) -> frozenset[Path]:

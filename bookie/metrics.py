@@ -13,6 +13,7 @@ several bookies share them.
 from __future__ import annotations
 
 import bisect
+import re
 import weakref
 
 from prometheus_client import REGISTRY, Gauge, Histogram
@@ -146,6 +147,14 @@ JOURNAL_ADD_ENTRY = FastHistogram(
     "Journal: record queued to record durable (ms); each journal "
     "thread records into its own counts (JOURNAL_ADD_ENTRY.counts(shared=False))",
 )
+JOURNAL_QUEUE_LATENCY = FastHistogram(
+    "bookie_journal_JOURNAL_QUEUE_LATENCY",
+    "Journal: record queued to the writer thread taking it (ms); each journal thread records "
+    'its own counts; only success="true" is recorded',
+    ("success",),
+)
+JOURNAL_QUEUE_LATENCY.counts("true")
+JOURNAL_QUEUE_LATENCY.counts("false")
 JOURNAL_SYNC = Histogram(
     "bookie_journal_JOURNAL_SYNC", "Journal: one fdatasync of a group (ms)", buckets=LATENCY_BUCKETS_MS
 )
@@ -182,8 +191,55 @@ LEDGER_WRITABLE_DIRS = Gauge(
 )
 LEDGER_NUM_DIRS = Gauge("bookie_ledger_num_dirs", "Ledger dirs configured (ledgerDirectories)")
 
+DISK_MONITORS: weakref.WeakSet = weakref.WeakSet()
+"""Open :class:`bookie.disk_monitor.LedgerDirsMonitor` objects (one per bookie; tests may hold several)."""
+_NOT_IN_A_NAME = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def ledger_dir_usage_name(directory: str) -> str:
+    """BookKeeper's gauge of a ledger dir's usage: ``bookie_ledger_dir_<path>_usage``, every
+    character of the path but ``[a-zA-Z0-9_]`` made ``_`` (``/data/ledgers``:
+    ``bookie_ledger_dir__data_ledgers_usage``)."""
+    return f"bookie_ledger_dir_{_NOT_IN_A_NAME.sub('_', directory)}_usage"
+
+
+class _LedgerDirUsage:
+    """One ``bookie_ledger_dir_<path>_usage`` gauge per ledger dir: the used fraction (0..1) of
+    its filesystem at the disk monitor's last check; 0 before the first check and for a dir
+    that failed (BookKeeper exports percent; minipulsar's fractions, as diskUsageThreshold)."""
+
+    def describe(self) -> list:
+        return []  # names depend on the config: do not reserve them at registration
+
+    def collect(self):
+        seen: set[str] = set()
+        for monitor in list(DISK_MONITORS):
+            for directory, used in monitor.used_fractions().items():
+                name = ledger_dir_usage_name(str(directory))
+                if name in seen:
+                    continue
+                seen.add(name)
+                family = GaugeMetricFamily(name, f"Used fraction of the filesystem of ledger dir {directory}")
+                family.add_metric([], used)
+                yield family
+
+
+REGISTRY.register(_LedgerDirUsage())
+
 # -- the read thread pool (bookie/read_pool.py) ----------------------------------------------------
 
+READ_ENTRY_BLOCKED = Gauge(
+    "bookkeeper_server_READ_ENTRY_BLOCKED",
+    "Reads that waited for a permit: maxReadsInProgressLimit reads were in progress (monotonic)",
+)
+READ_ENTRY_BLOCKED_WAIT = Histogram(
+    "bookkeeper_server_READ_ENTRY_BLOCKED_WAIT",
+    'How long a blocked read waited for its permit (ms); success="false": it gave up (its connection closed)',
+    ["success"],
+    buckets=LATENCY_BUCKETS_MS,
+)
+READ_ENTRY_BLOCKED_WAIT_OK = READ_ENTRY_BLOCKED_WAIT.labels(success="true")
+READ_ENTRY_BLOCKED_WAIT_FAILED = READ_ENTRY_BLOCKED_WAIT.labels(success="false")
 READ_ENTRY_REJECTED = Gauge(
     "bookkeeper_server_READ_ENTRY_REJECTED",
     "Reads refused with TooManyRequests: their read thread's queue was full (monotonic)",

@@ -22,6 +22,10 @@ Invariants:
 - while the bookie is read-only (:mod:`bookie.state_manager`) adds are refused with
   BookieReadOnly before they reach the journal, the waiting ones too — except recovery
   adds, which ledger recovery needs — and reads are served as usual;
+- with ``maxReadsInProgressLimit`` (off by default, as in BookKeeper) at most that many reads
+  are in progress in the bookie, from arrival to answer: a read that finds none free is
+  blocked — counted, never refused — and its connection is not read until its blocked reads
+  got their permits (:mod:`bookie.read_permits`);
 - memory per connection is bounded whatever the peer does: at most
   :data:`READS_IN_FLIGHT_MAX` reads run at once, and none starts while the transport holds
   more unsent bytes than its high-water mark; the next ones wait their turn, in order, their
@@ -50,6 +54,7 @@ from minipulsar.bookie import metrics
 from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.journal.format import INT64_MAX
 from minipulsar.bookie.load import BookieLoad
+from minipulsar.bookie.read_permits import ReadPermits
 from minipulsar.bookie.state_manager import BookieStateManager
 from minipulsar.errors import ConnectionClosedError, InvalidCommandError, MiniPulsarError
 from minipulsar.net.server import ServerConnection, handles
@@ -81,6 +86,7 @@ READS_WAITING_MAX = 1024
 """Reads of one connection waiting for their turn beyond which its socket is not read
 (BookKeeper's ``maxReadsInProgressLimit`` idea, per connection)."""
 _ADDS_WAITING, _READS_WAITING, _UNSENT = "adds waiting for room", "reads waiting", "responses not taken"
+_READS_BLOCKED = "maxReadsInProgressLimit"
 _STOPPING = "the bookie is stopping"
 
 
@@ -99,13 +105,24 @@ class BookieServerConnection(ServerConnection):
     at a time (a few such connections per bookie)."""
 
     def __init__(
-        self, bookie: BookieImpl, bookie_id: str, *, state: BookieStateManager, load: BookieLoad, **kwargs: Any
+        self,
+        bookie: BookieImpl,
+        bookie_id: str,
+        *,
+        state: BookieStateManager,
+        load: BookieLoad,
+        read_permits: ReadPermits,
+        **kwargs: Any,
     ) -> None:
         super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
         self.bookie = bookie
         self.bookie_id = bookie_id
         self.state = state
         self.load = load
+        self._read_permits = read_permits
+        """The bookie's maxReadsInProgressLimit permits, shared by every connection."""
+        self._reads_blocked = 0
+        """Reads of this connection waiting for a permit: the socket is not read while any do."""
         self._adds: list[AddEntry] = []
         """The adds of the read being dispatched (see :meth:`commands_received`)."""
         self._waiting: collections.deque[tuple[AddEntry, float]] = collections.deque()
@@ -342,13 +359,26 @@ class BookieServerConnection(ServerConnection):
             self._resume_reading(_READS_WAITING)
 
     async def _read_entry(
-        self, cmd: ReadEntry, fenced: asyncio.Future | None, turn: asyncio.Future[None] | None
+        self,
+        cmd: ReadEntry,
+        fenced: asyncio.Future | None,
+        turn: asyncio.Future[None] | None,
     ) -> None:
-        """One read; ``turn``: see :meth:`_read_turn` (the read pool runs it once it is done)."""
+        """One read; ``turn``: see :meth:`_read_turn` (the read pool runs it once it is done).
+
+        Its read permit (maxReadsInProgressLimit) is taken first thing, inside the ``try``
+        whose ``finally`` gives it back: a task cancelled before its first step takes none.
+        Reads start in arrival order, so they take permits in that order."""
         started = time.monotonic()
         metrics.TOTALS.reads_in_progress += 1
         success = False
+        permit: asyncio.Future[None] | None = None
+        acquired = False
         try:
+            permit = self._read_permits.acquire()
+            acquired = True
+            if permit is not None:
+                await self._read_unblocked(permit, started)
             if fenced is not None:
                 await fenced
             frame_budget = self.bookie.config.max_frame_size - RESPONSE_OVERHEAD_BYTES
@@ -370,6 +400,8 @@ class BookieServerConnection(ServerConnection):
                 raise  # answered with an ERROR
             metrics.CHANNEL_WRITE_FAILED.observe((time.monotonic() - started) * 1000)
         finally:
+            if acquired and (permit is None or _granted(permit)):
+                self._read_permits.release()
             metrics.TOTALS.reads_in_progress -= 1
             latency = metrics.READ_ENTRY_REQUEST_OK if success else metrics.READ_ENTRY_REQUEST_FAILED
             latency.observe((time.monotonic() - started) * 1000)
@@ -378,6 +410,22 @@ class BookieServerConnection(ServerConnection):
             else:
                 turn.cancel()
             self._grant_read_turns()
+
+    async def _read_unblocked(self, permit: asyncio.Future[None], blocked_s: float) -> None:
+        """A blocked read (READ_ENTRY_BLOCKED): the socket is not read until none of this
+        connection's reads waits for a permit; count the wait (READ_ENTRY_BLOCKED_WAIT)."""
+        metrics.READ_ENTRY_BLOCKED.inc()
+        self._reads_blocked += 1
+        self._pause_reading(_READS_BLOCKED)
+        try:
+            await permit
+        finally:
+            waited_ms = (time.monotonic() - blocked_s) * 1000
+            wait = metrics.READ_ENTRY_BLOCKED_WAIT_OK if _granted(permit) else metrics.READ_ENTRY_BLOCKED_WAIT_FAILED
+            wait.observe(waited_ms)
+            self._reads_blocked -= 1
+            if self._reads_blocked == 0:
+                self._resume_reading(_READS_BLOCKED)
 
     @handles(ReadLac)
     def read_lac(self, cmd: ReadLac) -> Any:

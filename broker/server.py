@@ -32,6 +32,7 @@ import asyncio
 import datetime
 import itertools
 import logging
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -39,6 +40,7 @@ from typing import Any
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.namespace.lookup import TopicLookup
 from minipulsar.broker.publish_buffer import PublishBuffer
+from minipulsar.broker.publish_latency import LatencyWindow
 from minipulsar.broker.throttling import ConnectionThrottling
 from minipulsar.broker.topics.base import Consumer, Subscription, Topic
 from minipulsar.broker.topics.consumer import ServerConsumer
@@ -153,6 +155,7 @@ class BrokerConnection(ServerConnection):
         lookup: the LOOKUP decision (the namespace service).
         publish_buffer: the broker-wide publish buffer every producer connection shares.
         throttling: the broker-wide counts of throttled connections.
+        publish_latency: the broker-wide SEND → SEND_RECEIPT latencies (``pulsar_broker_publish_latency``).
     """
 
     SERVER_VERSION = "minipulsar-broker"
@@ -164,8 +167,10 @@ class BrokerConnection(ServerConnection):
         lookup: TopicLookup,
         publish_buffer: PublishBuffer,
         throttling: ConnectionThrottling,
+        publish_latency: LatencyWindow,
     ) -> None:
         super().__init__(max_frame_size=settings.max_frame_size, keepalive_interval_s=settings.keepalive_interval_s)
+        self._publish_latency = publish_latency
         self._settings = settings
         self._topics = topics
         self._lookup = lookup
@@ -286,7 +291,8 @@ class BrokerConnection(ServerConnection):
             producer.name,
             command.sequence_id,
             command.highest_sequence_id,
-            partial(self._send_completed, producer, command.sequence_id, size),
+            # The read carrying this SEND was handled at _last_received: no clock read per SEND.
+            partial(self._send_completed, producer, command.sequence_id, size, self._last_received),
         )
 
     def _send_completed(
@@ -294,6 +300,7 @@ class BrokerConnection(ServerConnection):
         producer: ProducerHandle,
         sequence_id: int,
         size: int,
+        received_s: float,
         position: Position | None,
         error: BaseException | None,
     ) -> None:
@@ -305,6 +312,7 @@ class BrokerConnection(ServerConnection):
             self.unthrottle(PENDING_SENDS)
         if position is not None:
             self.send_frame(encode_send_receipt(producer_id, sequence_id, position.ledger_id, position.entry_id))
+            self._publish_latency.record((time.monotonic() - received_s) * 1000)
         elif producer_id not in self._detached_producers:  # else: the client resends it elsewhere
             error = error or ServiceNotReadyError("the write failed without an error")
             code = code_for_error(error)

@@ -37,10 +37,12 @@ from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.loadbalance.load_manager import LoadManager
 from minipulsar.broker.loadbalance.reporter import LoadReporter
 from minipulsar.broker.loadbalance.settings import LoadBalancerSettings
+from minipulsar.broker.managed_ledger import metrics as ml_metrics
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.namespace.service import NamespaceService
 from minipulsar.broker.namespace.settings import NamespaceSettings
 from minipulsar.broker.publish_buffer import PublishBuffer
+from minipulsar.broker.publish_latency import LatencyWindow
 from minipulsar.broker.registration import BrokerRegistration
 from minipulsar.broker.server import BrokerConnection, ConnectionSettings
 from minipulsar.broker.stats import BrokerCollector
@@ -85,6 +87,9 @@ class BrokerService:
         self._cache = EntryCache.from_config(config)
         self._publish_buffer = PublishBuffer.from_megabytes(config.max_message_publish_buffer_size_mb)
         self._throttling = ConnectionThrottling()
+        self._publish_latency = LatencyWindow()
+        self._write_latency = ml_metrics.STORAGE_WRITE_LATENCY.labels(config.cluster_name)
+        """Created now: exported from start, before the first add."""
         self._connection_settings = ConnectionSettings.from_config(config)
         self._listener = Listener(self._new_connection)
         self._web = WebServer()
@@ -96,7 +101,12 @@ class BrokerService:
         assert self._components is not None, "connections are accepted only once the broker is built"
         built = self._components
         return BrokerConnection(
-            self._connection_settings, built.topics, built.namespaces, self._publish_buffer, self._throttling
+            self._connection_settings,
+            built.topics,
+            built.namespaces,
+            self._publish_buffer,
+            self._throttling,
+            self._publish_latency,
         )
 
     async def start(self) -> None:
@@ -133,8 +143,11 @@ class BrokerService:
             self._cache,
             TopicSettings.from_config(config),
             heap=heap,
+            write_latency=self._write_latency,
         )
-        stats = StatsUpdater(topics, self._cache, config.stats_update_frequency_s, bundles=namespaces)
+        stats = StatsUpdater(
+            topics, self._cache, config.stats_update_frequency_s, bundles=namespaces, windows=[self._publish_latency]
+        )
         balancing = LoadBalancerSettings.from_config(config)
         reporter = LoadReporter(
             store,
@@ -163,7 +176,9 @@ class BrokerService:
             registration=BrokerRegistration(store, identity, config.cluster_name),
             load_manager=load_manager,
             stats=stats,
-            collector=BrokerCollector(config.cluster_name, topics, self._cache, self._publish_buffer, self._throttling),
+            collector=BrokerCollector(
+                config.cluster_name, topics, self._cache, self._publish_buffer, self._throttling, self._publish_latency
+            ),
         )
 
     def _routes(self, store: MetadataStore, built: _Components) -> list[web.RouteDef]:

@@ -8,7 +8,10 @@ scraped and yields Pulsar's families:
   ``pulsar_in_bytes_total``, ``pulsar_out_messages_total``, ``pulsar_out_bytes_total``,
   ``pulsar_rate_in``/``_out`` (msg/s), ``pulsar_throughput_in``/``_out`` (B/s),
   ``pulsar_storage_size``, ``pulsar_storage_backlog_size``, ``pulsar_msg_backlog``, producer /
-  subscription / consumer counts;
+  subscription / consumer counts; for persistent topics Pulsar's storage write latency
+  buckets of the last stats interval, ``pulsar_storage_write_latency_le_0_5`` … ``_le_1000``,
+  ``_le_overflow``, ``_count`` and ``_sum`` (ms: add_entry → durable;
+  :mod:`broker.managed_ledger.stats_buckets`);
 - per subscription (+ ``subscription``): ``pulsar_subscription_back_log``,
   ``…_unacked_messages``, ``…_msg_rate_out`` (the dispatch rate), ``…_msg_throughput_out``,
   ``…_msg_rate_redeliver``, ``…_blocked_on_unacked_messages``, ``…_msg_drop_rate``;
@@ -22,7 +25,9 @@ scraped and yields Pulsar's families:
   ``pulsar_broker_throttled_connections``, ``…_throttled_connections_global_limit``) and
   minipulsar's pause counters ``pulsar_broker_publish_buffer_pauses_total`` (the broker-wide
   limit paused every producer connection) and ``pulsar_broker_connection_pauses_total`` (one
-  connection hit ``maxPendingPublishRequestsPerConnection``).
+  connection hit ``maxPendingPublishRequestsPerConnection``), and ``pulsar_broker_publish_latency``
+  (summary, ms: SEND read → SEND_RECEIPT written; quantiles of the last stats interval,
+  :mod:`broker.publish_latency`).
 
 Invariant: collecting reads counters and the last rates only; it changes nothing.
 """
@@ -34,7 +39,9 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
+from minipulsar.broker.managed_ledger.stats_buckets import WRITE_LATENCY_BUCKETS_MS, StatsBuckets, bucket_metric_names
 from minipulsar.broker.publish_buffer import PublishBuffer
+from minipulsar.broker.publish_latency import LatencyWindow, summary_metric
 from minipulsar.broker.throttling import ConnectionThrottling
 from minipulsar.broker.topics.base import Subscription, Topic
 from minipulsar.broker.topics.registry import LoadedTopics
@@ -63,6 +70,20 @@ _TOPIC_FAMILIES = [
     ("subscriptions", GaugeMetricFamily, "pulsar_subscriptions_count", "Subscriptions"),
     ("consumers", GaugeMetricFamily, "pulsar_consumers_count", "Consumers"),
 ]
+_WRITE_LATENCY = "pulsar_storage_write_latency"
+_WRITE_LATENCY_BUCKETS = bucket_metric_names(_WRITE_LATENCY, WRITE_LATENCY_BUCKETS_MS)
+_WRITE_LATENCY_RANGES = (
+    *(f"<= {bound:g} ms" for bound in WRITE_LATENCY_BUCKETS_MS),
+    f"> {WRITE_LATENCY_BUCKETS_MS[-1]:g} ms",
+)
+_WRITE_LATENCY_FAMILIES = [
+    *(
+        (name, f"Adds of the last stats interval that took {latency} from add_entry to durable")
+        for name, latency in zip(_WRITE_LATENCY_BUCKETS, _WRITE_LATENCY_RANGES, strict=True)
+    ),
+    (f"{_WRITE_LATENCY}_count", "Adds completed in the last stats interval"),
+    (f"{_WRITE_LATENCY}_sum", "Write latency summed over the last stats interval's adds (ms)"),
+]
 _SUBSCRIPTION_FAMILIES = [
     ("back_log", "pulsar_subscription_back_log", "Entries not yet acknowledged"),
     ("unacked", "pulsar_subscription_unacked_messages", "Messages delivered and not acknowledged"),
@@ -88,12 +109,14 @@ class BrokerCollector(RegisteredCollector):
         cache: EntryCache,
         publish_buffer: PublishBuffer,
         throttling: ConnectionThrottling,
+        publish_latency: LatencyWindow,
     ) -> None:
         self._cluster_name = cluster_name
         self._topics = topics
         self._cache = cache
         self._publish_buffer = publish_buffer
         self._throttling = throttling
+        self._publish_latency = publish_latency
         super().__init__()
 
     def collect(self) -> Iterator[Metric]:
@@ -106,12 +129,16 @@ class BrokerCollector(RegisteredCollector):
         consumers = {
             key: GaugeMetricFamily(name, text, labels=CONSUMER_LABELS) for key, name, text in _CONSUMER_FAMILIES
         }
+        write_latency = [GaugeMetricFamily(name, text, labels=LABELS) for name, text in _WRITE_LATENCY_FAMILIES]
         for topic in topics:
             labels = [cluster, topic.name.namespace_name, str(topic.name)]
             self._topic(topic, labels, families)
+            if topic.ledger is not None:
+                _write_latency(topic.ledger.write_latency, labels, write_latency)
             for subscription in topic.subscriptions.values():
                 self._subscription(topic, subscription, labels, subscriptions, consumers)
         yield from families.values()
+        yield from write_latency
         yield from subscriptions.values()
         yield from consumers.values()
         yield from self._broker(cluster, topics, families)
@@ -220,3 +247,16 @@ class BrokerCollector(RegisteredCollector):
             "Times a connection reached maxPendingPublishRequestsPerConnection",
             self._throttling.connection_pauses,
         )
+        yield summary_metric(
+            "pulsar_broker_publish_latency",
+            "SEND read to SEND_RECEIPT written (ms); quantiles of the last stats interval",
+            cluster,
+            self._publish_latency,
+        )
+
+
+def _write_latency(buckets: StatsBuckets, labels: list[str], families: list[GaugeMetricFamily]) -> None:
+    """One topic's samples of :data:`_WRITE_LATENCY_FAMILIES`, in their order."""
+    values = (*buckets.buckets, buckets.count, buckets.sum)
+    for family, value in zip(families, values, strict=True):
+        family.add_metric(labels, value)

@@ -11,6 +11,10 @@ A round walks the topics in slices of :data:`SLICE`, yielding to the event loop 
 slices: with ten thousand topics a round costs tens of milliseconds of CPU, which must not
 stall the publishes of every topic at once.
 
+The round also ends the interval of what is reported per interval: each persistent topic's
+write-latency buckets (in its ``update_rates``) and the broker's latency windows
+(``windows``: the publish-latency summary), which roll over once the topics are done.
+
 Invariants:
 
 - a round's rates are over the time since the previous round, read from the clock once at
@@ -25,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from minipulsar.broker.loadbalance.bundle_stats import OwnedBundles, add, bundle_name_of, collect_bundle_stats
@@ -45,6 +49,10 @@ class RatedCounters(Protocol):
     def update_rates(self, elapsed_s: float) -> None: ...
 
 
+class RolledWindow(Protocol):
+    def rollover(self) -> None: ...
+
+
 class StatsUpdater:
     def __init__(
         self,
@@ -53,11 +61,13 @@ class StatsUpdater:
         interval_s: float,
         clock: Clock = MONOTONIC,
         bundles: OwnedBundles | None = None,
+        windows: Sequence[RolledWindow] = (),
     ) -> None:
         """``bundles``: the owned bundles (the namespace service), to sum each one's topics; None:
-        no bundle sums."""
+        no bundle sums. ``windows``: rolled over at the end of every round."""
         self._topics = topics
         self._cache = cache
+        self._windows = tuple(windows)
         self._clock = clock
         self._bundles = bundles
         self._bundle_stats: dict[str, NamespaceBundleStats] | None = None
@@ -104,5 +114,7 @@ class StatsUpdater:
                     if bundle is not None:
                         totals[bundle] = add(totals[bundle], bundle_topic_stats(topic))
         self._cache.update_rates(elapsed_s)
+        for window in self._windows:
+            window.rollover()
         if bundles is not None:
             self._bundle_stats = dict(totals)

@@ -157,6 +157,8 @@ class Journal:
         self._closing = False
         self._add_latency = metrics.JOURNAL_ADD_ENTRY.counts(shared=False)
         """JOURNAL_ADD_ENTRY, written by this journal's thread only."""
+        self._queue_latency = metrics.JOURNAL_QUEUE_LATENCY.counts("true", shared=False)
+        """JOURNAL_QUEUE_LATENCY, likewise."""
         self.applied_mark: LogMark | None = None
         """End of the last group completed on the loop (see the module docstring)."""
         self._completing = f"journal {self.directory}: completing journaled records"
@@ -200,7 +202,13 @@ class Journal:
         self._loop = asyncio.get_running_loop()
         self._files = JournalFiles(self.directory, self.index, self.settings, self.stats)
         self._thread = JournalThread(
-            self._files, self._queue, self.stats, self._add_latency, self._group_done, self._writer_failed
+            self._files,
+            self._queue,
+            self.stats,
+            self._add_latency,
+            self._group_done,
+            self._writer_failed,
+            self._queue_latency,
         )
         await self._thread.start(self.applied_mark, self._replay_scans)
 

@@ -7,6 +7,11 @@ whole group with ``pwritev(RWF_DSYNC)`` — write and fdatasync in one call
 were encoded on the loop, and the group's latency is counted per batch. After each group it
 lets :class:`JournalFiles` create the next segment ahead of time or roll.
 
+Metrics, per batch for each of its records: ``JOURNAL_QUEUE_LATENCY`` (admitted on the loop →
+taken off the queue here) and ``JOURNAL_ADD_ENTRY`` (admitted → written and synced). Writing
+and syncing in one call leaves no force-write queue between them, so BookKeeper's
+``JOURNAL_FORCE_WRITE_QUEUE_SIZE`` has nothing to count here and is not exported.
+
 Invariants:
 - groups are written in queue order, each whole, and a group is handed back only after its
   write (and, with ``journalSyncData``, its sync) returned;
@@ -67,11 +72,13 @@ class JournalThread:
         add_latency: LatencyCounts,
         group_done: GroupDone,
         on_failure: Callable[[MiniPulsarError], None],
+        queue_latency: LatencyCounts,
     ) -> None:
         """Args:
         files: the segments to append to (opened on this thread).
         q: where the loop hands over batches (then :data:`STOP`).
         add_latency: JOURNAL_ADD_ENTRY counts written by this thread only.
+        queue_latency: JOURNAL_QUEUE_LATENCY counts written by this thread only.
         group_done: run on the loop once per group, written or failed.
         on_failure: called on this thread with the failure that stops the journal.
         """
@@ -81,6 +88,7 @@ class JournalThread:
         self.stats = stats
         self._queue = q
         self._add_latency = add_latency
+        self._queue_latency = queue_latency
         self._group_done = group_done
         self._on_failure = on_failure
         self._failure: MiniPulsarError | None = None
@@ -183,7 +191,8 @@ class JournalThread:
         """Drain whatever is queued (waiting for a group's first batch, or until the group is
         due): it joins this group, up to a full one (see :meth:`GroupCommitPolicy.group_full`)."""
         policy = self.settings.policy
-        if self._carry is not None:
+        carried = self._carry is not None
+        if carried:
             item, self._carry = self._carry, None
         else:
             item = self._next_item(self._group)
@@ -191,6 +200,9 @@ class JournalThread:
             if item is STOP:
                 self._stopping = True
             else:
+                if not carried:  # off the queue now: JOURNAL_QUEUE_LATENCY, per batch, for each record
+                    self._queue_latency.record(time.monotonic() - item.enqueued_at, len(item.records))
+                carried = False
                 self._in_hand = item
                 head, rest = (
                     (item, None)

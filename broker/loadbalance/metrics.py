@@ -6,8 +6,8 @@ Pulsar's names (labels ``cluster``, ``broker``):
   ``pulsar_lb_bandwidth_in_usage``, ``pulsar_lb_bandwidth_out_usage``: this broker's last
   report, in percent;
 - ``pulsar_lb_unload_broker_total``, ``pulsar_lb_unload_bundle_total`` (+ ``reason``:
-  Overloaded / Underloaded / Balanced), ``pulsar_lb_bundles_split_total``: what this broker
-  did while it led the load manager;
+  Overloaded / Underloaded / Balanced, each exported from start), ``pulsar_lb_bundles_split_total``:
+  what this broker did while it led the load manager;
 - ``pulsar_lb_resource_usage{broker, feature=max|max_ema}``: every broker's weighted max usage
   and its moving average, as this broker sees them (the leader's view is the one that acts;
   the name is the extensible load manager's);
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
+from minipulsar.broker.loadbalance.shedding.base import BALANCED, OVERLOADED, UNDERLOADED
 from minipulsar.metrics import RegisteredCollector
 
 if TYPE_CHECKING:
@@ -99,6 +100,10 @@ _BUNDLE_FAMILIES = [
 ]
 
 
+_NO_UNLOADS = dict.fromkeys((OVERLOADED, UNDERLOADED, BALANCED), 0)
+"""Every shedding reason at 0: each series exists before the first unload."""
+
+
 class LoadBalancerCollector(RegisteredCollector):
     def __init__(self, manager: LoadManagerView, cluster: str, expose_bundles: bool = False) -> None:
         self._manager = manager
@@ -122,7 +127,7 @@ class LoadBalancerCollector(RegisteredCollector):
             "pulsar_lb_unload_bundle_total",
             "Bundles unloaded by load shedding",
             [*labels, "reason"],
-            [([cluster, reason], n) for reason, n in sorted(counters.unload_bundle_total.items())],
+            [([cluster, reason], n) for reason, n in sorted({**_NO_UNLOADS, **counters.unload_bundle_total}.items())],
         )
         yield _counter(
             "pulsar_lb_unload_failures",

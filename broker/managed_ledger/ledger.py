@@ -63,6 +63,7 @@ from minipulsar.broker.managed_ledger.ledger_client import LedgerClient
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.managed_ledger.retention import current_ledger_is_full, ledgers_to_trim
+from minipulsar.broker.managed_ledger.stats_buckets import WRITE_LATENCY_BUCKETS_MS, StatsBuckets
 from minipulsar.broker.managed_ledger.timers import LedgerTimers
 from minipulsar.errors import (
     BadVersionError,
@@ -112,7 +113,7 @@ AddEntryCallback = Callable[[Position | None, BaseException | None], None]
 
 
 class OpAddEntry:
-    __slots__ = ("attempts", "callback", "close_when_done", "num_messages", "payload")
+    __slots__ = ("attempts", "callback", "close_when_done", "num_messages", "payload", "started_s")
 
     def __init__(self, payload: bytes, num_messages: int, callback: AddEntryCallback) -> None:
         self.payload = payload
@@ -122,6 +123,15 @@ class OpAddEntry:
         self.close_when_done = False
         """The ledger is full: close it once this add (the last issued on it) completes."""
         self.attempts = 0
+        self.started_s = time.monotonic()
+        """When ``add_entry`` took it: the write latency runs from here to its completion."""
+
+
+class LatencyObserver(Protocol):
+    """Where a managed ledger reports each write latency beside its own buckets (the broker's
+    ``pulsar_storage_write_latency_ms`` child of its cluster)."""
+
+    def observe(self, value: float) -> None: ...
 
 
 class LedgerCursor(Protocol):
@@ -190,6 +200,7 @@ class ManagedLedger:
         "_in_flight",
         "_info_lock",
         "_info_version",
+        "_latency_observer",
         "_ledger_cache",
         "_ledger_created_s",
         "_ledgers",
@@ -213,6 +224,7 @@ class ManagedLedger:
         "path",
         "roll_due",
         "state",
+        "write_latency",
     )
 
     def __init__(
@@ -223,7 +235,10 @@ class ManagedLedger:
         cache: EntryCache,
         config: ManagedLedgerConfig,
         timers: LedgerTimers | None = None,
+        write_latency: LatencyObserver | None = None,
     ) -> None:
+        """``write_latency``: told every completed add's latency (ms) besides
+        :attr:`write_latency`, this ledger's own per-interval buckets."""
         self.name = name
         self.path = managed_ledger_path(name)
         self._store = store
@@ -265,6 +280,10 @@ class ManagedLedger:
         """Rollover checks and, every ``retentionCheckIntervalInSeconds`` (from :meth:`open`), a trim."""
         self.entries_added = 0
         self.ledgers_trimmed = 0
+        self.write_latency = StatsBuckets(WRITE_LATENCY_BUCKETS_MS)
+        """add_entry → durable (ms) of the adds completed in the last stats interval (the topic
+        refreshes it each ``statsUpdateFrequencyInSecs``): ``pulsar_storage_write_latency_le_*``."""
+        self._latency_observer = write_latency
         self._creation_error: MiniPulsarError | None = None
         """Why the last ledger creation failed (named in the error open() raises)."""
 
@@ -417,6 +436,10 @@ class ManagedLedger:
             return
         position = Position(handle.ledger_id, entry_id)
         self.entries_added += 1
+        latency_ms = (time.monotonic() - op.started_s) * 1000
+        self.write_latency.add_value(latency_ms)
+        if self._latency_observer is not None:
+            self._latency_observer.observe(latency_ms)
         if self._should_cache():
             self._ledger_cache.insert(Entry(position, op.payload, op.num_messages))
         callback = op.callback

@@ -4,12 +4,30 @@ per-cursor numbers are attributes the broker's collector reads at scrape time).
 Like the BookKeeper client's, counters whose exact names operators query are monotonically
 increasing Gauges (prometheus-client would append ``_total`` to a Counter).
 
+``pulsar_storage_write_latency_ms`` (label ``cluster``) is the broker-wide histogram of the
+managed ledgers' write latency: from ``add_entry`` to the entry being durable (its add
+completed), retries on a next ledger included. It is a
+:class:`~minipulsar.bookkeeper.metrics.LoopHistogram` (prometheus-client's exposition, observed
+with one bisect: once per entry) in Pulsar's storage-latency buckets; the broker creates its
+cluster's child at start. The same samples, per topic and per stats interval, are Pulsar's
+``pulsar_storage_write_latency_le_*`` gauges (:mod:`broker.managed_ledger.stats_buckets`).
+
 Invariant: every metric here only grows (a Gauge only where the exact name needs it).
 """
 
 from __future__ import annotations
 
 from prometheus_client import Gauge
+
+from minipulsar.bookkeeper.metrics import LoopHistogram
+from minipulsar.broker.managed_ledger.stats_buckets import WRITE_LATENCY_BUCKETS_MS
+
+STORAGE_WRITE_LATENCY = LoopHistogram(
+    "pulsar_storage_write_latency_ms",
+    "Managed ledger add_entry to the entry durable on the bookies (ms)",
+    WRITE_LATENCY_BUCKETS_MS,
+    label="cluster",
+)
 
 CURSOR_RANGES_OVER_LIMIT = Gauge(
     "pulsar_ml_cursor_nonContiguousDeletedMessagesRange_over_limit",

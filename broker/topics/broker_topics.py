@@ -30,7 +30,7 @@ from minipulsar.broker.dedup import MessageDeduplication
 from minipulsar.broker.managed_ledger.config import ManagedLedgerConfig
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.info import managed_ledger_path
-from minipulsar.broker.managed_ledger.ledger import ManagedLedger
+from minipulsar.broker.managed_ledger.ledger import LatencyObserver, ManagedLedger
 from minipulsar.broker.managed_ledger.timers import LedgerTimers
 from minipulsar.broker.partitions import PartitionedTopics, partition_index
 from minipulsar.broker.topic_list import topics_of_namespace
@@ -128,9 +128,12 @@ class BrokerTopics:
         settings: TopicSettings,
         clock: Clock = MONOTONIC,
         heap: FrozenHeap | None = None,
+        write_latency: LatencyObserver | None = None,
     ) -> None:
         """``heap``: told of every topic loaded (the topics then leave the garbage collector's
-        scans); None: nothing is frozen."""
+        scans); None: nothing is frozen. ``write_latency``: every managed ledger's write
+        latencies (``pulsar_storage_write_latency_ms``); None: only their own buckets."""
+        self._write_latency = write_latency
         self._topics = topics
         self._ownership = ownership
         self._metrics = metrics
@@ -225,6 +228,7 @@ class BrokerTopics:
             self._cache,
             settings.managed_ledger,
             self.ledger_timers,
+            self._write_latency,
         )
         try:
             await ledger.open()

@@ -244,3 +244,4 @@ class PersistentTopic:
 
     def update_rates(self, elapsed_s: float) -> None:
         topic_stats.sample_rates(self, elapsed_s)
+        self.ledger.write_latency.refresh()

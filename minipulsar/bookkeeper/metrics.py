@@ -39,34 +39,41 @@ class _Observed:
 
 
 class LoopHistogram(Collector):
-    """A histogram labelled by ``success``, exported exactly as prometheus-client's
-    ``Histogram`` (``_bucket`` with ``le``, ``_count``, ``_sum``) but observed without a lock or
-    a value object per bucket: one ``bisect`` and two additions. For a hot path with a single
-    writer, the event loop (an ADD per entry); a scrape reads the counts as they are."""
+    """A histogram with one label (``success`` unless ``label`` says), exported exactly as
+    prometheus-client's ``Histogram`` (``_bucket`` with ``le``, ``_count``, ``_sum``) but
+    observed without a lock or a value object per bucket: one ``bisect`` and two additions.
+    For a hot path with a single writer, the event loop (an ADD per entry); a scrape reads the
+    counts as they are."""
 
     def __init__(
-        self, name: str, documentation: str, buckets: tuple[float, ...], registry: CollectorRegistry = REGISTRY
+        self,
+        name: str,
+        documentation: str,
+        buckets: tuple[float, ...],
+        registry: CollectorRegistry = REGISTRY,
+        label: str = "success",
     ) -> None:
-        self._name, self._documentation = name, documentation
+        self._name, self._documentation, self._label = name, documentation, label
         self._bounds = tuple(float(b) for b in buckets)
         self._children: dict[str, _Observed] = {}
         registry.register(self)
 
-    def labels(self, success: str) -> _Observed:
-        child = self._children.get(success)
+    def labels(self, value: str) -> _Observed:
+        """The child for this label value (created on first use: it is exported from then on)."""
+        child = self._children.get(value)
         if child is None:
-            child = self._children[success] = _Observed(self._bounds)
+            child = self._children[value] = _Observed(self._bounds)
         return child
 
     def collect(self) -> Iterator[HistogramMetricFamily]:
-        family = HistogramMetricFamily(self._name, self._documentation, labels=["success"])
+        family = HistogramMetricFamily(self._name, self._documentation, labels=[self._label])
         edges = [*(floatToGoString(b) for b in self._bounds), "+Inf"]
-        for success, child in list(self._children.items()):
+        for value, child in list(self._children.items()):
             cumulative, buckets = 0, []
             for edge, count in zip(edges, list(child.counts), strict=True):
                 cumulative += count
                 buckets.append((edge, float(cumulative)))
-            family.add_metric([success], buckets, child.total)
+            family.add_metric([value], buckets, child.total)
         yield family
 
 

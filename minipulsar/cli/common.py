@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from minipulsar import diagnostics
+from minipulsar import diagnostics, gc_metrics
 from minipulsar.config import load_config
 
 if TYPE_CHECKING:
@@ -116,7 +116,8 @@ def run_server(
     """Run ``serve(stop_event)`` until it returns; SIGTERM/SIGINT set the event.
 
     ``diagnostics_file`` (``minipulsarDiagnosticsFile``): record stall events into it
-    (:mod:`minipulsar.diagnostics`) while the process runs.
+    (:mod:`minipulsar.diagnostics`) while the process runs. Every server times its garbage
+    collections for /metrics (:mod:`minipulsar.gc_metrics`).
 
     ``serve`` starts the server, announces READY, awaits the event, and shuts down; it may
     return an exit code (:data:`EXIT_FAILURE` after stopping itself on a failure).
@@ -124,6 +125,7 @@ def run_server(
     """
     setup_logging(log_level)
     tune_malloc()
+    gc_metrics.install()
 
     async def main() -> int | None:
         stop = asyncio.Event()

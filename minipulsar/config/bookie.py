@@ -225,6 +225,14 @@ class BookieConfig:
         upstream="BookKeeper's default: 10000; Pulsar's bookkeeper.conf: 2500.",
         min_value=1,
     )
+    max_reads_in_progress_limit: int = setting(
+        "maxReadsInProgressLimit",
+        0,
+        doc="Reads in progress at once in the bookie; past it a read waits, its connection unread; 0: unlimited.",
+        min_value=0,
+    )
+    """A read holds its place from arrival until answered; one that finds none free is blocked
+    (``bookkeeper_server_READ_ENTRY_BLOCKED``), never refused (bookie/read_permits.py)."""
     wait_timeout_on_response_backpressure_ms: int = setting(
         "waitTimeoutOnResponseBackpressureMs",
         -1,

@@ -89,6 +89,13 @@ def sample_value(text: str, name: str, labels: Mapping[str, str] | None = None, 
     return None
 
 
+def required_sample(text: str, name: str, labels: Mapping[str, str] | None = None) -> float:
+    """:func:`sample_value`, failing with the sample's name and labels when there is none."""
+    value = sample_value(text, name, labels)
+    assert value is not None, f"{name} {dict(labels or {})} has no sample on /metrics"
+    return value
+
+
 async def metric_value(
     process: ServerProcess, name: str, labels: Mapping[str, str] | None = None, *, exact: bool = False
 ) -> float | None:

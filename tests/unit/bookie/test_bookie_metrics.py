@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from minipulsar.bookie.metrics import FastHistogram
+from minipulsar.bookie.metrics import FastHistogram, ledger_dir_usage_name
 
 
 def _samples(histogram: FastHistogram) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -41,3 +41,11 @@ def test_counts_of_several_threads_add_up(monkeypatch) -> None:
     samples = _samples(histogram)
     assert samples[("test_fast_merged_bucket", (("le", "1.0"),))] == 1
     assert samples[("test_fast_merged_count", ())] == 3
+
+
+def test_a_ledger_dirs_usage_gauge_is_named_as_bookkeeper_names_it() -> None:
+    """Every character of the path but ``[a-zA-Z0-9_]`` becomes ``_``, so any path makes a
+    valid Prometheus name."""
+    assert ledger_dir_usage_name("/data/bookkeeper/ledgers") == "bookie_ledger_dir__data_bookkeeper_ledgers_usage"
+    assert ledger_dir_usage_name("data/ledgers-1.d") == "bookie_ledger_dir_data_ledgers_1_d_usage"
+    assert ledger_dir_usage_name("/mnt/disk é:2/L_x") == "bookie_ledger_dir__mnt_disk___2_L_x_usage"
