@@ -25,7 +25,7 @@ STOP_TIMEOUT_S = 30.0
 cluster = cluster_fixture()
 
 
-async def health(url: str) -> tuple[int, str]:
+async def health_check(url: str) -> tuple[int, str]:
     """The status and body of the health check (``ok`` is not JSON: read as text)."""
     return await asyncio.to_thread(_get, url + HEALTH)
 
@@ -45,7 +45,7 @@ async def test_health_is_ok_while_the_broker_serves_and_503_once_it_stops(cluste
     broker, metastore = cluster.broker, cluster.metastore
     assert broker is not None and broker.proc is not None and metastore is not None
     url = web_url(broker)
-    assert await health(url) == (200, "ok")
+    assert await health_check(url) == (200, "ok")
     # a bundle owned, so that stopping has metadata to write (releasing it)
     status, _ = await asyncio.to_thread(http_request, "GET", f"{url}/lookup/v2/topic/persistent/public/default/t")
     assert status == 200
@@ -56,7 +56,7 @@ async def test_health_is_ok_while_the_broker_serves_and_503_once_it_stops(cluste
         answers: list[tuple[int, str]] = []
 
         async def refused() -> bool:
-            answers.append(await health(url))
+            answers.append(await health_check(url))
             assert answers[-1][0] != 0, f"the web port closed before health answered 503: {answers}"
             return answers[-1][0] == 503
 

@@ -81,7 +81,7 @@ def wait_serving(project: ComposeProject, timeout_s: float = SERVING_TIMEOUT_S) 
             time.sleep(0.5)  # polling for a condition, with a deadline
 
 
-def admin(project: ComposeProject, *argv: str) -> str:
+def compose_admin(project: ComposeProject, *argv: str) -> str:
     """``minipulsar admin ARGV`` from the host against the first broker; its output."""
     code, out, err = run_admin("--admin-url", project.web_url(project.brokers[0]), *argv)
     assert code == 0, (argv, out, err)
@@ -93,10 +93,10 @@ def place_namespace_on(project: ComposeProject, namespace: str, broker: str) -> 
     other broker: looked up (the load manager places it), given to the other broker first if it
     went to ``broker``, then unloaded to ``broker`` as its destinationBroker. A hand-over is one
     broker calling the other's advertised web URL (what the shared network namespace is for)."""
-    admin(project, "namespaces", "create", namespace, "--bundles", "1")
+    compose_admin(project, "namespaces", "create", namespace, "--bundles", "1")
     topic = f"persistent://{namespace}/placement"
     other = next(name for name in project.brokers if name != broker)
-    if admin(project, "topics", "lookup", topic) == project.service_url(broker):
+    if compose_admin(project, "topics", "lookup", topic) == project.service_url(broker):
         hand_over(project, topic, other)
     hand_over(project, topic, broker)
 
@@ -104,8 +104,10 @@ def place_namespace_on(project: ComposeProject, namespace: str, broker: str) -> 
 def hand_over(project: ComposeProject, topic: str, broker: str) -> None:
     """Unload the bundle of ``topic`` (its namespace's only one) to ``broker``, which then owns it."""
     namespace = topic.removeprefix("persistent://").rsplit("/", 1)[0]
-    admin(project, "namespaces", "unload", namespace, "-b", WHOLE_RANGE, "-d", project.broker_id(broker))
-    assert admin(project, "topics", "lookup", topic) == project.service_url(broker), f"{broker} did not take {topic}"
+    compose_admin(project, "namespaces", "unload", namespace, "-b", WHOLE_RANGE, "-d", project.broker_id(broker))
+    assert compose_admin(project, "topics", "lookup", topic) == project.service_url(broker), (
+        f"{broker} did not take {topic}"
+    )
 
 
 def round_trip(service_url: str, topic: str, count: int) -> list[str]:
@@ -153,7 +155,7 @@ def test_compose_cluster_serves_through_both_brokers_with_every_server_registere
     owner's own stats (no 307 followed) count every message in and out."""
     wait_serving(project)
     first, second = project.brokers
-    assert sorted(admin(project, "brokers", "list").split()) == sorted(
+    assert sorted(compose_admin(project, "brokers", "list").split()) == sorted(
         [project.broker_id(first), project.broker_id(second)]
     )
 

@@ -21,13 +21,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import uuid
 from pathlib import Path
 
 import yaml
 
+from tests.support.net import free_ports
 from tests.support.process import ERROR_LINE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,19 +49,6 @@ BUILD_TIMEOUT_S = 900.0
 COMMAND_TIMEOUT_S = 300.0
 _LOG_PREFIX = re.compile(r"^\S+\s+\|\s?")
 """``docker compose logs``'s ``service_1  | `` before each line."""
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports nothing listens on at 127.0.0.1 now (all held open at once, so
-    distinct; a race with another process taking one before Docker does is possible, and loud)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _flag_value(command: list[str], flag: str) -> int:

@@ -5,6 +5,7 @@ connects."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import socket
 from collections.abc import Iterator
@@ -143,3 +144,17 @@ def black_hole() -> Iterator[tuple[str, int]]:
         address: tuple[str, int] = listener.getsockname()
         with socket.create_connection(address, timeout=5):  # fills the queue
             yield address
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports the OS had free a moment ago, for servers that cannot bind port 0
+    and report it (ZooKeeper, Docker's published ports, Prometheus): all sockets are held open
+    until all are picked, so they are distinct; another process may still take one before the
+    server binds it, and the server then fails loudly."""
+    with contextlib.ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket())
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports

@@ -41,6 +41,7 @@ from typing import Any
 import pytest
 
 from tests.support.apt import apt_install
+from tests.support.net import free_ports
 
 JAVA = "/usr/bin/java"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
@@ -86,18 +87,6 @@ def skip_unless_zookeeper() -> None:
     reason = zookeeper_unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct ports the OS had free a moment ago (ZooKeeper cannot bind port 0 and
-    report it, so ports are chosen here; all sockets are held open until all are picked)."""
-    with contextlib.ExitStack() as stack:
-        ports = []
-        for _ in range(count):
-            sock = stack.enter_context(socket.socket())
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
-        return ports
 
 
 def four_letter_word(port: int, word: str, timeout_s: float = FOUR_LETTER_TIMEOUT_S) -> str:
