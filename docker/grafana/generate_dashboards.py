@@ -77,6 +77,11 @@ def rate(counter: str, by: str = "instance") -> str:
 
 BK_CLIENT = "pulsar_managedLedger_client_bookkeeper_client_"
 OK = '{success="true"}'
+BROKERS = '{job="broker"}'
+"""The brokers' BookKeeper client (bookies run one too, for autorecovery)."""
+BROKERS_OK = '{job="broker",success="true"}'
+QUARANTINES = rate(f"{BK_CLIENT}BOOKIE_QUARANTINE{BROKERS}")
+QUARANTINE_SKIPS = rate(f"{BK_CLIENT}BOOKIE_QUARANTINE_SKIP{BROKERS}")
 
 BROKER = Dashboard(
     uid="minipulsar-broker",
@@ -136,7 +141,9 @@ BROKER = Dashboard(
                     + [Query("sum(pulsar_storage_write_latency_le_overflow)", "> 1000 ms")],
                     "Adds per bucket in the last stats interval, as Pulsar's community dashboards read them",
                 ),
-                Panel("BookKeeper add latency (broker side)", "ms", p50_p99(f"{BK_CLIENT}ADD_ENTRY", selector=OK)),
+                Panel(
+                    "BookKeeper add latency (broker side)", "ms", p50_p99(f"{BK_CLIENT}ADD_ENTRY", selector=BROKERS_OK)
+                ),
             ),
         ),
         Row(
@@ -347,24 +354,19 @@ BOOKKEEPER_CLIENT = Dashboard(
         Row(
             "Quarantine",
             (
-                Panel("Quarantined bookies", "short", [Query(f"{BK_CLIENT}QUARANTINED_BOOKIES")]),
+                Panel("Quarantined bookies", "short", [Query(f"{BK_CLIENT}QUARANTINED_BOOKIES{BROKERS}")]),
                 Panel(
                     "Quarantine ratio",
                     "percentunit",
-                    [
-                        Query(
-                            f"{rate(BK_CLIENT + 'BOOKIE_QUARANTINE')} / ({rate(BK_CLIENT + 'BOOKIE_QUARANTINE')}"
-                            f" + {rate(BK_CLIENT + 'BOOKIE_QUARANTINE_SKIP')})"
-                        )
-                    ],
+                    [Query(f"{QUARANTINES} / ({QUARANTINES} + {QUARANTINE_SKIPS})")],
                     "bookkeeperClientQuarantineRatio in effect: quarantines / (quarantines + skipped)",
                 ),
                 Panel(
                     "Quarantine decisions",
                     "ops",
                     [
-                        Query(rate(BK_CLIENT + "BOOKIE_QUARANTINE"), "quarantined {{instance}}"),
-                        Query(rate(BK_CLIENT + "BOOKIE_QUARANTINE_SKIP"), "skipped {{instance}}"),
+                        Query(rate(BK_CLIENT + "BOOKIE_QUARANTINE" + BROKERS), "quarantined {{instance}}"),
+                        Query(rate(BK_CLIENT + "BOOKIE_QUARANTINE_SKIP" + BROKERS), "skipped {{instance}}"),
                     ],
                 ),
             ),
@@ -372,22 +374,22 @@ BOOKKEEPER_CLIENT = Dashboard(
         Row(
             "Adds",
             (
-                Panel("Pending adds", "short", [Query(f"{BK_CLIENT}NUM_PENDING_ADD")]),
-                Panel("Pending add bytes", "bytes", [Query(f"{BK_CLIENT}PENDING_ADD_BYTES")]),
-                Panel("Add latency", "ms", p50_p99(f"{BK_CLIENT}ADD_ENTRY", selector=OK)),
+                Panel("Pending adds", "short", [Query(f"{BK_CLIENT}NUM_PENDING_ADD{BROKERS}")]),
+                Panel("Pending add bytes", "bytes", [Query(f"{BK_CLIENT}PENDING_ADD_BYTES{BROKERS}")]),
+                Panel("Add latency", "ms", p50_p99(f"{BK_CLIENT}ADD_ENTRY", selector=BROKERS_OK)),
                 Panel(
                     "Pending requests per bookie",
                     "short",
-                    [Query(f"sum by (bookie) ({BK_CLIENT}BOOKIE_PENDING_REQUESTS)", "{{bookie}}")],
+                    [Query(f"sum by (bookie) ({BK_CLIENT}BOOKIE_PENDING_REQUESTS{BROKERS})", "{{bookie}}")],
                 ),
             ),
         ),
         Row(
             "Ensembles and reads",
             (
-                Panel("Ensemble changes", "ops", [Query(rate(f"{BK_CLIENT}NUM_ENSEMBLE_CHANGE"))]),
-                Panel("Speculative reads", "ops", [Query(rate(f"{BK_CLIENT}SPECULATIVE_READ_COUNT"))]),
-                Panel("Read latency", "ms", p50_p99(f"{BK_CLIENT}READ_ENTRY", selector=OK)),
+                Panel("Ensemble changes", "ops", [Query(rate(f"{BK_CLIENT}NUM_ENSEMBLE_CHANGE{BROKERS}"))]),
+                Panel("Speculative reads", "ops", [Query(rate(f"{BK_CLIENT}SPECULATIVE_READ_COUNT{BROKERS}"))]),
+                Panel("Read latency", "ms", p50_p99(f"{BK_CLIENT}READ_ENTRY", selector=BROKERS_OK)),
             ),
         ),
     ),
