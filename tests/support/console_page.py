@@ -1,7 +1,7 @@
 """The web console's page as a test reads it: its URL, and what it shows now.
 
 - :data:`CONSOLE_CLUSTER_SETTINGS`: broker settings under which the console's figures move
-  within seconds (rates every second, load reports as often as the load manager allows);
+  within seconds (rates every second, host usage every 3 s, load reports checked every second);
 - :func:`console_url`: ``/console/`` of a broker, with its refresh period;
 - :func:`page_state`: the status, the listed brokers, bookies and topics, and each chart's
   point count, read in one script (the page replaces its rows at every refresh, so elements

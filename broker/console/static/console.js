@@ -292,7 +292,7 @@ function bookieRow(b) {
     num(b.info ? fmtByteRate(info.journalWriteBytesPerSecond) : "–"),
     num(fmtMs(info.addEntryLatencyMsP99)),
     num(fmtMs(info.journalSyncLatencyMsP99)),
-    h("td", {}, used == null ? "–" : gauge(used, `${fmtPct(used)} used · ${fmtBytes(info.ledgerDirsFreeBytes)} free`)),
+    h("td", {}, used == null ? "–" : gauge(used, `${fmtPct(used)} · ${fmtBytes(info.ledgerDirsFreeBytes)} free`)),
     num(b.info ? `${NF0.format(info.pendingAdds ?? 0)} / ${NF0.format(info.pendingReads ?? 0)}` : "–"),
     num(b.info ? fmtPct(info.cpuUsedRate) : "–", "percent of one core"),
     h("td", { class: "wrap muted" }, notes.join(" · ") || ""),
