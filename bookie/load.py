@@ -7,6 +7,8 @@ skips the hot ones, so the figures describe the last few seconds, not the proces
 - ``journalSyncLatencyMsAvg`` / ``journalSyncLatencyMsP99``: fsyncs of journal groups in the
   window (None when there were none, e.g. with ``journalSyncData=false``); the p99 is the
   upper bound of the histogram bucket it falls in;
+- ``addEntryLatencyMsAvg`` / ``addEntryLatencyMsP99``: successful adds in the window, request
+  received to response sent (``bookkeeper_server_ADD_ENTRY_REQUEST{success="true"}``), the same way;
 - ``journalIoUtil`` / ``ledgerIoUtil``: percent of the window the busiest journal / ledger
   disk was doing I/O (``io_ticks`` of ``/sys/dev/block/M:m/stat``, as ``iostat``'s %util);
   -1 when unknown (not Linux, or a filesystem with no block device), as in BP-65;
@@ -72,13 +74,18 @@ class LoadSample:
     cpu_s: float
     io_ticks_ms: dict[int, float]
     """``st_dev`` → io_ticks, for the devices whose counters could be read."""
+    add_entry: HistogramSnapshot = HistogramSnapshot(0.0, 0.0, ())
+    """Successful adds (``bookkeeper_server_ADD_ENTRY_REQUEST{success="true"}``)."""
 
 
-def snapshot(histogram: Histogram) -> HistogramSnapshot:
+def snapshot(histogram: Histogram | metrics.FastHistogram, **labels: str) -> HistogramSnapshot:
+    """The histogram's series whose labels include ``labels`` (a histogram with one series: no labels)."""
     count = total = 0.0
     buckets = []
     for family in histogram.collect():
         for sample in family.samples:
+            if any(sample.labels.get(name) != value for name, value in labels.items()):
+                continue
             if sample.name.endswith("_bucket"):
                 buckets.append((float(sample.labels["le"]), sample.value))
             elif sample.name.endswith("_count"):
@@ -179,6 +186,7 @@ class BookieLoad:
             at_s=time.monotonic(),
             journal_write_bytes=next(iter(metrics.JOURNAL_WRITE_BYTES.collect())).samples[0].value,
             journal_sync=snapshot(metrics.JOURNAL_SYNC),
+            add_entry=snapshot(metrics.ADD_ENTRY_REQUEST, success="true"),
             cpu_s=time.process_time(),
             io_ticks_ms=read_io_ticks(devices),
         )
@@ -193,6 +201,8 @@ class BookieLoad:
                 "journalWriteBytesPerSecond": 0.0,
                 "journalSyncLatencyMsAvg": None,
                 "journalSyncLatencyMsP99": None,
+                "addEntryLatencyMsAvg": None,
+                "addEntryLatencyMsP99": None,
                 "journalIoUtil": -1.0,
                 "ledgerIoUtil": -1.0,
                 "cpuUsedRate": 0.0,
@@ -201,10 +211,13 @@ class BookieLoad:
         old, new = self._samples[0], self._samples[-1]
         elapsed_s = new.at_s - old.at_s
         sync_avg, sync_p99 = latency_in_window(old.journal_sync, new.journal_sync)
+        add_avg, add_p99 = latency_in_window(old.add_entry, new.add_entry)
         return {
             "journalWriteBytesPerSecond": round((new.journal_write_bytes - old.journal_write_bytes) / elapsed_s, 1),
             "journalSyncLatencyMsAvg": None if sync_avg is None else round(sync_avg, 3),
             "journalSyncLatencyMsP99": sync_p99,
+            "addEntryLatencyMsAvg": None if add_avg is None else round(add_avg, 3),
+            "addEntryLatencyMsP99": add_p99,
             "journalIoUtil": io_util_percent(old, new, self._journal_devices),
             "ledgerIoUtil": io_util_percent(old, new, self._ledger_devices),
             "cpuUsedRate": round((new.cpu_s - old.cpu_s) / elapsed_s * 100, 1),

@@ -11,7 +11,8 @@ holds no logic of its own. What they are:
   bundles, ownership, lookup, unload;
 - the load manager (:mod:`broker.loadbalance`) with its load reporter, which reads the stats
   timer's per-bundle sums (one walk of the topics per stats round, not one per report);
-- the client listener, the HTTP port (admin REST, /metrics), the stats timer and the metrics.
+- the client listener, the HTTP port (admin REST, /metrics, the web console), the stats timer
+  and the metrics.
 
 Invariants:
 
@@ -32,7 +33,11 @@ from aiohttp import web
 
 from minipulsar.bookkeeper import BookKeeper, BookKeeperSettings
 from minipulsar.broker.admin import admin_routes
+from minipulsar.broker.admin_bookies import ClusterBookies, bookie_routes
 from minipulsar.broker.admin_namespaces import namespace_routes
+from minipulsar.broker.broker_stats import broker_stats_routes
+from minipulsar.broker.console.gather import BrokerRest, ClusterGatherer, SnapshotCache
+from minipulsar.broker.console.routes import console_routes
 from minipulsar.broker.identity import BrokerIdentity
 from minipulsar.broker.loadbalance.load_manager import LoadManager
 from minipulsar.broker.loadbalance.reporter import LoadReporter
@@ -93,6 +98,7 @@ class BrokerService:
         self._connection_settings = ConnectionSettings.from_config(config)
         self._listener = Listener(self._new_connection)
         self._web = WebServer()
+        self._console_rest = BrokerRest()
         self._store: MetadataStore | None = None
         self._bookkeeper: BookKeeper | None = None
         self._components: _Components | None = None
@@ -182,9 +188,17 @@ class BrokerService:
         )
 
     def _routes(self, store: MetadataStore, built: _Components) -> list[web.RouteDef]:
+        assert self._bookkeeper is not None
+        bk = self._bookkeeper
+        bookies = ClusterBookies(store, bk.registry, bk.bookies, bk.quarantine)
+        cluster_name, broker_id = self.config.cluster_name, built.identity.broker_id
+        gatherer = ClusterGatherer(cluster_name, broker_id, built.namespaces.directory, bookies, self._console_rest)
         return [
             *admin_routes(built.topics, built.namespaces, built.topics.partitioned_topics, lambda: self.serving),
             *namespace_routes(built.namespaces, built.identity, self.config.cluster_name, store),
+            *broker_stats_routes(built.topics, built.namespaces, bookies),
+            *bookie_routes(bookies),
+            *console_routes(SnapshotCache(gatherer.gather)),
         ]
 
     async def close(self) -> None:
@@ -201,6 +215,7 @@ class BrokerService:
             await built.topics.close()
             built.collector.unregister()
         await self._web.close()
+        await self._console_rest.close()
         await self._cache.stop()
         if self._bookkeeper is not None:
             await self._bookkeeper.close()

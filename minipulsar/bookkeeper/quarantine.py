@@ -163,6 +163,11 @@ class BookieQuarantine:
     def is_quarantined(self, bookie: str) -> bool:
         return bookie in self.quarantined()
 
+    def remaining_s(self) -> dict[str, float]:
+        """Each bookie in quarantine now → seconds until it is released (for the admin API)."""
+        now_s = self._clock()
+        return {bookie: self._expiry_s[bookie] - now_s for bookie in sorted(self.quarantined())}
+
     def release_all(self) -> None:
         """Ends every quarantine (BookKeeper does this when the health check is disabled cluster-wide)."""
         self._expiry_s.clear()

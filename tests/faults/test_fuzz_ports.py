@@ -33,7 +33,10 @@ from minipulsar import Client, Consumer, Producer
 from minipulsar.bookie.http_api import BookieHttpApi
 from minipulsar.bookie.server_connection import BookieServerConnection
 from minipulsar.broker.admin import admin_routes
+from minipulsar.broker.admin_bookies import bookie_routes
 from minipulsar.broker.admin_namespaces import namespace_routes
+from minipulsar.broker.broker_stats import broker_stats_routes
+from minipulsar.broker.console.routes import console_routes
 from minipulsar.broker.server import BrokerConnection
 from minipulsar.metadata import MetadataStore, open_metadata_store
 from minipulsar.metadata.server import MetastoreConnection
@@ -82,7 +85,13 @@ BROKER_COMMANDS = served(BrokerConnection)
 _none = cast(Any, None)
 BOOKIE_ROUTES = route_paths(BookieHttpApi(_none).routes())
 BROKER_ROUTES = route_paths(
-    [*admin_routes(_none, _none, _none, _none), *namespace_routes(_none, _none, "standalone", _none)]
+    [
+        *admin_routes(_none, _none, _none, _none),
+        *namespace_routes(_none, _none, "standalone", _none),
+        *broker_stats_routes(_none, _none, _none),
+        *bookie_routes(_none),
+        *console_routes(_none),
+    ]
 )
 
 METASTORE_VALUES = {"path": ["/", "/fuzz", "/fuzz/a", "/fuzz-health", "/fuzz/"], "session_id": [1, 2, 3]}

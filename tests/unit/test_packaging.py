@@ -56,3 +56,19 @@ def test_the_license_is_declared_and_shipped() -> None:
     assert "Apache License" in (ROOT / "LICENSE").read_text()
     assert (ROOT / "minipulsar" / "py.typed").exists()
     assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["minipulsar"]
+
+
+def test_the_web_consoles_files_are_package_data() -> None:
+    """A non-editable install (the Docker image's ``pip install .``) must serve the console too."""
+    from fnmatch import fnmatch
+
+    static = ROOT / "broker" / "console" / "static"
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"]["minipulsar.broker.console"]
+    files = [
+        p.relative_to(static.parent).as_posix() for p in static.rglob("*") if p.is_file() and p.name != "README.md"
+    ]
+    assert {"static/index.html", "static/console.js", "static/vendor/uplot/uPlot.iife.min.js"} <= set(files)
+    missing = [
+        f for f in files if not any(fnmatch(f, pattern) and f.count("/") == pattern.count("/") for pattern in patterns)
+    ]
+    assert not missing, f"add to [tool.setuptools.package-data]: {missing}"

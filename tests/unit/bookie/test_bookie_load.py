@@ -64,8 +64,8 @@ def load_config_for(tmp_path: Path) -> BookieConfig:
 @pytest.mark.expect_error_log(r"is full: usage")
 async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) -> None:
     """Goal: every figure the broker's placement needs is in the report and moves with the
-    bookie. Method: 1 MiB written to the journal counter and two syncs observed between two
-    samples; usage 0.97 makes the bookie read-only."""
+    bookie. Method: 1 MiB written to the journal counter and two syncs and a hundred adds observed
+    between two samples; usage 0.97 makes the bookie read-only."""
     config = load_config_for(tmp_path)
     (tmp_path / "usage").write_text("0.3")
     state = BookieStateManager()
@@ -79,11 +79,15 @@ async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) 
         metrics.JOURNAL_WRITE_BYTES.inc(1 << 20)
         metrics.JOURNAL_SYNC.observe(0.7)
         metrics.JOURNAL_SYNC.observe(0.9)
+        metrics.ADD_ENTRY_REQUEST_OK.record(0.0004, times=99)
+        metrics.ADD_ENTRY_REQUEST_OK.record(0.030)
+        metrics.ADD_ENTRY_REQUEST_FAILED.record(5.0)  # failures are not in the add latency
         await wait_for(lambda: load.report()["journalWriteBytesPerSecond"] > 0, timeout_s=5)
         report = load.report()
         window_s = report["loadWindowSeconds"]
         assert report["journalWriteBytesPerSecond"] == pytest.approx((1 << 20) / window_s, rel=0.02)
         assert report["journalSyncLatencyMsAvg"] == pytest.approx(0.8) and report["journalSyncLatencyMsP99"] == 1
+        assert report["addEntryLatencyMsAvg"] == pytest.approx(0.696) and report["addEntryLatencyMsP99"] == 0.5
         assert report["ledgerDirsUsedFraction"] == pytest.approx(0.3)
         assert 0 < report["ledgerDirsFreeBytes"] < report["ledgerDirsTotalBytes"]
         assert report["ledgerDirsUsage"][0]["dir"] == str(tmp_path / "ledgers")
