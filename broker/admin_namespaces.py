@@ -11,7 +11,8 @@
 - ``GET  /admin/v2/clusters`` (this broker's cluster), ``GET  /admin/v2/brokers/{cluster}`` (live broker ids),
   ``GET /admin/v2/brokers/leaderBroker``,
   ``GET  /admin/v2/brokers/{cluster}/{broker}/ownedNamespaces`` (bundle → ownership status);
-- ``GET  /admin/v2/broker-stats/load-report`` (this broker's /loadbalance/brokers value);
+- ``GET  /admin/v2/broker-stats/load-report`` (this broker's load report as of its last rebuild,
+  every few seconds; what it writes to /loadbalance/brokers is older when little changed);
 - minipulsar's own ``PUT /admin/v2/namespaces/{t}/{ns}/{bundle}/acquire``: take an unowned bundle now
   (how an unload hands a bundle to its ``destinationBroker``).
 
@@ -29,11 +30,13 @@ Invariants:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from minipulsar.broker.identity import BrokerIdentity
+from minipulsar.broker.loadbalance.load_report import LocalBrokerData
 from minipulsar.broker.namespace.bundles import BundleRange, NamespaceBundle
 from minipulsar.broker.namespace.directory import LEADER_PATH
 from minipulsar.broker.namespace.policies import check_name
@@ -57,9 +60,14 @@ BUNDLE = NS + "/{bundle:0x[0-9a-fA-F]{8}_0x[0-9a-fA-F]{8}}"
 
 
 def namespace_routes(
-    namespaces: NamespaceService, identity: BrokerIdentity, cluster_name: str, store: MetadataStore
+    namespaces: NamespaceService,
+    identity: BrokerIdentity,
+    cluster_name: str,
+    store: MetadataStore,
+    load_report: Callable[[], LocalBrokerData | None],
 ) -> list[web.RouteDef]:
-    h = _Handlers(namespaces, identity, cluster_name, store)
+    """``load_report``: this broker's current report (None before the first)."""
+    h = _Handlers(namespaces, identity, cluster_name, store, load_report)
     return [
         web.get("/admin/v2/tenants", h.list_tenants),
         web.get("/admin/v2/tenants/{tenant}", h.get_tenant),
@@ -130,12 +138,18 @@ def _redirect(base_url: str, request: web.Request, query: str | None = None) -> 
 
 class _Handlers:
     def __init__(
-        self, namespaces: NamespaceService, identity: BrokerIdentity, cluster_name: str, store: MetadataStore
+        self,
+        namespaces: NamespaceService,
+        identity: BrokerIdentity,
+        cluster_name: str,
+        store: MetadataStore,
+        load_report: Callable[[], LocalBrokerData | None],
     ) -> None:
         self._ns = namespaces
         self._identity = identity
         self._cluster_name = cluster_name
         self._store = store
+        self._load_report = load_report
 
     def _namespace(self, request: web.Request) -> str:
         info = request.match_info
@@ -337,7 +351,10 @@ class _Handlers:
         )
 
     async def load_report(self, request: web.Request) -> web.Response:
-        report = await self._ns.directory.report(self._identity.broker_id)
+        """As Pulsar's: the report built now-ish (the reporter rebuilds it every
+        ``loadBalancerReportUpdateMinIntervalMillis``), not the copy last written to the store,
+        which the write policy lets age up to ``loadBalancerReportUpdateMaxIntervalMinutes``."""
+        report = self._load_report()
         if report is None:
             return _error(503, "this broker has no load report yet")
-        return web.json_response(report)
+        return web.json_response(report.to_json())

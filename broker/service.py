@@ -195,7 +195,13 @@ class BrokerService:
         gatherer = ClusterGatherer(cluster_name, broker_id, built.namespaces.directory, bookies, self._console_rest)
         return [
             *admin_routes(built.topics, built.namespaces, built.topics.partitioned_topics, lambda: self.serving),
-            *namespace_routes(built.namespaces, built.identity, self.config.cluster_name, store),
+            *namespace_routes(
+                built.namespaces,
+                built.identity,
+                self.config.cluster_name,
+                store,
+                lambda: built.load_manager.reporter.current,
+            ),
             *broker_stats_routes(built.topics, built.namespaces, bookies),
             *bookie_routes(bookies),
             *console_routes(SnapshotCache(gatherer.gather)),

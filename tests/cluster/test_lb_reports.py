@@ -118,3 +118,33 @@ async def test_the_leader_splits_a_bundle_with_too_many_topics(tmp_path: Path) -
             )
 
         await wait_for(lambda: splits_counted() >= 1, timeout_s=10, message="the leader did not count the split")
+
+
+async def test_the_load_report_endpoint_answers_the_report_as_of_now(tmp_path: Path) -> None:
+    """Goal: GET /admin/v2/broker-stats/load-report is the broker's current report (as Pulsar's,
+    which generates one), not the copy the write policy last let into the store.
+    Method: a write policy that rewrites the key only every 15 minutes unless usage moves by
+    100 %; the endpoint's ``lastUpdate`` advances past the stored one while the key stays."""
+    settings = {
+        **FAST,
+        "loadBalancerReportUpdateThresholdPercentage": 100,
+        "loadBalancerReportUpdateMaxIntervalMinutes": 15,
+    }
+    async with make_cluster(tmp_path, bookies=1, brokers=1, broker_settings=settings) as cluster:
+        store = await open_metadata_store(cluster.metadata_url)
+        try:
+            found = await store.get(f"/loadbalance/brokers/{cluster.broker_id(0)}")
+            assert found is not None
+            stored = json.loads(found.value)
+            url = f"{broker_web_url(cluster)}/admin/v2/broker-stats/load-report"
+
+            def advanced() -> bool:
+                return int(get_json(url)["lastUpdate"]) > stored["lastUpdate"] + 1000
+
+            await wait_for(advanced, timeout_s=10, interval_s=0.2, message="the endpoint answers the stored report")
+            again = await store.get(f"/loadbalance/brokers/{cluster.broker_id(0)}")
+            assert again is not None and again.version == found.version
+            live = get_json(url)
+            assert live["pulsarServiceUrl"] == stored["pulsarServiceUrl"] and live["bundles"] == stored["bundles"]
+        finally:
+            await store.close()

@@ -87,7 +87,7 @@ BOOKIE_ROUTES = route_paths(BookieHttpApi(_none).routes())
 BROKER_ROUTES = route_paths(
     [
         *admin_routes(_none, _none, _none, _none),
-        *namespace_routes(_none, _none, "standalone", _none),
+        *namespace_routes(_none, _none, "standalone", _none, lambda: None),
         *broker_stats_routes(_none, _none, _none),
         *bookie_routes(_none),
         *console_routes(_none),
