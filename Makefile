@@ -1,5 +1,6 @@
 # Two commands on a fresh clone with only Python 3.11: `make run` and `make test`; `make lint`
-# runs the linters CI runs first.
+# runs the linters CI runs first. `make test` runs the suite on one pytest-xdist worker per core
+# (TEST_WORKERS=0: all in one process; pyproject.toml's addopts say how tests are distributed).
 # Each creates .venv when it is missing and (re)installs what it needs whenever pyproject.toml
 # or constraints.txt is newer than its stamp, at the exact versions of constraints.txt: `make
 # run` the runtime dependencies only, `make test`/`lint`/`mypy` the test and bench extras too
@@ -20,6 +21,7 @@ PIP := $(VENV)/bin/python -m pip install --disable-pip-version-check -c $(CONSTR
 DATA_DIR ?= data/standalone
 RUN_ARGS ?=      # extra standalone flags, e.g. RUN_ARGS='--bookies 3'
 PYTEST_ARGS ?=   # e.g. PYTEST_ARGS='tests/unit -x'
+TEST_WORKERS ?= auto  # make test: pytest-xdist workers (auto: one per core; 0: in this process)
 BENCH_ARGS ?=    # e.g. BENCH_ARGS='--journal-dir /mnt/ssd/j --ledger-dir /mnt/hdd/l' or '--disk-model hdd'
 MINUTES ?= 30        # make soak: how long the nemesis runs
 SEED ?= $(shell date +%s)  # make soak: the nemesis's and the workload's seed (printed in the table)
@@ -32,7 +34,7 @@ run: $(RUNTIME_STAMP)
 	$(VENV)/bin/minipulsar standalone --data-dir $(DATA_DIR) $(RUN_ARGS)
 
 test: $(STAMP)
-	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # ruff's lint rules and its formatter's check, then mypy (strict on the core's protocol, net and
 # metadata; checked everywhere else): pyproject.toml's [tool.ruff] and [tool.mypy].

@@ -4,6 +4,11 @@
   in-process on 127.0.0.1), ``tests/cluster`` (real processes), ``tests/faults`` (real
   processes killed, paused, starved of disk or fed garbage).
 - uvloop when ``MINIPULSAR_UVLOOP=1``.
+- ``make test`` runs on pytest-xdist workers (``--dist loadgroup``: each test goes to whichever
+  worker is free, but tests of one ``xdist_group`` go to one worker). The tests of a module that
+  use a module-scoped fixture (a cluster for the module, its event loop) are put in one group
+  named after the module: its fixture is set up once, and they run in order beside it, as in a
+  run on one process.
 - Bugs fail tests: a test during which a project logger (``minipulsar.*``) wrote an ERROR
   record — in the test process or in a server process the test started (its log file) —, or
   the event loop saw an exception nobody handled (asyncio's ``Task exception was
@@ -30,6 +35,7 @@ KINDS = ("unit", "component", "cluster", "faults")
 PROJECT_LOGGERS = ("minipulsar", "asyncio")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     tests = config.rootpath / "tests"
     for item in items:
@@ -37,6 +43,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if kind not in KINDS:
             raise pytest.UsageError(f"{item.path}: a test lives in one of tests/{{{','.join(KINDS)}}}/")
         item.add_marker(getattr(pytest.mark, kind))
+        if item.get_closest_marker("xdist_group") is None and _uses_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.relative_to(config.rootpath).as_posix()))
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether a fixture the test requests (directly or through others) lives as long as its module."""
+    info = getattr(item, "_fixtureinfo", None)  # pytest's record of a function's fixture closure
+    if info is None:
+        return False
+    return any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs)
 
 
 def pytest_asyncio_loop_factories(
