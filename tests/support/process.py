@@ -1,8 +1,13 @@
 """Real server processes for tests: start, wait for READY, stop (TERM, then KILL), always.
 
-Every child runs ``python -m minipulsar <role> ...`` with port 0 by default, prints
-``READY <role> host:port [http=host:port]`` once it serves, and logs to a file in the test's
-temp dir; the tail of that log is attached to failures.
+Every child runs ``python -m minipulsar <role> ...``, prints ``READY <role> host:port
+[http=host:port]`` once it serves, and logs to a file in the test's temp dir; the tail of that
+log is attached to failures.
+
+A port given as 0 is picked here, below the kernel's ephemeral range
+(:func:`restart_safe_port`), not by the child: a process that restarts on its port (a killed
+broker, a bookie keeping its id) would otherwise find it taken, between the kill and the
+restart, as the source port of some outgoing connection.
 
 A child's ERROR is a test's business as much as the test process's own: every started process
 is remembered, and :func:`new_child_error_records` hands the conftest each ERROR or CRITICAL
@@ -15,11 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +40,62 @@ ERROR_LINE = re.compile(r"^\S+ \S+ (?:ERROR|CRITICAL)\s+((?:minipulsar|asyncio)[
 of our loggers: (logger, message)."""
 LOG_LINE_START = re.compile(r"^\d{4}-\d\d-\d\d \d")
 TRACEBACK_LINES_KEPT = 12
+PORT_FLAGS = ("--port", "--http-port")
+LOWEST_PICKED_PORT = 20000
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def _worker_block(low: int) -> range:
+    """This test process's share of [LOWEST_PICKED_PORT, low): one block per pytest-xdist
+    worker, so that workers never pick the same port."""
+    count = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % count
+    size = (low - LOWEST_PICKED_PORT) // count
+    start = LOWEST_PICKED_PORT + index * size
+    return range(start, start + size)
+
+
+_next_pick: dict[int, int] = {}
+_pick_lock = threading.Lock()  # clusters start their servers from several threads at once
+
+
+def restart_safe_port(host: str = "127.0.0.1", attempts: int = 200) -> int:
+    """A port free on ``host`` now and outside the ephemeral range, so that no outgoing
+    connection takes it while its server is down. Each xdist worker hands out its own block
+    in turn (a port comes round again only after the whole block), so two servers of one run
+    never race for a port; 0 (the OS's choice) if the range is too small or all busy."""
+    low, _ = _ephemeral_range()
+    block = _worker_block(low)
+    if len(block) < 500:
+        return 0
+    with _pick_lock:
+        offset = _next_pick.setdefault(block.start, random.randrange(len(block)))
+        for step in range(attempts):
+            port = block[(offset + step) % len(block)]
+            with socket.socket() as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    probe.bind((host, port))
+                except OSError:
+                    continue
+            _next_pick[block.start] = offset + step + 1
+            return port
+    return 0
+
+
+def _with_picked_ports(args: list[str]) -> list[str]:
+    picked = list(args)
+    for flag in PORT_FLAGS:
+        if flag in picked and picked[picked.index(flag) + 1] == "0":
+            picked[picked.index(flag) + 1] = str(restart_safe_port())
+    return picked
 
 
 @dataclass
@@ -63,6 +127,7 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log_file = open(self.log_path, "ab")  # noqa: SIM115 -- the child's stdout, closed when it ends
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        self.args = _with_picked_ports(self.args)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "minipulsar", self.role, *self.args],
             stdout=subprocess.PIPE,
