@@ -28,7 +28,7 @@ SEED ?= $(shell date +%s)  # make soak: the nemesis's and the workload's seed (p
 PROFILE ?= single    # make soak: single | overlap | five (tests/support/jepsen/profiles.py)
 BOOKIE_BENCH_ARGS ?=  # e.g. BOOKIE_BENCH_ARGS='--journal-dir /mnt/fast/journal --json bench/results/bookie.json'
 
-.PHONY: run test lint mypy lock bench bench-peers bench-bookie soak clean distclean
+.PHONY: run test lint mypy proto lock bench bench-peers bench-bookie soak clean distclean
 
 run: $(RUNTIME_STAMP)
 	$(VENV)/bin/minipulsar standalone --data-dir $(DATA_DIR) $(RUN_ARGS)
@@ -45,6 +45,13 @@ lint: $(STAMP)
 
 mypy: $(STAMP)
 	$(VENV)/bin/mypy
+
+# Pulsar's protocol messages (minipulsar/binary_protocol/pulsar_api.proto) → pulsar_api_pb2.py
+# and its .pyi, with grpcio-tools' protoc (the test extra's pin, so every regeneration writes
+# the same bytes); tests/unit/test_binary_protocol_generated.py fails while they differ.
+PROTO_DIR := minipulsar/binary_protocol
+proto: $(STAMP)
+	$(VENV)/bin/python -m grpc_tools.protoc -I $(PROTO_DIR) --python_out=$(PROTO_DIR) --pyi_out=$(PROTO_DIR) $(PROTO_DIR)/pulsar_api.proto
 
 bench: $(STAMP)
 	$(VENV)/bin/python -m bench --profile quick $(BENCH_ARGS)

@@ -42,7 +42,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from minipulsar.bookie import disk_model, metrics
+from minipulsar.bookie import add_fault, disk_model, metrics
 from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.bookie_status import read_status, write_status
 from minipulsar.bookie.cookie import (
@@ -95,15 +95,23 @@ class BookieServer:
         ``stop``: set when the bookie must shut down by itself (a journal failed; or no ledger
         dir is writable, with read-only mode disabled); the process then stops it as on SIGTERM."""
         self.config = config
-        disk_model.install(config.simulated_disk_model)  # bench only; None (the default): no model
+        model = disk_model.install(config.simulated_disk_model)  # bench only; None (the default): no model
         self.read_pool = ReadThreadPool(config.num_read_worker_threads, config.max_pending_read_requests_per_thread)
         self.read_permits = ReadPermits(config.max_reads_in_progress_limit)
+        self.add_fault = add_fault.from_setting(config.add_error_above_adds_per_s)  # lab fault; None: off
         self.bookie = BookieImpl(config, read_executor=self.read_pool)
         self.state = BookieStateManager(self._read_only_changed)
         self.bookie.journals.on_failed(self._journal_failed)
         self.disk_monitor = LedgerDirsMonitor(config, self._writable_changed, self.bookie.dirs_manager)
         self.bookie.storage.no_space_listener = self._ledger_dir_out_of_space
-        self.load = BookieLoad(config.journal_dirs, config.ledger_dirs, self.disk_monitor, self.state, self.read_pool)
+        self.load = BookieLoad(
+            config.journal_dirs,
+            config.ledger_dirs,
+            self.disk_monitor,
+            self.state,
+            self.read_pool,
+            journal_device=None if model is None else model.journal_device,
+        )
         self._stop_event = stop
         self.failure: str | None = None
         """Why the bookie shut itself down (:meth:`_shut_down`), if it did: not a requested stop."""
@@ -131,7 +139,12 @@ class BookieServer:
 
     def _new_connection(self) -> BookieServerConnection:
         return BookieServerConnection(
-            self.bookie, self.bookie_id, state=self.state, load=self.load, read_permits=self.read_permits
+            self.bookie,
+            self.bookie_id,
+            state=self.state,
+            load=self.load,
+            read_permits=self.read_permits,
+            add_fault=self.add_fault,
         )
 
     async def start(self) -> None:

@@ -3,7 +3,19 @@
 Load-aware ensemble placement (BookKeeper BP-65) polls every bookie for this and
 skips the hot ones, so the figures describe the last few seconds, not the process lifetime:
 
-- ``journalWriteBytesPerSecond``: journal bytes written (BP-65's ``writeBytePerSecond``);
+- ``journalWriteBytesPerSecond``: journal bytes this bookie wrote;
+- ``journalDiskWriteBytesPerSecond``: bytes written to the disk holding the journal by every
+  writer of that disk — the neighbour bookies sharing it (BIGO: three bookies per journal
+  disk), other processes — which is what BIGO balances (BP-65's ``writeBytePerSecond``):
+  "sectors written" x 512 of the whole disk's ``/sys/dev/block/M:m/stat`` (a partition counts
+  as its disk; a loop-mounted filesystem's disk is its loop device), the busiest disk when
+  the journal dirs are on several. With a SIMULATED shared journal device
+  (``minipulsarSimulatedDiskModel`` ``journal_device=``) that device's byte counter instead,
+  even when a block device exists: the model puts the journal on the modelled device, so the
+  real disk's counter would say nothing about it. None when unknown (tmpfs, overlay, not
+  Linux): the broker then weighs ``journalWriteBytesPerSecond``;
+- ``journalDiskId``: which disk that is, ``M:m`` (or ``simulated:<path>``), so that the bookies
+  sharing one can be told apart; None when unknown;
 - ``journalSyncLatencyMsAvg`` / ``journalSyncLatencyMsP99``: fsyncs of journal groups in the
   window (None when there were none, e.g. with ``journalSyncData=false``); the p99 is the
   upper bound of the histogram bucket it falls in;
@@ -36,9 +48,10 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from prometheus_client import Histogram
 
@@ -56,6 +69,20 @@ WINDOW_S = 5.0
 show a bookie that just became hot (BP-65 polls every few seconds)."""
 IO_TICKS_FIELD = 9
 """``io_ticks`` (ms spent doing I/O) is the 10th field of a block device's ``stat`` file."""
+SECTORS_WRITTEN_FIELD = 6
+"""``write sectors`` is the 7th field (Documentation/block/stat.rst)."""
+SECTOR_BYTES = 512
+"""The kernel counts those sectors in 512-byte units whatever the device's own sector size."""
+
+
+class DiskWriteCounter(Protocol):
+    """A device's running total of bytes written (the SIMULATED shared journal device)."""
+
+    disk_id: str
+
+    def written_bytes(self) -> int:
+        """Blocking (may take a file lock)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +103,8 @@ class LoadSample:
     """``st_dev`` → io_ticks, for the devices whose counters could be read."""
     add_entry: HistogramSnapshot = HistogramSnapshot(0.0, 0.0, ())
     """Successful adds (``bookkeeper_server_ADD_ENTRY_REQUEST{success="true"}``)."""
+    journal_disk_written_bytes: Mapping[str, float] = field(default_factory=dict)
+    """Journal disk id → bytes written to it so far, for the disks whose counter could be read."""
 
 
 def snapshot(histogram: Histogram | metrics.FastHistogram, **labels: str) -> HistogramSnapshot:
@@ -130,6 +159,43 @@ def read_io_ticks(devices: set[int]) -> dict[int, float]:
     return ticks
 
 
+def block_disk_of(device: int) -> str | None:
+    """``M:m`` of the whole disk holding ``st_dev`` ``device`` (a partition's parent disk), or
+    None when it is no block device with counters (tmpfs, overlay, not Linux). Blocking."""
+    node = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}")
+    try:
+        if (node / "partition").exists():
+            return (node.resolve().parent / "dev").read_text().strip()
+        return f"{os.major(device)}:{os.minor(device)}" if (node / "stat").exists() else None
+    except OSError:
+        return None
+
+
+def read_disk_written_bytes(disks: Iterable[str]) -> dict[str, float]:
+    """Bytes written so far to each ``M:m`` disk, leaving out those with no counters. Blocking."""
+    written = {}
+    for disk in disks:
+        try:
+            text = Path(f"/sys/dev/block/{disk}/stat").read_text()
+            written[disk] = float(text.split()[SECTORS_WRITTEN_FIELD]) * SECTOR_BYTES
+        except (OSError, ValueError, IndexError):
+            continue
+    return written
+
+
+def busiest_disk_rate(old: LoadSample, new: LoadSample) -> tuple[str | None, float | None]:
+    """(disk id, bytes/s) of the journal disk written fastest between the two samples;
+    (None, None) when no disk's counter is in both. A counter that went back (a device
+    re-created) counts as 0."""
+    elapsed_s = new.at_s - old.at_s
+    before, after = old.journal_disk_written_bytes, new.journal_disk_written_bytes
+    rates = {disk: max(0.0, after[disk] - before[disk]) / elapsed_s for disk in after if disk in before}
+    if not rates or elapsed_s <= 0:
+        return None, None
+    disk = max(rates, key=rates.__getitem__)
+    return disk, round(rates[disk], 1)
+
+
 def io_util_percent(old: LoadSample, new: LoadSample, devices: Sequence[int | None]) -> float:
     """The busiest of ``devices`` between the two samples, in percent; -1 when unknown."""
     elapsed_ms = (new.at_s - old.at_s) * 1000
@@ -151,7 +217,10 @@ class BookieLoad:
         read_pool: ReadThreadPool | None,
         sample_interval_s: float = SAMPLE_INTERVAL_S,
         window_s: float = WINDOW_S,
+        journal_device: DiskWriteCounter | None = None,
     ) -> None:
+        """``journal_device``: the SIMULATED shared journal device, whose counter then stands
+        for the journal disk's (module docstring); None: the block devices of the journal dirs."""
         self.disk_monitor = disk_monitor
         self.state = state
         self.read_pool = read_pool
@@ -159,6 +228,9 @@ class BookieLoad:
         self._journal_dirs, self._ledger_dirs = list(journal_dirs), list(ledger_dirs)
         self._journal_devices: list[int | None] = []
         self._ledger_devices: list[int | None] = []
+        self._journal_device = journal_device
+        self._journal_disks: list[str] = []
+        """The ids of the journal dirs' disks, distinct (resolved by the first sample)."""
         self._samples: deque[LoadSample] = deque(maxlen=round(window_s / sample_interval_s) + 1)
         self._sampler = Periodic("bookie-load-sampler", sample_interval_s, self._sample_once, logger=log)
         """A failed sample (a bug) is logged and the next one taken on time: the report never freezes."""
@@ -174,13 +246,25 @@ class BookieLoad:
     def _first_sample(self) -> LoadSample:
         self._journal_devices = [device_of(d) for d in self._journal_dirs]
         self._ledger_devices = [device_of(d) for d in self._ledger_dirs]
+        self._journal_disks = self._find_journal_disks()
         return self.sample()
+
+    def _find_journal_disks(self) -> list[str]:
+        if self._journal_device is not None:
+            return [self._journal_device.disk_id]
+        disks = (block_disk_of(d) for d in self._journal_devices if d is not None)
+        return list(dict.fromkeys(d for d in disks if d is not None))
+
+    def _read_journal_disks(self) -> dict[str, float]:
+        if self._journal_device is None:
+            return read_disk_written_bytes(self._journal_disks)
+        return {self._journal_device.disk_id: float(self._journal_device.written_bytes())}
 
     async def _sample_once(self) -> None:
         self._samples.append(await asyncio.to_thread(self.sample))
 
     def sample(self) -> LoadSample:
-        """Read the counters now (blocking: the io_ticks files)."""
+        """Read the counters now (blocking: the block devices' stat files, the shared device's lock)."""
         devices = {d for d in (*self._journal_devices, *self._ledger_devices) if d is not None}
         return LoadSample(
             at_s=time.monotonic(),
@@ -189,6 +273,7 @@ class BookieLoad:
             add_entry=snapshot(metrics.ADD_ENTRY_REQUEST, success="true"),
             cpu_s=time.process_time(),
             io_ticks_ms=read_io_ticks(devices),
+            journal_disk_written_bytes=self._read_journal_disks(),
         )
 
     def report(self) -> dict:
@@ -199,6 +284,8 @@ class BookieLoad:
         if len(self._samples) < 2:
             return {
                 "journalWriteBytesPerSecond": 0.0,
+                "journalDiskWriteBytesPerSecond": 0.0 if self._journal_disks else None,
+                "journalDiskId": self._journal_disks[0] if self._journal_disks else None,
                 "journalSyncLatencyMsAvg": None,
                 "journalSyncLatencyMsP99": None,
                 "addEntryLatencyMsAvg": None,
@@ -212,8 +299,11 @@ class BookieLoad:
         elapsed_s = new.at_s - old.at_s
         sync_avg, sync_p99 = latency_in_window(old.journal_sync, new.journal_sync)
         add_avg, add_p99 = latency_in_window(old.add_entry, new.add_entry)
+        journal_disk, journal_disk_rate = busiest_disk_rate(old, new)
         return {
             "journalWriteBytesPerSecond": round((new.journal_write_bytes - old.journal_write_bytes) / elapsed_s, 1),
+            "journalDiskWriteBytesPerSecond": journal_disk_rate,
+            "journalDiskId": journal_disk,
             "journalSyncLatencyMsAvg": None if sync_avg is None else round(sync_avg, 3),
             "journalSyncLatencyMsP99": sync_p99,
             "addEntryLatencyMsAvg": None if add_avg is None else round(add_avg, 3),

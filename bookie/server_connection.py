@@ -19,6 +19,8 @@ Invariants:
   of them are admitted (TCP back-pressure, not unbounded buffering); one that found no
   write-cache room within ``dbStorage_maxThrottleTimeMs`` of its arrival is refused with
   TooManyRequests (BookKeeper's rejected write);
+- with the lab fault ``minipulsarAddErrorAboveAddsPerSecond`` (off by default) adds beyond that
+  rate are refused with TooManyRequests on arrival, recovery adds excepted (:mod:`bookie.add_fault`);
 - while the bookie is read-only (:mod:`bookie.state_manager`) adds are refused with
   BookieReadOnly before they reach the journal, the waiting ones too — except recovery
   adds, which ledger recovery needs — and reads are served as usual;
@@ -51,12 +53,13 @@ import time
 from typing import Any
 
 from minipulsar.bookie import metrics
+from minipulsar.bookie.add_fault import AddRateFault
 from minipulsar.bookie.bookie_impl import BookieImpl
 from minipulsar.bookie.journal.format import INT64_MAX
 from minipulsar.bookie.load import BookieLoad
 from minipulsar.bookie.read_permits import ReadPermits
 from minipulsar.bookie.state_manager import BookieStateManager
-from minipulsar.errors import ConnectionClosedError, InvalidCommandError, MiniPulsarError
+from minipulsar.errors import ConnectionClosedError, InvalidCommandError, MiniPulsarError, TooManyRequestsError
 from minipulsar.net.server import ServerConnection, handles
 from minipulsar.protocol.codec import encode_add_entry_responses
 from minipulsar.protocol.commands import (
@@ -112,6 +115,7 @@ class BookieServerConnection(ServerConnection):
         state: BookieStateManager,
         load: BookieLoad,
         read_permits: ReadPermits,
+        add_fault: AddRateFault | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(max_frame_size=bookie.config.max_frame_size, **kwargs)
@@ -120,6 +124,8 @@ class BookieServerConnection(ServerConnection):
         self.state = state
         self.load = load
         self._read_permits = read_permits
+        self._add_fault = add_fault
+        """The bookie's lab fault (shared by every connection); None: off."""
         """The bookie's maxReadsInProgressLimit permits, shared by every connection."""
         self._reads_blocked = 0
         """Reads of this connection waiting for a permit: the socket is not read while any do."""
@@ -270,6 +276,8 @@ class BookieServerConnection(ServerConnection):
             if refused:
                 self.requests_done(refused, started, self.state.refusal(self.bookie_id))
                 adds = [cmd for cmd in adds if cmd.recovery]
+        if self._add_fault is not None and adds:
+            adds = self._refuse_above_rate(adds, started)
         if not adds:
             return
         if not self._waiting:
@@ -285,6 +293,19 @@ class BookieServerConnection(ServerConnection):
             task = self._admitting = spawn(self._admit_waiting(), name=f"{self.peer}: adds waiting", logger=log)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _refuse_above_rate(self, adds: list[AddEntry], started: float) -> list[AddEntry]:
+        """The lab fault: answer the adds beyond its rate with TooManyRequests; returns the rest."""
+        assert self._add_fault is not None
+        normal = [cmd for cmd in adds if not cmd.recovery]
+        admitted = self._add_fault.admit(len(normal))
+        if admitted == len(normal):
+            return adds
+        refused = normal[admitted:]
+        limit = self._add_fault.limit_per_s
+        self.requests_done(refused, started, TooManyRequestsError(f"lab fault: above {limit:g} adds/s"))
+        kept = {id(cmd) for cmd in refused}
+        return [cmd for cmd in adds if id(cmd) not in kept]
 
     async def _admit_waiting(self) -> None:
         """Admit the waiting adds one by one, in order, each as soon as there is room."""

@@ -62,9 +62,9 @@ from functools import partial
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.entry_format import decode_batch
 from minipulsar.errors import MiniPulsarError, NotFoundError, ServiceNotReadyError
 from minipulsar.metadata.store import MetadataStore
-from minipulsar.protocol.batch import decode_batch
 from minipulsar.supervision import spawn
 
 log = logging.getLogger(__name__)

@@ -33,10 +33,14 @@ import datetime
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
+from minipulsar import entry_format
+from minipulsar.binary_protocol.detect import sniff
+from minipulsar.binary_protocol.wire import PulsarWire
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.namespace.lookup import TopicLookup
 from minipulsar.broker.publish_buffer import PublishBuffer
@@ -49,9 +53,11 @@ from minipulsar.broker.topics.persistent_subscription import PersistentSubscript
 from minipulsar.broker.topics.registry import TopicRegistry
 from minipulsar.config import BrokerConfig
 from minipulsar.errors import (
+    ChecksumError,
     ConsumerNotFoundError,
     ErrorCode,
     InvalidCommandError,
+    MalformedCommandError,
     MiniPulsarError,
     NotOwnerError,
     ProducerBusyError,
@@ -59,8 +65,9 @@ from minipulsar.errors import (
     code_for_error,
 )
 from minipulsar.net import ServerConnection, handles
+from minipulsar.net.connection import Wire
 from minipulsar.protocol import commands as cmd
-from minipulsar.protocol.codec import encode_send_receipt
+from minipulsar.protocol.codec import MsgpackWire
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -74,6 +81,23 @@ _producer_names = itertools.count()
 PENDING_SENDS = "maxPendingPublishRequestsPerConnection"
 """The throttle reason of a connection with too many sends in flight."""
 
+SNIFF_BYTES = 5
+"""What tells the two protocols apart: a length prefix, then the first byte of the command
+(:func:`minipulsar.binary_protocol.detect.sniff`)."""
+
+
+class ClientWire(Wire, Protocol):
+    """A client port's wire: a connection's :class:`~minipulsar.net.connection.Wire`, plus the
+    two frames the hot paths encode without building a command."""
+
+    def encode_message(
+        self, consumer_id: int, ledger_id: int, entry_id: int, payload: bytes, redelivery_count: int = 0
+    ) -> tuple[bytes, bytes | memoryview]: ...
+
+    def encode_send_receipt(
+        self, producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int
+    ) -> bytes: ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectionSettings:
@@ -83,6 +107,8 @@ class ConnectionSettings:
     """nettyMaxFrameSizeBytes."""
     keepalive_interval_s: float = 30.0
     """keepAliveIntervalSeconds."""
+    max_message_size: int = 5 * 1024 * 1024
+    """maxMessageSize: what CONNECTED tells an official client it may send."""
     max_pending_sends: int = 1000
     """maxPendingPublishRequestsPerConnection: reading stops there, resumes at half."""
     cluster_name: str = "standalone"
@@ -93,6 +119,7 @@ class ConnectionSettings:
         return cls(
             max_frame_size=config.max_frame_size,
             keepalive_interval_s=config.keepalive_interval_s,
+            max_message_size=config.max_message_size,
             max_pending_sends=config.max_pending_publish_requests_per_connection,
             cluster_name=config.cluster_name,
         )
@@ -103,6 +130,7 @@ class ProducerHandle:
 
     __slots__ = (
         "_drained",
+        "access_mode",
         "address",
         "bytes_in",
         "connected_since",
@@ -114,9 +142,19 @@ class ProducerHandle:
         "topic",
     )
 
-    def __init__(self, producer_id: int, name: str, topic: Topic, address: str, connection: BrokerConnection) -> None:
+    def __init__(
+        self,
+        producer_id: int,
+        name: str,
+        topic: Topic,
+        address: str,
+        connection: BrokerConnection,
+        access_mode: cmd.ProducerAccessMode = "Shared",
+    ) -> None:
         self.producer_id, self.name, self.topic, self.address = producer_id, name, topic, address
         self.connection = connection
+        self.access_mode = access_mode
+        """Shared, or the topic's only producer (Exclusive, ExclusiveWithFencing)."""
         self.sends_in_flight = 0
         """SENDs of this producer being written (published, not answered yet)."""
         self._drained: asyncio.Future[None] | None = None
@@ -169,7 +207,8 @@ class BrokerConnection(ServerConnection):
         throttling: ConnectionThrottling,
         publish_latency: LatencyWindow,
     ) -> None:
-        super().__init__(max_frame_size=settings.max_frame_size, keepalive_interval_s=settings.keepalive_interval_s)
+        self._wire: ClientWire = MsgpackWire(settings.max_frame_size, self.receive_pipeline_bytes)
+        super().__init__(keepalive_interval_s=settings.keepalive_interval_s, wire=self._wire)
         self._publish_latency = publish_latency
         self._settings = settings
         self._topics = topics
@@ -189,10 +228,60 @@ class BrokerConnection(ServerConnection):
         """Producer ids a send of which failed: their later SENDs are refused unwritten until the
         producer is created again (the client re-creates it and resends everything from the
         failed one, in order), so nothing behind a failed message is stored before it."""
+        self.protocol = "minipulsar"
+        """Which protocol the client speaks: ``minipulsar`` or ``pulsar`` (the official clients)."""
+        self._for_client: Callable[[bytes], bytes] = entry_format.as_minipulsar_entry
+        """An entry in the format this client's protocol reads (converted only if stored in the other)."""
+        self._sniffed: memoryview | None = memoryview(bytearray(SNIFF_BYTES))
+        """The first bytes, until they say which protocol this is; then None."""
+        self._sniffed_bytes = 0
 
     @property
     def writable(self) -> bool:
         return self.writer is not None and not self.writer.paused
+
+    # -- which protocol -------------------------------------------------------------------------
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        sniffed = self._sniffed
+        if sniffed is not None:  # read the first few bytes alone: they choose the decoder
+            return sniffed[self._sniffed_bytes :]
+        return super().get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        sniffed = self._sniffed
+        if sniffed is None:
+            super().buffer_updated(nbytes)
+            return
+        self._sniffed_bytes += nbytes
+        if self._sniffed_bytes < SNIFF_BYTES:
+            return
+        prefix, self._sniffed = bytes(sniffed), None
+        try:
+            protocol = sniff(prefix, self._settings.max_frame_size)
+        except MalformedCommandError as error:
+            log.warning("%s: neither minipulsar's protocol nor Pulsar's: %s; closing", self.peer, error)
+            self.send(cmd.Error(code=ErrorCode.INVALID_COMMAND.value, message=str(error)))
+            self.close_after_error(error)
+            return
+        if protocol == "pulsar":
+            self._speak_pulsar()
+        self.data_received(prefix)
+
+    def _speak_pulsar(self) -> None:
+        settings = self._settings
+        self._wire = PulsarWire(settings.max_frame_size, settings.max_message_size, self.SERVER_VERSION)
+        self.switch_wire(self._wire)
+        self.protocol = "pulsar"
+        self._for_client = entry_format.as_pulsar_entry
+
+    def push_message(self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int) -> None:
+        """One MESSAGE push (a consumer's dispatch), the payload converted only when it is
+        stored in the other protocol's entry format."""
+        header, body = self._wire.encode_message(
+            consumer_id, position.ledger_id, position.entry_id, self._for_client(payload), redelivery_count
+        )
+        self.send_encoded(header, body)
 
     # -- lookup ---------------------------------------------------------------------------------
 
@@ -232,9 +321,10 @@ class BrokerConnection(ServerConnection):
             raise ProducerBusyError(f"producer with name {name!r} is already connected to {topic.name}")
         if command.producer_id in self.producers or not self.is_open:  # raced with itself or a close
             raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
+        _claim_access(topic, command.access_mode)
         self._detached_producers.discard(command.producer_id)
         self._failed_producers.discard(command.producer_id)
-        producer = ProducerHandle(command.producer_id, name, topic, self.peer, self)
+        producer = ProducerHandle(command.producer_id, name, topic, self.peer, self, command.access_mode)
         self.producers[command.producer_id] = producer
         topic.counters.producers[(id(self), command.producer_id)] = producer
         self._publish_buffer.register(self)
@@ -267,6 +357,16 @@ class BrokerConnection(ServerConnection):
                 )
             )
             return
+        if self.protocol == "pulsar" and not entry_format.checksum_ok(command.payload):
+            self.send(
+                cmd.SendError(
+                    producer_id=command.producer_id,
+                    sequence_id=command.sequence_id,
+                    code=ChecksumError.code.value,
+                    message="the message's CRC32C does not match its bytes",
+                )
+            )
+            return
         if command.num_messages < 1:
             self.send(
                 cmd.SendError(
@@ -292,13 +392,21 @@ class BrokerConnection(ServerConnection):
             command.sequence_id,
             command.highest_sequence_id,
             # The read carrying this SEND was handled at _last_received: no clock read per SEND.
-            partial(self._send_completed, producer, command.sequence_id, size, self._last_received),
+            partial(
+                self._send_completed,
+                producer,
+                command.sequence_id,
+                command.highest_sequence_id,
+                size,
+                self._last_received,
+            ),
         )
 
     def _send_completed(
         self,
         producer: ProducerHandle,
         sequence_id: int,
+        highest_sequence_id: int,
         size: int,
         received_s: float,
         position: Position | None,
@@ -311,7 +419,10 @@ class BrokerConnection(ServerConnection):
         if self._pending_sends <= self._max_pending_sends // 2:
             self.unthrottle(PENDING_SENDS)
         if position is not None:
-            self.send_frame(encode_send_receipt(producer_id, sequence_id, position.ledger_id, position.entry_id))
+            receipt = self._wire.encode_send_receipt(
+                producer_id, sequence_id, highest_sequence_id, position.ledger_id, position.entry_id
+            )
+            self.send_frame(receipt)
             self._publish_latency.record((time.monotonic() - received_s) * 1000)
         elif producer_id not in self._detached_producers:  # else: the client resends it elsewhere
             error = error or ServiceNotReadyError("the write failed without an error")
@@ -422,6 +533,11 @@ class BrokerConnection(ServerConnection):
         handle.consumer.permits = 0  # the client clears its queue and grants them again (FLOW)
         try:
             self.send(cmd.Success(id=command.id))
+            if self.protocol == "pulsar":
+                # Pulsar's broker disconnects a subscription's consumers on a reset; its clients
+                # grant permits again only when they subscribe anew
+                self.detach_consumer(command.consumer_id)
+                self.send_close_consumer(command.consumer_id)
         finally:
             subscription.resume()
 
@@ -472,6 +588,13 @@ class BrokerConnection(ServerConnection):
         handle.subscription.remove_consumer(handle.consumer)
         self._detached_consumers.add(consumer_id)
         return True
+
+    def fence_producer(self, producer_id: int) -> None:
+        """Close the producer for good: an exclusive producer with fencing took its topic
+        (its late SENDs are dropped unanswered, as after an unload; the client's reconnection
+        is refused while the fencing producer stays)."""
+        if self.detach_producer(producer_id):
+            self.send_close_producer(producer_id)
 
     def send_close_producer(self, producer_id: int, assigned_broker_url: str | None = None) -> None:
         if self.is_open and producer_id in self._detached_producers:
@@ -524,6 +647,27 @@ class BrokerConnection(ServerConnection):
         for handle in self.consumers.values():
             handle.subscription.remove_consumer(handle.consumer)
         self.consumers.clear()
+
+
+def _claim_access(topic: Topic, mode: cmd.ProducerAccessMode) -> None:
+    """Admit a producer of ``mode`` to ``topic`` as Pulsar does: a Shared one while no
+    exclusive producer holds it, an Exclusive one while it has no producer at all; one with
+    fencing takes it from every producer attached (each is closed, and its reconnection
+    refused while the fencing one stays).
+
+    Raises:
+        ProducerBusyError: the topic is held by an exclusive producer, or (Exclusive) by any.
+    """
+    attached = [p for p in topic.counters.producers.values() if isinstance(p, ProducerHandle)]
+    if mode == "ExclusiveWithFencing":
+        for other in attached:
+            other.connection.fence_producer(other.producer_id)
+        return
+    holder = next((p for p in attached if p.access_mode != "Shared"), None)
+    if holder is not None:
+        raise ProducerBusyError(f"{topic.name} has an exclusive producer ({holder.name!r})")
+    if mode == "Exclusive" and attached:
+        raise ProducerBusyError(f"{topic.name} has {len(attached)} producers: Exclusive access refused")
 
 
 def _parse_topic(topic: str) -> TopicName:

@@ -110,6 +110,12 @@ class Message:
         key: str | None = self._item[2]
         return key
 
+    def ordering_key(self) -> str | None:
+        """The key Key_Shared orders by when it differs from the partition key (None: unset)."""
+        item = self._item
+        key: str | None = item[5] if len(item) > 5 else None
+        return key
+
     def publish_timestamp(self) -> int:
         return self._entry.publish_ms
 

@@ -35,6 +35,8 @@ class ErrorCode(str, enum.Enum):
     PUBLISH_RATE_LIMITED = "PublishRateLimited"
     PERSISTENCE_ERROR = "PersistenceError"
     NOT_ENOUGH_BOOKIES = "NotEnoughBookies"
+    CHECKSUM_ERROR = "ChecksumError"
+    NOT_SUPPORTED = "NotSupported"
     # bookie
     LEDGER_FENCED = "LedgerFenced"
     NO_SUCH_ENTRY = "NoSuchEntry"
@@ -72,12 +74,16 @@ class MalformedCommandError(ProtocolError):
     """A well-framed body that is not a valid command. The connection survives.
 
     ``request_id`` is set when the body was a map with a usable ``id``, so the peer can be
-    answered with an ERROR that completes its request.
+    answered with an ERROR that completes its request; ``code`` is what that ERROR says
+    (``NotSupported`` for a well-formed command of Pulsar's that this build does not serve).
     """
 
-    def __init__(self, message: str, request_id: int | None = None) -> None:
+    def __init__(
+        self, message: str, request_id: int | None = None, code: ErrorCode = ErrorCode.INVALID_COMMAND
+    ) -> None:
         super().__init__(message)
         self.request_id = request_id
+        self.code = code
 
 
 class ConnectionClosedError(MiniPulsarError):
@@ -178,6 +184,20 @@ class PersistenceError(ServerError):
 class NotEnoughBookiesError(ServerError):
     code = ErrorCode.NOT_ENOUGH_BOOKIES
     retriable = True
+
+
+class ChecksumError(ServerError):
+    """A message whose CRC32C does not match its bytes (Pulsar's ``ChecksumError``): the
+    broker refuses that send unwritten."""
+
+    code = ErrorCode.CHECKSUM_ERROR
+
+
+class NotSupportedError(ServerError):
+    """A command or feature this build does not serve yet (schemas, transactions): refused by
+    name, never left unanswered."""
+
+    code = ErrorCode.NOT_SUPPORTED
 
 
 class LedgerFencedError(ServerError):

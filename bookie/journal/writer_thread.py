@@ -282,7 +282,7 @@ class JournalThread:
             self._fail(UnknownServerError(f"journal write failed: {exc}"))
             return None
         if disk_model.MODEL is not None:  # bench only (minipulsarSimulatedDiskModel): a SIMULATED slow disk
-            disk_model.MODEL.wrote(self.directory, written_bytes, self.settings.sync_data)
+            disk_model.MODEL.wrote(self.directory, written_bytes, self.settings.sync_data, journal=True)
         return LogMark(writer.segment_id, start + written_bytes)
 
     def _account(self, group: list[Batch], entries: int, group_bytes: int, reason: FlushReason) -> None:

@@ -55,6 +55,9 @@ class ManagedLedgerConfig:
     cache_evict_by_mark_delete: bool = False
     """cacheEvictionByMarkDeletedPosition: keep cached entries until every active cursor
     acknowledged them (not merely read them)."""
+    non_durable_cursors_inactive: bool = False
+    """minipulsarNonDurableCursorsInactive: non-durable (Reader) cursors never count as active for
+    the entry cache, as before Pulsar PR 6769 (the lab's baseline; off is today's behaviour)."""
 
     @classmethod
     def from_broker_config(cls, config: BrokerConfig) -> ManagedLedgerConfig:
@@ -76,4 +79,5 @@ class ManagedLedgerConfig:
             max_unacked_ranges_to_persist_in_metadata_store=config.max_unacked_ranges_to_persist_in_metadata_store,
             cursor_backlogged_threshold=config.cursor_backlogged_threshold,
             cache_evict_by_mark_delete=config.cache_eviction_by_mark_deleted_position,
+            non_durable_cursors_inactive=config.non_durable_cursors_inactive,
         )

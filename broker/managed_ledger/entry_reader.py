@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from minipulsar import entry_format
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache, LedgerCache
 from minipulsar.broker.managed_ledger.ledger_list import LedgerList
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.protocol.batch import peek_num_messages, peek_publish_time_ms
 
 if TYPE_CHECKING:
     from minipulsar.bookkeeper.ledger_handle import LedgerHandle
@@ -139,7 +139,10 @@ class EntryReader:
             read = await handle.read(first, last)
         finally:
             limiter.release(granted)
-        return [Entry(Position(ledger_id, entry_id), payload, peek_num_messages(payload)) for entry_id, payload in read]
+        return [
+            Entry(Position(ledger_id, entry_id), payload, entry_format.num_messages(payload))
+            for entry_id, payload in read
+        ]
 
     def _average_entry_size(self) -> int:
         entries = self._ledgers.total_entries()
@@ -209,5 +212,5 @@ class EntryReader:
         if entry is None:
             read = await self._read_from_bookies(position.ledger_id, position.entry_id, position.entry_id, None)
             entry = read[0] if read else None
-        publish_time = peek_publish_time_ms(entry.payload) if entry is not None else None
+        publish_time = entry_format.publish_time_ms(entry.payload) if entry is not None else None
         return -1 if publish_time is None else publish_time

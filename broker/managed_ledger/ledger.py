@@ -765,9 +765,13 @@ class ManagedLedger:
             self.trim_soon()
 
     def is_caching_reader(self, cursor: LedgerCursor) -> bool:
-        """Active, and within ``managedLedgerCursorBackloggedThreshold`` entries of the tail."""
-        threshold = self.config.cursor_backlogged_threshold
-        return cursor.active and self._ledgers.entries_from(cursor.read_position, threshold) < threshold
+        """Active, and within ``managedLedgerCursorBackloggedThreshold`` entries of the tail (a
+        non-durable cursor never, with ``minipulsarNonDurableCursorsInactive``: Pulsar before PR 6769)."""
+        config = self.config
+        if not cursor.active or (config.non_durable_cursors_inactive and not cursor.durable):
+            return False
+        threshold = config.cursor_backlogged_threshold
+        return self._ledgers.entries_from(cursor.read_position, threshold) < threshold
 
     def _should_cache(self) -> bool:
         cursors = self._cursors

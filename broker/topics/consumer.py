@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.protocol.codec import encode_message
 from minipulsar.protocol.schema import Command
 
 EMA_WEIGHT_OLD = 0.9
@@ -45,7 +44,9 @@ class ConsumerConnection(Protocol):
 
     def send(self, command: Command) -> None: ...
 
-    def send_encoded(self, header: bytes, body: bytes) -> None: ...
+    def push_message(self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int) -> None:
+        """Push one entry as a MESSAGE, in the entry format the connection's protocol reads."""
+        ...
 
     def detach_consumer(self, consumer_id: int) -> bool:
         """Take the consumer off this connection (its topic is unloaded); False when it is not on it."""
@@ -117,13 +118,13 @@ class ServerConsumer:
 
     def send_entries(self, entries: list[Entry], redelivery: RedeliveryCounts | None = None) -> int:
         """Push ``entries`` (one MESSAGE each); returns the messages sent."""
-        send, consumer_id, pending_acks = self.connection.send_encoded, self.consumer_id, self._pending_acks
+        send, consumer_id, pending_acks = self.connection.push_message, self.consumer_id, self._pending_acks
         messages = size = 0
         for entry in entries:
             position = entry.position
             count = redelivery.count(position) if redelivery is not None else 0
             # the payload as it came from the cache or the bookies: never decoded, never copied
-            send(*encode_message(consumer_id, position.ledger_id, position.entry_id, entry.payload, count))
+            send(consumer_id, position, entry.payload, count)
             if count:
                 self.redelivered_messages += entry.num_messages
             previous = pending_acks.get(position)

@@ -34,8 +34,8 @@ from __future__ import annotations
 import bisect
 
 import mmh3
-import msgpack
 
+from minipulsar import entry_format
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics.base import Consumer, DispatchCursor
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
@@ -43,7 +43,7 @@ from minipulsar.broker.topics.dispatcher import entries_within_permits
 from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 
-NONE_KEY = b"NONE_KEY"
+NONE_KEY = entry_format.NONE_KEY
 LOOK_AHEAD_MAX_REPLAY_ENTRIES = 20_000
 KEY_SHARED_MODES = ("AUTO_SPLIT",)
 
@@ -54,33 +54,9 @@ def key_hash(key: bytes) -> int:
 
 
 def sticky_key(payload: bytes) -> bytes:
-    """The first message's key of a batch payload (``NONE_KEY`` if it has none or is not a batch).
-
-    Reads only the batch header and the first message (minipulsar.protocol.batch layout), not
-    the whole batch.
-    """
-    unpacker = msgpack.Unpacker(raw=False)
-    unpacker.feed(payload)
-    try:
-        if unpacker.read_array_header() < 4:
-            return NONE_KEY
-        unpacker.skip()  # num_messages
-        unpacker.skip()  # publish_time_ms
-        unpacker.skip()  # producer_name
-        if unpacker.read_array_header() == 0:
-            return NONE_KEY
-        if unpacker.read_array_header() < 3:
-            return NONE_KEY
-        unpacker.skip()  # sequence_id
-        unpacker.skip()  # data
-        key = unpacker.unpack()
-    except (ValueError, msgpack.UnpackException):  # not a batch: one opaque message without a key
-        return NONE_KEY
-    if isinstance(key, str) and key:
-        return key.encode()
-    if isinstance(key, bytes) and key:
-        return key
-    return NONE_KEY
+    """The key an entry is routed by (``NONE_KEY`` if it has none), in either entry format:
+    :func:`minipulsar.entry_format.sticky_key`, which reads no more of the entry than it must."""
+    return entry_format.sticky_key(payload)
 
 
 class ConsistentHashRing:

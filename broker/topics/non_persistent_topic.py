@@ -29,8 +29,8 @@ from minipulsar.broker.topics import topic_stats
 from minipulsar.broker.topics.base import Consumer, PublishCallback
 from minipulsar.broker.topics.counters import TopicCounters
 from minipulsar.broker.topics.rates import RateTable
+from minipulsar.entry_format import decode_batch
 from minipulsar.errors import ConsumerBusyError, InvalidCommandError, MiniPulsarError
-from minipulsar.protocol.batch import decode_batch
 from minipulsar.topic_name import TopicName
 
 log = logging.getLogger(__name__)

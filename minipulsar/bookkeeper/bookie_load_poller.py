@@ -29,16 +29,23 @@ log = logging.getLogger(__name__)
 
 
 def load_report(response: BookieInfoResponse, received_at_s: float) -> BookieLoadReport:
+    """The figures placement weighs, from a BOOKIE_INFO answer (``bookie/load.py`` names the keys).
+
+    A bookie that reports no journal-disk figure (None: no block device; or an older bookie
+    without the key) gets None, so placement weighs its own journal bytes instead.
+    """
     info = response.info or {}
     used = info.get("ledgerDirsUsedFraction")
     if not isinstance(used, (int, float)):
         total = response.total_disk_bytes
         used = (total - response.free_disk_bytes) / total if total > 0 else 0.0
+    disk_rate = info.get("journalDiskWriteBytesPerSecond")
     return BookieLoadReport(
         journal_write_bytes_per_s=float(info.get("journalWriteBytesPerSecond") or 0.0),
         ledger_dirs_used_fraction=float(used),
         received_at_s=received_at_s,
         read_only=bool(info.get("readOnly", False)),
+        journal_disk_write_bytes_per_s=float(disk_rate) if isinstance(disk_rate, (int, float)) else None,
     )
 
 

@@ -22,12 +22,24 @@ class BookieLoadReport:
     """The last load report (BOOKIE_INFO) received from one bookie."""
 
     journal_write_bytes_per_s: float
-    """Journal bytes written per second over the bookie's last few seconds (BP-65's ``writeBytePerSecond``)."""
+    """Journal bytes this bookie wrote per second over its last few seconds."""
     ledger_dirs_used_fraction: float
     """Used fraction of the bookie's ledger disks, 0..1."""
     received_at_s: float
     """When the report arrived, on the same clock as :attr:`ClusterView.now_s`."""
     read_only: bool = False
+    journal_disk_write_bytes_per_s: float | None = None
+    """Bytes per second written to the disk holding the bookie's journal by every writer of it,
+    neighbour bookies sharing that disk included (BP-65's ``writeBytePerSecond``, what BIGO
+    balances); None when the bookie cannot measure it (no block device)."""
+
+    @property
+    def journal_load_bytes_per_s(self) -> float:
+        """The journal throughput placement weighs: the journal disk's when known, else this
+        bookie's own journal bytes (a lower bound of its disk's), never negative."""
+        if self.journal_disk_write_bytes_per_s is not None:
+            return max(self.journal_disk_write_bytes_per_s, 0.0)
+        return max(self.journal_write_bytes_per_s, 0.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,14 +2,21 @@
 
 Every broker polls each bookie's load report every ``bookieLoadPollIntervalSeconds`` and
 decides alone, at every ledger creation, from the last report per bookie. Two figures make a
-bookie's load (BIGO): journal write throughput (``journal_write_bytes_per_s``: HDD journals
-are the bottleneck) and ledger-disk usage (``ledger_dirs_used_fraction``).
+bookie's load (BIGO): the write throughput of its JOURNAL DISK, every writer of it counted
+(``journal_disk_write_bytes_per_s``: HDD journals are the bottleneck, and BIGO's bookies share
+one journal disk by three, so a bookie whose own journal is quiet can sit on a disk its
+neighbours saturate), and ledger-disk usage (``ledger_dirs_used_fraction``). A bookie that
+cannot measure its disk (no block device) is weighed by its own journal bytes
+(``journal_write_bytes_per_s``), a lower bound of its disk's: see
+:attr:`BookieLoadReport.journal_load_bytes_per_s`. In a cluster where only some bookies
+measure their disk, the others' lower bounds make them look lighter than they may be.
 
 Scoring, for the candidates whose report is *fresh* (``view.now_s - received_at_s`` at most
 ``stale_after_s``):
 
 - each figure is made relative to the mean over those candidates, so 1.0 is an average
-  bookie whatever the hardware: ``journal = t / max(mean t, 1 MB/s)`` and
+  bookie whatever the hardware: ``journal = t / max(mean t, 1 MB/s)`` (``t`` the journal
+  throughput above) and
   ``disk = u / max(mean u, 0.05)`` (the floors keep an idle cluster's noise, 0.1 vs 0.3 MB/s,
   from looking like a 3x imbalance);
 - ``load = 0.7·journal + 0.3·disk``: journal throughput is what drives add latency; disk
@@ -96,14 +103,14 @@ def load_weights(candidates: Sequence[str], view: ClusterView, stale_after_s: fl
     if not known or len(known) < KNOWN_FRACTION_MIN * len(candidates):
         return None
     journal_mean = max(
-        statistics.fmean(max(r.journal_write_bytes_per_s, 0.0) for r in known.values()), JOURNAL_MEAN_MIN_BYTES_PER_S
+        statistics.fmean(r.journal_load_bytes_per_s for r in known.values()), JOURNAL_MEAN_MIN_BYTES_PER_S
     )
     disk_mean = max(statistics.fmean(_disk_fraction(r) for r in known.values()), DISK_MEAN_MIN_FRACTION)
     raw = {
         bookie: 1.0
         / (
             LOAD_SOFTENING
-            + JOURNAL_SHARE * max(r.journal_write_bytes_per_s, 0.0) / journal_mean
+            + JOURNAL_SHARE * r.journal_load_bytes_per_s / journal_mean
             + DISK_SHARE * _disk_fraction(r) / disk_mean
         )
         for bookie, r in known.items()

@@ -22,6 +22,7 @@ SUBCOMMANDS = (
     "minipulsar.cli.admin",
     "minipulsar.cli.perf.command",
     "minipulsar.cli.config",
+    "minipulsar.cli.lab",
 )
 
 

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -145,9 +145,12 @@ class Child:
         log_path: Path,
         program: Sequence[str] = MINIPULSAR,
         own_process_group: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.name, self.role, self.args, self.log_path = name, role, args, log_path
         self.program, self.own_process_group = tuple(program), own_process_group
+        self.env = dict(env or {})
+        """Set in the child's environment over the launcher's own."""
         self.ready: ReadyLine | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._exited: asyncio.Task[int] | None = None
@@ -185,7 +188,7 @@ class Child:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=log_file,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
                 preexec_fn=die_with_parent(self.own_process_group),
             )
         finally:

@@ -307,6 +307,14 @@ class BookieConfig:
         upstream="minipulsar's own key.",
     )
     """e.g. ``hdd`` or ``hdd:fsync_ms=8,mb_s=120`` (bookie/disk_model.py)."""
+    add_error_above_adds_per_s: float = setting(
+        "minipulsarAddErrorAboveAddsPerSecond",
+        0.0,
+        doc="LAB FAULT: refuse adds beyond this many a second with TooManyRequests (overload); 0: off.",
+        upstream="minipulsar's own key.",
+        min_value=0.0,
+    )
+    """A token bucket of one second's worth; refused adds take no token (bookie/add_fault.py)."""
     # -- garbage collection and compaction (bookie/storage/gc.py) --
     gc_wait_time_ms: int = setting(
         "gcWaitTime",

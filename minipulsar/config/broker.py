@@ -308,6 +308,14 @@ class BrokerConfig:
         False,
         doc="Evict cached entries up to the slowest mark-delete position, not the slowest read position.",
     )
+    non_durable_cursors_inactive: bool = setting(
+        "minipulsarNonDurableCursorsInactive",
+        False,
+        doc="Readers' non-durable cursors never count as active for the entry cache (Pulsar before 2.5.2).",
+        upstream="minipulsar's own key: the tuning lab's way to show the behaviour Pulsar PR 6769 fixed.",
+    )
+    """Off (the default) is today's Pulsar: a Reader near the tail keeps written entries cached. On,
+    a topic read only by Readers caches nothing and every read goes to the bookies."""
     max_reads_in_flight_size_mb: int = setting(
         "managedLedgerMaxReadsInFlightSizeInMB",
         0,

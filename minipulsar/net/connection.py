@@ -21,7 +21,7 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from minipulsar.errors import (
     ConnectionClosedError,
@@ -32,7 +32,7 @@ from minipulsar.errors import (
 )
 from minipulsar.net.rpc import RequestTable, ResponseCallback
 from minipulsar.net.writer import CoalescingWriter
-from minipulsar.protocol.codec import CommandDecoder, encode_parts
+from minipulsar.protocol.codec import MsgpackWire
 from minipulsar.protocol.commands import Error, Ping, Pong
 from minipulsar.protocol.frames import DEFAULT_MAX_FRAME_SIZE, PIPELINE_CAPACITY
 from minipulsar.protocol.schema import Command, request_id
@@ -45,6 +45,36 @@ SCRATCH_BYTES = 256 * 1024
 """Read size for subclasses that override ``data_received``."""
 LINGER_S = 2.0
 """How long a connection closed for a protocol error waits for the peer to close its side."""
+
+
+class Wire(Protocol):
+    """How commands cross one connection's socket: bytes in, commands out, and back.
+
+    Every connection starts on minipulsar's own protocol (:class:`MsgpackWire`); the broker's
+    client port moves a connection whose first bytes are Pulsar's binary protocol onto
+    :class:`minipulsar.binary_protocol.wire.PulsarWire`, which speaks the same commands.
+    """
+
+    @property
+    def max_frame_size(self) -> int: ...
+
+    def get_buffer(self, sizehint: int) -> memoryview: ...
+
+    def buffer_updated(self, nbytes: int) -> None: ...
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None: ...
+
+    def next_command(self) -> Command | None:
+        """Raises FrameTooLargeError (fatal) or MalformedCommandError (that frame skipped)."""
+        ...
+
+    def compact(self) -> None: ...
+
+    def discard(self) -> None: ...
+
+    def encode(self, command: Command) -> tuple[bytes, bytes | memoryview]:
+        """``(header, body)`` of the frame carrying ``command``, written without joining them."""
+        ...
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -63,9 +93,10 @@ class Connection(asyncio.BufferedProtocol):
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         keepalive_interval_s: float = DEFAULT_KEEPALIVE_INTERVAL_S,
         request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S,
+        wire: Wire | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
-        self._decoder = CommandDecoder(max_frame_size, self.receive_pipeline_bytes)
+        self._decoder: Wire = wire or MsgpackWire(max_frame_size, self.receive_pipeline_bytes)
         self._requests = RequestTable(self._loop)
         self.keepalive_interval_s = keepalive_interval_s
         self.request_timeout_s = request_timeout_s
@@ -203,7 +234,7 @@ class Connection(asyncio.BufferedProtocol):
     def invalid_command(self, error: MalformedCommandError) -> None:
         """A well-framed but invalid body: answer ERROR and keep serving the connection."""
         log.warning("%s: invalid command: %s", self.peer, error)
-        self.send(Error(code=ErrorCode.INVALID_COMMAND.value, message=str(error), id=error.request_id))
+        self.send(Error(code=error.code.value, message=str(error), id=error.request_id))
 
     def closed(self, reason: MiniPulsarError) -> None:
         """Hook: the connection is gone and every pending request has been failed."""
@@ -219,10 +250,14 @@ class Connection(asyncio.BufferedProtocol):
         transport, writer = self.transport, self.writer
         if transport is None or writer is None or transport.is_closing() or self._discarding:  # not is_open
             return
-        header, body = encode_parts(command)
+        header, body = self._decoder.encode(command)
         writer.write(header, body)
 
-    def send_encoded(self, header: bytes, body: bytes) -> None:
+    def switch_wire(self, wire: Wire) -> None:
+        """Speak ``wire`` from now on; call before any frame was decoded."""
+        self._decoder = wire
+
+    def send_encoded(self, header: bytes, body: bytes | memoryview) -> None:
         """Queue one frame given in two parts (e.g. :func:`~minipulsar.protocol.codec.encode_message`'s
         header and the entry payload, never joined); dropped like :meth:`send`."""
         transport, writer = self.transport, self.writer

@@ -220,3 +220,30 @@ def peek_publish_time_ms(payload: bytes) -> int | None:
         return None
     publish_time = _peek_int(payload, count[1])
     return None if publish_time is None else publish_time[0]
+
+
+def peek_first_key(payload: bytes) -> bytes | None:
+    """The first message's key, read from the batch header and that message only (the
+    compressed shape keeps it in ``head``); None if it has none or is not a batch."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(payload)
+    try:
+        if unpacker.read_array_header() < 4:
+            return None
+        unpacker.skip()  # num_messages
+        unpacker.skip()  # publish_time_ms
+        unpacker.skip()  # producer_name
+        if unpacker.read_array_header() == 0:
+            return None
+        if unpacker.read_array_header() < 3:
+            return None
+        unpacker.skip()  # sequence_id
+        unpacker.skip()  # data
+        key = unpacker.unpack()
+    except (ValueError, msgpack.UnpackException):  # not a batch: one opaque message without a key
+        return None
+    if isinstance(key, str) and key:
+        return key.encode()
+    if isinstance(key, bytes) and key:
+        return key
+    return None

@@ -407,3 +407,20 @@ class CommandDecoder:
     @property
     def buffered_bytes(self) -> int:
         return self._frames.buffered_bytes
+
+
+class MsgpackWire(CommandDecoder):
+    """minipulsar's own protocol as a connection's wire (``minipulsar.net.connection.Wire``):
+    :class:`CommandDecoder` in, :func:`encode_parts` out."""
+
+    __slots__ = ()
+
+    encode = staticmethod(encode_parts)
+    encode_message = staticmethod(encode_message)
+
+    @staticmethod
+    def encode_send_receipt(
+        producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int
+    ) -> bytes:
+        """:func:`encode_send_receipt` (ours carries no highest sequence id: the client knows its batch)."""
+        return encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id)

@@ -36,6 +36,10 @@ AUTO_SPLIT and refuses STICKY with a message naming it."""
 AckType = Literal["individual", "cumulative"]
 """One entry at a time, or everything up to and including it (Pulsar's ``CommandAck.AckType``)."""
 
+ProducerAccessMode = Literal["Shared", "Exclusive", "ExclusiveWithFencing"]
+"""Pulsar's ``ProducerAccessMode`` (``WaitForExclusive`` is not served yet): Shared, or the
+topic's only producer — refused while others are attached, or fencing them out."""
+
 LookupType = Literal["connect", "redirect", "failed"]
 """A lookup's answer: this broker owns the topic, ask ``broker_url``, or it failed (Pulsar's
 ``CommandLookupTopicResponse.LookupType``)."""
@@ -152,6 +156,7 @@ class Producer(Command):
     topic: str
     producer_id: int
     producer_name: str | None = None
+    access_mode: ProducerAccessMode = "Shared"
 
 
 @command("PRODUCER_SUCCESS", response=True)

@@ -16,6 +16,8 @@ from tests.support.web import get_json, metric_value, metrics_text, web_url
 
 LOAD_KEYS = {
     "journalWriteBytesPerSecond",
+    "journalDiskWriteBytesPerSecond",
+    "journalDiskId",
     "journalSyncLatencyMsAvg",
     "journalSyncLatencyMsP99",
     "journalIoUtil",

@@ -373,6 +373,20 @@ async def test_a_non_durable_cursor_reads_from_the_cache(env: Env) -> None:
         assert reader.cache_hits_tailing == 100 and reader.cache_misses == 0
 
 
+async def test_with_non_durable_cursors_inactive_a_topic_read_only_by_readers_caches_nothing(env: Env) -> None:
+    """Goal: minipulsarNonDurableCursorsInactive shows Pulsar before PR 6769: a Reader's cursor is
+    never active, so nothing written is cached and the Reader reads every entry from the bookies;
+    a durable cursor still counts."""
+    async with opened(env, non_durable_cursors_inactive=True, **KEEP_FOREVER) as ledger:
+        reader = ManagedCursor.open_non_durable(ledger, "reader", None)
+        await tail(ledger, reader, 50)
+        assert reader.cache_hits == 0 and reader.cache_misses == 50
+        assert ledger.cached_entries == 0
+        durable = await ManagedCursor.open(ledger, "sub", env.store, start_at_earliest=False)
+        await tail(ledger, durable, 50)
+        assert durable.cache_hits_tailing >= 49
+
+
 @pytest.mark.parametrize("by_mark_delete", [True, False])
 async def test_a_cursor_rewinding_behind_its_read_position_hits_only_with_mark_delete_eviction(
     env: Env, by_mark_delete: bool

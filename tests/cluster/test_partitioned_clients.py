@@ -21,7 +21,7 @@ from tests.support.cli import run_cli
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import client_fixture, cluster_fixture
 from tests.support.process import wait_for
-from tests.support.web import broker_web_url, http_request
+from tests.support.web import put_partitions
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -34,14 +34,8 @@ cluster = cluster_fixture(per_module=True)
 client = client_fixture(loop_scope="module")
 
 
-def _put_partitions(cluster: ProcessCluster, local_name: str, partitions: int) -> None:
-    url = f"{broker_web_url(cluster)}/admin/v2/persistent/public/default/{local_name}/partitions"
-    status, answer = http_request("PUT", url, partitions)
-    assert status == 204, (status, answer)
-
-
 async def partitioned(cluster: ProcessCluster, local_name: str, partitions: int) -> str:
-    await asyncio.to_thread(_put_partitions, cluster, local_name, partitions)
+    await asyncio.to_thread(put_partitions, cluster, local_name, partitions)
     return f"persistent://public/default/{local_name}"
 
 

@@ -12,7 +12,6 @@ import json
 import re
 import signal
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -20,9 +19,10 @@ import pytest
 from minipulsar import Client, InitialPosition, Timeout
 from minipulsar.bookkeeper.ledger_metadata import LedgerMetadata, LedgerState, ledger_path
 from minipulsar.metadata import open_metadata_store
-from tests.support.cluster import ProcessCluster, make_cluster
+from tests.support.cluster import make_cluster
 from tests.support.fixtures import cluster_fixture
 from tests.support.net import unused_port
+from tests.support.web import put_partitions
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -167,17 +167,6 @@ async def test_consume_with_produce_reports_end_to_end_latency(cluster, tmp_path
         3000,
     )
     assert result["latency"]["count"] == 3000 and result["latency"]["max_ms"] >= result["latency"]["p50_ms"]
-
-
-def put_partitions(cluster: ProcessCluster, local_name: str, partitions: int) -> None:
-    """Make ``local_name`` a partitioned topic through the admin REST API."""
-    url = (
-        f"http://{cluster.broker.host}:{cluster.broker.http_port}"
-        f"/admin/v2/persistent/public/default/{local_name}/partitions"
-    )
-    request = urllib.request.Request(url, data=str(partitions).encode(), method="PUT")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 204
 
 
 async def test_produce_to_a_partitioned_topic_spreads_over_its_partitions(cluster, tmp_path: Path) -> None:

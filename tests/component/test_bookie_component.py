@@ -630,3 +630,22 @@ async def test_adds_are_not_held_up_by_reads_waiting_their_turn_on_the_same_conn
     finally:
         gate.set()
     assert all(got == [(0, entry_payload(7, 0))] for got in await asyncio.wait_for(asyncio.gather(*reads), 10))
+
+
+async def test_the_add_rate_lab_fault_refuses_adds_beyond_its_rate(tmp_path: Path, store_url: str) -> None:
+    """Goal: with minipulsarAddErrorAboveAddsPerSecond, a burst beyond one second's worth is
+    answered TooManyRequests; adds within the rate, and recovery adds, are acknowledged."""
+    service = BookieServer(service_config(tmp_path, store_url, minipulsarAddErrorAboveAddsPerSecond="20"))
+    await service.start()
+    conn = await connect(RawClient, service.host, service.port)
+    try:
+        outcomes = await asyncio.gather(
+            *(add_entry(conn, 15, i, entry_payload(15, i)) for i in range(100)), return_exceptions=True
+        )
+        refused = [o for o in outcomes if isinstance(o, BaseException)]
+        assert all(isinstance(o, TooManyRequestsError) for o in refused), refused
+        assert 20 <= len(outcomes) - len(refused) <= 30  # one second's worth, plus what refilled meanwhile
+        assert (await add_entry(conn, 16, 0, b"r", recovery=True)).entry_id == 0
+    finally:
+        conn.close()
+        await service.stop()

@@ -131,9 +131,12 @@ async def max_frame_size(server: ServerProcess) -> int:
     return connected.max_frame_size
 
 
-async def fuzz_binary(server: ServerProcess, stream: ByteStream, healthy: Callable[[], Awaitable[None]]) -> None:
-    """One example on a binary port: its answers, then the process and another client."""
-    outcome = expected_outcome(stream, await max_frame_size(server))
+async def fuzz_binary(
+    server: ServerProcess, stream: ByteStream, healthy: Callable[[], Awaitable[None]], sniffs: bool = False
+) -> None:
+    """One example on a binary port: its answers, then the process and another client.
+    ``sniffs``: the port also speaks Pulsar's protocol (the broker's)."""
+    outcome = expected_outcome(stream, await max_frame_size(server), sniffs)
     event(outcome.name)
     answers = await exchange(server.host, server.port, stream, outcome)
     check_answers(answers, outcome)
@@ -245,7 +248,7 @@ async def broker_serves(cluster: ProcessCluster, health: tuple[Producer, Consume
 @given(stream=byte_streams(BROKER_COMMANDS, BROKER_SYNC, BROKER_VALUES))
 async def test_broker_port(cluster: ProcessCluster, health: tuple[Producer, Consumer], stream: ByteStream) -> None:
     assert cluster.broker is not None
-    await fuzz_binary(cluster.broker, stream, lambda: broker_serves(cluster, health))
+    await fuzz_binary(cluster.broker, stream, lambda: broker_serves(cluster, health), sniffs=True)
 
 
 def broker_values(cluster: ProcessCluster) -> dict[str, list[str]]:

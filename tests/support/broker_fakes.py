@@ -35,7 +35,7 @@ from minipulsar.broker.topics.non_persistent_topic import NonPersistentSubscript
 from minipulsar.errors import MiniPulsarError
 from minipulsar.metadata import MemoryMetadataStore, MetadataStore
 from minipulsar.protocol.batch import BatchMessage, encode_batch
-from minipulsar.protocol.codec import decode_body
+from minipulsar.protocol.codec import decode_body, encode_message
 from minipulsar.protocol.commands import Message
 from minipulsar.protocol.frames import LENGTH
 from minipulsar.protocol.schema import Command
@@ -82,8 +82,9 @@ class FakeConnection:
     def send(self, command: Command) -> None:
         self.sent.append(command)
 
-    def send_encoded(self, header: bytes, body: bytes) -> None:
-        """A frame in two parts (a MESSAGE push): recorded as the command it decodes to."""
+    def push_message(self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int) -> None:
+        """A MESSAGE push: recorded as the command it decodes to."""
+        header, body = encode_message(consumer_id, position.ledger_id, position.entry_id, payload, redelivery_count)
         self.sent.append(decode_body((header + body)[LENGTH.size :]))
 
     def request(self, cls: type[Command], *, timeout_s: float | None = None, **fields: Any) -> asyncio.Future[None]:

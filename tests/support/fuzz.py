@@ -10,7 +10,9 @@ Binary ports (metastore ``clientPort``, ``bookiePort``, ``brokerServicePort``):
   a new command or field is fuzzed without touching this module.
 - :func:`expected_outcome` predicts, from the bytes alone and the server's frame limit, what
   the server owes: an answer to the closing *sync* request, an ERROR then a close (a refused
-  handshake), ERROR TooLarge then a close, or nothing (the stream ends inside a frame).
+  handshake), ERROR TooLarge then a close, or nothing (the stream ends inside a frame); on the
+  broker's port, whose first bytes choose the protocol, a first frame of neither protocol is
+  refused, and one of Pulsar's is left to the Pulsar fuzz test.
 - :func:`exchange` sends the writes, collects the answers, and :func:`check_answers` holds them
   to the contract: every frame a valid command, every error code typed (never UnknownError).
 
@@ -45,6 +47,7 @@ import msgpack
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from minipulsar.binary_protocol.detect import SNIFF_BYTES, sniff
 from minipulsar.errors import ErrorCode, FrameTooLargeError, MalformedCommandError
 from minipulsar.protocol.codec import decode_body, encode_bytes
 from minipulsar.protocol.commands import PROTOCOL_VERSION, Connect, Error, LookupResponse, Ping, Pong, SendError
@@ -317,10 +320,19 @@ class StreamOutcome(enum.Enum):
     REFUSED = "an ERROR, then the server closes (a refused handshake)"
     TOO_LARGE = "ERROR TooLarge, then the server closes"
     NOTHING_DUE = "the stream ends inside a frame: nothing is owed"
+    PULSAR = "the broker takes it for Pulsar's protocol: tests/cluster/test_pulsar_protocol_fuzz.py judges that"
 
 
-def expected_outcome(stream: ByteStream, max_frame_size: int) -> StreamOutcome:
-    """What the server must do with ``stream``, by replaying its framing and handshake rules."""
+def expected_outcome(stream: ByteStream, max_frame_size: int, sniffs: bool = False) -> StreamOutcome:
+    """What the server must do with ``stream``, by replaying its framing and handshake rules;
+    ``sniffs``: the server first tells the protocols apart, as the broker's port does."""
+    if sniffs:
+        try:
+            protocol = sniff(stream.data[:SNIFF_BYTES], max_frame_size)
+        except MalformedCommandError:
+            return StreamOutcome.REFUSED
+        if protocol == "pulsar":
+            return StreamOutcome.PULSAR
     frames = FrameDecoder(max_frame_size)
     frames.feed(stream.data)
     handshake_done = False
@@ -369,7 +381,7 @@ async def exchange(
             writer.write(data)
             await writer.drain()
             await asyncio.sleep(0.001)  # separate segments: the server reads them apart
-        if outcome is not StreamOutcome.NOTHING_DUE:
+        if outcome not in (StreamOutcome.NOTHING_DUE, StreamOutcome.PULSAR):
             async with asyncio.timeout(timeout_s):
                 await _read_answers(reader, answers, until_closed=outcome is not StreamOutcome.ANSWERED)
     except (ConnectionResetError, BrokenPipeError):

@@ -59,6 +59,13 @@ def http_request(method: str, url: str, body: object = None, timeout_s: float = 
         return error.code, json.loads(error.read() or b"null")
 
 
+def put_partitions(cluster: ProcessCluster, local_name: str, partitions: int) -> None:
+    """Create ``public/default/<local_name>`` as a partitioned topic through the admin REST API."""
+    url = f"{broker_web_url(cluster)}/admin/v2/persistent/public/default/{local_name}/partitions"
+    status, answer = http_request("PUT", url, partitions)
+    assert status == 204, (status, answer)
+
+
 def topic_stats(cluster: ProcessCluster, topic: str, kind: str = "stats", *, domain: str = "persistent") -> Any:
     """``/admin/v2/<domain>/public/default/<topic>/<kind>`` (stats, internalStats, …) from the
     cluster's first broker."""

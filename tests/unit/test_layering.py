@@ -6,11 +6,13 @@ Layers (an edge "A → B" also covers every sub-module of A and B):
   ``metrics`` and the small helpers beside them) never imports the servers, the client or the
   application layer — not even through the package root's lazy re-exports
   (``from minipulsar import Client`` is an import of ``minipulsar.client``);
-- ``minipulsar.protocol`` never imports ``minipulsar.net``, asyncio or uvloop (sans-IO);
+- ``minipulsar.protocol`` and ``minipulsar.binary_protocol`` (Pulsar's binary protocol) never
+  import ``minipulsar.net``, asyncio or uvloop (sans-IO);
 - the **components** ``minipulsar.client``, ``minipulsar.bookie`` and ``minipulsar.broker``
   import the core and never each other, nor the application layer;
-- the **application layer** (``minipulsar.cli``, which holds ``perf``, ``minipulsar.sync`` and the
-  package root's re-exports) may import anything;
+- the **application layer** (``minipulsar.cli``, which holds ``perf``, ``minipulsar.lab``, the
+  tuning lab that drives whole clusters, ``minipulsar.sync`` and the package root's re-exports)
+  may import anything;
 - nothing imports the repository folders ``bookie``, ``broker``, ``client`` as top-level packages.
 """
 
@@ -23,7 +25,7 @@ import pytest
 from tests.support.imports import ROOT, Import, all_imports, imports_of
 
 COMPONENTS = ("minipulsar.bookie", "minipulsar.broker", "minipulsar.client")
-APPLICATION = ("minipulsar.cli", "minipulsar.sync", "minipulsar.__main__")
+APPLICATION = ("minipulsar.cli", "minipulsar.lab", "minipulsar.sync", "minipulsar.__main__")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Rule:
 RULES = [
     Rule("minipulsar", (*COMPONENTS, *APPLICATION), exempt=(*COMPONENTS, *APPLICATION)),
     Rule("minipulsar.protocol", ("minipulsar.net", "asyncio", "uvloop")),
+    Rule("minipulsar.binary_protocol", ("minipulsar.net", "asyncio", "uvloop")),
     Rule("minipulsar.client", ("minipulsar.broker", "minipulsar.bookie", *APPLICATION)),
     Rule("minipulsar.bookie", ("minipulsar.broker", "minipulsar.client", *APPLICATION)),
     Rule("minipulsar.broker", ("minipulsar.bookie", "minipulsar.client", *APPLICATION)),

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from minipulsar.cli.perf.options import (
+    CLIENTS,
     COMPRESSIONS,
     DEFAULT_BATCH_MAX_BYTES,
     DEFAULT_SERVICE_URL,
@@ -104,6 +105,12 @@ def _add_produce(modes: argparse._SubParsersAction) -> None:
         help="maximum messages in flight per producer (0: bounded by the client's memory limit)",
     )
     p.add_argument("-z", "--compression", type=str.upper, choices=COMPRESSIONS, default="NONE")
+    p.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="minipulsar",
+        help="the client to drive: minipulsar's own, or Pulsar's official one (needs pulsar-client)",
+    )
     p.add_argument(
         "--send-timeout",
         type=_non_negative(float),
@@ -261,6 +268,7 @@ def _produce_options(args: argparse.Namespace) -> ProduceOptions:
         send_timeout_s=args.send_timeout,
         stats_interval_s=args.stats_interval_seconds,
         operation_timeout_s=args.operation_timeout,
+        client=args.client,
     )
 
 

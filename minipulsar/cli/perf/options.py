@@ -22,6 +22,9 @@ DEFAULT_BATCH_MAX_BYTES = 4 * 1024 * 1024
 COMPRESSIONS = ("NONE", "LZ4", "ZLIB", "ZSTD")
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 SUBSCRIPTION_POSITIONS = ("Latest", "Earliest")
+CLIENTS = ("minipulsar", "official")
+"""Which client ``perf produce`` drives: minipulsar's own, or Pulsar's (``pulsar-client``,
+speaking Pulsar's binary protocol to the same port)."""
 
 
 def _check(condition: bool, message: str) -> None:
@@ -61,10 +64,13 @@ class ProduceOptions:
     """Lookups and producer creation give up after this long (an unreachable cluster)."""
     timeline_s: float = 0.0
     """> 0: keep a latency timeline in buckets of this many seconds (the result's ``timeline``)."""
+    client: str = "minipulsar"
+    """One of :data:`CLIENTS`."""
 
     def __post_init__(self) -> None:
         self.topics = list(self.topics)
         expand_topics(self.topics, self.num_topics)  # bad names fail here, before any connection
+        _check(self.client in CLIENTS, f"client must be one of {', '.join(CLIENTS)}")
         self.compression = self.compression.upper()
         _check(self.compression in COMPRESSIONS, f"compression must be one of {', '.join(COMPRESSIONS)}")
         _check(self.rate_per_s >= 0, f"rate must be >= 0, got {self.rate_per_s}")

@@ -21,10 +21,11 @@ event; what is in flight then is waited for (up to :data:`DRAIN_TIMEOUT_S`) and 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict
 from typing import Any, Protocol
 
@@ -111,13 +112,7 @@ async def run_produce(
         stop=stop,
         timeline_s=options.timeline_s,
     )
-    async with Client(options.service_url, operation_timeout_seconds=options.operation_timeout_s) as client:
-        settings = producer_settings(options)
-        producers = await session.set_up(
-            asyncio.gather(
-                *(client.create_producer(topic, **settings) for topic in topics for _ in range(options.num_producers))
-            )
-        )
+    async with _producers(options, topics, session) as producers:
         with run_gc_settings():
             session.begin()
             session.start_worker(_send(producers, payload, session, options))
@@ -128,6 +123,27 @@ async def run_produce(
             await _drain(producers)
             session.end()
     return session.result(targets=topics, options=asdict(options))
+
+
+@contextlib.asynccontextmanager
+async def _producers(
+    options: ProduceOptions, topics: list[str], session: PerfSession
+) -> AsyncIterator[Sequence[PerfProducer]]:
+    """The run's producers on the client ``options.client`` names, closed on exit."""
+    if options.client == "official":
+        from minipulsar.cli.perf.official import official_producers  # the optional client, only when asked for
+
+        async with official_producers(options, topics) as official:
+            yield official
+        return
+    async with Client(options.service_url, operation_timeout_seconds=options.operation_timeout_s) as client:
+        settings = producer_settings(options)
+        producers = await session.set_up(
+            asyncio.gather(
+                *(client.create_producer(topic, **settings) for topic in topics for _ in range(options.num_producers))
+            )
+        )
+        yield producers
 
 
 async def _send(

@@ -10,7 +10,15 @@ import pytest
 
 from minipulsar.bookie import metrics
 from minipulsar.bookie.disk_monitor import LedgerDirsMonitor
-from minipulsar.bookie.load import BookieLoad, HistogramSnapshot, LoadSample, io_util_percent, latency_in_window
+from minipulsar.bookie.load import (
+    BookieLoad,
+    HistogramSnapshot,
+    LoadSample,
+    block_disk_of,
+    busiest_disk_rate,
+    io_util_percent,
+    latency_in_window,
+)
 from minipulsar.bookie.read_pool import ReadThreadPool
 from minipulsar.bookie.state_manager import LEDGER_DIRS_FULL, BookieStateManager
 from minipulsar.config import BookieConfig, load_config
@@ -46,6 +54,37 @@ def test_io_util_is_the_busiest_known_device_and_minus_one_when_none_is_known() 
     assert io_util_percent(old, new, [1]) == 25.0
     assert io_util_percent(old, new, [1, 2, None]) == 90.0
     assert io_util_percent(old, new, [3, None]) == -1.0
+
+
+def disk_sample(at_s: float, written: dict[str, float]) -> LoadSample:
+    return LoadSample(at_s, 0, snap(0, 0, {}), 0, {}, journal_disk_written_bytes=written)
+
+
+def test_the_journal_disk_rate_is_the_busiest_disk_counted_in_both_samples() -> None:
+    old = disk_sample(10.0, {"8:0": 1e6, "8:16": 0.0, "7:3": 0.0})
+    new = disk_sample(12.0, {"8:0": 3e6, "8:16": 9e6, "259:1": 5e9})  # 1 and 4.5 MB/s; 259:1 is new
+    assert busiest_disk_rate(old, new) == ("8:16", 4.5e6)
+    assert busiest_disk_rate(old, disk_sample(12.0, {"8:0": 0.0})) == ("8:0", 0.0), "a counter going back is 0"
+    assert busiest_disk_rate(old, disk_sample(12.0, {})) == (None, None)
+
+
+def test_a_filesystem_without_a_block_device_has_no_journal_disk() -> None:
+    """Goal: tmpfs (an anonymous device, 0:N) has no counters: the report says None, not 0."""
+    if not os.path.isdir("/sys/dev/block") or os.major(os.stat("/dev/shm").st_dev) != 0:
+        pytest.skip("needs Linux sysfs and a tmpfs /dev/shm")
+    assert block_disk_of(os.stat("/dev/shm").st_dev) is None
+
+
+class CountingDevice:
+    """A SIMULATED shared journal device's counter (bookie/disk_model.SharedDevice's shape)."""
+
+    disk_id = "simulated:/lab/journal-disk-0.dev"
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def written_bytes(self) -> int:
+        return self.written
 
 
 def load_config_for(tmp_path: Path) -> BookieConfig:
@@ -105,3 +144,29 @@ async def test_the_report_has_throughput_disk_pending_and_state(tmp_path: Path) 
         await load.close()
         await monitor.close()
         pool.close()
+
+
+async def test_the_journal_disk_figure_counts_the_neighbours_writes_on_a_shared_device(tmp_path: Path) -> None:
+    """Goal: with a SIMULATED shared journal device, the journal-disk rate is the device's
+    (every bookie writing to it), while the bookie's own journal rate stays 0. Method: 4 MB
+    added to the device's counter by "neighbours" between samples, nothing by this bookie."""
+    config = load_config_for(tmp_path)
+    monitor = LedgerDirsMonitor(config, lambda writable: None)
+    device = CountingDevice()
+    load = BookieLoad(
+        config.journal_dirs, config.ledger_dirs, monitor, BookieStateManager(), None, 0.05, 5, journal_device=device
+    )
+    await monitor.start()
+    await load.start()
+    try:
+        first = load.report()
+        assert first["journalDiskId"] == device.disk_id and first["journalDiskWriteBytesPerSecond"] == 0.0
+        device.written += 4_000_000
+        await wait_for(lambda: (load.report()["journalDiskWriteBytesPerSecond"] or 0) > 0, timeout_s=5)
+        report = load.report()
+        assert report["journalDiskWriteBytesPerSecond"] == pytest.approx(4e6 / report["loadWindowSeconds"], rel=0.02)
+        assert report["journalDiskId"] == device.disk_id
+        assert report["journalWriteBytesPerSecond"] == 0.0, "this bookie wrote nothing"
+    finally:
+        await load.close()
+        await monitor.close()

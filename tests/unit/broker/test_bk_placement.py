@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from minipulsar.bookkeeper.bookie_load_poller import load_report
 from minipulsar.bookkeeper.cluster_view import BookieLoadReport, ClusterView
 from minipulsar.bookkeeper.load_aware import LoadAwareEnsemblePlacementPolicy, load_weights
 from minipulsar.bookkeeper.placement import (
@@ -25,6 +26,7 @@ from minipulsar.bookkeeper.placement import (
 from minipulsar.bookkeeper.placement_policies import placement_policy
 from minipulsar.bookkeeper.rackaware import RackawareEnsemblePlacementPolicy, arrange_racks, window_neighbours
 from minipulsar.errors import ConfigError, NotEnoughBookiesError
+from minipulsar.protocol.commands import BookieInfoResponse
 
 SEED = 20240611
 MB = 1_000_000
@@ -74,13 +76,19 @@ def assert_even(counts: list[int], tolerance: float = 0.15) -> None:
 
 
 def bookie_report(
-    journal_mb_s: float, disk: float = 0.5, *, at_s: float = 100.0, read_only: bool = False
+    journal_mb_s: float,
+    disk: float = 0.5,
+    *,
+    at_s: float = 100.0,
+    read_only: bool = False,
+    journal_disk_mb_s: float | None = None,
 ) -> BookieLoadReport:
     return BookieLoadReport(
         journal_write_bytes_per_s=journal_mb_s * MB,
         ledger_dirs_used_fraction=disk,
         received_at_s=at_s,
         read_only=read_only,
+        journal_disk_write_bytes_per_s=None if journal_disk_mb_s is None else journal_disk_mb_s * MB,
     )
 
 
@@ -460,3 +468,51 @@ def test_loadaware_keeps_racks_apart_when_racks_differ() -> None:
         counts.update(ensemble)
     for r in range(3):
         assert counts[f"r{r}-light"] >= 2 * counts[f"r{r}-heavy"], counts
+
+
+def test_loadaware_weighs_the_journal_disk_a_bookie_shares_with_its_neighbours() -> None:
+    """Goal: BIGO's shared journal disks. A bookie whose own journal is quiet (5 MB/s) but whose
+    disk its neighbours saturate (155 MB/s) is a heavy bookie; one on a 24 MB/s disk is light.
+    Method: three bookies on hot disks, three on quiet disks, all with the same own-journal
+    rate; the choices (same seed) are exactly those for own-journal rates of 155 and 24 MB/s:
+    the quiet-disk bookies get clearly more ledgers and the hot ones still some. Without the
+    disk figure the same bookies look alike and the spread is even."""
+    hot, quiet = bookies(3, "hot-disk"), bookies(3, "quiet-disk")
+
+    def counts_for(loads: dict[str, BookieLoadReport]) -> Counter[str]:
+        policy = LoadAwareEnsemblePlacementPolicy(random.Random(SEED))
+        return Counter(
+            itertools.chain.from_iterable(policy.new_ensemble(3, 2, 2, loaded_view(loads)) for _ in range(10_000))
+        )
+
+    shared = counts_for(
+        {b: bookie_report(5, journal_disk_mb_s=155) for b in hot}
+        | {b: bookie_report(5, journal_disk_mb_s=24) for b in quiet}
+    )
+    assert shared == counts_for({b: bookie_report(155) for b in hot} | {b: bookie_report(24) for b in quiet})
+    assert sum(shares(shared, quiet)) >= 1.8 * sum(shares(shared, hot)), shared
+    assert min(shares(shared, hot)) >= 1_000, shared
+    assert_even(shares(counts_for({b: bookie_report(5) for b in hot + quiet}), hot + quiet))
+
+
+def test_a_bookie_without_a_journal_disk_figure_is_weighed_by_its_own_journal_bytes() -> None:
+    view = loaded_view(
+        {
+            "measured": bookie_report(1, journal_disk_mb_s=100),
+            "unmeasured": bookie_report(100),
+            "idle": bookie_report(1),
+        }
+    )
+    assert [view.loads[b].journal_load_bytes_per_s for b in ("measured", "unmeasured", "idle")] == [100 * MB] * 2 + [MB]
+    weights = load_weights(["measured", "unmeasured", "idle"], view, 15.0)
+    assert weights is not None
+    assert weights["measured"] == pytest.approx(weights["unmeasured"]) and weights["idle"] > weights["measured"]
+
+
+def test_the_poller_reads_the_journal_disk_figure_and_none_when_the_bookie_has_none() -> None:
+    info = {"journalWriteBytesPerSecond": 2e6, "journalDiskWriteBytesPerSecond": 9e7, "ledgerDirsUsedFraction": 0.4}
+    report = load_report(BookieInfoResponse(id=1, free_disk_bytes=0, total_disk_bytes=0, info=info), 3.0)
+    assert report == BookieLoadReport(2e6, 0.4, 3.0, journal_disk_write_bytes_per_s=9e7)
+    for unknown in ({"journalDiskWriteBytesPerSecond": None}, {}):  # no block device; an older bookie
+        report = load_report(BookieInfoResponse(id=1, free_disk_bytes=0, total_disk_bytes=1, info=unknown), 3.0)
+        assert report.journal_disk_write_bytes_per_s is None and report.journal_load_bytes_per_s == 0.0

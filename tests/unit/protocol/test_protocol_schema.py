@@ -150,6 +150,7 @@ def test_wire_enumerations_are_checked_fields() -> None:
         ("SUBSCRIBE", "initial_position"),
         ("SUBSCRIBE", "key_shared_mode"),
         ("ACK", "ack_type"),
+        ("PRODUCER", "access_mode"),
         ("MD_NOTIFICATION", "kind"),
     }
 

@@ -1,0 +1,1 @@
+"""The tuning lab."""

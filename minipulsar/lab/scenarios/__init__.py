@@ -1,0 +1,1 @@
+"""The lab's scenarios: one module per finding, each defining ``SCENARIO``."""
