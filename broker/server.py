@@ -498,6 +498,8 @@ class BrokerConnection(ServerConnection):
 
     @handles(cmd.Ack)
     def acknowledge(self, command: cmd.Ack) -> Any:
+        if command.id is None and command.consumer_id in self._detached_consumers:
+            return None  # an official client's grouped acks, flushed after a seek or an unload
         handle = self._consumer(command.consumer_id)
         positions = _parse_positions(command.message_ids)
         if command.ack_type not in ("individual", "cumulative"):
@@ -519,7 +521,8 @@ class BrokerConnection(ServerConnection):
 
     @handles(cmd.Seek)
     async def seek(self, command: cmd.Seek) -> None:
-        """Reset the subscription; SUCCESS goes out before anything from the new position."""
+        """Reset the subscription; SUCCESS goes out before anything from the new position (to an
+        official client, after CLOSE_CONSUMER, as Pulsar's broker does)."""
         handle = self._consumer(command.consumer_id)
         subscription = handle.subscription
         if not isinstance(subscription, PersistentSubscription):  # nothing stored to seek in
@@ -532,12 +535,13 @@ class BrokerConnection(ServerConnection):
             await subscription.seek(Position(command.ledger_id, command.entry_id))
         handle.consumer.permits = 0  # the client clears its queue and grants them again (FLOW)
         try:
-            self.send(cmd.Success(id=command.id))
             if self.protocol == "pulsar":
-                # Pulsar's broker disconnects a subscription's consumers on a reset; its clients
-                # grant permits again only when they subscribe anew
+                # Pulsar's broker disconnects a subscription's consumers on a reset, before it
+                # answers: its clients then take the seek's position (or, after a seek by time,
+                # none) as their start when they subscribe anew, and grant permits again
                 self.detach_consumer(command.consumer_id)
                 self.send_close_consumer(command.consumer_id)
+            self.send(cmd.Success(id=command.id))
         finally:
             subscription.resume()
 

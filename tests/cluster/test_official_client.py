@@ -222,18 +222,20 @@ def test_key_shared_keeps_each_key_on_one_consumer(official: pulsar.Client) -> N
     assert len(owner) == 6
 
 
-@pytest.mark.xfail(
-    reason="open (issue 23): after a seek, the C++ client's re-subscription receives nothing",
-    raises=pulsar.Timeout,
-    strict=False,
-)
-def test_seek_to_a_message_id_and_to_a_time_rewinds_the_subscription(official: pulsar.Client) -> None:
+@pytest.mark.parametrize("inclusive", [False, True], ids=["exclusive", "inclusive"])
+def test_seek_to_a_message_id_and_to_a_time_rewinds_the_subscription(official: pulsar.Client, inclusive: bool) -> None:
+    """The broker rewinds the cursor to the message itself, as Pulsar's does; the client skips
+    it unless the consumer is ``start_message_id_inclusive`` (Pulsar's default: exclusive). A
+    seek by time always includes the first message at or after it."""
     topic = new_topic("seek")
-    consumer = official.subscribe(topic, "sub", initial_position=EARLIEST)
+    consumer = official.subscribe(topic, "sub", initial_position=EARLIEST, start_message_id_inclusive=inclusive)
     payloads = produce(official, topic, 10, batching_enabled=False)
     received = receive(consumer, 10)
+    for message in received:
+        consumer.acknowledge(message)
     consumer.seek(received[4].message_id())
-    assert [m.data() for m in receive(consumer, 6)] == payloads[4:]
+    rewound = payloads[4:] if inclusive else payloads[5:]
+    assert [m.data() for m in receive(consumer, len(rewound))] == rewound
     consumer.seek(received[0].publish_timestamp())
     assert receive(consumer, 1)[0].data() == payloads[0]
 
