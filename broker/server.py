@@ -39,8 +39,10 @@ from functools import partial
 from typing import Any, Protocol
 
 from minipulsar import entry_format
+from minipulsar.binary_protocol.detect import Protocol as WireProtocol
 from minipulsar.binary_protocol.detect import sniff
 from minipulsar.binary_protocol.wire import PulsarWire
+from minipulsar.broker.connection_counts import ConnectionCounts
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.namespace.lookup import TopicLookup
 from minipulsar.broker.publish_buffer import PublishBuffer
@@ -50,6 +52,7 @@ from minipulsar.broker.topics.base import Consumer, Subscription, Topic
 from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.key_shared import KEY_SHARED_MODES
 from minipulsar.broker.topics.persistent_subscription import PersistentSubscription
+from minipulsar.broker.topics.persistent_topic import PersistentTopic
 from minipulsar.broker.topics.registry import TopicRegistry
 from minipulsar.config import BrokerConfig
 from minipulsar.errors import (
@@ -133,6 +136,7 @@ class ProducerHandle:
         "access_mode",
         "address",
         "bytes_in",
+        "client_version",
         "connected_since",
         "connection",
         "messages_in",
@@ -153,6 +157,7 @@ class ProducerHandle:
     ) -> None:
         self.producer_id, self.name, self.topic, self.address = producer_id, name, topic, address
         self.connection = connection
+        self.client_version = connection.client_version
         self.access_mode = access_mode
         """Shared, or the topic's only producer (Exclusive, ExclusiveWithFencing)."""
         self.sends_in_flight = 0
@@ -194,6 +199,7 @@ class BrokerConnection(ServerConnection):
         publish_buffer: the broker-wide publish buffer every producer connection shares.
         throttling: the broker-wide counts of throttled connections.
         publish_latency: the broker-wide SEND → SEND_RECEIPT latencies (``pulsar_broker_publish_latency``).
+        connection_counts: the broker-wide counts of connections by protocol.
     """
 
     SERVER_VERSION = "minipulsar-broker"
@@ -206,10 +212,12 @@ class BrokerConnection(ServerConnection):
         publish_buffer: PublishBuffer,
         throttling: ConnectionThrottling,
         publish_latency: LatencyWindow,
+        connection_counts: ConnectionCounts,
     ) -> None:
         self._wire: ClientWire = MsgpackWire(settings.max_frame_size, self.receive_pipeline_bytes)
         super().__init__(keepalive_interval_s=settings.keepalive_interval_s, wire=self._wire)
         self._publish_latency = publish_latency
+        self._connection_counts = connection_counts
         self._settings = settings
         self._topics = topics
         self._lookup = lookup
@@ -224,12 +232,16 @@ class BrokerConnection(ServerConnection):
         self._detached_producers: set[int] = set()
         """Producer ids an unload took away: their late SENDs are dropped (the client resends)."""
         self._detached_consumers: set[int] = set()
+        self._waiting_producers: dict[int, asyncio.Task[Any]] = {}
+        """WaitForExclusive producers still queued, by producer id: their PRODUCER handlers."""
         self._failed_producers: set[int] = set()
         """Producer ids a send of which failed: their later SENDs are refused unwritten until the
         producer is created again (the client re-creates it and resends everything from the
         failed one, in order), so nothing behind a failed message is stored before it."""
-        self.protocol = "minipulsar"
+        self.protocol: WireProtocol = "minipulsar"
         """Which protocol the client speaks: ``minipulsar`` or ``pulsar`` (the official clients)."""
+        self._counted = False
+        """Whether :attr:`_connection_counts` holds this connection (once its protocol is known)."""
         self._for_client: Callable[[bytes], bytes] = entry_format.as_minipulsar_entry
         """An entry in the format this client's protocol reads (converted only if stored in the other)."""
         self._sniffed: memoryview | None = memoryview(bytearray(SNIFF_BYTES))
@@ -266,6 +278,8 @@ class BrokerConnection(ServerConnection):
             return
         if protocol == "pulsar":
             self._speak_pulsar()
+        self._connection_counts.opened(self.protocol)
+        self._counted = True
         self.data_received(prefix)
 
     def _speak_pulsar(self) -> None:
@@ -321,7 +335,42 @@ class BrokerConnection(ServerConnection):
             raise ProducerBusyError(f"producer with name {name!r} is already connected to {topic.name}")
         if command.producer_id in self.producers or not self.is_open:  # raced with itself or a close
             raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
+        if command.access_mode == "WaitForExclusive":
+            await self._create_producer_when_exclusive(command, topic, name)
+            return
         _claim_access(topic, command.access_mode)
+        self._attach_producer(command, topic, name)
+
+    async def _create_producer_when_exclusive(self, command: cmd.Producer, topic: Topic, name: str) -> None:
+        """WaitForExclusive: queued behind the topic's producers (broker/topics/exclusive_queue.py),
+        told "not ready" meanwhile, attached when its turn comes."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._waiting_producers[command.producer_id] = task  # CLOSE_PRODUCER gives up the wait
+        try:
+            await self._wait_for_exclusive_turn(command, topic, name)
+        finally:
+            if self._waiting_producers.get(command.producer_id) is task:
+                del self._waiting_producers[command.producer_id]
+
+    async def _wait_for_exclusive_turn(self, command: cmd.Producer, topic: Topic, name: str) -> None:
+        async with topic.counters.exclusive_queue.turn() as turn:
+            if not turn.done():
+                log.info("%s: producer %r waits for exclusive access to %s", self.peer, name, topic.name)
+                self.send(cmd.ProducerSuccess(id=command.id, producer_name=name, producer_ready=False))
+                await turn
+            if not self.is_open:
+                return
+            if self._topics.loaded_topic(topic.name) is not topic:
+                raise NotOwnerError(f"{topic.name} was unloaded from this broker; look it up again")
+            if command.producer_id in self.producers:
+                raise ProducerBusyError(f"producer id {command.producer_id} is already in use on this connection")
+            if any(p.name == name for p in topic.counters.producers.values()):
+                raise ProducerBusyError(f"producer with name {name!r} is already connected to {topic.name}")
+            _claim_access(topic, "Exclusive", queued=True)
+            self._attach_producer(command, topic, name)
+
+    def _attach_producer(self, command: cmd.Producer, topic: Topic, name: str) -> None:
         self._detached_producers.discard(command.producer_id)
         self._failed_producers.discard(command.producer_id)
         producer = ProducerHandle(command.producer_id, name, topic, self.peer, self, command.access_mode)
@@ -435,11 +484,14 @@ class BrokerConnection(ServerConnection):
 
     @handles(cmd.CloseProducer)
     def close_producer(self, command: cmd.CloseProducer) -> None:
+        waiting = self._waiting_producers.pop(command.producer_id, None)
+        if waiting is not None:
+            waiting.cancel()
         self._detached_producers.discard(command.producer_id)
         self._failed_producers.discard(command.producer_id)
         producer = self.producers.pop(command.producer_id, None)
         if producer is not None:
-            producer.topic.counters.producers.pop((id(self), command.producer_id), None)
+            producer.topic.counters.remove_producer((id(self), command.producer_id))
         if not self.producers:
             self._publish_buffer.unregister(self)
         if command.id is not None:
@@ -546,9 +598,23 @@ class BrokerConnection(ServerConnection):
             subscription.resume()
 
     @handles(cmd.GetLastMessageId)
-    def get_last_message_id(self, command: cmd.GetLastMessageId) -> None:
-        last = self._consumer(command.consumer_id).topic.last_message_id
-        self.send(cmd.LastMessageId(id=command.id, ledger_id=last.ledger_id, entry_id=last.entry_id))
+    async def get_last_message_id(self, command: cmd.GetLastMessageId) -> None:
+        """The topic's last entry; to an official client also its last message's batch index,
+        read from the entry, and the subscription's mark-delete position, as Pulsar's broker
+        answers (its readers' ``hasMessageAvailable`` compares them with what they received)."""
+        handle = self._consumer(command.consumer_id)
+        topic = handle.topic
+        last = topic.last_message_id
+        answer = cmd.LastMessageId(id=command.id, ledger_id=last.ledger_id, entry_id=last.entry_id)
+        if self.protocol == "pulsar" and isinstance(topic, PersistentTopic):
+            if last.entry_id >= 0:
+                entries = await topic.ledger.read_entries(last, 1)
+                if entries and entries[0].position == last:
+                    answer.batch_index = entry_format.last_batch_index(entries[0].payload)
+            cursor = handle.subscription.cursor
+            if cursor is not None:
+                answer.mark_delete = [cursor.mark_delete.ledger_id, cursor.mark_delete.entry_id]
+        self.send(answer)
 
     @handles(cmd.CloseConsumer)
     def close_consumer(self, command: cmd.CloseConsumer) -> None:
@@ -579,7 +645,7 @@ class BrokerConnection(ServerConnection):
         producer = self.producers.pop(producer_id, None)
         if producer is None:
             return False
-        producer.topic.counters.producers.pop((id(self), producer_id), None)
+        producer.topic.counters.remove_producer((id(self), producer_id))
         self._detached_producers.add(producer_id)
         if not self.producers:
             self._publish_buffer.unregister(self)
@@ -642,8 +708,10 @@ class BrokerConnection(ServerConnection):
 
     def closed(self, reason: MiniPulsarError) -> None:
         super().closed(reason)
+        if self._counted:
+            self._connection_counts.ended(self.protocol)
         for producer_id, producer in self.producers.items():
-            producer.topic.counters.producers.pop((id(self), producer_id), None)
+            producer.topic.counters.remove_producer((id(self), producer_id))
         self.producers.clear()
         self._publish_buffer.unregister(self)
         for held in list(self._throttles):
@@ -653,14 +721,16 @@ class BrokerConnection(ServerConnection):
         self.consumers.clear()
 
 
-def _claim_access(topic: Topic, mode: cmd.ProducerAccessMode) -> None:
+def _claim_access(topic: Topic, mode: cmd.ProducerAccessMode, *, queued: bool = False) -> None:
     """Admit a producer of ``mode`` to ``topic`` as Pulsar does: a Shared one while no
-    exclusive producer holds it, an Exclusive one while it has no producer at all; one with
-    fencing takes it from every producer attached (each is closed, and its reconnection
-    refused while the fencing one stays).
+    exclusive producer holds it and none waits for it, an Exclusive one while it has no
+    producer at all; one with fencing takes it from every producer attached (each is closed,
+    and its reconnection refused while the fencing one stays). ``queued``: the producer whose
+    WaitForExclusive turn it is (the queue does not stand in its own way).
 
     Raises:
-        ProducerBusyError: the topic is held by an exclusive producer, or (Exclusive) by any.
+        ProducerBusyError: the topic is held by an exclusive producer, or (Exclusive) by any,
+            or producers wait for exclusive access.
     """
     attached = [p for p in topic.counters.producers.values() if isinstance(p, ProducerHandle)]
     if mode == "ExclusiveWithFencing":
@@ -672,6 +742,9 @@ def _claim_access(topic: Topic, mode: cmd.ProducerAccessMode) -> None:
         raise ProducerBusyError(f"{topic.name} has an exclusive producer ({holder.name!r})")
     if mode == "Exclusive" and attached:
         raise ProducerBusyError(f"{topic.name} has {len(attached)} producers: Exclusive access refused")
+    waiting = len(topic.counters.exclusive_queue) - int(queued)
+    if waiting > 0:
+        raise ProducerBusyError(f"{topic.name} has {waiting} producers waiting for exclusive access")
 
 
 def _parse_topic(topic: str) -> TopicName:

@@ -36,6 +36,7 @@ from minipulsar.broker.admin import admin_routes
 from minipulsar.broker.admin_bookies import ClusterBookies, bookie_routes
 from minipulsar.broker.admin_namespaces import namespace_routes
 from minipulsar.broker.broker_stats import broker_stats_routes
+from minipulsar.broker.connection_counts import ConnectionCounts
 from minipulsar.broker.console.gather import BrokerRest, ClusterGatherer, SnapshotCache
 from minipulsar.broker.console.routes import console_routes
 from minipulsar.broker.identity import BrokerIdentity
@@ -92,6 +93,7 @@ class BrokerService:
         self._cache = EntryCache.from_config(config)
         self._publish_buffer = PublishBuffer.from_megabytes(config.max_message_publish_buffer_size_mb)
         self._throttling = ConnectionThrottling()
+        self._connection_counts = ConnectionCounts()
         self._publish_latency = LatencyWindow()
         self._write_latency = ml_metrics.STORAGE_WRITE_LATENCY.labels(config.cluster_name)
         """Created now: exported from start, before the first add."""
@@ -113,6 +115,7 @@ class BrokerService:
             self._publish_buffer,
             self._throttling,
             self._publish_latency,
+            self._connection_counts,
         )
 
     async def start(self) -> None:
@@ -183,7 +186,13 @@ class BrokerService:
             load_manager=load_manager,
             stats=stats,
             collector=BrokerCollector(
-                config.cluster_name, topics, self._cache, self._publish_buffer, self._throttling, self._publish_latency
+                config.cluster_name,
+                topics,
+                self._cache,
+                self._publish_buffer,
+                self._throttling,
+                self._publish_latency,
+                self._connection_counts,
             ),
         )
 

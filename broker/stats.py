@@ -27,7 +27,10 @@ scraped and yields Pulsar's families:
   limit paused every producer connection) and ``pulsar_broker_connection_pauses_total`` (one
   connection hit ``maxPendingPublishRequestsPerConnection``), and ``pulsar_broker_publish_latency``
   (summary, ms: SEND read → SEND_RECEIPT written; quantiles of the last stats interval,
-  :mod:`broker.publish_latency`).
+  :mod:`broker.publish_latency`);
+- client connections (labels cluster, protocol: ``minipulsar`` or ``pulsar``):
+  ``pulsar_active_connections``, ``pulsar_connection_created_total_count``,
+  ``pulsar_connection_closed_total_count`` (:mod:`broker.connection_counts`).
 
 Invariant: collecting reads counters and the last rates only; it changes nothing.
 """
@@ -38,6 +41,7 @@ from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from minipulsar.broker.connection_counts import PROTOCOLS, ConnectionCounts
 from minipulsar.broker.managed_ledger.entry_cache import EntryCache
 from minipulsar.broker.managed_ledger.stats_buckets import WRITE_LATENCY_BUCKETS_MS, StatsBuckets, bucket_metric_names
 from minipulsar.broker.publish_buffer import PublishBuffer
@@ -110,8 +114,10 @@ class BrokerCollector(RegisteredCollector):
         publish_buffer: PublishBuffer,
         throttling: ConnectionThrottling,
         publish_latency: LatencyWindow,
+        connection_counts: ConnectionCounts,
     ) -> None:
         self._cluster_name = cluster_name
+        self._connection_counts = connection_counts
         self._topics = topics
         self._cache = cache
         self._publish_buffer = publish_buffer
@@ -247,12 +253,26 @@ class BrokerCollector(RegisteredCollector):
             "Times a connection reached maxPendingPublishRequestsPerConnection",
             self._throttling.connection_pauses,
         )
+        yield from self._connections(cluster)
         yield summary_metric(
             "pulsar_broker_publish_latency",
             "SEND read to SEND_RECEIPT written (ms); quantiles of the last stats interval",
             cluster,
             self._publish_latency,
         )
+
+    def _connections(self, cluster: str) -> Iterator[Metric]:
+        counts = self._connection_counts
+        families = [
+            ("pulsar_active_connections", "Client connections open now", counts.active),
+            ("pulsar_connection_created_total_count", "Client connections opened", counts.created.__getitem__),
+            ("pulsar_connection_closed_total_count", "Client connections closed", counts.closed.__getitem__),
+        ]
+        for name, text, value in families:
+            family = GaugeMetricFamily(name, text, labels=["cluster", "protocol"])
+            for protocol in PROTOCOLS:
+                family.add_metric([cluster, protocol], value(protocol))
+            yield family
 
 
 def _write_latency(buckets: StatsBuckets, labels: list[str], families: list[GaugeMetricFamily]) -> None:

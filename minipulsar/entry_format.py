@@ -43,6 +43,19 @@ def num_messages(payload: bytes, default: int = 1) -> int:
         return default
 
 
+def last_batch_index(payload: bytes) -> int:
+    """The index of the entry's last message as Pulsar's clients number it: ``count - 1`` for
+    a batch, -1 for a message sent on its own (ours are always batches: :mod:`convert` writes
+    them so), -1 if unreadable."""
+    if not is_pulsar_entry(payload):
+        return own.peek_num_messages(payload, 0) - 1
+    try:
+        metadata = pulsar_entry.parse_metadata(payload)
+    except MalformedCommandError:
+        return -1
+    return metadata.num_messages_in_batch - 1 if metadata.HasField("num_messages_in_batch") else -1
+
+
 def publish_time_ms(payload: bytes) -> int | None:
     """When the entry's producer published it (None if unreadable)."""
     if not is_pulsar_entry(payload):

@@ -64,6 +64,8 @@ class Consumer(Protocol):
     avg_messages_per_entry: float | None
     messages_out: int
     bytes_out: int
+    connected_since: str
+    """When it subscribed (ISO 8601, UTC), as the stats show it."""
 
     @property
     def writable(self) -> bool:

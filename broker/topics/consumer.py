@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable
 from typing import Protocol
 
@@ -40,6 +41,11 @@ class ConsumerConnection(Protocol):
     @property
     def writable(self) -> bool:
         """The socket takes writes now (the client reads what it is sent)."""
+        ...
+
+    @property
+    def client_version(self) -> str:
+        """What the client's CONNECT named itself, as the stats show it."""
         ...
 
     def send(self, command: Command) -> None: ...
@@ -97,6 +103,7 @@ class ServerConsumer:
         self.bytes_out = 0
         self.redelivered_messages = 0
         self._topic_counters = topic_counters
+        self.connected_since = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
 
     @property
     def pending_acks(self) -> dict[Position, int]:

@@ -10,6 +10,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from minipulsar.broker.topics.exclusive_queue import ExclusiveQueue
+
 if TYPE_CHECKING:
     pass
 
@@ -42,6 +44,12 @@ class Publisher(Protocol):
     def connected_since(self) -> str: ...
 
     @property
+    def client_version(self) -> str: ...
+
+    @property
+    def access_mode(self) -> str: ...
+
+    @property
     def messages_in(self) -> int: ...
 
     @property
@@ -64,3 +72,14 @@ class TopicCounters:
     bytes_out: int = 0
     producers: dict[tuple[int, int], Publisher] = field(default_factory=dict)
     """(connection identity, producer id) → the producer."""
+    exclusive_queue: ExclusiveQueue = field(init=False)
+    """Producers waiting for exclusive access (WaitForExclusive)."""
+
+    def __post_init__(self) -> None:
+        self.exclusive_queue = ExclusiveQueue(lambda: bool(self.producers))
+
+    def remove_producer(self, key: tuple[int, int]) -> None:
+        """Take a producer off the topic; the first producer waiting for exclusive access gets
+        its turn once none is left."""
+        if self.producers.pop(key, None) is not None:
+            self.exclusive_queue.grant_next()

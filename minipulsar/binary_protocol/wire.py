@@ -281,6 +281,7 @@ _ACCESS_MODES: Final[dict[int, cmd.ProducerAccessMode]] = {
     api.Shared: "Shared",
     api.Exclusive: "Exclusive",
     api.ExclusiveWithFencing: "ExclusiveWithFencing",
+    api.WaitForExclusive: "WaitForExclusive",
 }
 
 
@@ -384,7 +385,7 @@ def _topics_response(c: cmd.GetTopicsOfNamespaceResponse) -> api.BaseCommand:
 
 
 def _producer_success(c: cmd.ProducerSuccess) -> api.BaseCommand:
-    return answers.producer_success(c.id, c.producer_name, c.last_sequence_id)
+    return answers.producer_success(c.id, c.producer_name, c.last_sequence_id, producer_ready=c.producer_ready)
 
 
 def _send_error(c: cmd.SendError) -> api.BaseCommand:
@@ -396,7 +397,10 @@ def _active_consumer_change(c: cmd.ActiveConsumerChange) -> api.BaseCommand:
 
 
 def _last_message_id(c: cmd.LastMessageId) -> api.BaseCommand:
-    return answers.last_message_id_response(c.id, c.ledger_id, c.entry_id)
+    mark_delete = (c.mark_delete[0], c.mark_delete[1]) if c.mark_delete is not None else None
+    return answers.last_message_id_response(
+        c.id, c.ledger_id, c.entry_id, batch_index=c.batch_index, mark_delete_position=mark_delete
+    )
 
 
 # -- helpers ------------------------------------------------------------------------------------

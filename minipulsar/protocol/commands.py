@@ -36,9 +36,9 @@ AUTO_SPLIT and refuses STICKY with a message naming it."""
 AckType = Literal["individual", "cumulative"]
 """One entry at a time, or everything up to and including it (Pulsar's ``CommandAck.AckType``)."""
 
-ProducerAccessMode = Literal["Shared", "Exclusive", "ExclusiveWithFencing"]
-"""Pulsar's ``ProducerAccessMode`` (``WaitForExclusive`` is not served yet): Shared, or the
-topic's only producer — refused while others are attached, or fencing them out."""
+ProducerAccessMode = Literal["Shared", "Exclusive", "ExclusiveWithFencing", "WaitForExclusive"]
+"""Pulsar's ``ProducerAccessMode``: Shared, or the topic's only producer — refused while others
+are attached, fencing them out, or queued until they have gone."""
 
 LookupType = Literal["connect", "redirect", "failed"]
 """A lookup's answer: this broker owns the topic, ask ``broker_url``, or it failed (Pulsar's
@@ -164,6 +164,8 @@ class ProducerSuccess(Command):
     id: int
     producer_name: str
     last_sequence_id: int = -1
+    producer_ready: bool = True
+    """False: queued for exclusive access (WaitForExclusive); a second, ready answer follows."""
 
 
 @command("SEND")
@@ -285,6 +287,11 @@ class LastMessageId(Command):
     id: int
     ledger_id: int
     entry_id: int
+    batch_index: int = -1
+    """The last message's index in its entry, as Pulsar's clients number messages of a batch
+    (-1: not a batch, or not asked: only official clients are told it)."""
+    mark_delete: list[int] | None = None
+    """``[ledger_id, entry_id]``: the subscription's mark-delete position (official clients only)."""
 
 
 @command("UNSUBSCRIBE")

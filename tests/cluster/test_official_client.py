@@ -12,7 +12,9 @@ times out after a short wait: the official client has no other way to ask.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ import minipulsar.sync
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import cluster_fixture
 from tests.support.official_client import RECEIVE_MS, official_topic, produce_burst, receive_each
-from tests.support.web import put_partitions
+from tests.support.web import metrics_text, put_partitions, required_sample, topic_stats
 
 cluster = cluster_fixture(per_module=True, bookies=3, brokers=2)
 
@@ -106,6 +108,34 @@ def test_a_send_receipt_carries_the_stored_message_id(official: pulsar.Client) -
         (second.ledger_id(), second.entry_id()),
     ]
     assert second.entry_id() == first.entry_id() + 1
+
+
+def test_a_wait_for_exclusive_producer_is_queued_until_the_topic_is_free(official: pulsar.Client) -> None:
+    """WaitForExclusive: created only once the exclusive producer ahead of it has gone; while
+    it waits, a Shared producer is refused, and the waiting one is not timed out."""
+    topic = new_topic("wait-for-exclusive")
+    holder = official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    created: list[pulsar.Producer] = []
+    waiting = threading.Thread(
+        target=lambda: created.append(
+            official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)
+        )
+    )
+    waiting.start()
+    waiting.join(QUIET_MS / 1000)
+    assert waiting.is_alive() and not created, "WaitForExclusive did not wait"
+    with pytest.raises(pulsar.ProducerBusy):
+        official.create_producer(topic)
+    holder.send(b"from the holder")
+    holder.close()
+    waiting.join(RECEIVE_MS / 1000)
+    assert created, "WaitForExclusive was not created once the topic was free"
+    created[0].send(b"from the waiter")
+    reader = official.create_reader(topic, pulsar.MessageId.earliest)
+    assert [reader.read_next(timeout_millis=RECEIVE_MS).data() for _ in range(2)] == [
+        b"from the holder",
+        b"from the waiter",
+    ]
 
 
 # -- consumers ----------------------------------------------------------------------------------
@@ -252,6 +282,51 @@ def test_a_reader_reads_from_the_earliest_and_from_a_message_id(official: pulsar
     assert after.read_next(timeout_millis=RECEIVE_MS).data() == payloads[6]
 
 
+def test_the_last_message_id_names_the_last_message_of_a_batch(
+    official: pulsar.Client, cluster: ProcessCluster
+) -> None:
+    """GET_LAST_MESSAGE_ID carries the last message's batch index, as Pulsar's broker reads it
+    from the last entry, for an official producer's batch and for one of ours (converted);
+    a reader's ``has_message_available`` agrees to the last message."""
+    topic = new_topic("last-id-batches")
+    payloads = produce(official, topic, 10, batching_enabled=True, batching_max_publish_delay_ms=50)
+    reader = official.create_reader(topic, pulsar.MessageId.earliest)
+    consumer = official.subscribe(topic, "sub")
+    read = []
+    while reader.has_message_available():
+        read.append(reader.read_next(timeout_millis=RECEIVE_MS))
+    assert [m.data() for m in read] == payloads
+    assert _id_fields(consumer.get_last_message_id()) == _id_fields(read[-1].message_id())
+    sent = [f"ours-{i}".encode() for i in range(5)]
+    asyncio.run(publish_one_batch(cluster.service_url, topic, sent))
+    ours = [reader.read_next(timeout_millis=RECEIVE_MS) for _ in sent]
+    assert [m.data() for m in ours] == sent and not reader.has_message_available()
+    assert _id_fields(consumer.get_last_message_id()) == _id_fields(ours[-1].message_id())
+
+
+def test_a_reader_from_the_latest_sees_what_is_published_after_it(official: pulsar.Client) -> None:
+    """Nothing is available to a reader started at MessageId.latest until something is
+    published after it (the answer's fields: tests/cluster/test_pulsar_protocol_answers.py)."""
+    topic = new_topic("reader-latest")
+    produce(official, topic, 1)
+    reader = official.create_reader(topic, pulsar.MessageId.latest)
+    assert not reader.has_message_available()
+    produce(official, topic, 1)
+    assert reader.has_message_available()
+    assert reader.read_next(timeout_millis=RECEIVE_MS).data() == b"m-0"
+
+
+def _id_fields(message_id: pulsar.MessageId) -> tuple[int, int, int]:
+    return message_id.ledger_id(), message_id.entry_id(), message_id.batch_index()
+
+
+async def publish_one_batch(service_url: str, topic: str, payloads: list[bytes]) -> None:
+    async with minipulsar.Client(service_url) as client:
+        producer = await client.create_producer(topic, batching_max_publish_delay_ms=50)
+        await asyncio.gather(*(producer.send_async(p, lambda error, message_id: None) for p in payloads))
+        await producer.close()
+
+
 def test_unsubscribe_drops_the_subscription(official: pulsar.Client) -> None:
     topic = new_topic("unsubscribe")
     consumer = official.subscribe(topic, "sub")
@@ -269,6 +344,39 @@ def test_get_last_message_id_names_the_last_entry(official: pulsar.Client) -> No
     consumer = official.subscribe(topic, "sub", initial_position=EARLIEST)
     found = consumer.get_last_message_id()
     assert (found.ledger_id(), found.entry_id()) == (last.ledger_id(), last.entry_id())
+
+
+# -- stats and metrics --------------------------------------------------------------------------
+
+
+def pulsar_connections(cluster: ProcessCluster, name: str) -> float:
+    """``name`` (a connection count of protocol ``pulsar``) summed over the brokers."""
+    return sum(required_sample(metrics_text(b), name, {"protocol": "pulsar"}) for b in cluster.brokers)
+
+
+def test_stats_and_metrics_show_the_official_clients_connections(
+    official: pulsar.Client, cluster: ProcessCluster
+) -> None:
+    topic = new_topic("stats")
+    producer = official.create_producer(topic, batching_enabled=False)
+    consumer = official.subscribe(topic, "sub", initial_position=EARLIEST)
+    producer.send(b"x")
+    receive(consumer, 1)
+    stats = topic_stats(cluster, topic.rsplit("/", 1)[-1])
+    [publisher] = stats["publishers"]
+    assert publisher["clientVersion"].startswith("Pulsar-"), publisher
+    assert publisher["accessMode"] == "Shared"
+    [subscriber] = stats["subscriptions"]["sub"]["consumers"]
+    assert subscriber["clientVersion"] == publisher["clientVersion"] and subscriber["connectedSince"], subscriber
+    assert pulsar_connections(cluster, "pulsar_active_connections") >= 1
+    closed_before = pulsar_connections(cluster, "pulsar_connection_closed_total_count")
+    other = pulsar.Client(cluster.service_url, operation_timeout_seconds=15)
+    other.create_producer(topic)
+    other.close()
+    deadline = time.monotonic() + 10
+    while pulsar_connections(cluster, "pulsar_connection_closed_total_count") <= closed_before:
+        assert time.monotonic() < deadline, "a closed official client's connection was never counted closed"
+        time.sleep(0.05)
 
 
 # -- topics -------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ class FakeConnection:
     """
 
     peer = "127.0.0.1:40000"
+    client_version = "fake-client"
     is_open = True
 
     def __init__(self, log: list[str] | None = None) -> None:
@@ -147,6 +148,8 @@ class FakePublisher:
     name: str = "p"
     address: str = "127.0.0.1:40000"
     connected_since: str = "2024-01-01T00:00:00.000+00:00"
+    client_version: str = "fake-client"
+    access_mode: str = "Shared"
     messages_in: int = 0
     bytes_in: int = 0
 

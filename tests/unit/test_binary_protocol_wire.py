@@ -116,15 +116,20 @@ def test_a_schema_request_is_refused_as_not_supported_in_its_own_response_type()
     assert "schemas" in response.getSchemaResponse.error_message
 
 
-def test_a_producers_access_mode_passes_and_wait_for_exclusive_is_refused_by_name() -> None:
+@pytest.mark.parametrize("mode", ["Shared", "Exclusive", "ExclusiveWithFencing", "WaitForExclusive"])
+def test_a_producers_access_mode_passes(mode: str) -> None:
+    access_mode = api.ProducerAccessMode.Value(mode)
+    request = api.CommandProducer(topic="t", producer_id=1, request_id=2, producer_access_mode=access_mode)
+    producer = decoded(wire(), T(type=T.PRODUCER, producer=request))
+    assert isinstance(producer, cmd.Producer) and producer.access_mode == mode
+
+
+def test_a_queued_producer_is_told_it_is_not_ready_then_that_it_is() -> None:
     w = wire()
-    fencing = api.CommandProducer(topic="t", producer_id=1, request_id=2, producer_access_mode=api.ExclusiveWithFencing)
-    producer = decoded(w, T(type=T.PRODUCER, producer=fencing))
-    assert isinstance(producer, cmd.Producer) and producer.access_mode == "ExclusiveWithFencing"
-    waiting = api.CommandProducer(topic="t", producer_id=2, request_id=3, producer_access_mode=api.WaitForExclusive)
-    with pytest.raises(MalformedCommandError) as refused:
-        decoded(w, T(type=T.PRODUCER, producer=waiting))
-    assert refused.value.request_id == 3 and "WaitForExclusive" in str(refused.value)
+    waiting = answer(w, cmd.ProducerSuccess(id=3, producer_name="p", producer_ready=False)).command.producer_success
+    ready = answer(w, cmd.ProducerSuccess(id=3, producer_name="p")).command.producer_success
+    assert (waiting.request_id, waiting.HasField("producer_ready"), waiting.producer_ready) == (3, True, False)
+    assert (ready.request_id, ready.producer_ready) == (3, True)
 
 
 def test_a_command_without_its_body_is_malformed_and_the_wire_goes_on() -> None:
