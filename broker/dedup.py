@@ -62,7 +62,7 @@ from functools import partial
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
 from minipulsar.broker.managed_ledger.position import Entry, Position
-from minipulsar.entry_format import decode_batch
+from minipulsar.entry_format import decode_batch, is_intermediate_chunk
 from minipulsar.errors import MiniPulsarError, NotFoundError, ServiceNotReadyError
 from minipulsar.metadata.store import MetadataStore
 from minipulsar.supervision import spawn
@@ -158,6 +158,8 @@ class MessageDeduplication:
 
     def _replay_entry(self, entry: Entry) -> None:
         self._last_persisted = entry.position
+        if is_intermediate_chunk(entry.payload):  # its message is stored only with its last chunk
+            return
         try:
             batch = decode_batch(entry.payload)
         except MiniPulsarError:  # not written by a producer of ours: nothing to learn from it

@@ -43,12 +43,26 @@ def num_messages(payload: bytes, default: int = 1) -> int:
         return default
 
 
+def is_intermediate_chunk(payload: bytes) -> bool:
+    """A chunk of an official client's chunked message other than its last: every chunk
+    carries the message's sequence id, and deduplication records that id only with the last
+    (as Pulsar's broker does), so the others are not taken for resends of the first."""
+    if not is_pulsar_entry(payload):
+        return False
+    try:
+        metadata = pulsar_entry.parse_metadata(payload)
+    except MalformedCommandError:
+        return False
+    return metadata.HasField("num_chunks_from_msg") and metadata.chunk_id < metadata.num_chunks_from_msg - 1
+
+
 def last_batch_index(payload: bytes) -> int:
     """The index of the entry's last message as Pulsar's clients number it: ``count - 1`` for
-    a batch, -1 for a message sent on its own (ours are always batches: :mod:`convert` writes
-    them so), -1 if unreadable."""
+    a batch, -1 for a message sent on its own (and for one of ours holding a single message,
+    which :mod:`convert` writes as a message on its own), -1 if unreadable."""
     if not is_pulsar_entry(payload):
-        return own.peek_num_messages(payload, 0) - 1
+        count = own.peek_num_messages(payload, 0)
+        return count - 1 if count > 1 else -1
     try:
         metadata = pulsar_entry.parse_metadata(payload)
     except MalformedCommandError:
@@ -95,7 +109,7 @@ def sticky_key(payload: bytes) -> bytes:
     it has neither or cannot be read), as Pulsar's ``peekStickyKey``. For a batch that is its
     first message's (Pulsar's clients put it on the batch's metadata, and so do we)."""
     if not is_pulsar_entry(payload):
-        return own.peek_first_key(payload) or NONE_KEY
+        return own.peek_sticky_key(payload) or NONE_KEY
     try:
         return pulsar_entry.sticky_key(pulsar_entry.parse_metadata(payload)) or NONE_KEY
     except MalformedCommandError:

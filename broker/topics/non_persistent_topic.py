@@ -255,4 +255,4 @@ def _first_key(payload: bytes) -> str | None:
         messages = decode_batch(payload).messages
     except MiniPulsarError:
         return None
-    return messages[0].key if messages else None
+    return (messages[0].ordering_key or messages[0].key) if messages else None  # Pulsar's order

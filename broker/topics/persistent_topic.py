@@ -18,6 +18,7 @@ import logging
 from functools import partial
 from typing import Any
 
+from minipulsar import entry_format
 from minipulsar.broker.dedup import DEDUP_CURSOR, MessageDeduplication
 from minipulsar.broker.managed_ledger.cursor import ManagedCursor
 from minipulsar.broker.managed_ledger.ledger import ManagedLedger
@@ -105,7 +106,7 @@ class PersistentTopic:
         counters.messages_in += num_messages
         counters.bytes_in += len(payload)
         added = self.ledger.add_entry(payload, num_messages)
-        if dedup is not None and producer_name and sequence_id >= 0:
+        if dedup is not None and producer_name and sequence_id >= 0 and not entry_format.is_intermediate_chunk(payload):
             dedup.track(producer_name, sequence_id, highest_sequence_id, added)
         return added
 

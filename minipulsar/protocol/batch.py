@@ -8,7 +8,7 @@ one msgpack array, in one of two shapes::
 
     message = [sequence_id, data (bin | nil), key (str | nil), properties (map | nil), event_time_ms
                (, ordering_key (str | nil))]
-    head    = [first sequence_id, nil, first key]      (the first message without its data)
+    head    = [first sequence_id, nil, first key (, first ordering_key)]  (the first message without its data)
     blob    = codec(msgpack([message, ...]))            (codec: LZ4 | ZSTD | ZLIB, see .compression)
 
 The plain shape is the original one and is what an uncompressed batch is still written as, so
@@ -20,8 +20,10 @@ Whatever the shape, the first elements stay where readers that do not decode the
 - ``num_messages`` first, so the broker counts an entry's messages (permits count messages)
   with :func:`peek_num_messages` from a few header bytes;
 - ``publish_time_ms`` second (:func:`peek_publish_time_ms`: time-based retention and seek);
-- the fourth element's first item carries the first message's key at index 2, so the
-  Key_Shared dispatcher finds a batch's routing key without inflating a compressed batch.
+- the fourth element's first item carries the first message's key at index 2 and its
+  ordering key, when set, last (index 5 of a message, 3 of a head), so the Key_Shared
+  dispatcher finds a batch's routing key (:func:`peek_sticky_key`) without inflating a
+  compressed batch.
 
 :func:`decode_batch` reads both shapes (inflating a compressed one) and returns the same
 :class:`Batch`; :func:`decode_batch_items` the same without an object per message (the
@@ -101,7 +103,7 @@ def encode_rows(
     if compression_type == compression.NONE:
         return _pack((len(rows), publish_time_ms, producer_name, rows))
     inner = _pack(rows)
-    head = [(rows[0][0], None, rows[0][2])] if rows else []
+    head = [(rows[0][0], None, rows[0][2], *rows[0][5:6])] if rows else []
     blob = compression.compress(compression_type, inner)
     return _pack((len(rows), publish_time_ms, producer_name, head, (compression_type, len(inner), blob)))
 
@@ -222,9 +224,10 @@ def peek_publish_time_ms(payload: bytes) -> int | None:
     return None if publish_time is None else publish_time[0]
 
 
-def peek_first_key(payload: bytes) -> bytes | None:
-    """The first message's key, read from the batch header and that message only (the
-    compressed shape keeps it in ``head``); None if it has none or is not a batch."""
+def peek_sticky_key(payload: bytes) -> bytes | None:
+    """The key Key_Shared routes the batch by: its first message's ordering key, else its key
+    (Pulsar's order), read from the batch header and that message only (the compressed shape
+    keeps both in ``head``); None if it has neither or is not a batch."""
     unpacker = msgpack.Unpacker(raw=False)
     unpacker.feed(payload)
     try:
@@ -235,15 +238,24 @@ def peek_first_key(payload: bytes) -> bytes | None:
         unpacker.skip()  # producer_name
         if unpacker.read_array_header() == 0:
             return None
-        if unpacker.read_array_header() < 3:
+        fields = unpacker.read_array_header()  # a message (5 or 6) or a head (3 or 4)
+        if fields < 3:
             return None
         unpacker.skip()  # sequence_id
         unpacker.skip()  # data
         key = unpacker.unpack()
+        ordering_key = None
+        if fields == 6:
+            unpacker.skip()  # properties
+            unpacker.skip()  # event_time_ms
+            ordering_key = unpacker.unpack()
+        elif fields == 4:
+            ordering_key = unpacker.unpack()
     except (ValueError, msgpack.UnpackException):  # not a batch: one opaque message without a key
         return None
-    if isinstance(key, str) and key:
-        return key.encode()
-    if isinstance(key, bytes) and key:
-        return key
+    for candidate in (ordering_key, key):
+        if isinstance(candidate, str) and candidate:
+            return candidate.encode()
+        if isinstance(candidate, bytes) and candidate:
+            return candidate
     return None

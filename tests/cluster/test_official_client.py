@@ -26,7 +26,14 @@ import minipulsar
 import minipulsar.sync
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import cluster_fixture
-from tests.support.official_client import RECEIVE_MS, official_topic, produce_burst, receive_each
+from tests.support.official_client import (
+    CHUNKED_SIZE,
+    RECEIVE_MS,
+    chunked_round_trip,
+    official_topic,
+    produce_burst,
+    receive_each,
+)
 from tests.support.web import metrics_text, put_partitions, required_sample, topic_stats
 
 cluster = cluster_fixture(per_module=True, bookies=3, brokers=2)
@@ -95,6 +102,11 @@ def test_each_compression_round_trips(official: pulsar.Client, compression: puls
     consumer = official.subscribe(topic, "sub", initial_position=EARLIEST)
     payloads = produce(official, topic, 50, compression_type=compression, batching_max_publish_delay_ms=50)
     assert [m.data() for m in receive(consumer, 50)] == payloads
+
+
+def test_a_chunked_message_arrives_whole(cluster: ProcessCluster) -> None:
+    big, small = chunked_round_trip(cluster.service_url, new_topic("chunked"))
+    assert (len(big), big[:4], small) == (CHUNKED_SIZE, bytes(range(4)), b"after the chunks")
 
 
 def test_a_send_receipt_carries_the_stored_message_id(official: pulsar.Client) -> None:

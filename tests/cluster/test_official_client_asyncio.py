@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import cluster_fixture
-from tests.support.official_client import official_topic, receive_each_async
+from tests.support.official_client import CHUNKED_SIZE, chunked_round_trip, official_topic, receive_each_async
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -24,6 +24,13 @@ cluster = cluster_fixture(per_module=True, bookies=3, brokers=2, broker_settings
 
 new_topic = official_topic
 receive = receive_each_async
+
+
+async def test_a_chunked_message_is_stored_whole_with_deduplication_on(cluster: ProcessCluster) -> None:
+    """Every chunk carries the message's sequence id: deduplication records it only with the
+    last chunk, so the others are stored, not answered as resends of the first."""
+    big, small = await asyncio.to_thread(chunked_round_trip, cluster.service_url, new_topic("chunked"))
+    assert (len(big), big[:4], small) == (CHUNKED_SIZE, bytes(range(4)), b"after the chunks")
 
 
 async def test_the_asyncio_api_publishes_and_consumes(cluster: ProcessCluster) -> None:

@@ -8,31 +8,19 @@ Method: one broker and one bookie; the official client writes a batch, a raw Pul
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pulsar
-import pytest
 
 from minipulsar.binary_protocol import pulsar_api_pb2 as api
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import cluster_fixture
 from tests.support.official_client import official_topic, produce_burst
-from tests.support.raw_pulsar import RawPulsar
+from tests.support.raw_pulsar import RawPulsar, raw_pulsar_fixture
 
 cluster = cluster_fixture(per_module=True)
+raw = raw_pulsar_fixture(connected=True)
 
 T = api.BaseCommand
 U64 = 1 << 64
-
-
-@pytest.fixture(name="raw")
-def raw_pulsar(cluster: ProcessCluster) -> Iterator[RawPulsar]:
-    connection = RawPulsar(cluster)
-    try:
-        connection.connect()
-        yield connection
-    finally:
-        connection.close()
 
 
 def signed(value: int) -> int:

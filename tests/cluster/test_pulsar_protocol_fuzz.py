@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Iterator
 
 import pulsar
-import pytest
 
 import minipulsar.sync
 from minipulsar.binary_protocol import commands
@@ -26,21 +24,13 @@ from minipulsar.binary_protocol.frames import (
 )
 from tests.support.cluster import ProcessCluster
 from tests.support.fixtures import cluster_fixture
-from tests.support.raw_pulsar import SOCKET_TIMEOUT_S, RawPulsar
+from tests.support.raw_pulsar import SOCKET_TIMEOUT_S, RawPulsar, raw_pulsar_fixture
 
 cluster = cluster_fixture(per_module=True)
+raw = raw_pulsar_fixture()
 
 T = api.BaseCommand
 TOPIC = "persistent://public/default/fuzz-served"
-
-
-@pytest.fixture(name="raw")
-def raw_pulsar(cluster: ProcessCluster) -> Iterator[RawPulsar]:
-    connection = RawPulsar(cluster)
-    try:
-        yield connection
-    finally:
-        connection.close()
 
 
 def frame_of(body: bytes, command_size: int | None = None) -> bytes:

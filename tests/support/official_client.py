@@ -40,3 +40,23 @@ def produce_burst(client: pulsar.Client, topic: str, count: int, **producer_sett
     producer.flush()
     producer.close()
     return payloads
+
+
+CHUNKED_SIZE = 12 * 1024 * 1024
+"""A message above the broker's 5 MiB maxMessageSize: three chunks."""
+
+
+def chunked_round_trip(service_url: str, topic: str) -> tuple[bytes, bytes]:
+    """A message of :data:`CHUNKED_SIZE` bytes and a small one after it, sent by a chunking
+    producer (synchronous client: the chunks go out one by one) and received by a new
+    consumer; returns the two payloads received."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(topic, batching_enabled=False, chunking_enabled=True)
+        producer.send(bytes(range(256)) * (CHUNKED_SIZE // 256))
+        producer.send(b"after the chunks")
+        first, second = receive_each(consumer, 2)
+        return first.data(), second.data()
+    finally:
+        client.close()

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 from minipulsar.binary_protocol import pulsar_api_pb2 as api
 from minipulsar.binary_protocol.frames import PulsarFrame, PulsarFrameDecoder, encode_command
@@ -45,3 +49,20 @@ class RawPulsar:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def raw_pulsar_fixture(*, connected: bool = False) -> Any:
+    """A ``raw`` fixture: a :class:`RawPulsar` on the ``cluster`` fixture's broker, closed after
+    the test; with ``connected``, past its CONNECT."""
+
+    @pytest.fixture(name="raw")
+    def raw_pulsar(cluster: ProcessCluster) -> Iterator[RawPulsar]:
+        connection = RawPulsar(cluster)
+        try:
+            if connected:
+                connection.connect()
+            yield connection
+        finally:
+            connection.close()
+
+    return raw_pulsar

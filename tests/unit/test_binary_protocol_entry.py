@@ -23,6 +23,7 @@ from minipulsar.binary_protocol.entry import (
     verify_checksum,
 )
 from minipulsar.binary_protocol.frames import MAGIC_BROKER_ENTRY_METADATA, encode_headers_and_payload
+from minipulsar.entry_format import last_batch_index
 from minipulsar.errors import MalformedCommandError
 from minipulsar.protocol import compression
 from minipulsar.protocol.batch import BatchMessage, encode_batch
@@ -130,3 +131,13 @@ def test_sticky_key_prefers_the_ordering_key_then_the_partition_key() -> None:
         sticky_key(api.MessageMetadata(partition_key="not base64!", partition_key_b64_encoded=True)) == b"not base64!"
     )
     assert sticky_key(api.MessageMetadata()) is None
+
+
+def test_the_last_batch_index_is_what_an_official_consumer_numbers_the_last_message() -> None:
+    batch_of_ten = api.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=10)
+    ours = [BatchMessage(i, b"x") for i in range(3)]
+    assert last_batch_index(encode_headers_and_payload(batch_of_ten, b"")) == 9
+    assert last_batch_index(encode_headers_and_payload(ENTRY_METADATA, PAYLOAD)) == -1
+    assert last_batch_index(encode_batch(1, "p", ours)) == 2
+    assert last_batch_index(encode_batch(1, "p", ours[:1], compression.LZ4)) == -1  # converted: a lone message
+    assert last_batch_index(b"\x00\x00\x00\x05junk") == -1

@@ -65,7 +65,7 @@ MB = 1_000_000
 
 
 async def run(ctx: LabContext) -> Measured:
-    duration_s = ctx.profile.pick(24.0, 75.0)
+    duration_s = ctx.profile.pick(36.0, 75.0)
     inbound: dict[str, list[Series]] = {}
     p99: dict[str, float] = {}
     for variant, ratio in ((BASELINE, 1.0), (TUNED, TUNED_RATIO)):

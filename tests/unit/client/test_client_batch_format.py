@@ -62,6 +62,17 @@ def test_the_key_shared_dispatcher_finds_the_first_key_without_inflating(codec: 
     assert sticky_key(unkeyed) == NONE_KEY
 
 
+@pytest.mark.parametrize("codec", [compression.NONE, *CODECS])
+def test_the_first_messages_ordering_key_routes_before_its_key(codec: str) -> None:
+    """Pulsar's order (``peekStickyKey``): the ordering key, else the key."""
+    first, unordered = BatchMessage(0, b"a", "k1", ordering_key="o1"), BatchMessage(0, b"a", "k1")
+    ordered = encode_batch(1, "p", [first, BatchMessage(1, b"b", "k2")], codec)
+    ordered_only = encode_batch(1, "p", [BatchMessage(0, b"a", ordering_key="o1")], codec)
+    second_ordered = encode_batch(1, "p", [unordered, BatchMessage(1, b"b", ordering_key="o2")], codec)
+    assert (sticky_key(ordered), sticky_key(ordered_only), sticky_key(second_ordered)) == (b"o1", b"o1", b"k1")
+    assert decode_batch(ordered).messages[0].ordering_key == "o1"
+
+
 def test_plain_batches_keep_the_original_four_element_layout() -> None:
     payload = encode_batch(7, "p", [BatchMessage(3, b"x", "k", {"a": "b"}, 9)])
     assert msgpack.unpackb(payload) == [1, 7, "p", [[3, b"x", "k", {"a": "b"}, 9]]]
