@@ -33,7 +33,7 @@ import datetime
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -49,6 +49,7 @@ from minipulsar.broker.publish_buffer import PublishBuffer
 from minipulsar.broker.publish_latency import LatencyWindow
 from minipulsar.broker.throttling import ConnectionThrottling
 from minipulsar.broker.topics.base import Consumer, Subscription, Topic
+from minipulsar.broker.topics.batch_index_acks import bits_of
 from minipulsar.broker.topics.consumer import ServerConsumer
 from minipulsar.broker.topics.key_shared import KEY_SHARED_MODES
 from minipulsar.broker.topics.persistent_subscription import PersistentSubscription
@@ -289,12 +290,22 @@ class BrokerConnection(ServerConnection):
         self.protocol = "pulsar"
         self._for_client = entry_format.as_pulsar_entry
 
-    def push_message(self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int) -> None:
+    def push_message(
+        self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int, ack_set: Sequence[int] = ()
+    ) -> None:
         """One MESSAGE push (a consumer's dispatch), the payload converted only when it is
-        stored in the other protocol's entry format."""
-        header, body = self._wire.encode_message(
-            consumer_id, position.ledger_id, position.entry_id, self._for_client(payload), redelivery_count
-        )
+        stored in the other protocol's entry format; ``ack_set``: the batch's messages still
+        to deliver (only official clients acknowledge part of a batch)."""
+        payload = self._for_client(payload)
+        if ack_set:
+            assert isinstance(self._wire, PulsarWire)
+            header, body = self._wire.encode_message(
+                consumer_id, position.ledger_id, position.entry_id, payload, redelivery_count, ack_set
+            )
+        else:
+            header, body = self._wire.encode_message(
+                consumer_id, position.ledger_id, position.entry_id, payload, redelivery_count
+            )
         self.send_encoded(header, body)
 
     # -- lookup ---------------------------------------------------------------------------------
@@ -553,7 +564,16 @@ class BrokerConnection(ServerConnection):
         if command.id is None and command.consumer_id in self._detached_consumers:
             return None  # an official client's grouped acks, flushed after a seek or an unload
         handle = self._consumer(command.consumer_id)
-        positions = _parse_positions(command.message_ids)
+        message_ids = command.message_ids
+        if command.batch_index_acks:
+            parts = _parse_batch_index_acks(command.batch_index_acks)
+            whole = handle.subscription.acknowledge_batch_indexes(handle.consumer, parts)
+            message_ids = [*message_ids, *([p.ledger_id, p.entry_id] for p in whole)]
+            if not message_ids:  # only parts of batches: nothing to write yet
+                if command.id is not None:
+                    self.send(cmd.Success(id=command.id))
+                return None
+        positions = _parse_positions(message_ids)
         if command.ack_type not in ("individual", "cumulative"):
             raise InvalidCommandError(f"ack_type must be individual or cumulative, got {command.ack_type!r}")
         return self._acknowledge(command, handle, positions)
@@ -753,6 +773,22 @@ def _parse_topic(topic: str) -> TopicName:
     except ValueError as error:
         raise InvalidCommandError(str(error)) from None
     return name
+
+
+def _parse_batch_index_acks(items: list[Any]) -> list[tuple[Position, int]]:
+    """``[ledger_id, entry_id, [word, ...]]`` items as (position, bits still unacknowledged)."""
+    parsed = []
+    for item in items:
+        if (
+            not isinstance(item, list)
+            or len(item) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in item[:2])
+            or not isinstance(item[2], list)
+            or not all(isinstance(w, int) and not isinstance(w, bool) for w in item[2])
+        ):
+            raise InvalidCommandError(f"batch_index_acks must hold [ledger_id, entry_id, [word, ...]], got {item!r}")
+        parsed.append((Position(item[0], item[1]), bits_of(item[2])))
+    return parsed
 
 
 def _parse_positions(message_ids: list[Any]) -> list[Position]:

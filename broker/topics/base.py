@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from minipulsar.broker.managed_ledger.ledger import ManagedLedger
     from minipulsar.broker.managed_ledger.position import Entry, Position
     from minipulsar.broker.managed_ledger.range_set import PositionRangeSet
+    from minipulsar.broker.topics.batch_index_acks import BatchIndexAcks
     from minipulsar.broker.topics.consumer import ConsumerConnection, RedeliveryCounts
     from minipulsar.broker.topics.counters import TopicCounters
     from minipulsar.broker.topics.rates import RateTable
@@ -68,13 +69,20 @@ class Consumer(Protocol):
     """When it subscribed (ISO 8601, UTC), as the stats show it."""
 
     @property
+    def pending_acks(self) -> Mapping[Position, int]:
+        """Entries sent to it and not acknowledged: position → messages in the entry."""
+        ...
+
+    @property
     def writable(self) -> bool:
         """Its connection takes writes now."""
         ...
 
     def can_receive(self) -> bool: ...
 
-    def send_entries(self, entries: list[Entry], redelivery: RedeliveryCounts | None = None) -> int: ...
+    def send_entries(
+        self, entries: list[Entry], redelivery: RedeliveryCounts | None = None, batch_acks: BatchIndexAcks | None = None
+    ) -> int: ...
 
     def acked(self, positions: Iterable[Position]) -> None: ...
 
@@ -207,6 +215,12 @@ class Subscription(Protocol):
         ...
 
     async def acknowledge(self, consumer: Consumer | None, positions: list[Position], cumulative: bool) -> None: ...
+
+    def acknowledge_batch_indexes(self, consumer: Consumer, acks: list[tuple[Position, int]]) -> list[Position]:
+        """``consumer``'s acks of parts of batch entries it was sent (an official client's
+        ``ack_set``: the bits still unacknowledged); returns the entries now acknowledged
+        whole, to acknowledge as any."""
+        ...
 
     def redeliver_unacknowledged(self, consumer: Consumer, positions: list[Position] | None = None) -> None: ...
 

@@ -20,10 +20,11 @@ Invariants:
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
+from minipulsar.broker.topics.batch_index_acks import BatchIndexAcks, words_of
 from minipulsar.protocol.schema import Command
 
 EMA_WEIGHT_OLD = 0.9
@@ -50,8 +51,11 @@ class ConsumerConnection(Protocol):
 
     def send(self, command: Command) -> None: ...
 
-    def push_message(self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int) -> None:
-        """Push one entry as a MESSAGE, in the entry format the connection's protocol reads."""
+    def push_message(
+        self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int, ack_set: Sequence[int] = ()
+    ) -> None:
+        """Push one entry as a MESSAGE, in the entry format the connection's protocol reads;
+        ``ack_set``: the batch's messages still to deliver (Pulsar's words; empty: all)."""
         ...
 
     def detach_consumer(self, consumer_id: int) -> bool:
@@ -123,15 +127,22 @@ class ServerConsumer:
         """Has permits, a socket that takes writes, and is not blocked on unacked messages."""
         return self.permits > 0 and not self.blocked_on_unacked and self.connection.writable
 
-    def send_entries(self, entries: list[Entry], redelivery: RedeliveryCounts | None = None) -> int:
-        """Push ``entries`` (one MESSAGE each); returns the messages sent."""
+    def send_entries(
+        self, entries: list[Entry], redelivery: RedeliveryCounts | None = None, batch_acks: BatchIndexAcks | None = None
+    ) -> int:
+        """Push ``entries`` (one MESSAGE each, naming what is left of a partly acknowledged
+        batch); returns the messages sent."""
         send, consumer_id, pending_acks = self.connection.push_message, self.consumer_id, self._pending_acks
         messages = size = 0
         for entry in entries:
             position = entry.position
             count = redelivery.count(position) if redelivery is not None else 0
             # the payload as it came from the cache or the bookies: never decoded, never copied
-            send(consumer_id, position, entry.payload, count)
+            remaining = batch_acks.remaining(position) if batch_acks else None
+            if remaining is None:
+                send(consumer_id, position, entry.payload, count)
+            else:
+                send(consumer_id, position, entry.payload, count, words_of(remaining))
             if count:
                 self.redelivered_messages += entry.num_messages
             previous = pending_acks.get(position)

@@ -30,6 +30,8 @@ class DispatchSettings:
     """activeConsumerFailoverDelayTimeMillis."""
     redelivery_tracker_enabled: bool = True
     """subscriptionRedeliveryTrackerEnabled: count redeliveries per entry (MESSAGE.redelivery_count)."""
+    batch_index_ack_enabled: bool = False
+    """acknowledgmentAtBatchIndexLevelEnabled: keep official clients' acks of part of a batch."""
 
     @classmethod
     def from_config(cls, config: BrokerConfig) -> DispatchSettings:
@@ -43,4 +45,5 @@ class DispatchSettings:
             key_shared_replica_points=config.key_shared_replica_points,
             failover_delay_ms=config.active_consumer_failover_delay_ms,
             redelivery_tracker_enabled=config.subscription_redelivery_tracker_enabled,
+            batch_index_ack_enabled=config.acknowledgment_at_batch_index_level_enabled,
         )

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 
 from minipulsar.broker.managed_ledger.position import Entry, Position
 from minipulsar.broker.topics.base import Consumer, DispatchCursor
+from minipulsar.broker.topics.batch_index_acks import BatchIndexAcks
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.redelivery import RedeliveryTracker
 from minipulsar.errors import MiniPulsarError
@@ -83,6 +84,9 @@ class Dispatcher:
         self.cursor = cursor
         self.settings = settings
         self.redelivery = redelivery
+        self.batch_acks: BatchIndexAcks | None = None
+        """The subscription's acks of parts of batches (acknowledgmentAtBatchIndexLevelEnabled):
+        a delivery of such an entry names what is left of it."""
         self.consumers: list[Consumer] = []
         self.avg_messages_per_entry: float | None = None
         """The subscription's EMA of messages per entry: the estimate for a consumer without one."""

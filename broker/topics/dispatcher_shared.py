@@ -203,7 +203,7 @@ class SharedDispatcher(Dispatcher):
                 if consumer.blocked_on_unacked:
                     continue
                 break
-            consumer.send_entries(rest[:count], self.redelivery)
+            consumer.send_entries(rest[:count], self.redelivery, self.batch_acks)
             self._sent(consumer, rest[:count])
             index += count
             self._check_unacked_limits(consumer)

@@ -146,7 +146,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if self.active is None:
             self.cursor.seek(min(self.cursor.read_position, entries[0].position))
             return
-        self.active.send_entries(entries, self.redelivery)
+        self.active.send_entries(entries, self.redelivery, self.batch_acks)
 
     def stop(self) -> None:
         self._cancel_switch()

@@ -197,7 +197,7 @@ class KeySharedDispatcher(SharedDispatcher):
                     self._permits_within_limits(consumer), batch, settings.precise_flow_control, len(batch)
                 )
             if count:
-                consumer.send_entries(batch[:count], self.redelivery)
+                consumer.send_entries(batch[:count], self.redelivery, self.batch_acks)
                 for entry, hashed in items[:count]:
                     self._pending_hashes[entry.position] = hashed
                 self._check_unacked_limits(consumer)

@@ -92,6 +92,10 @@ class NonPersistentSubscription:
     def read_more(self) -> None:
         """Nothing to read: messages are pushed as they arrive."""
 
+    def acknowledge_batch_indexes(self, consumer: Consumer, acks: list[tuple[Position, int]]) -> list[Position]:
+        """Nothing is redelivered, so nothing of a part is kept: the client acks the whole."""
+        return []
+
     async def acknowledge(self, consumer: Consumer | None, positions: list[Position], cumulative: bool) -> None:
         """Acknowledgements only settle the consumer's unacked count; nothing is stored."""
         if consumer is None:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from minipulsar.broker.managed_ledger.position import Position
 from minipulsar.broker.topics.base import Consumer, DispatchCursor
+from minipulsar.broker.topics.batch_index_acks import BatchIndexAcks
 from minipulsar.broker.topics.dispatch_settings import DispatchSettings
 from minipulsar.broker.topics.dispatcher import Dispatcher
 from minipulsar.broker.topics.dispatcher_shared import SharedDispatcher
@@ -68,16 +69,23 @@ class PersistentSubscription:
         self.sub_type = sub_type
         self.settings = settings or DispatchSettings()
         self.redelivery = RedeliveryTracker(self.settings.redelivery_tracker_enabled)
+        self.batch_acks = BatchIndexAcks() if self.settings.batch_index_ack_enabled else None
+        """Acks of parts of batches, kept with acknowledgmentAtBatchIndexLevelEnabled (else an
+        official client acks a batch once all of it is, and a redelivery sends it whole)."""
         self.dispatcher: Dispatcher = self._make_dispatcher(sub_type)
         self._on_idle = on_idle
         """Called when a non-durable subscription loses its last consumer."""
 
     def _make_dispatcher(self, sub_type: str) -> Dispatcher:
+        dispatcher: Dispatcher
         if sub_type == "Shared":
-            return SharedDispatcher(self.cursor, self.settings, self.redelivery)
-        if sub_type == "Key_Shared":
-            return KeySharedDispatcher(self.cursor, self.settings, self.redelivery)
-        return SingleActiveConsumerDispatcher(self.cursor, sub_type, self.settings, self.redelivery)
+            dispatcher = SharedDispatcher(self.cursor, self.settings, self.redelivery)
+        elif sub_type == "Key_Shared":
+            dispatcher = KeySharedDispatcher(self.cursor, self.settings, self.redelivery)
+        else:
+            dispatcher = SingleActiveConsumerDispatcher(self.cursor, sub_type, self.settings, self.redelivery)
+        dispatcher.batch_acks = self.batch_acks
+        return dispatcher
 
     @property
     def name(self) -> str:
@@ -153,12 +161,30 @@ class PersistentSubscription:
                     f"cumulative acknowledgement is not allowed on a {self.sub_type} subscription"
                 )
             last = max(positions)
+            if self.batch_acks is not None:
+                self.batch_acks.forget_up_to(last)
             self.dispatcher.acknowledged_up_to(consumer, last)
             await self.cursor.acknowledge_cumulative(last)
         else:
+            if self.batch_acks is not None:
+                self.batch_acks.forget(positions)
             self.dispatcher.acknowledged(consumer, positions)
             await self.cursor.acknowledge(positions)
         self.dispatcher.acks_applied()
+
+    def acknowledge_batch_indexes(self, consumer: Consumer, acks: list[tuple[Position, int]]) -> list[Position]:
+        """Only entries sent to ``consumer`` and not acknowledged count, each within its size:
+        what is kept stays bounded by what was delivered."""
+        held = self.batch_acks
+        if held is None:
+            return []
+        sent = consumer.pending_acks
+        whole = []
+        for position, remaining in acks:
+            messages = sent.get(position)
+            if messages is not None and held.acknowledge(position, remaining & ((1 << messages) - 1)):
+                whole.append(position)
+        return whole
 
     def redeliver_unacknowledged(self, consumer: Consumer, positions: list[Position] | None = None) -> None:
         """REDELIVER_UNACKED: Shared/Key_Shared send ``positions`` (or all) again through the
@@ -179,6 +205,8 @@ class PersistentSubscription:
             position = self._seek_target(position)
             self.dispatcher.reset_after_seek()
             await self.cursor.reset(position)
+            if self.batch_acks is not None:
+                self.batch_acks.clear()
             self.dispatcher.reset_after_seek()  # drop whatever an ack or redelivery added meanwhile
         except BaseException:
             self.dispatcher.resume()

@@ -27,7 +27,7 @@ request's id, so the client fails loudly instead of waiting.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from minipulsar.binary_protocol import commands as answers
@@ -207,9 +207,16 @@ class PulsarWire:
         ack_type: cmd.AckType = "cumulative" if c.ack_type == api.CommandAck.Cumulative else "individual"
         request_id = c.request_id if c.HasField("request_id") else None
         message_ids = [[m.ledgerId, m.entryId] for m in c.message_id if not _partial(m)]
-        if not message_ids:  # only batch-index acks of batches not yet wholly acked
-            message_ids = [[m.ledgerId, m.entryId - 1] for m in c.message_id[:1]] if ack_type == "cumulative" else []
-        return cmd.Ack(consumer_id=c.consumer_id, message_ids=message_ids, ack_type=ack_type, id=request_id)
+        partial = [[m.ledgerId, m.entryId, list(m.ack_set)] for m in c.message_id if _partial(m)]
+        if not message_ids and ack_type == "cumulative":  # up to the batch, and part of it
+            message_ids = [[m.ledgerId, m.entryId - 1] for m in c.message_id[:1]]
+        return cmd.Ack(
+            consumer_id=c.consumer_id,
+            message_ids=message_ids,
+            ack_type=ack_type,
+            id=request_id,
+            batch_index_acks=partial or None,
+        )
 
     # -- out --------------------------------------------------------------------------------------
 
@@ -221,10 +228,18 @@ class PulsarWire:
         return encode_command(build(command)), b""
 
     def encode_message(
-        self, consumer_id: int, ledger_id: int, entry_id: int, payload: bytes, redelivery_count: int = 0
+        self,
+        consumer_id: int,
+        ledger_id: int,
+        entry_id: int,
+        payload: bytes,
+        redelivery_count: int = 0,
+        ack_set: Sequence[int] = (),
     ) -> tuple[bytes, bytes | memoryview]:
-        """A MESSAGE push of one stored entry, already in Pulsar's entry format."""
-        return encode_payload_command(answers.message(consumer_id, ledger_id, entry_id, redelivery_count), payload)
+        """A MESSAGE push of one stored entry, already in Pulsar's entry format; ``ack_set``:
+        the batch's indexes still to deliver (empty: all)."""
+        command = answers.message(consumer_id, ledger_id, entry_id, redelivery_count, ack_set=ack_set)
+        return encode_payload_command(command, payload)
 
     def encode_send_receipt(
         self, producer_id: int, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int

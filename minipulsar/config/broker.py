@@ -178,6 +178,11 @@ class BrokerConfig:
         False,
         doc="Count permits by the messages in each entry instead of by an average batch size.",
     )
+    acknowledgment_at_batch_index_level_enabled: bool = setting(
+        "acknowledgmentAtBatchIndexLevelEnabled",
+        False,
+        doc="Keep official clients' acks of single messages of a batch; a redelivery skips them.",
+    )
     max_unacked_messages_per_consumer: int = setting(
         "maxUnackedMessagesPerConsumer",
         50_000,

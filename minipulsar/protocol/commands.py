@@ -236,7 +236,8 @@ class Message(Command):
 
 @command("ACK")
 class Ack(Command):
-    """Acknowledge entries; ``message_ids`` holds ``[ledger_id, entry_id]`` pairs.
+    """Acknowledge entries; ``message_ids`` holds ``[ledger_id, entry_id]`` pairs (empty when
+    the ack is only ``batch_index_acks``).
 
     With an ``id`` the broker answers SUCCESS once the acknowledgement is durable.
     """
@@ -245,6 +246,9 @@ class Ack(Command):
     message_ids: list[Any]
     ack_type: AckType = "individual"
     id: int | None = None
+    batch_index_acks: list[Any] | None = None
+    """``[ledger_id, entry_id, [word, ...]]`` items: acks of part of a batch entry (official
+    clients), each with Pulsar's ``ack_set`` of the indexes still unacknowledged."""
 
 
 @command("REDELIVER_UNACKED")

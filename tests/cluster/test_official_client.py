@@ -17,7 +17,6 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -44,15 +43,6 @@ EARLIEST = pulsar.InitialPosition.Earliest
 new_topic = official_topic
 receive = receive_each
 produce = produce_burst
-
-
-@pytest.fixture
-def official(cluster: ProcessCluster) -> Iterator[pulsar.Client]:
-    client = pulsar.Client(cluster.service_url, operation_timeout_seconds=15, connection_timeout_ms=5_000)
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def nothing_more(consumer: pulsar.Consumer) -> bool:

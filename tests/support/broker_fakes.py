@@ -16,7 +16,7 @@ Invariants: each fake implements the broker protocol it stands in for as declare
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,7 @@ class FakeConnection:
         self.attached_producers: set[int] = set()
         self.attached_consumers: set[int] = set()
         self.consumers: dict[int, Any] = {}
+        self.ack_sets: dict[Position, list[int]] = {}
         """The client consumers registered on this connection (client side)."""
         self.on_detach_producer: Callable[[int], object] | None = None
         """Called with the producer id on each :meth:`detach_producer`."""
@@ -83,8 +84,12 @@ class FakeConnection:
     def send(self, command: Command) -> None:
         self.sent.append(command)
 
-    def push_message(self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int) -> None:
-        """A MESSAGE push: recorded as the command it decodes to."""
+    def push_message(
+        self, consumer_id: int, position: Position, payload: bytes, redelivery_count: int, ack_set: Sequence[int] = ()
+    ) -> None:
+        """A MESSAGE push: recorded as the command it decodes to (``ack_set`` in ``ack_sets``)."""
+        if ack_set:
+            self.ack_sets[position] = list(ack_set)
         header, body = encode_message(consumer_id, position.ledger_id, position.entry_id, payload, redelivery_count)
         self.sent.append(decode_body((header + body)[LENGTH.size :]))
 

@@ -1,7 +1,8 @@
 """Fixtures shared by the cluster and fault tests (a plugin of tests/conftest.py).
 
 - ``metastore``: a real metastore process per test, ``store`` a client of it; ``cluster``: a
-  :func:`make_cluster` cluster (one bookie, one broker) per test.
+  :func:`make_cluster` cluster (one bookie, one broker) per test; ``official``: Pulsar's own
+  client (``pulsar.Client``) of whichever ``cluster`` the module declares, per test.
 - A module that needs other settings, or one server for all its tests, declares its own with a
   factory, visible where its tests read it::
 
@@ -127,3 +128,16 @@ async def store(metastore: ServerProcess) -> AsyncIterator[MetadataStore]:
         yield client
     finally:
         await client.close()
+
+
+@pytest.fixture(name="official")
+def official_cluster_client(cluster: ProcessCluster) -> Iterator[Any]:
+    """A ``pulsar.Client`` (the official client) of the ``cluster`` fixture, per test, with
+    short timeouts so a broker that never answers fails the test instead of hanging it."""
+    import pulsar  # only the official-client tests load it
+
+    client = pulsar.Client(cluster.service_url, operation_timeout_seconds=15, connection_timeout_ms=5_000)
+    try:
+        yield client
+    finally:
+        client.close()

@@ -164,3 +164,20 @@ def test_the_brokers_own_close_producer_gets_a_request_id() -> None:
 def test_an_empty_topics_last_message_id_is_minus_one_as_pulsar_writes_it() -> None:
     response = answer(wire(), cmd.LastMessageId(id=1, ledger_id=-1, entry_id=-1)).command
     assert response.getLastMessageIdResponse.last_message_id.entryId == 2**64 - 1
+
+
+def test_a_batch_index_ack_travels_with_its_ack_set_beside_whole_acks() -> None:
+    part = api.MessageIdData(ledgerId=3, entryId=7, ack_set=[0b1110])
+    whole = api.MessageIdData(ledgerId=3, entryId=8)
+    ack = api.CommandAck(consumer_id=1, ack_type=api.CommandAck.Individual, message_id=[part, whole])
+    command = decoded(wire(), T(type=T.ACK, ack=ack))
+    assert isinstance(command, cmd.Ack)
+    assert (command.message_ids, command.batch_index_acks) == ([[3, 8]], [[3, 7, [0b1110]]])
+
+
+def test_a_message_push_names_what_is_left_of_a_partly_acknowledged_batch() -> None:
+    header, body = wire().encode_message(2, 7, 9, b"stored entry", ack_set=[-(1 << 63), 1])
+    decoder = PulsarFrameDecoder()
+    decoder.feed(header + bytes(body))
+    frame = decoder.next_frame()
+    assert frame is not None and list(frame.command.message.ack_set) == [-(1 << 63), 1]
