@@ -398,44 +398,20 @@ class BrokerConnection(ServerConnection):
         if producer is None:
             if command.producer_id in self._detached_producers:
                 return  # its topic was unloaded: the client resends after reconnecting
-            self.send(
-                cmd.SendError(
-                    producer_id=command.producer_id,
-                    sequence_id=command.sequence_id,
-                    code="ProducerNotFound",
-                    message="no such producer on this connection",
-                )
-            )
+            self._refuse_send(command, "ProducerNotFound", "no such producer on this connection")
             return
         if command.producer_id in self._failed_producers:
-            self.send(
-                cmd.SendError(
-                    producer_id=command.producer_id,
-                    sequence_id=command.sequence_id,
-                    code=ErrorCode.SERVICE_NOT_READY.value,
-                    message="an earlier send of this producer failed: re-create the producer and resend from it",
-                )
+            self._refuse_send(
+                command,
+                ErrorCode.SERVICE_NOT_READY.value,
+                "an earlier send of this producer failed: re-create the producer and resend from it",
             )
             return
         if self.protocol == "pulsar" and not entry_format.checksum_ok(command.payload):
-            self.send(
-                cmd.SendError(
-                    producer_id=command.producer_id,
-                    sequence_id=command.sequence_id,
-                    code=ChecksumError.code.value,
-                    message="the message's CRC32C does not match its bytes",
-                )
-            )
+            self._refuse_send(command, ChecksumError.code.value, "the message's CRC32C does not match its bytes")
             return
         if command.num_messages < 1:
-            self.send(
-                cmd.SendError(
-                    producer_id=command.producer_id,
-                    sequence_id=command.sequence_id,
-                    code="InvalidCommand",
-                    message="num_messages must be >= 1",
-                )
-            )
+            self._refuse_send(command, "InvalidCommand", "num_messages must be >= 1")
             return
         size = len(command.payload)
         producer.messages_in += command.num_messages
@@ -460,6 +436,12 @@ class BrokerConnection(ServerConnection):
                 size,
                 self._last_received,
             ),
+        )
+
+    def _refuse_send(self, command: cmd.Send, code: str, message: str) -> None:
+        """SEND_ERROR for a SEND refused before anything was written."""
+        self.send(
+            cmd.SendError(producer_id=command.producer_id, sequence_id=command.sequence_id, code=code, message=message)
         )
 
     def _send_completed(

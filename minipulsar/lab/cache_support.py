@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from minipulsar.client import Client
 from minipulsar.lab.cluster import Server, lab_cluster
 from minipulsar.lab.probes import Http, Recorder, rate_series
-from minipulsar.lab.result import Series
+from minipulsar.lab.result import Chart, Series
 from minipulsar.lab.scenario import LabContext
 from minipulsar.lab.topology import bookies_on_disks
 
@@ -124,6 +124,20 @@ async def run_variant(
                     ctx.progress.tick(f"{variant}: workload", at_s, duration_s)
 
                 await workload(client, Recorder(1.0, sample))
+
+
+def cache_charts(probes: Mapping[str, CacheProbe], hit_rate_title: str) -> list[Chart]:
+    """The two charts both cache scenarios draw, each variant a series: the entry cache's hit
+    rate and the bookies' read requests per second."""
+    return [
+        Chart("cache-hit-rate", hit_rate_title, "hit rate (%)", [p.hit_rate_series() for p in probes.values()]),
+        Chart(
+            "bookie-reads",
+            "Bookie read requests per second",
+            "reads/s",
+            [p.bookie_reads_series() for p in probes.values()],
+        ),
+    ]
 
 
 def _delta(series: Series) -> float:

@@ -34,9 +34,9 @@ from collections import deque
 
 from minipulsar.client import Client, Consumer, ConsumerType, Message, MultiTopicsConsumer
 from minipulsar.client.exceptions import Timeout
-from minipulsar.lab.cache_support import CACHE_SIZE_MB, CacheProbe, run_variant
+from minipulsar.lab.cache_support import CACHE_SIZE_MB, CacheProbe, cache_charts, run_variant
 from minipulsar.lab.probes import Recorder
-from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline
+from minipulsar.lab.result import BASELINE, TUNED, Guard, Headline
 from minipulsar.lab.scenario import LabContext, Measured, Scenario
 from minipulsar.lab.workload import RatedProducer
 
@@ -79,20 +79,9 @@ async def run(ctx: LabContext) -> Measured:
                 "bookie read bytes", "KiB/s", base.bookie_read_kib_per_s(), tuned.bookie_read_kib_per_s(), "lower"
             ),
         ],
-        charts=[
-            Chart(
-                "cache-hit-rate",
-                f"Entry cache hit rate, {SUBSCRIPTIONS} lagging subscriptions, consumers restarting",
-                "hit rate (%)",
-                [p.hit_rate_series() for p in probes.values()],
-            ),
-            Chart(
-                "bookie-reads",
-                "Bookie read requests per second",
-                "reads/s",
-                [p.bookie_reads_series() for p in probes.values()],
-            ),
-        ],
+        charts=cache_charts(
+            probes, f"Entry cache hit rate, {SUBSCRIPTIONS} lagging subscriptions, consumers restarting"
+        ),
         notes=[
             f"Producer: {PRODUCE_RATE} msg/s of {MESSAGE_BYTES} B, no batching. {SUBSCRIPTIONS} Shared"
             f" subscriptions × {CONSUMERS_PER_SUBSCRIPTION} consumers (receiverQueueSize={RECEIVER_QUEUE});"

@@ -24,9 +24,9 @@ import asyncio
 
 from minipulsar.client import Client, MessageId, Reader
 from minipulsar.client.exceptions import Timeout
-from minipulsar.lab.cache_support import CACHE_SIZE_MB, CacheProbe, run_variant
+from minipulsar.lab.cache_support import CACHE_SIZE_MB, CacheProbe, cache_charts, run_variant
 from minipulsar.lab.probes import Recorder
-from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline
+from minipulsar.lab.result import BASELINE, TUNED, Guard, Headline
 from minipulsar.lab.scenario import LabContext, Measured, Scenario
 from minipulsar.lab.workload import RatedProducer
 
@@ -64,20 +64,7 @@ async def run(ctx: LabContext) -> Measured:
                 "bookie read bytes", "KiB/s", base.bookie_read_kib_per_s(), tuned.bookie_read_kib_per_s(), "lower"
             ),
         ],
-        charts=[
-            Chart(
-                "cache-hit-rate",
-                f"Entry cache hit rate, {READERS} tailing Readers",
-                "hit rate (%)",
-                [p.hit_rate_series() for p in probes.values()],
-            ),
-            Chart(
-                "bookie-reads",
-                "Bookie read requests per second",
-                "reads/s",
-                [p.bookie_reads_series() for p in probes.values()],
-            ),
-        ],
+        charts=cache_charts(probes, f"Entry cache hit rate, {READERS} tailing Readers"),
         notes=[
             f"Producer: {PRODUCE_RATE} msg/s of {MESSAGE_BYTES} B, no batching; {READERS} Readers from"
             " MessageId.latest, each reading every message as it arrives; no durable subscription.",
