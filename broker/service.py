@@ -27,6 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import random
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -123,7 +124,8 @@ class BrokerService:
         self._store = store = await open_metadata_store(
             config.metadata_url, session_timeout_ms=config.session_timeout_ms
         )
-        self._bookkeeper = BookKeeper(store, BookKeeperSettings.from_broker_config(config))
+        rng = None if config.random_seed is None else random.Random(config.random_seed)
+        self._bookkeeper = BookKeeper(store, BookKeeperSettings.from_broker_config(config), rng)
         await self._bookkeeper.start()
         self._cache.start()
         _, self.port = await self._listener.start(config.bind_address, config.port, serve=False)

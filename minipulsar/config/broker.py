@@ -668,6 +668,15 @@ class BrokerConfig:
         "exposeBundlesMetricsInPrometheus", False, doc="Export each bundle's load on /metrics."
     )
 
+    random_seed: int | None = setting(
+        "minipulsarRandomSeed",
+        None,
+        doc="LAB ONLY: seed the BookKeeper client's placement and quarantine draws; empty: unseeded.",
+        upstream="minipulsar's own key: the tuning lab's runs repeat their brokers' random choices.",
+    )
+    """The draws still follow the order of events, so a seeded run repeats a choice only when its
+    events come in the same order; what the seed removes is the luck of independent draws."""
+
     diagnostics_file: str | None = setting(
         "minipulsarDiagnosticsFile",
         None,

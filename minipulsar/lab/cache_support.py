@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from minipulsar.client import Client
-from minipulsar.lab.cluster import Server, lab_cluster
+from minipulsar.lab.cluster import Server
 from minipulsar.lab.probes import Http, Recorder, rate_series
 from minipulsar.lab.result import Chart, Series
 from minipulsar.lab.scenario import LabContext
@@ -110,8 +110,8 @@ async def run_variant(
     shown = ", ".join(f"{key}={str(value).lower()}" for key, value in settings.items())
     async with ctx.disk_set(variant) as disks:
         ctx.progress.phase(f"{variant}: starting a bookie and a broker ({shown})")
-        async with lab_cluster(
-            ctx.variant_dir(variant),
+        async with ctx.cluster(
+            variant,
             bookies_on_disks(disks, 1),
             [{**CACHE_SETTINGS, **settings}],
             ensemble=(1, 1, 1),

@@ -52,6 +52,24 @@ def set_flags(settings: Mapping[str, object]) -> list[str]:
     ]
 
 
+def broker_settings(
+    index: int, ensemble: tuple[int, int, int], seed: int | None, own: Mapping[str, object]
+) -> dict[str, object]:
+    """Broker ``index``'s settings: the lab's defaults, the ensemble, its random seed
+    (``seed * 1000 + index``, so no two brokers draw alike; none when ``seed`` is None), then
+    its own, which win."""
+    e, qw, qa = ensemble
+    seeded = {} if seed is None else {"minipulsarRandomSeed": seed * 1000 + index}
+    return {
+        **BROKER_DEFAULTS,
+        "managedLedgerDefaultEnsembleSize": e,
+        "managedLedgerDefaultWriteQuorum": qw,
+        "managedLedgerDefaultAckQuorum": qa,
+        **seeded,
+        **own,
+    }
+
+
 @dataclass
 class Server:
     """A started server: its child process and the addresses it announced."""
@@ -79,10 +97,12 @@ class Server:
 class LabCluster:
     """The running processes of one scenario variant (see the module docstring)."""
 
-    def __init__(self, root: Path, ensemble: tuple[int, int, int]) -> None:
+    def __init__(self, root: Path, ensemble: tuple[int, int, int], seed: int | None = None) -> None:
         self.root = root
         self.ensemble = ensemble
         """(E, Qw, Qa) of every managed ledger."""
+        self.seed = seed
+        """What the brokers' random draws are seeded from (:func:`broker_settings`)."""
         self.metastore: Server | None = None
         self.bookies: list[Server] = []
         self.brokers: list[Server | None] = []
@@ -132,14 +152,7 @@ class LabCluster:
         return bookie
 
     def _broker_args(self, index: int) -> list[str]:
-        e, qw, qa = self.ensemble
-        settings = {
-            **BROKER_DEFAULTS,
-            "managedLedgerDefaultEnsembleSize": e,
-            "managedLedgerDefaultWriteQuorum": qw,
-            "managedLedgerDefaultAckQuorum": qa,
-            **self._broker_settings[index],
-        }
+        settings = broker_settings(index, self.ensemble, self.seed, self._broker_settings[index])
         return ["--port", "0", "--http-port", "0", "--metadata-url", self.metadata_url, *set_flags(settings)]
 
     async def add_brokers(self, settings: Sequence[Mapping[str, object]]) -> list[Server]:
@@ -179,10 +192,11 @@ async def lab_cluster(
     bookies: Sequence[BookieSpec],
     brokers: Sequence[Mapping[str, object]],
     ensemble: tuple[int, int, int] = (2, 2, 2),
+    seed: int | None = None,
 ) -> AsyncIterator[LabCluster]:
-    """A started cluster under ``root`` (one broker per entry of ``brokers``: its settings),
-    stopped when the context exits."""
-    cluster = LabCluster(root, ensemble)
+    """A started cluster under ``root`` (one broker per entry of ``brokers``: its settings, its
+    random draws seeded from ``seed``), stopped when the context exits."""
+    cluster = LabCluster(root, ensemble, seed)
     try:
         await cluster.start_metastore()
         for spec in bookies:

@@ -9,8 +9,10 @@ Invariants a scenario keeps:
 
 - it starts every process it uses (:func:`minipulsar.lab.cluster.lab_cluster`, under
   ``ctx.work_dir``) and stops them before ``run`` returns, on success and on failure;
-- its workload is seeded from ``ctx.seed`` (rates, keys, which topic is hot), so two runs
-  with one seed do the same thing; the timing they measure still varies with the machine;
+- its workload is seeded from ``ctx.seed`` (rates, keys, which topic is hot), and so are its
+  brokers' random draws (placement, quarantine: :meth:`LabContext.cluster`), so two runs with
+  one seed do the same thing; the timing they measure, and so the order of the draws, still
+  varies with the machine;
 - its length comes from ``ctx.profile`` (:meth:`Profile.pick`): ``--quick`` fits in a couple of
   minutes on 2 cores, the full profile is what the gallery shows;
 - it reports progress through ``ctx.progress`` and never prints.
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from minipulsar.lab.cluster import BookieSpec, LabCluster, lab_cluster
 from minipulsar.lab.disk_api import DiskProvider, DiskSet
 from minipulsar.lab.progress import Progress
 from minipulsar.lab.result import Chart, Guard, Headline
@@ -73,6 +76,17 @@ class LabContext:
     ) -> contextlib.AbstractAsyncContextManager[DiskSet]:
         """A fresh set of disks for ``variant`` (an async context manager: they are removed after)."""
         return self.disks.disk_set(self.variant_dir(variant) / "disks", variant, write_mb_s, write_iops)
+
+    def cluster(
+        self,
+        variant: str,
+        bookies: Sequence[BookieSpec],
+        brokers: Sequence[Mapping[str, object]],
+        ensemble: tuple[int, int, int] = (2, 2, 2),
+    ) -> contextlib.AbstractAsyncContextManager[LabCluster]:
+        """``variant``'s cluster (:func:`~minipulsar.lab.cluster.lab_cluster`) under its work dir,
+        its brokers' random draws seeded from the run's seed."""
+        return lab_cluster(self.variant_dir(variant), bookies, brokers, ensemble, seed=self.seed)
 
 
 @dataclass

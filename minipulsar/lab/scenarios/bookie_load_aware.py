@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 
 from minipulsar.client import Client
-from minipulsar.lab.cluster import LabCluster, lab_cluster
+from minipulsar.lab.cluster import LabCluster
 from minipulsar.lab.disk_api import Disk, DiskSet
 from minipulsar.lab.probes import Recorder
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series, mean, percentile, stdev
@@ -82,9 +82,7 @@ async def run(ctx: LabContext) -> Measured:
             journals = [disks.disk(f"journal-{d}", "journal") for d in range(JOURNAL_DISKS)]
             settings = {**BROKER_SETTINGS, "ensemblePlacementPolicy": POLICIES[variant]}
             ctx.progress.phase(f"{variant}: {BOOKIES} bookies on {JOURNAL_DISKS} journal disks, 2 brokers")
-            async with lab_cluster(
-                ctx.variant_dir(variant), specs, [settings, settings], ensemble=(2, 2, 2)
-            ) as cluster:
+            async with ctx.cluster(variant, specs, [settings, settings], ensemble=(2, 2, 2)) as cluster:
                 series = await _workload(ctx, variant, cluster, disks, journals, rates, duration_s)
         disk_series[variant], spread[variant], ranges[variant], add_p99[variant] = series
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 
 from minipulsar.client import Client
-from minipulsar.lab.cluster import LabCluster, lab_cluster
+from minipulsar.lab.cluster import LabCluster
 from minipulsar.lab.loadbalance_support import TIME_SCALED
 from minipulsar.lab.probes import Recorder
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series
@@ -56,8 +56,8 @@ async def run(ctx: LabContext) -> Measured:
     for variant, settings in VARIANTS.items():
         async with ctx.disk_set(variant) as disks:
             ctx.progress.phase(f"{variant}: a bookie and two brokers ({settings})")
-            async with lab_cluster(
-                ctx.variant_dir(variant), bookies_on_disks(disks, 1), [{**COMMON, **settings}] * 2, ensemble=(1, 1, 1)
+            async with ctx.cluster(
+                variant, bookies_on_disks(disks, 1), [{**COMMON, **settings}] * 2, ensemble=(1, 1, 1)
             ) as cluster:
                 await _workload(ctx, cluster, disconnects[variant], p99[variant], duration_s)
     total = {v: max(s.values(), default=0.0) for v, s in disconnects.items()}

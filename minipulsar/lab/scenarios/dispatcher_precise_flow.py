@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 
 from minipulsar.client import Client, ConsumerType, InitialPosition
-from minipulsar.lab.cluster import Server, lab_cluster
+from minipulsar.lab.cluster import Server
 from minipulsar.lab.probes import Http, Recorder
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series, mean
 from minipulsar.lab.scenario import LabContext, Measured, Scenario
@@ -43,8 +43,8 @@ async def run(ctx: LabContext) -> Measured:
     for variant, precise in ((BASELINE, False), (TUNED, True)):
         async with ctx.disk_set(variant) as disks:
             ctx.progress.phase(f"{variant}: starting a bookie and a broker ({SETTING}={str(precise).lower()})")
-            async with lab_cluster(
-                ctx.variant_dir(variant),
+            async with ctx.cluster(
+                variant,
                 bookies_on_disks(disks, 1),
                 [{SETTING: precise}],
                 ensemble=(1, 1, 1),

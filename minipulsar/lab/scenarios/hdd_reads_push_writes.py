@@ -25,7 +25,6 @@ import asyncio
 from collections.abc import Callable
 
 from minipulsar.client import Client, MessageId
-from minipulsar.lab.cluster import lab_cluster
 from minipulsar.lab.disk_api import DiskSet
 from minipulsar.lab.probes import Recorder
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series, percentile
@@ -60,7 +59,7 @@ async def run(ctx: LabContext) -> Measured:
             )
             layout = "journal and ledgers on one disk" if variant == BASELINE else "journal and ledgers on two disks"
             ctx.progress.phase(f"{variant}: one bookie, {layout}")
-            async with lab_cluster(ctx.variant_dir(variant), specs, [BROKER_SETTINGS], ensemble=(1, 1, 1)) as cluster:
+            async with ctx.cluster(variant, specs, [BROKER_SETTINGS], ensemble=(1, 1, 1)) as cluster:
                 p99[variant], catch_up[variant], read_window[variant] = await _workload(
                     ctx, variant, cluster.service_url, cluster.bookies[0].http_url, disks, duration_s
                 )

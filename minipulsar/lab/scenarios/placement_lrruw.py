@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 
 from minipulsar.client import Client
-from minipulsar.lab.cluster import LabCluster, lab_cluster
+from minipulsar.lab.cluster import LabCluster
 from minipulsar.lab.loadbalance_support import TIME_SCALED, load_reports
 from minipulsar.lab.probes import Http, Recorder
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series
@@ -95,8 +95,8 @@ async def run(ctx: LabContext) -> Measured:
         settings = {**COMMON, SETTING: strategy}
         async with ctx.disk_set(variant) as disks:
             ctx.progress.phase(f"{variant}: a bookie and three brokers ({SETTING}={strategy.rsplit('.', 1)[-1]})")
-            async with lab_cluster(
-                ctx.variant_dir(variant), bookies_on_disks(disks, 1), [settings] * BROKERS, ensemble=(1, 1, 1)
+            async with ctx.cluster(
+                variant, bookies_on_disks(disks, 1), [settings] * BROKERS, ensemble=(1, 1, 1)
             ) as cluster:
                 await _workload(ctx, cluster, sizes, seen[variant], duration_s)
     moves = {v: s.moves.values()[-1] if s.moves.points else 0.0 for v, s in seen.items()}

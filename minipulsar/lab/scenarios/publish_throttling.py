@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 
 from minipulsar.client import Client
-from minipulsar.lab.cluster import LabCluster, Server, lab_cluster
+from minipulsar.lab.cluster import LabCluster, Server
 from minipulsar.lab.probes import Http, Recorder
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series
 from minipulsar.lab.scenario import LabContext, Measured, Scenario
@@ -57,7 +57,7 @@ async def run(ctx: LabContext) -> Measured:
         async with ctx.disk_set(variant) as disks:
             ctx.progress.phase(f"{variant}: starting a slow bookie and a broker ({SETTING}={limit_mb})")
             bookies = bookies_on_disks(disks, 1, settings={"minipulsarSimulatedDiskModel": DISK_MODEL})
-            async with lab_cluster(ctx.variant_dir(variant), bookies, [{SETTING: limit_mb}], ensemble=(1, 1, 1)) as cl:
+            async with ctx.cluster(variant, bookies, [{SETTING: limit_mb}], ensemble=(1, 1, 1)) as cl:
                 acked, failed, received, p99 = await _workload(
                     ctx, cl, pending[variant], rss[variant], latency[variant], duration_s
                 )

@@ -7,10 +7,11 @@ the hot bookie: the lab fault ``minipulsarAddErrorAboveAddsPerSecond`` (bookie/a
 makes it answer adds beyond :data:`HOT_LIMIT_FRACTION` of its fair share with TooManyRequests,
 as an overloaded bookie would. A refused add makes that ledger replace the bookie (an ensemble
 change) and counts toward the broker's quarantine of it. The quarantine is time-scaled from
-minutes to seconds (:data:`QUARANTINE_SETTINGS`: a health check every second, 5 errors a
-check quarantine a bookie for :data:`QUARANTINE_S` s), and every topic's ledger rolls over
-about every :data:`ROLLOVER_S` s (``managedLedgerMaxLedgerRolloverTimeMinutes``), so new
-ensembles are picked all the time and quarantine decides where they go.
+minutes to seconds (:data:`QUARANTINE_SETTINGS`: a health check every second, and
+:data:`ERROR_THRESHOLD` error in a check quarantines a bookie for :data:`QUARANTINE_S` s), and
+every topic's ledger rolls over about every :data:`ROLLOVER_S` s
+(``managedLedgerMaxLedgerRolloverTimeMinutes``), so new ensembles are picked all the time and
+quarantine decides where they go.
 
 Workload: :data:`TOPICS` topics spread over the brokers by their bundles, each with one
 producer of :data:`RATE` unbatched messages of :data:`MESSAGE_BYTES` a second (seeded payloads).
@@ -18,11 +19,12 @@ producer of :data:`RATE` unbatched messages of :data:`MESSAGE_BYTES` a second (s
 Baseline: ``bookkeeperClientQuarantineRatio=1.0`` (the classic rule); tuned: :data:`TUNED_RATIO`.
 
 Figures: each bookie's inbound MB/s (the rate of its ``bookie_WRITE_BYTES``, entry payload
-bytes added, sampled every second), after a warm-up of :data:`WARMUP_S` s. Headline: the
-standard deviation over time of the hot bookie's inbound MB/s (the swing BIGO's chart showed;
-their 75 → 40 MB/s is the same figure over a cluster of bookies), and the mean over bookies of
-each bookie's standard deviation over time (bench/quarantine_sim.py's measure); the hot bookie's
-inbound range (p95 less p5); the producers' publish p99.
+bytes added, scraped every second and stamped when each answer came), after a warm-up of
+:data:`WARMUP_S` s. Headline: the standard deviation over time of the hot bookie's inbound MB/s
+(the swing BIGO's chart showed; their 75 → 40 MB/s is the same figure over a cluster of
+bookies), and the mean over bookies of each bookie's standard deviation over time
+(bench/quarantine_sim.py's measure); the hot bookie's inbound range (p95 less p5); the
+producers' publish p99.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ import asyncio
 from dataclasses import replace
 
 from minipulsar.client import Client
-from minipulsar.lab.cluster import LabCluster, lab_cluster
-from minipulsar.lab.probes import Http, Recorder, rate_series
+from minipulsar.lab.cluster import LabCluster
+from minipulsar.lab.probes import Http, Recorder, Samples, rate_series
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series, mean, percentile, stdev
 from minipulsar.lab.scenario import LabContext, Measured, Scenario
 from minipulsar.lab.topology import bookies_on_disks
@@ -51,11 +53,12 @@ HOT_LIMIT_FRACTION = 0.5
 FAIR_ADDS_PER_S = TOPICS * RATE * ENSEMBLE[1] / BOOKIES
 HOT_LIMIT_ADDS_PER_S = HOT_LIMIT_FRACTION * FAIR_ADDS_PER_S
 QUARANTINE_S = 4
+ERROR_THRESHOLD = 1
 ROLLOVER_S = 1.0
 WARMUP_S = 4.0
 QUARANTINE_SETTINGS: dict[str, object] = {
     "bookkeeperClientHealthCheckIntervalSeconds": 1,
-    "bookkeeperClientHealthCheckErrorThresholdPerInterval": 1,
+    "bookkeeperClientHealthCheckErrorThresholdPerInterval": ERROR_THRESHOLD,
     "bookkeeperClientHealthCheckQuarantineTimeInSeconds": QUARANTINE_S,
     "managedLedgerMinLedgerRolloverTimeMinutes": 0,
     "managedLedgerMaxLedgerRolloverTimeMinutes": ROLLOVER_S / 60,
@@ -65,7 +68,7 @@ MB = 1_000_000
 
 
 async def run(ctx: LabContext) -> Measured:
-    duration_s = ctx.profile.pick(36.0, 75.0)
+    duration_s = ctx.profile.pick(60.0, 75.0)
     inbound: dict[str, list[Series]] = {}
     p99: dict[str, float] = {}
     for variant, ratio in ((BASELINE, 1.0), (TUNED, TUNED_RATIO)):
@@ -74,7 +77,7 @@ async def run(ctx: LabContext) -> Measured:
             specs = bookies_on_disks(disks, BOOKIES)
             specs[0] = replace(specs[0], settings={**specs[0].settings, HOT_FAULT: HOT_LIMIT_ADDS_PER_S})
             brokers = [{**QUARANTINE_SETTINGS, SETTING: ratio}] * BROKERS
-            async with lab_cluster(ctx.variant_dir(variant), specs, brokers, ensemble=ENSEMBLE) as cluster:
+            async with ctx.cluster(variant, specs, brokers, ensemble=ENSEMBLE) as cluster:
                 inbound[variant], p99[variant] = await _workload(ctx, cluster, variant, duration_s)
     hot = {v: [value for t, value in s[0].points if t >= WARMUP_S] for v, s in inbound.items()}
     swing = {v: stdev(values) for v, values in hot.items()}
@@ -113,7 +116,8 @@ async def run(ctx: LabContext) -> Measured:
             ),
         ],
         notes=[
-            f"Time-scaled: health check every 1 s (Pulsar: 60), threshold 5 errors, quarantine {QUARANTINE_S} s"
+            f"Time-scaled: health check every 1 s (Pulsar: 60), threshold {ERROR_THRESHOLD} error a check (Pulsar: 5)"
+            f" and quarantine {QUARANTINE_S} s"
             f" (Pulsar: 1800), ledgers roll over every ~{ROLLOVER_S:g} s (managedLedgerMaxLedgerRolloverTimeMinutes"
             f"={ROLLOVER_S / 60:.4f}; Pulsar: 10 min to 4 h).",
             f"bookie-0 refuses adds beyond {HOT_LIMIT_ADDS_PER_S:.0f} adds/s with TooManyRequests"
@@ -142,14 +146,22 @@ async def _workload(
             for i in range(TOPICS)
         ]
 
+        async def scrape(url: str) -> tuple[float, Samples | None]:
+            # Stamped when the answer came, i.e. about when the bookie read its counter: on a
+            # loaded machine a scrape can take a good part of the second, and stamping it when it
+            # was sent would put that delay into the per-second rates as noise.
+            samples = await http.metrics(url)
+            return recorder.elapsed(), samples
+
         async def sample(at_s: float) -> None:
-            scrapes = await asyncio.gather(*(http.metrics(b.http_url) for b in cluster.bookies))
-            for series, samples in zip(written, scrapes):
+            scrapes = await asyncio.gather(*(scrape(b.http_url) for b in cluster.bookies))
+            for series, (answered_s, samples) in zip(written, scrapes):
                 if samples is not None:
-                    series.add(at_s, samples.get("bookie_WRITE_BYTES"))
+                    series.add(answered_s, samples.get("bookie_WRITE_BYTES"))
             ctx.progress.tick(f"{variant}: workload", at_s, duration_s)
 
-        async with Recorder(1.0, sample):
+        recorder = Recorder(1.0, sample)
+        async with recorder:
             await asyncio.gather(*(p.run(duration_s) for p in producers))
         whole_run = p99_ms(*(p.stats.total for p in producers)) or 0.0
     rates = [rate_series(series) for series in written]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 
 from minipulsar.client import Client
-from minipulsar.lab.cluster import LabCluster, lab_cluster
+from minipulsar.lab.cluster import LabCluster
 from minipulsar.lab.loadbalance_support import TIME_SCALED, load_reports, lookup, msg_rate_in, window
 from minipulsar.lab.probes import Http, Recorder
 from minipulsar.lab.result import BASELINE, TUNED, Chart, Guard, Headline, Series, mean, stdev
@@ -72,9 +72,7 @@ async def run(ctx: LabContext) -> Measured:
         settings = {**COMMON, SETTING: STRATEGIES[variant]}
         async with ctx.disk_set(variant) as disks:
             ctx.progress.phase(f"{variant}: a bookie and broker-0 ({SETTING}={STRATEGIES[variant].rsplit('.', 1)[-1]})")
-            async with lab_cluster(
-                ctx.variant_dir(variant), bookies_on_disks(disks, 1), [settings], ensemble=(1, 1, 1)
-            ) as cluster:
+            async with ctx.cluster(variant, bookies_on_disks(disks, 1), [settings], ensemble=(1, 1, 1)) as cluster:
                 marks[variant] = await _workload(
                     ctx, cluster, settings, rates, per_broker[variant], spread[variant], phase_s
                 )
